@@ -1,0 +1,139 @@
+# pisb - sandboxes for the Pi coding agent.
+#
+#   make            build bin/ (every executable) and common/libpisb.a
+#   make check      install what is missing, build, run the test suites
+#   make demo       the main job end to end on the local driver
+#   make bench      side-by-side benchmarks (bench/)
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make check SANITIZE=1    the same tests against an ASan+UBSan build
+
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBEXECDIR ?= $(PREFIX)/libexec/pisb
+MANDIR     ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -fno-strict-aliasing \
+	   -DPISB_LIBEXECDIR='"$(LIBEXECDIR)"' -DPISB_MANDIR='"$(MANDIR)"'
+LDFLAGS += -Wl,--as-needed
+
+ifeq ($(SANITIZE),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+OUT     := build/san
+BIN     := bin-san
+else
+OUT     := build/rel
+BIN     := bin
+endif
+
+PKGS    := libcurl yaml-0.1 libarchive
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+CFLAGS  += $(PKG_CFLAGS)
+LIB_curl    := $(shell pkg-config --libs libcurl 2>/dev/null)
+LIB_yaml    := $(shell pkg-config --libs yaml-0.1 2>/dev/null)
+LIB_archive := $(shell pkg-config --libs libarchive 2>/dev/null)
+
+# What each binary links (besides libpisb.a).
+LIBS_pisb        :=
+LIBS_pisb-create := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
+LIBS_pisb-exec   := $(LIB_yaml) $(LIB_curl)
+LIBS_pisb-fs     := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
+LIBS_pisb-svc    := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
+LIBS_pisb-docker := $(LIB_yaml) $(LIB_curl)
+LIBS_pisb-gc     := $(LIB_yaml) $(LIB_curl)
+LIBS_pisb-renew  := $(LIB_yaml) $(LIB_curl)
+
+PROGS   := pisb pisb-create pisb-exec pisb-fs pisb-svc pisb-docker pisb-gc pisb-renew
+LIB_SRC := $(sort $(wildcard common/*.c))
+LIB_OBJ := $(LIB_SRC:%.c=$(OUT)/%.o)
+FRONT   := $(OUT)/cmd/front.o
+LIBA    := $(OUT)/libpisb.a
+BINS    := $(PROGS:%=$(BIN)/%)
+MAN1    := $(wildcard man/*.1)
+MAN5    := $(wildcard man/*.5)
+
+all: $(BINS) common/libpisb.a
+
+$(OUT)/%.o: %.c $(wildcard common/*.h cmd/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIBA): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+common/libpisb.a: $(LIBA)
+	cp $< $@
+
+$(BIN)/%: $(OUT)/cmd/%.o $(FRONT) $(LIBA)
+	@mkdir -p $(BIN)
+	$(CC) $(LDFLAGS) -o $@ $< $(FRONT) $(LIBA) $(LIBS_$*)
+
+# ---- set-up: install what is missing (Debian/Ubuntu) ----
+DEB_BUILD := gcc make pkg-config libcurl4-openssl-dev libyaml-dev libarchive-dev libjsmn-dev
+DEB_TEST  := bats jq groff-base man-db python3 curl iproute2 util-linux procps psmisc git xz-utils zstd bzip2
+deps:
+	@missing=""; \
+	for p in $(DEB_BUILD) $(DEB_TEST); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	command -v node >/dev/null && command -v npm >/dev/null || missing="$$missing nodejs npm"; \
+	[ -z "$$missing" ] && exit 0; \
+	if [ "$$(id -u)" = 0 ]; then \
+	  echo "make deps: installing:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
+	else \
+	  echo "make deps: missing packages:$$missing"; \
+	  echo "run:  sudo apt-get install -y$$missing"; \
+	  exit 1; \
+	fi
+
+# ---- tests, demo, bench ----
+check: deps
+	@$(MAKE) --no-print-directory all
+	@PISB_BIN_DIR=$(CURDIR)/$(BIN) tests/run $(TESTS)
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@PATH=$(CURDIR)/$(BIN):$$PATH examples/demo.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@PATH=$(CURDIR)/$(BIN):$$PATH bench/run $(BENCH)
+
+completions: $(BIN)/pisb
+	$(BIN)/pisb completion bash > completions/pisb.bash
+	$(BIN)/pisb completion zsh > completions/_pisb
+	$(BIN)/pisb completion fish > completions/pisb.fish
+
+# ---- install ----
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
+	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	install -m 0755 $(BIN)/pisb $(DESTDIR)$(BINDIR)/pisb
+	for p in $(filter-out pisb,$(PROGS)); do install -m 0755 $(BIN)/$$p $(DESTDIR)$(LIBEXECDIR)/$$p; done
+	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 completions/pisb.bash $(DESTDIR)$(BASHCOMPDIR)/pisb
+	install -m 0644 completions/_pisb $(DESTDIR)$(ZSHCOMPDIR)/_pisb
+	install -m 0644 completions/pisb.fish $(DESTDIR)$(FISHCOMPDIR)/pisb.fish
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/pisb
+	for p in $(filter-out pisb,$(PROGS)); do rm -f $(DESTDIR)$(LIBEXECDIR)/$$p; done
+	-rmdir $(DESTDIR)$(LIBEXECDIR)
+	for m in $(notdir $(MAN1)); do rm -f $(DESTDIR)$(MANDIR)/man1/$$m; done
+	for m in $(notdir $(MAN5)); do rm -f $(DESTDIR)$(MANDIR)/man5/$$m; done
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/pisb $(DESTDIR)$(ZSHCOMPDIR)/_pisb $(DESTDIR)$(FISHCOMPDIR)/pisb.fish
+
+clean:
+	rm -rf build bin bin-san common/libpisb.a
+
+.PHONY: all deps check demo bench completions install uninstall clean
+.SECONDARY:

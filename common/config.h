@@ -1,0 +1,158 @@
+/* config.h - sandbox.yaml (pisb.yaml(5)): load, validate, normalise.
+ *
+ * pisb_config_load() reads YAML (JSON is YAML) with libyaml and checks every
+ * rule of DESIGN §5; the first error names the key path and the rule, e.g.
+ * "services.web.port: must be 1-65535", and YAML syntax errors give
+ * "FILE:LINE:COL: ...".  The result is normalised: defaults filled in, the
+ * profile expanded into cpus/memory, relative paths resolved against the
+ * file's directory.  pisb_config_json() prints the normalised form; loading
+ * that JSON back gives the same config (the instance record stores it).
+ */
+#ifndef PISB_CONFIG_H
+#define PISB_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct pisb_err;
+struct pisb_jw;
+
+/* A string->string map, in file order. */
+struct pisb_kv {
+	char *key, *val;
+};
+struct pisb_map {
+	struct pisb_kv *v;
+	size_t n;
+};
+
+struct pisb_link {          /* one preview link */
+	char *url;              /* NULL: the service's own preview URL */
+	char *title, *description;
+	char *folder;           /* NULL at top level */
+};
+
+enum pisb_health { PISB_HEALTH_TCP, PISB_HEALTH_HTTP, PISB_HEALTH_PROCESS };
+
+struct pisb_service {
+	char *name;             /* ^[a-z0-9][a-z0-9-]{0,31}$ */
+	char *command;
+	char *cwd;              /* workspace-relative; NULL = workspace */
+	int port;               /* 0 = allocate */
+	struct pisb_map env;
+	enum pisb_health health;
+	char *health_path;      /* for PISB_HEALTH_HTTP, starts with '/' */
+	int timeout_ms;         /* 100-120000, default 30000 */
+	bool preview;           /* has a preview URL of its own */
+	struct pisb_link *links;
+	size_t nlinks;
+	char **platforms;       /* NULL = all */
+	size_t nplatforms;
+	char **depends;         /* services referenced by ${services.X.publicURL} */
+	size_t ndepends;
+};
+
+struct pisb_os_volume {
+	char *name, *mount_path;
+	bool read_only;
+	char *sub_path;
+	bool is_pvc;            /* else ossfs */
+	/* pvc */
+	char *claim_name, *storage_class, *storage;
+	bool create_if_not_exists, delete_on_termination;
+	char **access_modes;
+	size_t naccess_modes;
+	/* ossfs */
+	char *bucket, *endpoint, *version, *access_key_id, *access_key_secret;
+	char **options;
+	size_t noptions;
+};
+
+enum pisb_policy { PISB_POLICY_KILL, PISB_POLICY_PAUSE, PISB_POLICY_KEEP };
+
+struct pisb_os_config {
+	bool present;
+	char *domain;           /* required: host[:port] */
+	char *protocol;         /* "http" (default) or "https" */
+	char *api_key_file;     /* absolute after normalisation, or NULL */
+	char *image;            /* exactly one of image, snapshot_id, sandbox_id */
+	char *snapshot_id;
+	char *sandbox_id;
+	long long timeout_seconds;   /* default 3600 */
+	struct pisb_map resource_limits;  /* e.g. cpu: "1", memory: "2Gi" */
+	char **entrypoint;
+	size_t nentrypoint;
+	struct pisb_map metadata;
+	struct pisb_os_volume *volumes;
+	size_t nvolumes;
+	char **network_allowlist;
+	size_t nnetwork_allowlist;
+	bool has_network_allowlist;
+	enum pisb_policy on_shutdown;
+	char *workspace;        /* default /workspace */
+};
+
+enum pisb_teardown { PISB_TEARDOWN_REMOVE, PISB_TEARDOWN_STOP, PISB_TEARDOWN_NONE };
+
+struct pisb_sbx_config {
+	bool present;
+	int cpus;               /* 0 = sbx default */
+	char *memory;           /* e.g. "4g", NULL = default */
+	char *template_;
+	bool workspace_read_only;
+	bool keepalive;
+	enum pisb_teardown teardown;
+	char **env_allowlist;
+	size_t nenv_allowlist;
+	char **env_passthrough;
+	size_t nenv_passthrough;
+};
+
+struct pisb_config {
+	char *path;             /* the file it came from (absolute), or NULL */
+	int version;            /* 1 */
+	char *driver;           /* local (default), vm, opensandbox, sbx */
+	char *profile;          /* tiny|small|medium|large|xlarge; default small */
+	bool profile_explicit;  /* profile given in the file */
+	int cpus;               /* effective: resources.cpus or the profile's */
+	int memory_gib;         /* effective */
+	bool resources_explicit;/* resources.* given in the file */
+	int pids;               /* resources.pids, default 4096 (pisb extension) */
+	int disk_gib;           /* default 60 */
+	bool disk_explicit;
+	char *image;            /* "host" (default) or an absolute path */
+	char *workspace;        /* absolute, default /workspace */
+	char **setup;
+	size_t nsetup;
+	char **resume;
+	size_t nresume;
+	struct pisb_service *services;   /* in start order (dependencies first) */
+	size_t nservices;
+	char **allowed_hosts;   /* exact names or "*.domain" */
+	size_t nallowed_hosts;
+	struct pisb_map env;
+	struct pisb_map metadata;
+	struct pisb_os_config os;
+	struct pisb_sbx_config sbx;
+};
+
+/* Load and validate a file.  *out is the caller's (pisb_config_free). */
+int pisb_config_load(const char *path, struct pisb_config **out,
+		     struct pisb_err *e);
+/* Same from a buffer; name is used in messages ("<workspace>/.sandbox.yaml"),
+ * base_dir resolves relative paths (may be NULL: relative paths rejected). */
+int pisb_config_load_buf(const char *buf, size_t len, const char *name,
+			 const char *base_dir, struct pisb_config **out,
+			 struct pisb_err *e);
+/* The built-in default config (local driver, host image, small profile). */
+struct pisb_config *pisb_config_default(void);
+void pisb_config_free(struct pisb_config *c);
+
+/* Normalised config as one JSON object. */
+void pisb_config_json(const struct pisb_config *c, struct pisb_jw *w);
+
+const char *pisb_map_get(const struct pisb_map *m, const char *key);
+const struct pisb_service *pisb_config_service(const struct pisb_config *c,
+					       const char *name);
+
+#endif

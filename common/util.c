@@ -1,0 +1,322 @@
+#include "util.h"
+#include "err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void oom(void)
+{
+	static const char m[] = "fatal: out of memory\n";
+	if (write(2, m, sizeof(m) - 1) < 0) { /* nothing left to do */ }
+	abort();
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+	if (!p)
+		oom();
+	return p;
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+	char *p = strndup(s, n);
+	if (!p)
+		oom();
+	return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		oom();
+	va_end(ap);
+	return s;
+}
+
+void pisb_closep(int *fd)
+{
+	if (*fd >= 0) {
+		int saved = errno;
+		close(*fd);
+		errno = saved;
+	}
+}
+
+void pisb_buf_grow(struct pisb_buf *b, size_t extra)
+{
+	size_t need = b->len + extra + 1;
+
+	if (need <= b->cap)
+		return;
+	if (b->cap * 2 > need)
+		need = b->cap * 2;
+	if (need < 64)
+		need = 64;
+	b->s = xrealloc(b->s, need);
+	b->cap = need;
+}
+
+void pisb_buf_add(struct pisb_buf *b, const void *p, size_t n)
+{
+	pisb_buf_grow(b, n);
+	if (n)
+		memcpy(b->s + b->len, p, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+}
+
+void pisb_buf_adds(struct pisb_buf *b, const char *s)
+{
+	pisb_buf_add(b, s, strlen(s));
+}
+
+void pisb_buf_addc(struct pisb_buf *b, char c)
+{
+	pisb_buf_grow(b, 1);
+	b->s[b->len++] = c;
+	b->s[b->len] = '\0';
+}
+
+void pisb_buf_addf(struct pisb_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	pisb_buf_grow(b, (size_t)n);
+	va_start(ap, fmt);
+	vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+void pisb_buf_reset(struct pisb_buf *b)
+{
+	b->len = 0;
+	if (b->s)
+		b->s[0] = '\0';
+}
+
+void pisb_buf_release(struct pisb_buf *b)
+{
+	free(b->s);
+	b->s = NULL;
+	b->len = b->cap = 0;
+}
+
+char *pisb_buf_detach(struct pisb_buf *b)
+{
+	char *s = b->s ? b->s : xstrdup("");
+	b->s = NULL;
+	b->len = b->cap = 0;
+	return s;
+}
+
+void pisb_strv_push(struct pisb_strv *sv, const char *s)
+{
+	if (sv->n + 2 > sv->cap) {
+		sv->cap = sv->cap ? sv->cap * 2 : 8;
+		sv->v = xrealloc(sv->v, sv->cap * sizeof(char *));
+	}
+	sv->v[sv->n++] = xstrdup(s);
+	sv->v[sv->n] = NULL;
+}
+
+void pisb_strv_pushf(struct pisb_strv *sv, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		oom();
+	va_end(ap);
+	pisb_strv_push(sv, s);
+	free(s);
+}
+
+void pisb_strv_release(struct pisb_strv *sv)
+{
+	for (size_t i = 0; i < sv->n; i++)
+		free(sv->v[i]);
+	free(sv->v);
+	sv->v = NULL;
+	sv->n = sv->cap = 0;
+}
+
+ssize_t pisb_write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t w = write(fd, c + done, n - done);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		done += (size_t)w;
+	}
+	return (ssize_t)done;
+}
+
+ssize_t pisb_read_all(int fd, void *p, size_t n)
+{
+	char *c = p;
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = read(fd, c + done, n - done);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (r == 0)
+			break;
+		done += (size_t)r;
+	}
+	return (ssize_t)done;
+}
+
+int pisb_read_fd(int fd, struct pisb_buf *b, size_t max)
+{
+	for (;;) {
+		ssize_t r;
+
+		pisb_buf_grow(b, 65536);
+		r = read(fd, b->s + b->len, b->cap - b->len - 1);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (r == 0)
+			break;
+		b->len += (size_t)r;
+		b->s[b->len] = '\0';
+		if (b->len > max) {
+			errno = E2BIG;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int pisb_read_file_at(int dirfd, const char *path, struct pisb_buf *b, size_t max)
+{
+	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	return pisb_read_fd(fd, b, max);
+}
+
+bool pisb_str_starts(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+bool pisb_str_ends(const char *s, const char *suffix)
+{
+	size_t a = strlen(s), b = strlen(suffix);
+	return a >= b && memcmp(s + a - b, suffix, b) == 0;
+}
+
+int pisb_parse_ll(const char *s, long long lo, long long hi, long long *out)
+{
+	char *end;
+	long long v;
+
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int64_t pisb_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t pisb_mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void pisb_time_rfc3339(int64_t t, char out[32])
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	gmtime_r(&tt, &tm);
+	strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+bool pisb_name_valid(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n < 1 || n > 40 || name[0] < 'a' || name[0] > 'z')
+		return false;
+	for (size_t i = 1; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+void pisb_freep(void *p)
+{
+	free(*(void **)p);
+}

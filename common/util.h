@@ -1,0 +1,87 @@
+/* util.h - allocation, growable buffers, cleanup attributes, fd I/O.
+ *
+ * x-alloc helpers abort on out-of-memory: a sandbox tool that cannot get a
+ * few bytes has nothing sensible left to do.
+ */
+#ifndef PISB_UTIL_H
+#define PISB_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct pisb_err;
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Growable byte buffer, always NUL-terminated after s[len]. */
+struct pisb_buf {
+	char *s;
+	size_t len, cap;
+};
+#define PISB_BUF_INIT { NULL, 0, 0 }
+void pisb_buf_grow(struct pisb_buf *b, size_t extra);
+void pisb_buf_add(struct pisb_buf *b, const void *p, size_t n);
+void pisb_buf_adds(struct pisb_buf *b, const char *s);
+void pisb_buf_addc(struct pisb_buf *b, char c);
+void pisb_buf_addf(struct pisb_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void pisb_buf_reset(struct pisb_buf *b);
+void pisb_buf_release(struct pisb_buf *b);
+/* Hand the string over to the caller; the buffer is left empty. */
+char *pisb_buf_detach(struct pisb_buf *b);
+
+/* A NULL-terminated vector of owned strings. */
+struct pisb_strv {
+	char **v;
+	size_t n, cap;
+};
+#define PISB_STRV_INIT { NULL, 0, 0 }
+void pisb_strv_push(struct pisb_strv *sv, const char *s);
+void pisb_strv_pushf(struct pisb_strv *sv, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void pisb_strv_release(struct pisb_strv *sv);
+
+/* cleanup attributes */
+void pisb_freep(void *p);
+void pisb_closep(int *fd);
+static inline void pisb_buf_releasep(struct pisb_buf *b) { pisb_buf_release(b); }
+static inline void pisb_strv_releasep(struct pisb_strv *s) { pisb_strv_release(s); }
+#define _cleanup_free_ __attribute__((cleanup(pisb_freep)))
+#define _cleanup_close_ __attribute__((cleanup(pisb_closep)))
+#define _cleanup_buf_ __attribute__((cleanup(pisb_buf_releasep)))
+#define _cleanup_strv_ __attribute__((cleanup(pisb_strv_releasep)))
+
+/* Hand an fd or pointer out of a cleanup-managed local. */
+static inline int pisb_steal_fd(int *fd) { int r = *fd; *fd = -1; return r; }
+#define PISB_STEAL(p) ({ __typeof__(p) _t = (p); (p) = NULL; _t; })
+
+/* Full reads and writes, retrying EINTR and short transfers. */
+ssize_t pisb_write_all(int fd, const void *p, size_t n);
+ssize_t pisb_read_all(int fd, void *p, size_t n);
+/* Read a whole fd (at most max bytes; -1 and E2BIG past it) into b. */
+int pisb_read_fd(int fd, struct pisb_buf *b, size_t max);
+/* Read a file relative to dirfd (AT_FDCWD for cwd) into b. */
+int pisb_read_file_at(int dirfd, const char *path, struct pisb_buf *b, size_t max);
+
+bool pisb_str_starts(const char *s, const char *prefix);
+bool pisb_str_ends(const char *s, const char *suffix);
+/* Parse a whole decimal integer within [lo, hi]; -1 on any junk. */
+int pisb_parse_ll(const char *s, long long lo, long long hi, long long *out);
+
+/* Monotonic milliseconds and realtime seconds. */
+int64_t pisb_now_ms(void);
+int64_t pisb_mono_ms(void);
+/* RFC 3339 UTC time for a unix time, e.g. 2026-11-29T10:12:57Z. */
+void pisb_time_rfc3339(int64_t t, char out[32]);
+
+/* Sandbox and template names: ^[a-z][a-z0-9-]{0,39}$ */
+bool pisb_name_valid(const char *name);
+
+#endif

@@ -1,0 +1,55 @@
+#!/usr/bin/env bats
+# The dispatcher: version, verbs, unknown verbs, help.
+load helpers
+
+setup() { pisb_test_setup; }
+
+@test "pisb --version prints the version" {
+	run -0 pisb --version
+	[[ $output =~ ^pisb\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
+}
+
+@test "every binary answers --version and --help" {
+	for b in pisb pisb-create pisb-exec pisb-fs pisb-svc pisb-docker pisb-gc pisb-renew; do
+		run -0 "$b" --version
+		[[ $output == "$b "* ]]
+		run -0 "$b" --help
+		[[ $output == *usage:* ]]
+	done
+}
+
+@test "pisb --list-commands lists every verb of the table" {
+	run -0 pisb --list-commands
+	for v in create prepare start stop destroy list inspect connect verify doctor exec exec-status exec-kill shell read write edit ls stat mkdir find grep logs push pull svc docker gc renew action help; do
+		grep -qx "$v" <<<"$output" || { echo "missing $v"; false; }
+	done
+}
+
+@test "unknown verb exits 2 and lists the real ones" {
+	run -2 --separate-stderr pisb frobnicate
+	[[ $stderr == *"unknown verb 'frobnicate'"* ]]
+	[[ $stderr == *create* && $stderr == *exec* ]]
+}
+
+@test "unknown option exits 2 naming it" {
+	run -2 --separate-stderr pisb list --frob
+	[[ $stderr == *"unknown option '--frob'"* ]]
+}
+
+@test "pisb with no arguments prints usage and exits 2" {
+	run -2 --separate-stderr pisb
+	[[ $stderr == *usage:* ]]
+}
+
+@test "global options may come before the verb" {
+	run -0 pisb --state-dir "$BATS_TEST_TMPDIR/s2" list --json
+	[ "$output" = "[]" ]
+	[ -d "$BATS_TEST_TMPDIR/s2" ]
+}
+
+@test "pisb help VERB opens the man page of the owning binary" {
+	require_cmd man
+	MANPAGER=cat PAGER=cat run -0 pisb help exec
+	[[ $output == *PISB-EXEC* || $output == *pisb-exec* ]]
+	run -2 pisb help nosuchverb
+}
