@@ -40,6 +40,8 @@ export interface SandboxEvent {
 	resumed: boolean;
 	/** released only: what shutdown did */
 	mode?: "removed" | "stopped" | "kept" | "disconnected";
+	/** the lifecycle events pisb itself reported on --events-fd, as it wrote them */
+	pisbEvents: unknown[];
 }
 
 export interface PisbExtensionOptions {
@@ -89,6 +91,8 @@ interface Sandbox {
 	/** only disconnect at shutdown */
 	connected: boolean;
 	lifecycle: Lifecycle;
+	/** pisb's events since the last ready/released */
+	events: unknown[];
 }
 
 // ---------------------------------------------------------------- helpers
@@ -210,13 +214,16 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 
 		function run(
 			args: string[],
-			opts: { input?: string | Buffer; timeoutMs?: number; signal?: AbortSignal } = {},
+			opts: { input?: string | Buffer; timeoutMs?: number; signal?: AbortSignal; events?: unknown[] } = {},
 		): Promise<RunResult> {
 			return new Promise((resolve, reject) => {
 				let child: ChildProcess;
+				const stdio: any[] = [opts.input === undefined ? "ignore" : "pipe", "pipe", "pipe"];
+				// lifecycle verbs report events as JSON lines on an extra pipe
+				if (opts.events) stdio.push("pipe");
 				try {
-					child = spawn(bin, [...globalArgs, ...args], {
-						stdio: [opts.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+					child = spawn(bin, [...globalArgs, ...args, ...(opts.events ? ["--events-fd", "3"] : [])], {
+						stdio,
 						detached: true,
 					});
 				} catch (e: any) {
@@ -245,6 +252,10 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				child.stderr!.on("data", (c: Buffer) => {
 					if (err.length < 65536) err += c.toString("utf8");
 				});
+				let evText = "";
+				(child.stdio[3] as NodeJS.ReadableStream | undefined)?.on("data", (c: Buffer) => {
+					evText += c.toString("utf8");
+				});
 				child.on("error", (e: NodeJS.ErrnoException) => {
 					if (timer) clearTimeout(timer);
 					opts.signal?.removeEventListener("abort", onAbort);
@@ -261,6 +272,12 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 					opts.signal?.removeEventListener("abort", onAbort);
 					if (aborted) return reject(new Error("Operation aborted"));
 					if (timedOut) return reject(new Error(`pisb ${args[0]} timed out after ${opts.timeoutMs} ms`));
+					for (const line of evText.split("\n")) {
+						if (!line.trim()) continue;
+						try {
+							opts.events!.push(JSON.parse(line));
+						} catch {}
+					}
 					resolve({ code: code ?? 128 + signalNumber(sig), stdout: Buffer.concat(out), stderr: err.trim() });
 				});
 				if (opts.input !== undefined) {
@@ -355,6 +372,8 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			}
 			if (!NAME_RE.test(name)) throw new SandboxUnavailableError(`invalid sandbox name '${name}'`);
 
+			const events: unknown[] = [];
+			const sessionId = ctx?.sessionManager?.getSessionId?.();
 			let createdByExtension = false;
 			let resumed = false;
 			let connected = false;
@@ -363,15 +382,18 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				const file = await configFileFor(cfg);
 				if (remoteId) {
 					if (!file) throw new SandboxUnavailableError("connect needs a configuration file");
-					const r = await run(["connect", name, "-f", file], { timeoutMs: 600_000 });
+					const args = ["connect", name, "-f", file, "--owner-pid", String(process.pid)];
+					if (sessionId) args.push("--session-id", sessionId);
+					const r = await run(args, { timeoutMs: 600_000, events });
 					if (r.code !== 0) throw failure(r, `connect '${name}'`, name);
 					connected = true;
 				} else {
 					const args = ["create", name];
 					if (file) args.push("-f", file);
 					if (lifecycle === "remove") args.push("--owner-pid", String(process.pid));
+					if (sessionId) args.push("--session-id", sessionId);
 					ctx?.ui?.setStatus?.(STATUS_KEY, `creating sandbox ${name}…`);
-					const r = await run(args, { timeoutMs: 1_800_000 });
+					const r = await run(args, { timeoutMs: 1_800_000, events });
 					if (r.code === 4 && pinned) connected = true; // someone else created it meanwhile
 					else if (r.code !== 0) throw failure(r, `create '${name}'`, name);
 					else createdByExtension = true;
@@ -398,6 +420,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				resumed,
 				connected,
 				lifecycle,
+				events,
 			};
 			if (push && createdByExtension) {
 				const r = await run(["push", name, cwd, "--to", sb.workspace], { timeoutMs: 1_800_000 });
@@ -422,6 +445,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 								workspace: sb.workspace,
 								createdByExtension: sb.createdByExtension,
 								resumed: sb.resumed,
+								pisbEvents: sb.events.splice(0),
 							},
 							ctx,
 						);
@@ -447,11 +471,14 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			if (!sb) return;
 			let mode: SandboxEvent["mode"] = "disconnected";
 			if (!sb.connected) {
+				const events = sb.events;
 				if (sb.lifecycle === "remove") {
-					const r = await run(["destroy", sb.name, "--confirm", sb.name], { timeoutMs: opTimeoutMs }).catch(() => undefined);
+					const r = await run(["destroy", sb.name, "--confirm", sb.name], { timeoutMs: opTimeoutMs, events }).catch(
+						() => undefined,
+					);
 					mode = r?.code === 0 ? "removed" : "kept";
 				} else if (sb.lifecycle === "stop") {
-					const r = await run(["stop", sb.name], { timeoutMs: opTimeoutMs }).catch(() => undefined);
+					const r = await run(["stop", sb.name], { timeoutMs: opTimeoutMs, events }).catch(() => undefined);
 					mode = r?.code === 0 ? "stopped" : "kept";
 				} else mode = "kept";
 			}
@@ -464,6 +491,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 					createdByExtension: sb.createdByExtension,
 					resumed: sb.resumed,
 					mode,
+					pisbEvents: sb.events.splice(0),
 				},
 				ctx,
 			);

@@ -1,0 +1,105 @@
+#!/usr/bin/env node
+// Per-call overhead of the Pi extension: the median time of a direct pisb call
+// next to the same operation through the extension's tool (bash running
+// `true`; read of a small file). The difference is what the extension adds.
+//
+//   node extensions/pi/bench.mjs [N]        (N calls each, default 40)
+//
+// Needs pisb (PISB_BIN, default `pisb` on PATH) with a working driver, and Pi
+// installed where the tests put it (tests/pi/node_modules; override with
+// PI_NODE_MODULES). Creates a throwaway sandbox and removes it at the end.
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const N = Number(process.argv[2] ?? process.env.BENCH_N ?? 40);
+const modules = process.env.PI_NODE_MODULES ?? path.join(here, "../../tests/pi/node_modules");
+const bin = process.env.PISB_BIN ?? "pisb";
+const name = `pi-bench-${process.pid}`;
+
+const req = createRequire(path.join(modules, "noop.js"));
+const { createJiti } = req("jiti");
+// the extension imports Pi and typebox the way Pi's own loader provides them
+const jiti = createJiti(import.meta.url, {
+	alias: {
+		"@mariozechner/pi-coding-agent": path.join(modules, "@mariozechner/pi-coding-agent/dist/index.js"),
+		typebox: req.resolve("typebox"),
+	},
+});
+
+function pisb(args, input) {
+	return new Promise((resolve, reject) => {
+		const c = spawn(bin, args, { stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"] });
+		let err = "";
+		c.stdout.resume();
+		c.stderr.on("data", (d) => (err += d));
+		c.on("error", reject);
+		c.on("close", (code) => (code === 0 ? resolve() : reject(new Error(`pisb ${args[0]}: status ${code}: ${err.trim()}`))));
+		if (input !== undefined) c.stdin.end(input);
+	});
+}
+
+async function median(fn) {
+	await fn(); // warm-up
+	const t = [];
+	for (let i = 0; i < N; i++) {
+		const t0 = process.hrtime.bigint();
+		await fn();
+		t.push(Number(process.hrtime.bigint() - t0) / 1e6);
+	}
+	t.sort((a, b) => a - b);
+	return t[Math.floor(t.length / 2)];
+}
+
+const project = mkdtempSync(path.join(tmpdir(), "pisb-bench-"));
+process.env.PISB_SANDBOX = name;
+process.env.PISB_LIFECYCLE = "remove";
+const { createPisbExtension } = await jiti.import(path.join(here, "index.ts"));
+const tools = new Map();
+const handlers = new Map();
+const pi = {
+	registerTool: (d) => tools.set(d.name, d),
+	registerCommand: () => {},
+	on: (ev, h) => handlers.set(ev, h),
+	events: { emit: () => {} },
+};
+createPisbExtension({ bin })(pi);
+const ctx = {
+	cwd: project,
+	hasUI: false,
+	ui: { setStatus: () => {}, notify: () => {} },
+	sessionManager: { getSessionId: () => "bench" },
+};
+let code = 0;
+try {
+	await handlers.get("session_start")({ type: "session_start", reason: "startup" }, ctx);
+	const bash = tools.get("bash");
+	const read = tools.get("read");
+	// the first call waits for the sandbox to be created
+	const first = await bash.execute("b0", { command: "printf x > small.txt" }, undefined, undefined, ctx);
+	if (first.content[0].text.includes("exited")) throw new Error(first.content[0].text);
+
+	const rows = [
+		["bash `true`", () => pisb(["exec", name, "--cwd", "/workspace", "--sh", "true"]), () => bash.execute("b", { command: "true" }, undefined, undefined, ctx)],
+		["read small file", () => pisb(["read", name, "/workspace/small.txt", "--raw"]), () => read.execute("r", { path: "small.txt" }, undefined, undefined, ctx)],
+	];
+	console.log(`pisb extension overhead, ${N} calls each, median ms (driver sandbox '${name}')`);
+	console.log(["operation", "direct pisb", "via extension", "overhead"].map((s) => s.padEnd(18)).join(""));
+	for (const [label, direct, viaExt] of rows) {
+		const d = await median(direct);
+		const e = await median(viaExt);
+		console.log([label, d.toFixed(2), e.toFixed(2), (e - d).toFixed(2)].map((s) => String(s).padEnd(18)).join(""));
+		if (e - d >= 10) code = 1;
+	}
+} catch (e) {
+	console.error(`bench: ${e.message}`);
+	code = 2;
+} finally {
+	await handlers.get("session_shutdown")?.({ type: "session_shutdown", reason: "quit" }, ctx);
+	rmSync(project, { recursive: true, force: true });
+}
+process.exit(code);
