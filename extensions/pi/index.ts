@@ -919,6 +919,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 
 		pi.on("before_agent_start", async (event: any, ctx) => {
 			const cwd = ctx.cwd;
+			await ensure(ctx).catch(() => undefined);
 			const where = sandbox
 				? `${sandbox.workspace} (inside pisb sandbox '${sandbox.name}'; the host directory ${cwd} maps to ${sandbox.workspace}, and every tool runs in the sandbox)`
 				: `${cwd} (pisb sandbox not ready${lastError ? `: ${lastError}` : ""}; tools refuse to run until it is)`;
