@@ -1,0 +1,76 @@
+#!/usr/bin/env bats
+# The same extension under the current Pi (@earendil-works/pi-coding-agent on
+# Node 24, both installed from npm into tests/pi/.cache on first use): the
+# tool scenario and the session tests run again with PI_FLAVOR=current, and
+# the ! command and abort are driven over RPC, which current Pi routes through
+# the extension.
+load helpers
+load pi/helpers
+
+setup_file() {
+	pi_require_local_driver
+	PI_FLAVOR=current pi_install_current ||
+		skip "machine lacks: Node >= 22.19 and @earendil-works/pi-coding-agent@$PI_CURRENT_VERSION from npm (current Pi not tested)"
+}
+
+setup() {
+	pi_require_local_driver
+	export PI_FLAVOR=current
+	pi_env "$BATS_TEST_TMPDIR"
+	SB=$(pi_name cur)
+	export PISB_SANDBOX=$SB PISB_LIFECYCLE=keep
+	export PISB_TEST_HOST_SECRET=hunter2-from-host-env
+}
+
+teardown() {
+	pi_destroy "$SB"
+}
+
+# rpc_session SCRIPT_JSON OUT LINES...: Pi in RPC mode; each LINE is either a
+# JSON command or "sleep N"; stdin closes after the last, and Pi exits.
+rpc_session() {
+	local script=$1 out=$2 l
+	shift 2
+	printf '%s\n' "$script" > "$out.script.json"
+	(cd "$PROJ" && for l in "$@"; do
+		case $l in "sleep "*) $l ;; *) printf '%s\n' "$l" ;; esac
+	done | PI_SCRIPT="$out.script.json" pi --mode rpc --no-session --offline --provider scripted --model m1 \
+		-e "$PI_DIR/scripted-provider.ts" -e "$PI_EXT" > "$out" 2> "$out.stderr")
+}
+
+@test "current Pi: the tool scenario of 80-pi-tools.bats passes" {
+	run bats "$TOP/tests/80-pi-tools.bats"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output != *"not ok"* ]]
+}
+
+@test "current Pi: the session tests of 81-pi-session.bats pass" {
+	run bats -f 'fail|lifecycle|disconnected|events' "$TOP/tests/81-pi-session.bats"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output != *"not ok"* ]]
+	[[ $output == *"ok "*"fails closed"* ]]
+}
+
+@test "current Pi: an RPC ! command runs in the sandbox" {
+	local cmd='pwd; echo \"[$PISB_TEST_HOST_SECRET]\"; echo bang > bang.txt'
+	run -0 rpc_session '[{"text":"done"}]' "$BATS_TEST_TMPDIR/rpc.jsonl" \
+		"{\"id\":\"b1\",\"type\":\"bash\",\"command\":\"$cmd\"}" "sleep 1"
+	cat "$BATS_TEST_TMPDIR/rpc.jsonl.stderr"
+	jq -se '[.[] | select(.type=="response" and .id=="b1")][0] | .success and .data.exitCode == 0
+		and (.data.output | test("^/workspace\n\\[\\]\n"))' "$BATS_TEST_TMPDIR/rpc.jsonl"
+	run -0 pisb read "$SB" /workspace/bang.txt --raw
+	[ "$output" = bang ]
+	[ ! -e "$PROJ/bang.txt" ]
+}
+
+@test "current Pi: RPC abort kills the sandboxed command" {
+	run -0 rpc_session '[{"tools":[{"name":"bash","args":{"command":"echo started; sleep 38; echo never"}}]},{"text":"done"}]' \
+		"$BATS_TEST_TMPDIR/rpc.jsonl" '{"id":"p1","type":"prompt","message":"go"}' "sleep 4" '{"id":"a1","type":"abort"}' "sleep 2"
+	jq -se '[.[] | select(.type=="tool_execution_end")][0] | .isError
+		and (.result.content[0].text | test("started")) and (.result.content[0].text | test("Command aborted"))' "$BATS_TEST_TMPDIR/rpc.jsonl"
+	run -0 pisb exec "$SB" --sh 'ps -eo args | grep -c "^sleep 38" || true'
+	[ "$output" = 0 ]
+	! pgrep -fx "sleep 38"
+}
