@@ -313,6 +313,34 @@ class Command:
             pass
 
 
+class Spawner:
+    """Start every child from one long-lived thread.  bwrap --die-with-parent
+    uses PR_SET_PDEATHSIG, which fires when the *thread* that forked the child
+    exits; request threads are short-lived (a background command would be
+    killed as soon as its HTTP connection closed)."""
+
+    def __init__(self):
+        self.q = queue.Queue()
+        threading.Thread(target=self._loop, name="spawner", daemon=True).start()
+
+    def _loop(self):
+        while True:
+            args, kwargs, box, ev = self.q.get()
+            try:
+                box.append(subprocess.Popen(*args, **kwargs))
+            except BaseException as e:  # noqa: BLE001 - handed back to the caller
+                box.append(e)
+            ev.set()
+
+    def popen(self, *args, **kwargs):
+        box, ev = [], threading.Event()
+        self.q.put((args, kwargs, box, ev))
+        ev.wait()
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+
 class Sandbox:
     def __init__(self, sid, base_dir):
         self.id = sid
@@ -391,6 +419,7 @@ class Fake:
         self.bwrap_shell = "/bin/bash" if os.path.exists("/usr/bin/bash") or os.path.exists("/bin/bash") else "/bin/sh"
         self.exec_mode = self._pick_exec_mode(args.exec_mode)
         self.stopping = threading.Event()
+        self.spawner = Spawner()
 
     # ---- exec mode -------------------------------------------------------
 
@@ -715,6 +744,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "opensandbox-fake/" + FAKE_VERSION
     sys_version = ""
+    timeout = 600  # idle keep-alive connections are dropped after this many seconds
 
     # ---- plumbing --------------------------------------------------------
 
@@ -1836,8 +1866,8 @@ class Handler(BaseHTTPRequestHandler):
                                                      "X-Accel-Buffering": "no"})
 
     def _spawn(self, cmd, argv, cwd, env, stdout, stderr):
-        cmd.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
-                                    stderr=stderr, start_new_session=True, close_fds=True)
+        cmd.proc = self.server.fake.spawner.popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
+                                                  stderr=stderr, start_new_session=True, close_fds=True)
         cmd.started_ns = time.time_ns()
 
     def _watch(self, cmd, timeout_ms):
@@ -2176,6 +2206,14 @@ def main(argv=None):
     httpd = Server(("127.0.0.1", args.port), Handler)
     httpd.fake = fake
     fake.port = httpd.server_address[1]
+
+    def on_signal(signum, frame):
+        threading.Thread(target=httpd.shutdown, daemon=True).start()
+
+    # install handlers before announcing the port: a SIGTERM right after
+    # start-up must still clean up children and the temporary state dir
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     if args.port_file:
         tmp = args.port_file + ".tmp%d" % os.getpid()
         with open(tmp, "w") as f:
@@ -2187,11 +2225,6 @@ def main(argv=None):
                      % (fake.port, fake.exec_mode, fake.state_dir))
     sys.stderr.flush()
 
-    def on_signal(signum, frame):
-        threading.Thread(target=httpd.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     threading.Thread(target=fake.reaper, daemon=True).start()
     try:
         httpd.serve_forever(poll_interval=0.2)
