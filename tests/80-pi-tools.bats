@@ -48,6 +48,8 @@ setup_file() {
 	 {tools:[{name:"read",args:{path:($proj + "/notes/new.txt")}}]},
 	 {tools:[{name:"sandbox",args:{input:"help"}}]},
 	 {tools:[{name:"bash",args:{command:"echo $$ > /workspace/shell.pid; cat /proc/1/comm"}}]},
+	 {tools:[{name:"read",args:{path:"{{fullOutputPath}}",offset:99999}}]},
+	 {tools:[{name:"read",args:{path:"/tmp/pi-bash-0123456789abcdef.log"}}]},
 	 {text:"done"}]')
 	export T0=$SECONDS
 	run_pi_json "$script" "$OUT" || true
@@ -60,7 +62,7 @@ teardown_file() {
 
 @test "pi ran the whole script and exited 0" {
 	cat "$OUT.stderr"
-	[ "$(jq -s '[.[] | select(.type=="tool_execution_end")] | length' "$OUT")" -eq 22 ]
+	[ "$(jq -s '[.[] | select(.type=="tool_execution_end")] | length' "$OUT")" -eq 24 ]
 	jq -se 'any(.[]; .type=="agent_end")' "$OUT"
 }
 
@@ -185,4 +187,12 @@ teardown_file() {
 	[ -n "$output" ]
 	# pid 1 of the command's world is not the host's pid 1
 	[ "$(tail -n1 <<<"$tool_text")" != "$(cat /proc/1/comm)" ] || [ "$(cat /proc/1/comm)" = "$(cat /proc/self/comm)" ]
+}
+
+@test "read opens Pi's saved bash output on the host, and no other host file" {
+	tool_result "$OUT" 22
+	[ "$tool_err" = false ]
+	[[ $tool_text == *100000* ]]
+	tool_result "$OUT" 23
+	[ "$tool_err" = true ]
 }

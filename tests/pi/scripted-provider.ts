@@ -3,6 +3,8 @@
  * PI_SCRIPT names a JSON file: an array of steps, each either
  *   {"tools": [{"name": "bash", "args": {...}}, ...]}  -> one assistant message with tool calls
  *   {"text": "..."}                                     -> a final assistant message
+ * In tool arguments, the string "{{fullOutputPath}}" stands for the last
+ * "Full output: PATH" that a tool result named (Pi's saved bash output).
  * Built on pi-ai's faux provider; legacy package names so Pi 0.73.1 and current Pi both load it.
  */
 import { readFileSync } from "node:fs";
@@ -13,13 +15,24 @@ export default function (pi: ExtensionAPI) {
 	const faux = registerFauxProvider({ api: "scripted-api", provider: "scripted", models: [{ id: "m1" }] });
 	const file = process.env.PI_SCRIPT;
 	const steps: any[] = file ? JSON.parse(readFileSync(file, "utf8")) : [{ text: "no script" }];
+	const lastFullOutput = (context: any): string => {
+		let found = "";
+		for (const m of context?.messages ?? [])
+			for (const c of Array.isArray(m?.content) ? m.content : [])
+				for (const hit of String(c?.text ?? "").matchAll(/Full output: (\S+?)\]?$/gm)) found = hit[1];
+		return found;
+	};
 	faux.setResponses(
 		steps.map((s) =>
 			s.tools
-				? fauxAssistantMessage(
-						s.tools.map((t: any, i: number) => fauxToolCall(t.name, t.args, { id: t.id ?? `call-${t.name}-${i}` })),
-						{ stopReason: "toolUse" },
-					)
+				? (context: any) =>
+						fauxAssistantMessage(
+							s.tools.map((t: any, i: number) => {
+								const args = JSON.parse(JSON.stringify(t.args).replaceAll("{{fullOutputPath}}", lastFullOutput(context)));
+								return fauxToolCall(t.name, args, { id: t.id ?? `call-${t.name}-${i}` });
+							}),
+							{ stopReason: "toolUse" },
+						)
 				: fauxAssistantMessage(String(s.text ?? "done")),
 		),
 	);
