@@ -14,6 +14,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Larger files are rejected before parsing. */
+#define PISB_CONFIG_MAX (1024 * 1024)
+
 struct pisb_err;
 struct pisb_jw;
 
@@ -44,6 +47,7 @@ struct pisb_service {
 	char *health_path;      /* for PISB_HEALTH_HTTP, starts with '/' */
 	int timeout_ms;         /* 100-120000, default 30000 */
 	bool preview;           /* has a preview URL of its own */
+	bool preview_main;      /* `preview:` was given: links[0] is that link */
 	struct pisb_link *links;
 	size_t nlinks;
 	char **platforms;       /* NULL = all */
@@ -82,6 +86,7 @@ struct pisb_os_config {
 	struct pisb_map resource_limits;  /* e.g. cpu: "1", memory: "2Gi" */
 	char **entrypoint;
 	size_t nentrypoint;
+	struct pisb_map env;    /* create-only, like every field down to volumes */
 	struct pisb_map metadata;
 	struct pisb_os_volume *volumes;
 	size_t nvolumes;
@@ -152,6 +157,9 @@ void pisb_config_free(struct pisb_config *c);
 void pisb_config_json(const struct pisb_config *c, struct pisb_jw *w);
 
 const char *pisb_map_get(const struct pisb_map *m, const char *key);
+/* Does the service run here?  The guest is always Linux, so a service whose
+ * platforms leave out "linux" is declared but excluded. */
+bool pisb_service_enabled(const struct pisb_service *s);
 const struct pisb_service *pisb_config_service(const struct pisb_config *c,
 					       const char *name);
 
