@@ -1,0 +1,73 @@
+#!/usr/bin/env bats
+# The extension in Pi's interactive terminal UI, typed at through tmux: the
+# user's ! command and the /sandbox command (a terminal inside the sandbox).
+load helpers
+load pi/helpers
+
+setup_file() {
+	pi_require_local_driver
+	command -v tmux >/dev/null || skip "machine lacks: tmux"
+	pi_install_legacy
+}
+
+setup() {
+	pi_require_local_driver
+	pi_env "$BATS_TEST_TMPDIR"
+	SB=$(pi_name tty)
+	export PISB_SANDBOX=$SB PISB_LIFECYCLE=keep
+	export PISB_TEST_HOST_SECRET=hunter2-from-host-env
+	TMUX_S="pisb-pi-$$-$BATS_TEST_NUMBER"
+	export TMUX_TMPDIR="$BATS_TEST_TMPDIR"
+	printf '%s\n' '[{"text":"done"}]' > "$BATS_TEST_TMPDIR/script.json"
+	local pi_cmd
+	pi_cmd="cd '$PROJ' && PI_SCRIPT='$BATS_TEST_TMPDIR/script.json' node '$PI_DIR/node_modules/@mariozechner/pi-coding-agent/dist/cli.js'"
+	pi_cmd+=" --no-session --offline --provider scripted --model m1 -e '$PI_DIR/scripted-provider.ts' -e '$PI_EXT'"
+	tmux new-session -d -s "$TMUX_S" -x 160 -y 48 "$pi_cmd; echo PI-EXITED; sleep 30"
+	# the sandbox is ready once the status line names it
+	screen_wait "sandbox $SB" 60
+}
+
+teardown() {
+	tmux kill-session -t "$TMUX_S" 2>/dev/null || true
+	pi_destroy "$SB"
+}
+
+screen() { tmux capture-pane -p -t "$TMUX_S" -S -200; }
+
+# screen_wait TEXT SECONDS: wait until the terminal shows TEXT
+screen_wait() {
+	local i
+	for ((i = 0; i < $2 * 4; i++)); do
+		screen | grep -qF -- "$1" && return 0
+		sleep 0.25
+	done
+	echo "--- screen, waiting for '$1':"
+	screen
+	return 1
+}
+
+type_line() {
+	tmux send-keys -t "$TMUX_S" -l -- "$1"
+	sleep 0.3
+	tmux send-keys -t "$TMUX_S" Enter
+}
+
+@test "interactive !: the user's command runs in the sandbox" {
+	type_line '!echo "dir=$(pwd) secret=[$PISB_TEST_HOST_SECRET]"; echo typed > typed.txt'
+	screen_wait "dir=/workspace secret=[]" 30
+	run -0 pisb read "$SB" /workspace/typed.txt --raw
+	[ "$output" = typed ]
+	[ ! -e "$PROJ/typed.txt" ]
+}
+
+@test "/sandbox opens a terminal inside the sandbox and returns to Pi" {
+	type_line "/sandbox"
+	sleep 2
+	type_line 'cd /workspace 2>/dev/null; echo "in-sandbox:$PISB_TEST_HOST_SECRET" > shell-was-here; exit'
+	sleep 2
+	run -0 pisb read "$SB" /workspace/shell-was-here --raw
+	[ "$output" = "in-sandbox:" ]
+	# back in Pi: the editor takes input again
+	type_line '!echo back-in-pi'
+	screen_wait "back-in-pi" 30
+}
