@@ -1269,11 +1269,10 @@ class Handler(BaseHTTPRequestHandler):
         for k, v in patch.items():
             if v is not None and not isinstance(v, str):
                 raise lc_422([detail_item("string_type", ["body", k], "Input should be a valid string", v)])
-        validate_metadata({k: v for k, v in patch.items() if v is not None and not k.startswith(RESERVED_PREFIX)},
-                          "SANDBOX::INVALID_METADATA_LABEL")
-        for k in patch:
+        for k in patch:  # reserved keys first; PATCH uses the bare code
             if k.startswith(RESERVED_PREFIX):
                 validate_metadata({k: ""}, "INVALID_METADATA_LABEL")
+        validate_metadata({k: v for k, v in patch.items() if v is not None}, "SANDBOX::INVALID_METADATA_LABEL")
         with fake.lock:
             md = dict(sbx.metadata or {})
             for k, v in patch.items():
@@ -2186,8 +2185,10 @@ def main(argv=None):
     ap.add_argument("--api-key", default=None, help="required OPEN-SANDBOX-API-KEY (omit to disable auth)")
     ap.add_argument("--port-file", default=None, help="write the bound port here (atomically)")
     ap.add_argument("--state-dir", default=None, help="directory for sandbox scratch roots (default: temp dir)")
-    ap.add_argument("--exec-mode", choices=("auto", "bwrap", "plain"), default="auto",
-                    help="bwrap: commands see the sandbox root as /; plain: only cwd is mapped")
+    ap.add_argument("--exec-mode", choices=("auto", "bwrap", "plain"),
+                    default=os.environ.get("OPENSANDBOX_FAKE_EXEC_MODE") or "auto",
+                    help="bwrap: commands see the sandbox root as /; plain: only cwd is mapped "
+                         "(default: $OPENSANDBOX_FAKE_EXEC_MODE or auto)")
     ap.add_argument("--pending-ms", type=int, default=None)
     ap.add_argument("--pausing-ms", type=int, default=None)
     ap.add_argument("--resuming-ms", type=int, default=None)
