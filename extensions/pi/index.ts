@@ -72,6 +72,13 @@ const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SECRET_KEY_RE = /KEY|TOKEN|SECRET|PASSW|CREDENTIAL/i;
 const DEFAULT_ENV_ALLOWLIST = ["LANG", "LC_ALL", "LC_CTYPE", "TZ"];
 const STATUS_KEY = "pisb";
+/**
+ * /reload, /new, /resume and /fork shut one extension instance down and start
+ * another in the same process: the sandbox is handed over (by host cwd and
+ * pisb binary) instead of being stopped or removed and made again.
+ */
+const HANDOFF = Symbol.for("pisb.pi.handoff");
+const handoff: Map<string, unknown> = ((globalThis as any)[HANDOFF] ??= new Map());
 
 /** Thrown when the sandbox cannot be used: the call fails and nothing runs on the host. */
 class SandboxUnavailableError extends Error {}
@@ -431,6 +438,13 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 
 		function ensure(ctx?: ExtensionContext): Promise<Sandbox> {
 			if (sandbox) return Promise.resolve(sandbox);
+			const key = `${bin}\0${ctx?.cwd ?? sessionCwd}`;
+			const adopted = handoff.get(key) as Sandbox | undefined;
+			if (adopted && !starting) {
+				handoff.delete(key);
+				sandbox = adopted;
+				return Promise.resolve(adopted);
+			}
 			if (!starting) {
 				const cwd = ctx?.cwd ?? sessionCwd;
 				starting = startSandbox(cwd, ctx).then(
@@ -462,13 +476,27 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			return starting;
 		}
 
-		async function release(ctx?: ExtensionContext): Promise<void> {
+		async function release(ctx?: ExtensionContext, reason?: string): Promise<void> {
 			const pending = starting;
 			starting = undefined;
 			if (!sandbox && pending) await pending.catch(() => undefined);
 			const sb = sandbox;
 			sandbox = undefined;
-			if (!sb) return;
+			if (reason && reason !== "quit") {
+				// the process goes on with a new session: the next instance adopts the sandbox
+				if (sb) handoff.set(`${bin}\0${ctx?.cwd ?? sessionCwd}`, sb);
+				return;
+			}
+			if (sb) await applyPolicy(sb, ctx);
+			// sandboxes handed over but never adopted (a session resumed elsewhere)
+			for (const [key, other] of [...handoff]) {
+				if (!key.startsWith(`${bin}\0`)) continue;
+				handoff.delete(key);
+				await applyPolicy(other as Sandbox, ctx);
+			}
+		}
+
+		async function applyPolicy(sb: Sandbox, ctx?: ExtensionContext): Promise<void> {
 			let mode: SandboxEvent["mode"] = "disconnected";
 			if (!sb.connected) {
 				const events = sb.events;
@@ -913,8 +941,8 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			ensure(ctx).catch((e) => ctx.ui?.notify?.(e.message, "error"));
 		});
 
-		pi.on("session_shutdown", async (_event, ctx) => {
-			await release(ctx);
+		pi.on("session_shutdown", async (event: any, ctx) => {
+			await release(ctx, event?.reason);
 		});
 
 		pi.on("before_agent_start", async (event: any, ctx) => {
