@@ -61,18 +61,20 @@ all: $(BINS) common/libpisb.a
 
 $(OUT)/%.o: %.c $(wildcard common/*.h cmd/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS) -c $< -o $@
 
 $(LIBA): $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 common/libpisb.a: $(LIBA)
-	cp $< $@
+	@cp $< $@
 
 $(BIN)/%: $(OUT)/cmd/%.o $(FRONT) $(LIBA)
 	@mkdir -p $(BIN)
-	$(CC) $(LDFLAGS) -o $@ $< $(FRONT) $(LIBA) $(LIBS_$*)
+	@echo "  LINK    $@"
+	@$(CC) $(LDFLAGS) -o $@ $< $(FRONT) $(LIBA) $(LIBS_$*)
 
 # ---- set-up: install what is missing (Debian/Ubuntu) ----
 DEB_BUILD := gcc make pkg-config libcurl4-openssl-dev libyaml-dev libarchive-dev libjsmn-dev

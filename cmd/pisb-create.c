@@ -1,7 +1,233 @@
 /* pisb-create - lifecycle of every driver; see man/pisb-create.1 */
 #include "front.h"
+#include "../common/config.h"
+#include "../common/doctor.h"
+#include "../common/events.h"
+#include "../common/inspect.h"
+#include "../common/json.h"
+#include "../common/local.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int print_inspect(struct pisb_ctx *c, const char *name, bool full)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_jw w;
+
+	pisb_jw_init(&w, &b);
+	if (pisb_inspect(&c->st, name, full, &w, &c->err) < 0)
+		return -1;
+	pisb_front_out(&b);
+	return 0;
+}
+
+static int cmd_validate(struct pisb_ctx *c)
+{
+	const char *f = pisb_args_get(&c->a, "file");
+	struct pisb_config *cfg = NULL;
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_jw w;
+
+	if (!f)
+		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "validate: -f FILE is required");
+	if (pisb_config_load(f, &cfg, &c->err) < 0)
+		return -1;
+	pisb_jw_init(&w, &b);
+	pisb_config_json(cfg, &w);
+	pisb_config_free(cfg);
+	pisb_front_out(&b);
+	return 0;
+}
+
+static int cmd_create(struct pisb_ctx *c)
+{
+	bool prepare = !strcmp(c->a.verb->name, "prepare");
+	const char *name = c->a.pos[0], *f = pisb_args_get(&c->a, "file");
+	const char *driver = pisb_args_get(&c->a, "driver");
+	struct pisb_create_opts o = { 0 };
+	struct pisb_config *cfg = NULL;
+	_cleanup_buf_ struct pisb_buf text = PISB_BUF_INIT, js = PISB_BUF_INIT;
+	_cleanup_free_ char *setup_error = NULL;
+	struct pisb_jw w;
+	long long owner = 0, events_fd = -1;
+	int ret = -1;
+
+	if (!pisb_name_valid(name))
+		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
+				    "invalid name '%s' (lowercase letter, then up to 39 of a-z 0-9 -)", name);
+	if (prepare && !f)
+		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "prepare: -f FILE is required");
+	if (pisb_args_int(&c->a, "owner-pid", 1, 4194304, 0, &owner, &c->err) < 0 ||
+	    pisb_args_int(&c->a, "events-fd", 0, 65535, -1, &events_fd, &c->err) < 0)
+		return -1;
+	if (f) {
+		if (pisb_config_load(f, &cfg, &c->err) < 0)
+			return -1;
+		if (pisb_read_file_at(AT_FDCWD, f, &text, 1 << 20) < 0)
+			return pisb_err_sys(&c->err, PISB_EXIT_USAGE, "read '%s'", f);
+	} else {
+		cfg = pisb_config_default();
+	}
+	if (driver) {
+		if (strcmp(driver, "local") && strcmp(driver, "vm") &&
+		    strcmp(driver, "opensandbox") && strcmp(driver, "sbx")) {
+			pisb_err_set(&c->err, PISB_EXIT_USAGE, "--driver: unknown driver '%s' (local, vm, opensandbox, sbx)", driver);
+			goto out;
+		}
+		free(cfg->driver);
+		cfg->driver = xstrdup(driver);
+	}
+	pisb_jw_init(&w, &js);
+	pisb_config_json(cfg, &w);
+	if (pisb_args_has(&c->a, "dry-run")) {
+		pisb_front_out(&js);
+		ret = 0;
+		goto out;
+	}
+	if (strcmp(cfg->driver, "local")) {
+		pisb_err_set(&c->err, PISB_EXIT_FAIL, "driver '%s' is not available in this build yet (use driver: local)", cfg->driver);
+		goto out;
+	}
+	o.name = name;
+	o.template_ = pisb_args_get(&c->a, "template");
+	o.config_text = text.len ? text.s : js.s;
+	o.config_len = text.len ? text.len : js.len;
+	o.owner_pid = (pid_t)owner;
+	o.session_id = pisb_args_get(&c->a, "session-id");
+	o.wait_ms = c->a.wait_ms;
+	o.prepare = prepare;
+	if (pisb_local_create(&c->st, cfg, js.s, &o, &setup_error, &c->err) < 0)
+		goto out;
+	if (setup_error)
+		pisb_front_warn("sandbox '%s': setup failed: %s (the sandbox runs anyway; see 'pisb logs %s')",
+				name, setup_error, name);
+	if (!prepare) {
+		struct pisb_event ev = { "ready", name, "local", NULL, cfg->workspace, true, false, NULL };
+		const char *hook = pisb_args_get(&c->a, "on-ready");
+		if ((events_fd >= 0 && pisb_event_write((int)events_fd, &ev, &c->err) < 0) ||
+		    (hook && pisb_event_hook(hook, &ev, &c->err) < 0)) {
+			struct pisb_err ig = PISB_ERR_INIT;
+			pisb_local_destroy(&c->st, "instances", name, -1, &ig);
+			pisb_err_prefix(&c->err, "create '%s' (removed again)", name);
+			goto out;
+		}
+	}
+	if (prepare)
+		pisb_front_info(c, "prepared template '%s'", name);
+	else if (c->a.json)
+		ret = print_inspect(c, name, false);
+	else
+		pisb_front_info(c, "created sandbox '%s' (local, running)", name);
+	ret = ret < 0 && c->err.msg[0] ? -1 : 0;
+out:
+	pisb_config_free(cfg);
+	return ret;
+}
+
+static int cmd_start_stop(struct pisb_ctx *c)
+{
+	const char *name = c->a.pos[0], *verb = c->a.verb->name;
+	int r = !strcmp(verb, "start") ? pisb_local_start(&c->st, name, c->a.wait_ms, &c->err)
+				       : pisb_local_stop(&c->st, name, c->a.wait_ms, &c->err);
+	if (r < 0)
+		return -1;
+	if (c->a.json)
+		return print_inspect(c, name, false);
+	pisb_front_info(c, "%s sandbox '%s'", !strcmp(verb, "start") ? "started" : "stopped", name);
+	return 0;
+}
+
+static int cmd_destroy(struct pisb_ctx *c)
+{
+	const char *name = c->a.pos[0], *confirm = pisb_args_get(&c->a, "confirm");
+	bool tmpl = pisb_args_has(&c->a, "template");
+
+	if (!confirm || strcmp(confirm, name))
+		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
+				    "destroy removes '%s' for good: repeat its name with --confirm %s", name, name);
+	if (pisb_local_destroy(&c->st, tmpl ? "templates" : "instances", name, c->a.wait_ms, &c->err) < 0)
+		return -1;
+	if (c->a.json) {
+		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+		pisb_buf_addf(&b, "{\"name\":\"%s\",\"destroyed\":true}", name);
+		pisb_front_out(&b);
+	} else {
+		pisb_front_info(c, "destroyed %s '%s'", tmpl ? "template" : "sandbox", name);
+	}
+	return 0;
+}
+
+static int cmd_list(struct pisb_ctx *c)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_jw w;
+	struct pisb_json j;
+	int n;
+
+	pisb_jw_init(&w, &b);
+	if (pisb_list(&c->st, pisb_args_has(&c->a, "templates"), &w, &c->err) < 0)
+		return -1;
+	if (c->a.json) {
+		pisb_front_out(&b);
+		return 0;
+	}
+	if (pisb_json_parse(&j, b.s, b.len, &c->err) < 0)
+		return -1;
+	n = j.tok[0].size;
+	if (!c->a.quiet && n)
+		printf("%-24s %-12s %-12s %s\n", "NAME", "DRIVER", "STATUS", "IMAGE");
+	for (int i = 0; i < n; i++) {
+		int o = pisb_json_at(&j, 0, i);
+		_cleanup_free_ char *nm = pisb_json_str(&j, pisb_json_get(&j, o, "name"));
+		_cleanup_free_ char *dr = pisb_json_str(&j, pisb_json_get(&j, o, "driver"));
+		_cleanup_free_ char *stt = pisb_json_str(&j, pisb_json_get(&j, o, "status"));
+		_cleanup_free_ char *im = pisb_json_str(&j, pisb_json_get(&j, o, "image"));
+		if (c->a.quiet)
+			printf("%s\n", nm ? nm : "");
+		else
+			printf("%-24s %-12s %-12s %s\n", nm ? nm : "", dr ? dr : "-", stt ? stt : "-", im ? im : "-");
+	}
+	pisb_json_release(&j);
+	return 0;
+}
+
+static int cmd_inspect(struct pisb_ctx *c)
+{
+	/* inspect always prints JSON: it is the machine-readable view */
+	return print_inspect(c, c->a.pos[0], true);
+}
+
+static int cmd_verify(struct pisb_ctx *c)
+{
+	return pisb_verify_cmd(&c->st, c->a.pos[0], c->a.json, &c->err);
+}
+
+static int cmd_doctor(struct pisb_ctx *c)
+{
+	return pisb_doctor_cmd(c->a.json, &c->err);
+}
+
+static int cmd_connect(struct pisb_ctx *c)
+{
+	return pisb_err_set(&c->err, PISB_EXIT_FAIL, "connect: the opensandbox driver is not available in this build yet");
+}
 
 static const struct pisb_handler handlers[] = {
+	{ "validate", cmd_validate, false },
+	{ "create", cmd_create, true },
+	{ "prepare", cmd_create, true },
+	{ "start", cmd_start_stop, true },
+	{ "stop", cmd_start_stop, true },
+	{ "destroy", cmd_destroy, true },
+	{ "list", cmd_list, true },
+	{ "inspect", cmd_inspect, true },
+	{ "connect", cmd_connect, true },
+	{ "verify", cmd_verify, true },
+	{ "doctor", cmd_doctor, false },
 	{ NULL, NULL, false },
 };
 

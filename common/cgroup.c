@@ -1,0 +1,224 @@
+#include "cgroup.h"
+#include "err.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#define CG_ROOT "/sys/fs/cgroup"
+#define CGROUP2_MAGIC 0x63677270
+
+int pisb_cgroup_version(void)
+{
+	struct statfs sf;
+
+	if (statfs(CG_ROOT, &sf) < 0)
+		return 0;
+	if ((unsigned long)sf.f_type == CGROUP2_MAGIC)
+		return 2;
+	return access(CG_ROOT "/memory", F_OK) == 0 ? 1 : 0;
+}
+
+static int put(int dirfd, const char *file, const char *val)
+{
+	_cleanup_close_ int fd = openat(dirfd, file, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	return pisb_write_all(fd, val, strlen(val)) < 0 ? -1 : 0;
+}
+
+static long long get(int dirfd, const char *file)
+{
+	char buf[64];
+	_cleanup_close_ int fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = pisb_read_all(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	if (!strncmp(buf, "max", 3))
+		return -2;
+	return strtoll(buf, NULL, 10);
+}
+
+static int make(const char *ctrl, const char *rel)
+{
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof(path), CG_ROOT "%s%s/pisb", ctrl[0] ? "/" : "", ctrl);
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return -1;
+	snprintf(path, sizeof(path), CG_ROOT "%s%s/%s", ctrl[0] ? "/" : "", ctrl, rel);
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return -1;
+	fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	return fd;
+}
+
+int pisb_cgroup_create(struct pisb_cgroup *cg, const char *rel, int cpus,
+		       long long mem_bytes, int pids, bool required,
+		       struct pisb_err *e)
+{
+	char v[64];
+	int n = 0;
+
+	memset(cg, 0, sizeof(*cg));
+	for (int i = 0; i <= PISB_CG_MAX; i++)
+		cg->dirfds[i] = -1;
+	snprintf(cg->rel, sizeof(cg->rel), "%s", rel);
+	cg->version = pisb_cgroup_version();
+	if (cg->version == 2) {
+		int fd = make("", rel);
+		if (fd < 0)
+			goto unenforced;
+		/* enable the controllers for our children */
+		{
+			_cleanup_close_ int pfd = open(CG_ROOT "/pisb", O_PATH | O_DIRECTORY | O_CLOEXEC);
+			_cleanup_close_ int rfd = open(CG_ROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
+			put(rfd, "cgroup.subtree_control", "+memory +pids +cpu");
+			put(pfd, "cgroup.subtree_control", "+memory +pids +cpu");
+		}
+		cg->dirfds[n++] = fd;
+		if (mem_bytes > 0) {
+			snprintf(v, sizeof(v), "%lld", mem_bytes);
+			cg->mem = put(fd, "memory.max", v) == 0 && get(fd, "memory.max") == mem_bytes;
+			put(fd, "memory.swap.max", "0");
+		}
+		if (pids > 0) {
+			snprintf(v, sizeof(v), "%d", pids);
+			cg->pids = put(fd, "pids.max", v) == 0 && get(fd, "pids.max") == pids;
+		}
+		if (cpus > 0) {
+			snprintf(v, sizeof(v), "%d 100000", cpus * 100000);
+			cg->cpu = put(fd, "cpu.max", v) == 0 && get(fd, "cpu.max") == (long long)cpus * 100000;
+		}
+	} else if (cg->version == 1) {
+		int fd;
+		if (mem_bytes > 0 && (fd = make("memory", rel)) >= 0) {
+			cg->dirfds[n++] = fd;
+			snprintf(v, sizeof(v), "%lld", mem_bytes);
+			cg->mem = put(fd, "memory.limit_in_bytes", v) == 0 &&
+				  get(fd, "memory.limit_in_bytes") == mem_bytes;
+			put(fd, "memory.memsw.limit_in_bytes", v); /* no swap around it */
+		}
+		if (pids > 0 && (fd = make("pids", rel)) >= 0) {
+			cg->dirfds[n++] = fd;
+			snprintf(v, sizeof(v), "%d", pids);
+			cg->pids = put(fd, "pids.max", v) == 0 && get(fd, "pids.max") == pids;
+		}
+		if (cpus > 0 && (fd = make("cpu", rel)) >= 0) {
+			cg->dirfds[n++] = fd;
+			put(fd, "cpu.cfs_period_us", "100000");
+			snprintf(v, sizeof(v), "%d", cpus * 100000);
+			cg->cpu = put(fd, "cpu.cfs_quota_us", v) == 0 &&
+				  get(fd, "cpu.cfs_quota_us") == (long long)cpus * 100000;
+		}
+	}
+unenforced:
+	if ((mem_bytes > 0 && !cg->mem) || (pids > 0 && !cg->pids) || (cpus > 0 && !cg->cpu)) {
+		snprintf(cg->note, sizeof(cg->note),
+			 "%s%s%s not enforced: cannot create or write cgroup v%d limits under %s as uid %u (run as root or delegate a cgroup; see 'pisb doctor')",
+			 mem_bytes > 0 && !cg->mem ? "memory " : "",
+			 cpus > 0 && !cg->cpu ? "cpus " : "",
+			 pids > 0 && !cg->pids ? "pids " : "",
+			 cg->version, CG_ROOT, (unsigned)geteuid());
+		if (required && ((mem_bytes > 0 && !cg->mem) || (cpus > 0 && !cg->cpu))) {
+			pisb_cgroup_close(cg);
+			pisb_cgroup_remove(rel);
+			return pisb_err_set(e, PISB_EXIT_FAIL, "resources: %s", cg->note);
+		}
+	}
+	return 0;
+}
+
+void pisb_cgroup_close(struct pisb_cgroup *cg)
+{
+	for (int i = 0; i <= PISB_CG_MAX; i++) {
+		if (cg->dirfds[i] >= 0)
+			close(cg->dirfds[i]);
+		cg->dirfds[i] = -1;
+	}
+}
+
+static const char *const v1_ctrls[] = { "memory", "pids", "cpu", NULL };
+
+void pisb_cgroup_remove(const char *rel)
+{
+	char path[512];
+
+	if (!rel || !*rel)
+		return;
+	if (pisb_cgroup_version() == 2) {
+		snprintf(path, sizeof(path), CG_ROOT "/%s", rel);
+		rmdir(path);
+		return;
+	}
+	for (int i = 0; v1_ctrls[i]; i++) {
+		snprintf(path, sizeof(path), CG_ROOT "/%s/%s", v1_ctrls[i], rel);
+		rmdir(path);
+	}
+}
+
+int pisb_cgroup_join(const char *rel, struct pisb_err *e)
+{
+	char path[512], me[32];
+	int ver;
+
+	if (!rel || !*rel)
+		return 0;
+	snprintf(me, sizeof(me), "%d", (int)getpid());
+	ver = pisb_cgroup_version();
+	for (int i = 0; ver == 2 ? i < 1 : v1_ctrls[i] != NULL; i++) {
+		_cleanup_close_ int fd = -1;
+		if (ver == 2)
+			snprintf(path, sizeof(path), CG_ROOT "/%s/cgroup.procs", rel);
+		else
+			snprintf(path, sizeof(path), CG_ROOT "/%s/%s/cgroup.procs", v1_ctrls[i], rel);
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENOENT)
+				continue;
+			return pisb_err_sys(e, PISB_EXIT_PISB, "join cgroup '%s'", path);
+		}
+		if (pisb_write_all(fd, me, strlen(me)) < 0)
+			return pisb_err_sys(e, PISB_EXIT_PISB, "join cgroup '%s'", path);
+	}
+	return 0;
+}
+
+long long pisb_cgroup_read(const char *rel, const char *what)
+{
+	char path[512];
+	_cleanup_close_ int fd = -1;
+	bool v2 = pisb_cgroup_version() == 2;
+	const char *ctrl, *file;
+
+	if (!strcmp(what, "memory")) {
+		ctrl = "memory";
+		file = v2 ? "memory.max" : "memory.limit_in_bytes";
+	} else if (!strcmp(what, "pids")) {
+		ctrl = "pids";
+		file = "pids.max";
+	} else {
+		ctrl = "cpu";
+		file = v2 ? "cpu.max" : "cpu.cfs_quota_us";
+	}
+	if (v2)
+		snprintf(path, sizeof(path), CG_ROOT "/%s", rel);
+	else
+		snprintf(path, sizeof(path), CG_ROOT "/%s/%s", ctrl, rel);
+	fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	return get(fd, file);
+}

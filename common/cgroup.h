@@ -1,0 +1,41 @@
+/* cgroup.h - resource limits for a local sandbox (cgroup v1 or v2).
+ *
+ * One cgroup per running sandbox, "pisb/NAME.GEN" under each controller
+ * (v1: memory, cpu, pids hierarchies; v2: the unified tree).  Limits are
+ * read back after writing: a limit counts as enforced only if the kernel
+ * holds it.
+ */
+#ifndef PISB_CGROUP_H
+#define PISB_CGROUP_H
+
+#include <stdbool.h>
+
+struct pisb_err;
+
+#define PISB_CG_MAX 4
+
+struct pisb_cgroup {
+	int version;            /* 1 or 2, 0 if none usable */
+	char rel[128];          /* "pisb/NAME.GEN" */
+	int dirfds[PISB_CG_MAX + 1];  /* joined by the init; -1 ends */
+	bool mem, cpu, pids;    /* enforced */
+	char note[512];         /* why something is not enforced */
+};
+
+/* Create and set limits (0 = no limit for that resource).  Fails only if
+ * `required` and a limit cannot be enforced. */
+int pisb_cgroup_create(struct pisb_cgroup *cg, const char *rel, int cpus,
+		       long long mem_bytes, int pids, bool required,
+		       struct pisb_err *e);
+void pisb_cgroup_close(struct pisb_cgroup *cg);
+/* Remove the (empty) cgroup dirs. */
+void pisb_cgroup_remove(const char *rel);
+/* Move the calling process into rel (every controller); silent no-op when
+ * rel is NULL or empty. */
+int pisb_cgroup_join(const char *rel, struct pisb_err *e);
+/* Read a limit back for verify/inspect: memory bytes, pids, cpu quota. */
+long long pisb_cgroup_read(const char *rel, const char *what);
+/* cgroup version of this host (1, 2) and whether we may create groups. */
+int pisb_cgroup_version(void);
+
+#endif

@@ -1,0 +1,545 @@
+/* controller.c - the per-sandbox supervisor (pisb-svc supervise NAME).
+ *
+ * It holds controller.lock for as long as it lives (that is what "running"
+ * means), boots the sandbox, runs setup or resume hooks, then serves
+ * requests on control.sock until asked to stop: stop services, end every
+ * process, sync the disk, record the checkpoint, exit.  If the controller
+ * dies, the sandbox's init dies with it (PDEATHSIG + its socket closing),
+ * and `inspect` says interrupted until the next start.
+ */
+#include "local.h"
+#include "cgroup.h"
+#include "config.h"
+#include "err.h"
+#include "instance.h"
+#include "json.h"
+#include "lock.h"
+#include "ns.h"
+#include "proc.h"
+#include "sbexec.h"
+#include "image.h"
+#include "services.h"
+#include "state.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SETUP_DEADLINE_MS (20 * 60 * 1000)
+#define RESUME_WAIT_MS 10000
+
+static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logf_(const char *fmt, ...)
+{
+	char ts[32];
+	va_list ap;
+
+	pisb_time_rfc3339(pisb_now_ms() / 1000, ts);
+	fprintf(stderr, "%s controller[%d]: ", ts, (int)getpid());
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fflush(stderr);
+}
+
+struct ctl {
+	struct pisb_state *st;
+	const char *name;
+	int idir;
+	struct pisb_record rec;
+	struct pisb_config *cfg;
+	struct pisb_runtime rt;
+	struct pisb_cgroup cg;
+	struct pisb_ids ids;
+	int initctl;
+	int lsock;
+	int sigfd;
+	bool stopping;
+	struct pisb_services *svc;
+};
+
+static int save(struct ctl *c, const char *state, struct pisb_err *e)
+{
+	snprintf(c->rt.state, sizeof(c->rt.state), "%s", state);
+	if (c->svc) {
+		free(c->rt.services_json);
+		free(c->rt.previews_json);
+		c->rt.services_json = pisb_services_status_json(c->svc);
+		c->rt.previews_json = pisb_services_previews_json(c->svc);
+	}
+	return pisb_runtime_save(c->idir, &c->rt, e);
+}
+
+/* Run a shell script inside the sandbox, output to our log; wait at most
+ * timeout_ms (then kill it).  Returns its exit code, or -1. */
+static int run_script(struct ctl *c, const char *script, int timeout_ms,
+		      bool wait, pid_t *pid_out, struct pisb_err *e)
+{
+	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT;
+	char *argv[] = { "/bin/sh", "-lc", (char *)script, NULL };
+	struct pisb_spawn s;
+	int err, status;
+	pid_t pid, r;
+
+	pisb_sandbox_env(c->cfg, NULL, NULL, 0, &env);
+	memset(&s, 0, sizeof(s));
+	s.rt = &c->rt;
+	s.argv = argv;
+	s.envp = env.v;
+	s.cwd = c->cfg->workspace;
+	s.stdin_fd = -1;
+	s.stdout_fd = 2;
+	s.stderr_fd = 2;
+	s.new_session = true;
+	pid = pisb_sbx_spawn(&s, &err, e);
+	if (pid < 0)
+		return -1;
+	if (pid_out)
+		*pid_out = pid;
+	if (!wait)
+		return 0;
+	r = pisb_wait_timeout(pid, &status, timeout_ms);
+	if (r == 0) {
+		kill(-pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		return pisb_err_set(e, PISB_EXIT_TIMEOUT, "timed out after %d s", timeout_ms / 1000);
+	}
+	if (r < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "wait");
+	return pisb_wait_code(status);
+}
+
+/* setup lines, then <workspace>/.agents/setup if executable; one deadline */
+static char *run_setup(struct ctl *c)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+	int64_t deadline = pisb_mono_ms() + SETUP_DEADLINE_MS;
+	_cleanup_free_ char *agents = NULL;
+
+	for (size_t i = 0; i < c->cfg->nsetup; i++) {
+		int64_t left = deadline - pisb_mono_ms();
+		int code;
+
+		logf_("setup[%zu]: %s", i, c->cfg->setup[i]);
+		code = left > 0 ? run_script(c, c->cfg->setup[i], (int)left, true, NULL, &e) : -1;
+		if (left <= 0)
+			pisb_err_set(&e, PISB_EXIT_TIMEOUT, "the 20-minute setup deadline passed");
+		if (code != 0)
+			return code < 0 ? xasprintf("setup[%zu] '%s': %s", i, c->cfg->setup[i], e.msg)
+					: xasprintf("setup[%zu] '%s' exited with %d", i, c->cfg->setup[i], code);
+	}
+	agents = xasprintf("f=%s/.agents/setup; if [ -x \"$f\" ]; then exec \"$f\"; fi", c->cfg->workspace);
+	{
+		int64_t left = deadline - pisb_mono_ms();
+		int code = left > 0 ? run_script(c, agents, (int)left, true, NULL, &e) : -1;
+		if (code != 0)
+			return code < 0 ? xasprintf(".agents/setup: %s", e.msg)
+					: xasprintf(".agents/setup exited with %d", code);
+	}
+	return NULL;
+}
+
+/* resume lines and .agents/resume in one background script; wait 10 s */
+static void run_resume(struct ctl *c)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+	struct pisb_buf s = PISB_BUF_INIT;
+	pid_t pid = 0;
+	int status;
+
+	for (size_t i = 0; i < c->cfg->nresume; i++) {
+		pisb_buf_adds(&s, "/bin/sh -lc ");
+		/* single-quote the line for the outer shell */
+		pisb_buf_addc(&s, '\'');
+		for (const char *p = c->cfg->resume[i]; *p; p++) {
+			if (*p == '\'')
+				pisb_buf_adds(&s, "'\\''");
+			else
+				pisb_buf_addc(&s, *p);
+		}
+		pisb_buf_addf(&s, "' || echo \"resume[%zu] exited with $?\" >&2\n", i);
+	}
+	pisb_buf_addf(&s, "f=%s/.agents/resume; if [ -x \"$f\" ]; then \"$f\"; fi\n", c->cfg->workspace);
+	logf_("resume: running hooks");
+	if (run_script(c, s.s, 0, false, &pid, &e) < 0) {
+		logf_("resume: %s", e.msg);
+		pisb_buf_release(&s);
+		return;
+	}
+	pisb_buf_release(&s);
+	if (pisb_wait_timeout(pid, &status, RESUME_WAIT_MS) == 0) {
+		logf_("resume: still running after 10 s, continuing in the background (pid %d)", (int)pid);
+		c->rt.resume.pid = pid;
+		c->rt.resume.start = pisb_proc_start(pid);
+	}
+}
+
+static int bind_control(struct ctl *c, struct pisb_err *e)
+{
+	struct sockaddr_un sa;
+	int fd;
+
+	unlinkat(c->idir, "control.sock", 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/control.sock", c->idir);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "socket");
+	umask(077);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0) {
+		close(fd);
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "bind control.sock");
+	}
+	c->lsock = fd;
+	return 0;
+}
+
+/* Stop: services, every process, sync, checkpoint mark. */
+static void do_stop(struct ctl *c)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+	int status;
+
+	if (c->stopping)
+		return;
+	c->stopping = true;
+	logf_("stopping");
+	save(c, "stopping", &e);
+	if (c->svc)
+		pisb_services_stop_all(c->svc);
+	if (c->initctl >= 0) {
+		if (pisb_sandbox_killall(c->initctl, 5000, &e) < 0)
+			logf_("stop: %s", e.msg);
+		close(c->initctl); /* init exits: the pid ns is torn down */
+		c->initctl = -1;
+	}
+	if (c->rt.init.pid > 0 && pisb_wait_timeout(c->rt.init.pid, &status, 5000) == 0) {
+		kill(c->rt.init.pid, SIGKILL);
+		waitpid(c->rt.init.pid, &status, 0);
+	}
+	/* flush the disk: the checkpoint is what is on it now */
+	{
+		_cleanup_close_ int d = openat(c->idir, "disk", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (d >= 0)
+			syncfs(d);
+	}
+	pisb_cgroup_close(&c->cg);
+	pisb_cgroup_remove(c->rt.cgroup);
+	c->rt.init.pid = 0;
+	c->rt.resume.pid = 0;
+	c->rt.stopped_at = pisb_now_ms() / 1000;
+	unlinkat(c->idir, "control.sock", 0);
+	if (save(c, "stopped", &e) < 0)
+		logf_("stop: %s", e.msg);
+	logf_("stopped");
+}
+
+static void reply(int fd, const char *json)
+{
+	pisb_write_all(fd, json, strlen(json));
+	pisb_write_all(fd, "\n", 1);
+}
+
+static void handle_client(struct ctl *c, int fd)
+{
+	char buf[65536];
+	size_t len = 0;
+	struct pisb_json j;
+	struct pisb_err e = PISB_ERR_INIT;
+	_cleanup_free_ char *op = NULL;
+	int64_t deadline = pisb_mono_ms() + 2000;
+
+	/* one request line; short deadline so a stuck client cannot block us */
+	while (len < sizeof(buf) - 1 && !memchr(buf, '\n', len)) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int64_t left = deadline - pisb_mono_ms();
+		ssize_t n;
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return;
+		n = read(fd, buf + len, sizeof(buf) - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	if (pisb_json_parse(&j, buf, strcspn(buf, "\n"), &e) < 0) {
+		reply(fd, "{\"ok\":false,\"error\":\"bad request\"}");
+		return;
+	}
+	op = pisb_json_str(&j, pisb_json_get(&j, 0, "op"));
+	if (!op) {
+		reply(fd, "{\"ok\":false,\"error\":\"missing op\"}");
+	} else if (!strcmp(op, "ping")) {
+		reply(fd, "{\"ok\":true}");
+	} else if (!strcmp(op, "stop")) {
+		do_stop(c);
+		reply(fd, "{\"ok\":true}");
+	} else if (c->svc) {
+		struct pisb_buf out = PISB_BUF_INIT;
+		pisb_services_request(c->svc, op, &j, &out);
+		reply(fd, out.s ? out.s : "{\"ok\":false}");
+		pisb_buf_release(&out);
+		save(c, "running", &e);
+	} else {
+		reply(fd, "{\"ok\":false,\"error\":\"unknown op\"}");
+	}
+	pisb_json_release(&j);
+}
+
+static void on_sigchld(struct ctl *c)
+{
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (pid == c->rt.init.pid) {
+			logf_("the sandbox init exited unexpectedly");
+			c->rt.init.pid = 0;
+			if (!c->stopping)
+				do_stop(c);
+		} else if (c->svc) {
+			pisb_services_reaped(c->svc, pid, status);
+		}
+	}
+}
+
+static int open_target(struct pisb_state *st, const char *name, struct pisb_err *e)
+{
+	if (pisb_str_starts(name, "@prep/")) {
+		_cleanup_free_ char *p = xasprintf("staging/%s.prep", name + 6);
+		int fd = openat(st->fd, p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			return pisb_err_sys(e, PISB_EXIT_NOTFOUND, "open '%s'", p);
+		return fd;
+	}
+	return pisb_instance_open(st, "instances", name, e);
+}
+
+int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err *e)
+{
+	struct ctl c;
+	_cleanup_close_ int lock = -1;
+	_cleanup_free_ char *lower = NULL, *disk = NULL;
+	_cleanup_buf_ struct pisb_buf intent = PISB_BUF_INIT;
+	bool fresh = false, prepare = false;
+	struct pisb_boot b;
+	sigset_t mask;
+	char gen[17];
+	int ret = -1;
+
+	memset(&c, 0, sizeof(c));
+	c.st = st;
+	c.name = pisb_str_starts(name, "@prep/") ? name + 6 : name;
+	c.initctl = c.lsock = c.sigfd = -1;
+	c.idir = open_target(st, name, e);
+	if (c.idir < 0)
+		return -1;
+	lock = pisb_lock_acquire(c.idir, "controller.lock", true, 0, "the sandbox controller", e);
+	if (lock < 0)
+		goto out;
+	if (pisb_record_load(c.idir, &c.rec, e) < 0 || pisb_record_config(&c.rec, &c.cfg, e) < 0)
+		goto out_failed;
+	if (pisb_read_file_at(c.idir, "intent.json", &intent, 4096) == 0) {
+		fresh = strstr(intent.s, "\"setup\":true") != NULL;
+		prepare = strstr(intent.s, "\"prepare\":true") != NULL;
+	}
+	{
+		struct pisb_err ig = PISB_ERR_INIT;
+		struct pisb_runtime old;
+		if (pisb_runtime_load(c.idir, &old, &ig) == 0) {
+			if (strcmp(old.state, "stopped"))
+				logf_("recovering from an interrupted run (last state '%s'): starting from the disk as last synced", old.state);
+			pisb_cgroup_remove(old.cgroup);
+			pisb_runtime_release(&old);
+		}
+		/* handles of earlier runs are gone with their processes */
+		pisb_rm_rf_at(c.idir, "exec", &ig);
+	}
+	pisb_ids_for_caller(&c.ids);
+	pisb_random_hex(gen, 8);
+	snprintf(c.rt.generation, sizeof(c.rt.generation), "%s", gen);
+	c.rt.controller.pid = getpid();
+	c.rt.controller.start = pisb_proc_start(getpid());
+	c.rt.started_at = pisb_now_ms() / 1000;
+	c.rt.uid_base = c.ids.uid_base;
+	c.rt.gid_base = c.ids.gid_base;
+	if (save(&c, "starting", e) < 0)
+		goto out_failed;
+
+	/* signals through a signalfd, so the loop below sees them in order */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	c.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+	/* limits */
+	{
+		char rel[128];
+		bool required = c.cfg->profile_explicit || c.cfg->resources_explicit;
+		snprintf(rel, sizeof(rel), "pisb/%s.%s", c.name, gen);
+		if (pisb_cgroup_create(&c.cg, rel, c.cfg->cpus,
+				       (long long)c.cfg->memory_gib << 30, c.cfg->pids,
+				       required, e) < 0)
+			goto out_failed;
+		if (c.cg.dirfds[0] >= 0)
+			c.rt.cgroup = xstrdup(rel);
+		c.rt.mem_enforced = c.cg.mem;
+		c.rt.cpu_enforced = c.cg.cpu;
+		c.rt.pids_enforced = c.cg.pids;
+		c.rt.disk_enforced = false;
+		if (c.cg.note[0])
+			c.rt.limits_note = xstrdup(c.cg.note);
+	}
+
+	/* the root filesystem layers */
+	if (!strcmp(c.cfg->image, "host")) {
+		_cleanup_free_ char *skel = xasprintf("images/host-%u", (unsigned)c.ids.uid_base);
+		if (pisb_mkdirs_at(st->fd, "images", 0700, e) < 0 ||
+		    pisb_host_skeleton(st->fd, skel, &c.ids, e) < 0)
+			goto out_failed;
+		lower = xasprintf("%s/%s", st->path, skel);
+	} else {
+		lower = pisb_image_path(st, c.cfg->image, &c.ids, e);
+		if (!lower)
+			goto out_failed;
+	}
+	disk = pisb_str_starts(name, "@prep/")
+		? xasprintf("%s/staging/%s.prep/disk", st->path, c.name)
+		: xasprintf("%s/instances/%s/disk", st->path, c.name);
+	memset(&b, 0, sizeof(b));
+	b.hostname = c.name;
+	b.lower_path = lower;
+	b.host_image = !strcmp(c.cfg->image, "host");
+	b.disk_path = disk;
+	b.workspace = c.cfg->workspace;
+	b.ids = c.ids;
+	b.log_fd = 2;
+	for (int i = 0; i < 8; i++)
+		b.cgroup_dirfds[i] = i <= PISB_CG_MAX ? c.cg.dirfds[i] : -1;
+	if (pisb_sandbox_boot(&b, &c.rt.init.pid, &c.initctl, e) < 0)
+		goto out_failed;
+	c.rt.init.start = pisb_proc_start(c.rt.init.pid);
+	/* the controller itself stays out of the sandbox's cgroup */
+	if (c.rt.cgroup) {
+		struct pisb_err ig = PISB_ERR_INIT;
+		pisb_cgroup_join(NULL, &ig);
+	}
+	logf_("booted: init pid %d, generation %s", (int)c.rt.init.pid, gen);
+	if (save(&c, "starting", e) < 0)
+		goto out_failed;
+
+	if (fresh) {
+		struct pisb_err ig = PISB_ERR_INIT;
+		char *err = run_setup(&c);
+		if (err) {
+			logf_("setup failed: %s", err);
+			c.rt.setup_error = err;
+		}
+		/* nothing setup started may outlive it, detached or not */
+		pisb_sandbox_killall(c.initctl, 5000, &ig);
+		unlinkat(c.idir, "intent.json", 0);
+	} else {
+		run_resume(&c);
+	}
+	if (prepare) {
+		do_stop(&c);
+		ret = 0;
+		goto out;
+	}
+	c.svc = pisb_services_new(c.st, c.idir, c.name, c.cfg, &c.rt);
+	if (c.svc) {
+		struct pisb_err se = PISB_ERR_INIT;
+		if (pisb_services_start_all(c.svc, &se) < 0)
+			logf_("services: %s", se.msg);
+	}
+	if (bind_control(&c, e) < 0)
+		goto out_failed;
+	if (save(&c, "running", e) < 0)
+		goto out_failed;
+	logf_("running");
+
+	while (!c.stopping) {
+		struct pollfd p[3 + PISB_SVC_MAX_FDS];
+		int n = 0, timeout = 1000;
+
+		p[n++] = (struct pollfd){ c.lsock, POLLIN, 0 };
+		p[n++] = (struct pollfd){ c.sigfd, POLLIN, 0 };
+		p[n++] = (struct pollfd){ c.initctl, POLLIN, 0 };
+		if (c.svc)
+			n += pisb_services_pollfds(c.svc, p + n, PISB_SVC_MAX_FDS, &timeout);
+		if (poll(p, (nfds_t)n, timeout) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents) {
+			struct signalfd_siginfo si;
+			while (read(c.sigfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo == SIGCHLD)
+					on_sigchld(&c);
+				else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
+					do_stop(&c);
+				/* SIGHUP: the terminal that started us is gone; ignore */
+			}
+		}
+		if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
+			logf_("the sandbox init went away");
+			close(c.initctl);
+			c.initctl = -1;
+			do_stop(&c);
+		}
+		if (!c.stopping && (p[0].revents & POLLIN)) {
+			int cfd = accept4(c.lsock, NULL, NULL, SOCK_CLOEXEC);
+			if (cfd >= 0) {
+				handle_client(&c, cfd);
+				close(cfd);
+			}
+		}
+		if (c.svc && !c.stopping)
+			pisb_services_poll(c.svc, p + 3, (size_t)(n - 3));
+	}
+	ret = 0;
+	goto out;
+
+out_failed:
+	logf_("fatal: %s", e->msg);
+	{
+		struct pisb_err ig = PISB_ERR_INIT;
+		if (c.initctl >= 0) {
+			close(c.initctl);
+			c.initctl = -1;
+		}
+		pisb_cgroup_close(&c.cg);
+		if (c.rt.cgroup)
+			pisb_cgroup_remove(c.rt.cgroup);
+		save(&c, "failed", &ig);
+	}
+out:
+	if (c.svc)
+		pisb_services_free(c.svc);
+	if (c.lsock >= 0)
+		close(c.lsock);
+	if (c.sigfd >= 0)
+		close(c.sigfd);
+	pisb_runtime_release(&c.rt);
+	pisb_record_release(&c.rec);
+	if (c.cfg)
+		pisb_config_free(c.cfg);
+	close(c.idir);
+	return ret;
+}

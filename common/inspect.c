@@ -1,0 +1,208 @@
+#include "inspect.h"
+#include "cgroup.h"
+#include "config.h"
+#include "err.h"
+#include "instance.h"
+#include "json.h"
+#include "state.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void limits(struct pisb_jw *w, const struct pisb_config *cfg,
+		   const struct pisb_runtime *rt, bool running)
+{
+	pisb_jw_key(w, "limits");
+	pisb_jw_obj(w);
+	pisb_jw_kint(w, "cpus", cfg->cpus);
+	pisb_jw_kint(w, "memoryGiB", cfg->memory_gib);
+	pisb_jw_kint(w, "pids", cfg->pids);
+	pisb_jw_kint(w, "diskGiB", cfg->disk_gib);
+	pisb_jw_key(w, "enforced");
+	pisb_jw_obj(w);
+	pisb_jw_kbool(w, "cpus", running && rt->cpu_enforced);
+	pisb_jw_kbool(w, "memory", running && rt->mem_enforced);
+	pisb_jw_kbool(w, "pids", running && rt->pids_enforced);
+	pisb_jw_kbool(w, "disk", running && rt->disk_enforced);
+	pisb_jw_obj_end(w);
+	if (running) {
+		_cleanup_buf_ struct pisb_buf note = PISB_BUF_INIT;
+		if (rt->limits_note)
+			pisb_buf_adds(&note, rt->limits_note);
+		if (!rt->disk_enforced) {
+			if (note.len)
+				pisb_buf_adds(&note, "; ");
+			pisb_buf_addf(&note, "disk %d GiB not enforced: the disk is a directory on the host filesystem, without a quota", cfg->disk_gib);
+		}
+		pisb_jw_kstr(w, "note", note.s);
+	} else {
+		pisb_jw_kstr(w, "note", "limits are enforced only while the sandbox runs");
+	}
+	pisb_jw_obj_end(w);
+}
+
+static void raw_or(struct pisb_jw *w, const char *key, const char *raw, const char *dflt)
+{
+	pisb_jw_key(w, key);
+	if (raw)
+		pisb_jw_raw(w, raw, strlen(raw));
+	else
+		pisb_jw_raw(w, dflt, strlen(dflt));
+}
+
+static int one(struct pisb_state *st, const char *kind, const char *name, bool full,
+	       bool brief, struct pisb_jw *w, struct pisb_err *e)
+{
+	_cleanup_close_ int idir = pisb_instance_open(st, kind, name, e);
+	struct pisb_record rec;
+	struct pisb_runtime rt;
+	struct pisb_config *cfg = NULL;
+	enum pisb_status s;
+	char ts[32];
+	bool running;
+
+	if (idir < 0)
+		return -1;
+	if (pisb_record_load(idir, &rec, e) < 0)
+		return pisb_err_prefix(e, "sandbox '%s'", name);
+	if (pisb_runtime_load(idir, &rt, e) < 0) {
+		pisb_record_release(&rec);
+		return -1;
+	}
+	if (pisb_record_config(&rec, &cfg, e) < 0) {
+		pisb_record_release(&rec);
+		pisb_runtime_release(&rt);
+		return -1;
+	}
+	s = !strcmp(kind, "templates") ? PISB_ST_STOPPED : pisb_instance_status(idir, &rt);
+	running = s == PISB_ST_RUNNING || s == PISB_ST_STARTING || s == PISB_ST_UNAVAILABLE;
+	pisb_jw_obj(w);
+	pisb_jw_kstr(w, "name", rec.name);
+	pisb_jw_kstr(w, "driver", rec.driver);
+	pisb_jw_kstr(w, "status", !strcmp(kind, "templates") ? "template" : pisb_status_name(s));
+	pisb_jw_kstr(w, "image", cfg->image);
+	pisb_jw_kstr(w, "workspace", cfg->workspace);
+	pisb_time_rfc3339(rec.created_at, ts);
+	pisb_jw_kstr(w, "createdAt", ts);
+	if (!brief) {
+		pisb_jw_kstr(w, "template", rec.template_);
+		pisb_jw_key(w, "ownerPid");
+		if (rec.owner.pid > 0)
+			pisb_jw_int(w, rec.owner.pid);
+		else
+			pisb_jw_null(w);
+		pisb_jw_kbool(w, "ownerAlive", rec.owner.pid > 0 && pisb_proc_id_alive(&rec.owner));
+		pisb_jw_kstr(w, "sessionId", rec.session_id);
+		limits(w, cfg, &rt, running);
+		raw_or(w, "services", running ? rt.services_json : NULL, "[]");
+		raw_or(w, "ports", NULL, "[]");
+		raw_or(w, "previews", running ? rt.previews_json : NULL, "[]");
+		pisb_jw_key(w, "resumePid");
+		if (running && pisb_proc_id_alive(&rt.resume))
+			pisb_jw_int(w, rt.resume.pid);
+		else
+			pisb_jw_null(w);
+		pisb_jw_key(w, "controller");
+		pisb_jw_obj(w);
+		pisb_jw_key(w, "pid");
+		if (running && rt.controller.pid > 0)
+			pisb_jw_int(w, rt.controller.pid);
+		else
+			pisb_jw_null(w);
+		pisb_jw_kbool(w, "alive", running);
+		pisb_jw_key(w, "initPid");
+		if (running && rt.init.pid > 0)
+			pisb_jw_int(w, rt.init.pid);
+		else
+			pisb_jw_null(w);
+		pisb_jw_kstr(w, "generation", running ? rt.generation : NULL);
+		pisb_jw_obj_end(w);
+		if (rt.started_at) {
+			pisb_time_rfc3339(rt.started_at, ts);
+			pisb_jw_kstr(w, "startedAt", ts);
+		}
+		if (rt.stopped_at) {
+			pisb_time_rfc3339(rt.stopped_at, ts);
+			pisb_jw_kstr(w, "stoppedAt", ts);
+		}
+		pisb_jw_kstr(w, "setupError", rt.setup_error);
+		if (rt.extra_json)
+			raw_or(w, "remote", rt.extra_json, "null");
+		if (full) {
+			pisb_jw_key(w, "config");
+			pisb_jw_raw(w, rec.config_json, strlen(rec.config_json));
+		}
+	}
+	pisb_jw_obj_end(w);
+	pisb_config_free(cfg);
+	pisb_record_release(&rec);
+	pisb_runtime_release(&rt);
+	return 0;
+}
+
+int pisb_inspect(struct pisb_state *st, const char *name, bool full,
+		 struct pisb_jw *w, struct pisb_err *e)
+{
+	return one(st, "instances", name, full, false, w, e);
+}
+
+static int cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int pisb_list(struct pisb_state *st, bool templates, struct pisb_jw *w,
+	      struct pisb_err *e)
+{
+	const char *kind = templates ? "templates" : "instances";
+	_cleanup_strv_ struct pisb_strv names = PISB_STRV_INIT;
+	int fd = openat(st->fd, kind, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d;
+	struct dirent *de;
+
+	pisb_jw_arr(w);
+	if (fd >= 0 && (d = fdopendir(fd))) {
+		while ((de = readdir(d)))
+			if (pisb_name_valid(de->d_name))
+				pisb_strv_push(&names, de->d_name);
+		closedir(d);
+	} else if (fd >= 0) {
+		close(fd);
+	}
+	if (names.n)
+		qsort(names.v, names.n, sizeof(char *), cmp);
+	for (size_t i = 0; i < names.n; i++) {
+		struct pisb_err ie = PISB_ERR_INIT;
+		/* a half-deleted or foreign entry must not hide the others */
+		if (one(st, kind, names.v[i], false, true, w, &ie) < 0 && ie.code != PISB_EXIT_NOTFOUND) {
+			pisb_jw_obj(w);
+			pisb_jw_kstr(w, "name", names.v[i]);
+			pisb_jw_kstr(w, "status", "broken");
+			pisb_jw_kstr(w, "error", ie.msg);
+			pisb_jw_obj_end(w);
+		}
+	}
+	pisb_jw_arr_end(w);
+	(void)e;
+	return 0;
+}
+
+const char *pisb_status_of(struct pisb_state *st, const char *name)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+	_cleanup_close_ int idir = pisb_instance_open(st, "instances", name, &e);
+	struct pisb_runtime rt;
+	enum pisb_status s;
+
+	if (idir < 0)
+		return "missing";
+	if (pisb_runtime_load(idir, &rt, &e) < 0)
+		return "unknown";
+	s = pisb_instance_status(idir, &rt);
+	pisb_runtime_release(&rt);
+	return pisb_status_name(s);
+}

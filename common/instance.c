@@ -1,0 +1,394 @@
+#include "instance.h"
+#include "config.h"
+#include "err.h"
+#include "json.h"
+#include "lock.h"
+#include "state.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+const char *pisb_status_name(enum pisb_status s)
+{
+	switch (s) {
+	case PISB_ST_MISSING: return "missing";
+	case PISB_ST_STOPPED: return "stopped";
+	case PISB_ST_STARTING: return "starting";
+	case PISB_ST_RUNNING: return "running";
+	case PISB_ST_STOPPING: return "stopping";
+	case PISB_ST_INTERRUPTED: return "interrupted";
+	case PISB_ST_UNAVAILABLE: return "unavailable";
+	case PISB_ST_CONNECTED: return "connected";
+	case PISB_ST_PAUSED: return "paused";
+	case PISB_ST_GONE: return "gone";
+	}
+	return "unknown";
+}
+
+unsigned long long pisb_proc_start(pid_t pid)
+{
+	char path[64], buf[1024];
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+	char *p;
+	unsigned long long v = 0;
+
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = pisb_read_all(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* comm may contain spaces and parens: skip to the last ')' */
+	p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	p += 2;
+	/* p is at field 3 (state); start time is field 22 */
+	for (int f = 3; f < 22 && p; f++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	if (p)
+		v = strtoull(p, NULL, 10);
+	return v;
+}
+
+bool pisb_proc_id_alive(const struct pisb_proc_id *p)
+{
+	return p->pid > 0 && p->start && pisb_proc_start(p->pid) == p->start;
+}
+
+void pisb_runtime_release(struct pisb_runtime *r)
+{
+	free(r->setup_error);
+	free(r->cgroup);
+	free(r->limits_note);
+	free(r->services_json);
+	free(r->previews_json);
+	free(r->extra_json);
+	memset(r, 0, sizeof(*r));
+}
+
+static void get_pid(struct pisb_json *j, int obj, const char *key,
+		    struct pisb_proc_id *p)
+{
+	int o = pisb_json_get(j, 0, key);
+	long long v;
+
+	(void)obj;
+	if (o < 0)
+		return;
+	if (pisb_json_int(j, pisb_json_get(j, o, "pid"), &v) == 0)
+		p->pid = (pid_t)v;
+	if (pisb_json_int(j, pisb_json_get(j, o, "start"), &v) == 0)
+		p->start = (unsigned long long)v;
+}
+
+static char *get_raw(struct pisb_json *j, const char *key)
+{
+	size_t n;
+	const char *s;
+	int t = pisb_json_get(j, 0, key);
+
+	if (t < 0 || pisb_json_is_null(j, t))
+		return NULL;
+	s = pisb_json_raw(j, t, &n);
+	return s ? xstrndup(s, n) : NULL;
+}
+
+static bool get_bool(struct pisb_json *j, int obj, const char *key)
+{
+	bool b = false;
+	pisb_json_bool(j, pisb_json_get(j, obj, key), &b);
+	return b;
+}
+
+int pisb_runtime_load(int idir, struct pisb_runtime *r, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_json j;
+	long long v;
+	char *s;
+	int t;
+
+	memset(r, 0, sizeof(*r));
+	if (pisb_read_file_at(idir, "status.json", &b, 1 << 20) < 0) {
+		if (errno == ENOENT) {
+			strcpy(r->state, "stopped");
+			return 0;
+		}
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "read status.json");
+	}
+	if (pisb_json_parse(&j, b.s, b.len, e) < 0)
+		return pisb_err_prefix(e, "status.json");
+	s = pisb_json_str(&j, pisb_json_get(&j, 0, "state"));
+	snprintf(r->state, sizeof(r->state), "%s", s ? s : "stopped");
+	free(s);
+	get_pid(&j, 0, "controller", &r->controller);
+	get_pid(&j, 0, "init", &r->init);
+	get_pid(&j, 0, "resume", &r->resume);
+	s = pisb_json_str(&j, pisb_json_get(&j, 0, "generation"));
+	snprintf(r->generation, sizeof(r->generation), "%s", s ? s : "");
+	free(s);
+	if (pisb_json_int(&j, pisb_json_get(&j, 0, "startedAt"), &v) == 0)
+		r->started_at = v;
+	if (pisb_json_int(&j, pisb_json_get(&j, 0, "stoppedAt"), &v) == 0)
+		r->stopped_at = v;
+	if (pisb_json_int(&j, pisb_json_get(&j, 0, "uidBase"), &v) == 0)
+		r->uid_base = (uid_t)v;
+	if (pisb_json_int(&j, pisb_json_get(&j, 0, "gidBase"), &v) == 0)
+		r->gid_base = (gid_t)v;
+	r->setup_error = pisb_json_str(&j, pisb_json_get(&j, 0, "setupError"));
+	r->cgroup = pisb_json_str(&j, pisb_json_get(&j, 0, "cgroup"));
+	t = pisb_json_get(&j, 0, "enforced");
+	r->mem_enforced = get_bool(&j, t, "memory");
+	r->cpu_enforced = get_bool(&j, t, "cpus");
+	r->pids_enforced = get_bool(&j, t, "pids");
+	r->disk_enforced = get_bool(&j, t, "disk");
+	r->limits_note = pisb_json_str(&j, pisb_json_get(&j, 0, "limitsNote"));
+	r->services_json = get_raw(&j, "services");
+	r->previews_json = get_raw(&j, "previews");
+	r->extra_json = get_raw(&j, "extra");
+	pisb_json_release(&j);
+	return 0;
+}
+
+static void put_pid(struct pisb_jw *w, const char *k, const struct pisb_proc_id *p)
+{
+	pisb_jw_key(w, k);
+	pisb_jw_obj(w);
+	pisb_jw_kint(w, "pid", p->pid);
+	pisb_jw_kint(w, "start", (long long)p->start);
+	pisb_jw_obj_end(w);
+}
+
+static void put_raw(struct pisb_jw *w, const char *k, const char *raw)
+{
+	pisb_jw_key(w, k);
+	if (raw)
+		pisb_jw_raw(w, raw, strlen(raw));
+	else
+		pisb_jw_null(w);
+}
+
+int pisb_runtime_save(int idir, const struct pisb_runtime *r, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_jw w;
+
+	pisb_jw_init(&w, &b);
+	pisb_jw_obj(&w);
+	pisb_jw_kstr(&w, "state", r->state);
+	put_pid(&w, "controller", &r->controller);
+	put_pid(&w, "init", &r->init);
+	put_pid(&w, "resume", &r->resume);
+	pisb_jw_kstr(&w, "generation", r->generation);
+	pisb_jw_kint(&w, "startedAt", r->started_at);
+	pisb_jw_kint(&w, "stoppedAt", r->stopped_at);
+	pisb_jw_kint(&w, "uidBase", r->uid_base);
+	pisb_jw_kint(&w, "gidBase", r->gid_base);
+	pisb_jw_kstr(&w, "setupError", r->setup_error);
+	pisb_jw_kstr(&w, "cgroup", r->cgroup);
+	pisb_jw_key(&w, "enforced");
+	pisb_jw_obj(&w);
+	pisb_jw_kbool(&w, "memory", r->mem_enforced);
+	pisb_jw_kbool(&w, "cpus", r->cpu_enforced);
+	pisb_jw_kbool(&w, "pids", r->pids_enforced);
+	pisb_jw_kbool(&w, "disk", r->disk_enforced);
+	pisb_jw_obj_end(&w);
+	pisb_jw_kstr(&w, "limitsNote", r->limits_note);
+	put_raw(&w, "services", r->services_json);
+	put_raw(&w, "previews", r->previews_json);
+	put_raw(&w, "extra", r->extra_json);
+	pisb_jw_obj_end(&w);
+	pisb_buf_addc(&b, '\n');
+	return pisb_atomic_write(idir, "status.json", b.s, b.len, 0600, e);
+}
+
+void pisb_record_release(struct pisb_record *r)
+{
+	free(r->name);
+	free(r->driver);
+	free(r->template_);
+	free(r->config_json);
+	free(r->session_id);
+	free(r->remote_json);
+	memset(r, 0, sizeof(*r));
+}
+
+int pisb_record_load(int idir, struct pisb_record *r, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_json j;
+	long long v;
+
+	memset(r, 0, sizeof(*r));
+	if (pisb_read_file_at(idir, "record.json", &b, 8 << 20) < 0)
+		return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
+				    "read record.json");
+	if (pisb_json_parse(&j, b.s, b.len, e) < 0)
+		return pisb_err_prefix(e, "record.json");
+	r->name = pisb_json_str(&j, pisb_json_get(&j, 0, "name"));
+	r->driver = pisb_json_str(&j, pisb_json_get(&j, 0, "driver"));
+	r->template_ = pisb_json_str(&j, pisb_json_get(&j, 0, "template"));
+	r->session_id = pisb_json_str(&j, pisb_json_get(&j, 0, "sessionId"));
+	if (pisb_json_int(&j, pisb_json_get(&j, 0, "createdAt"), &v) == 0)
+		r->created_at = v;
+	get_pid(&j, 0, "owner", &r->owner);
+	r->config_json = get_raw(&j, "config");
+	r->remote_json = get_raw(&j, "remote");
+	pisb_json_release(&j);
+	if (!r->name || !r->driver || !r->config_json) {
+		pisb_record_release(r);
+		return pisb_err_set(e, PISB_EXIT_FAIL, "record.json: missing name, driver or config");
+	}
+	return 0;
+}
+
+int pisb_record_save(int idir, const struct pisb_record *r, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_jw w;
+
+	pisb_jw_init(&w, &b);
+	pisb_jw_obj(&w);
+	pisb_jw_kint(&w, "version", 1);
+	pisb_jw_kstr(&w, "name", r->name);
+	pisb_jw_kstr(&w, "driver", r->driver);
+	pisb_jw_kint(&w, "createdAt", r->created_at);
+	pisb_jw_kstr(&w, "template", r->template_);
+	put_pid(&w, "owner", &r->owner);
+	pisb_jw_kstr(&w, "sessionId", r->session_id);
+	put_raw(&w, "remote", r->remote_json);
+	put_raw(&w, "config", r->config_json);
+	pisb_jw_obj_end(&w);
+	pisb_buf_addc(&b, '\n');
+	return pisb_atomic_write(idir, "record.json", b.s, b.len, 0600, e);
+}
+
+int pisb_record_config(const struct pisb_record *r, struct pisb_config **out,
+		       struct pisb_err *e)
+{
+	if (pisb_config_load_buf(r->config_json, strlen(r->config_json),
+				 "record.json config", NULL, out, e) < 0)
+		return pisb_err_prefix(e, "sandbox '%s'", r->name);
+	return 0;
+}
+
+int pisb_instance_open(const struct pisb_state *st, const char *kind,
+		       const char *name, struct pisb_err *e)
+{
+	char path[128];
+	int fd;
+	const char *what = !strcmp(kind, "templates") ? "template" : "sandbox";
+
+	if (!pisb_name_valid(name))
+		return pisb_err_set(e, PISB_EXIT_USAGE,
+				    "invalid %s name '%s' (lowercase letter, then up to 39 of a-z 0-9 -)",
+				    what, name);
+	snprintf(path, sizeof(path), "%s/%s", kind, name);
+	fd = openat(st->fd, path, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return pisb_err_set(e, PISB_EXIT_NOTFOUND, "no such %s '%s'", what, name);
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "open %s '%s'", what, name);
+	}
+	return fd;
+}
+
+int pisb_control_connect(int idir)
+{
+	struct sockaddr_un sa;
+	int fd;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	/* a short path whatever the state dir's length */
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/control.sock", idir);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int saved = errno;
+		close(fd);
+		errno = saved;
+		return -1;
+	}
+	return fd;
+}
+
+int pisb_control_call(int idir, const char *req, struct pisb_buf *reply,
+		      int timeout_ms, struct pisb_err *e)
+{
+	_cleanup_close_ int fd = pisb_control_connect(idir);
+	int64_t deadline = pisb_mono_ms() + timeout_ms;
+
+	if (fd < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "cannot reach the sandbox controller");
+	if (pisb_write_all(fd, req, strlen(req)) < 0 || pisb_write_all(fd, "\n", 1) < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "send to the sandbox controller");
+	pisb_buf_reset(reply);
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int64_t left = deadline - pisb_mono_ms();
+		ssize_t n;
+
+		if (timeout_ms >= 0 && left <= 0)
+			return pisb_err_set(e, PISB_EXIT_TIMEOUT,
+					    "the sandbox controller did not answer within %d ms", timeout_ms);
+		if (poll(&p, 1, timeout_ms < 0 ? -1 : (int)left) < 0) {
+			if (errno == EINTR)
+				continue;
+			return pisb_err_sys(e, PISB_EXIT_BACKEND, "poll");
+		}
+		pisb_buf_grow(reply, 4096);
+		n = read(fd, reply->s + reply->len, reply->cap - reply->len - 1);
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return pisb_err_sys(e, PISB_EXIT_BACKEND, "read from the sandbox controller");
+		}
+		if (n == 0)
+			break;
+		reply->len += (size_t)n;
+		reply->s[reply->len] = '\0';
+		if (memchr(reply->s, '\n', reply->len))
+			break;
+	}
+	if (!reply->len)
+		return pisb_err_set(e, PISB_EXIT_BACKEND, "the sandbox controller closed the connection");
+	return 0;
+}
+
+enum pisb_status pisb_instance_status(int idir, const struct pisb_runtime *r)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+	_cleanup_buf_ struct pisb_buf reply = PISB_BUF_INIT;
+
+	if (!pisb_lock_is_held(idir, "controller.lock")) {
+		if (!strcmp(r->state, "stopped") || !r->state[0])
+			return PISB_ST_STOPPED;
+		return PISB_ST_INTERRUPTED;
+	}
+	if (!strcmp(r->state, "starting"))
+		return PISB_ST_STARTING;
+	if (!strcmp(r->state, "stopping"))
+		return PISB_ST_STOPPING;
+	if (pisb_control_call(idir, "{\"op\":\"ping\"}", &reply, 1000, &e) < 0)
+		return PISB_ST_UNAVAILABLE;
+	return PISB_ST_RUNNING;
+}

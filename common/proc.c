@@ -1,0 +1,171 @@
+#include "proc.h"
+#include "err.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef PISB_LIBEXECDIR
+#define PISB_LIBEXECDIR "/usr/local/libexec/pisb"
+#endif
+
+static bool try_dir(const char *dir, size_t n, const char *bin, char *out, size_t on)
+{
+	if (n == 0 || n + strlen(bin) + 2 > on)
+		return false;
+	memcpy(out, dir, n);
+	out[n] = '/';
+	strcpy(out + n + 1, bin);
+	return access(out, X_OK) == 0;
+}
+
+static bool try_list(const char *list, const char *bin, char *out, size_t on)
+{
+	while (list && *list) {
+		const char *c = strchr(list, ':');
+		size_t n = c ? (size_t)(c - list) : strlen(list);
+		if (try_dir(list, n, bin, out, on))
+			return true;
+		list = c ? c + 1 : NULL;
+	}
+	return false;
+}
+
+int pisb_find_binary(const char *bin, char *out, size_t n, struct pisb_err *e)
+{
+	char self[PATH_MAX];
+	ssize_t k;
+
+	if (try_list(getenv("PISB_EXEC_PATH"), bin, out, n))
+		return 0;
+	k = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (k > 0) {
+		self[k] = '\0';
+		char *s = strrchr(self, '/');
+		if (s && try_dir(self, (size_t)(s - self), bin, out, n))
+			return 0;
+	}
+	if (try_dir(PISB_LIBEXECDIR, strlen(PISB_LIBEXECDIR), bin, out, n))
+		return 0;
+	if (try_list(getenv("PATH"), bin, out, n))
+		return 0;
+	return pisb_err_set(e, PISB_EXIT_PISB, "cannot find '%s' (set PISB_EXEC_PATH)", bin);
+}
+
+void pisb_close_from(int from, int keep)
+{
+	/* close_range is fast; fall back to a loop on old kernels */
+	if (keep < from) {
+		if (syscall(SYS_close_range, from, ~0U, 0) == 0)
+			return;
+	} else {
+		if ((keep == from || syscall(SYS_close_range, from, keep - 1, 0) == 0) &&
+		    syscall(SYS_close_range, keep + 1, ~0U, 0) == 0)
+			return;
+	}
+	for (int fd = from; fd < 4096; fd++)
+		if (fd != keep)
+			close(fd);
+}
+
+pid_t pisb_spawn_detached(char *const argv[], int log_fd, struct pisb_err *e)
+{
+	int p[2];
+	pid_t pid, got = -1;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "pipe");
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "fork");
+	}
+	if (pid == 0) {
+		pid_t gc;
+		int null;
+
+		setsid();
+		gc = fork();
+		if (gc != 0) {
+			if (gc > 0)
+				pisb_write_all(p[1], &gc, sizeof(gc));
+			_exit(gc > 0 ? 0 : 1);
+		}
+		/* the grandchild: no terminal, no inherited fds */
+		signal(SIGHUP, SIG_IGN);
+		null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		dup2(null, 0);
+		dup2(log_fd >= 0 ? log_fd : null, 1);
+		dup2(log_fd >= 0 ? log_fd : null, 2);
+		pisb_close_from(3, -1);
+		signal(SIGHUP, SIG_DFL);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(p[1]);
+	waitpid(pid, NULL, 0);
+	if (read(p[0], &got, sizeof(got)) != sizeof(got))
+		got = -1;
+	close(p[0]);
+	if (got < 0)
+		return pisb_err_set(e, PISB_EXIT_FAIL, "could not start '%s'", argv[0]);
+	return got;
+}
+
+int pisb_wait_code(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return PISB_EXIT_PISB;
+}
+
+pid_t pisb_wait_timeout(pid_t pid, int *status, int timeout_ms)
+{
+	int64_t deadline = pisb_mono_ms() + timeout_ms;
+
+	for (;;) {
+		pid_t r = waitpid(pid, status, timeout_ms < 0 ? 0 : WNOHANG);
+		if (r != 0 || timeout_ms < 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			return r;
+		}
+		if (pisb_mono_ms() >= deadline)
+			return 0;
+		struct timespec ts = { 0, 2 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+void pisb_random_hex(char *out, size_t n)
+{
+	unsigned char raw[32];
+	static const char hex[] = "0123456789abcdef";
+
+	if (n > 63)
+		n = 63;
+	if (getrandom(raw, sizeof(raw), 0) < 0) {
+		uint64_t t = (uint64_t)pisb_now_ms() ^ ((uint64_t)getpid() << 32);
+		memcpy(raw, &t, sizeof(t));
+		memcpy(raw + 8, &t, sizeof(t));
+	}
+	for (size_t i = 0; i < n; i++)
+		out[i] = hex[(raw[i / 2] >> (i % 2 ? 0 : 4)) & 0xf];
+	out[n] = '\0';
+}
