@@ -11,6 +11,10 @@ SDK_DIR="$BATS_TEST_DIRNAME/fakes/sdk-check"
 KEY="fidelity-key-$$"
 
 setup_file() {
+	# Start the real interpreter, not a wrapper such as a pyenv shim, so the
+	# PID that teardown kills is the fake itself.
+	FAKE_PY=$(python3 -c 'import sys; print(sys.executable)')
+	export FAKE_PY
 	# The SDK test needs node_modules; install once.  A failure is recorded
 	# and makes that test FAIL (never skip) with the npm output.
 	rm -f "$BATS_FILE_TMPDIR/npm.failed"
@@ -27,7 +31,7 @@ setup_file() {
 start_fake() {
 	local pf="$BATS_TEST_TMPDIR/port"
 	rm -f "$pf"
-	python3 "$FAKE" --port 0 --api-key "$KEY" --port-file "$pf" \
+	"${FAKE_PY:-python3}" "$FAKE" --port 0 --api-key "$KEY" --port-file "$pf" \
 		--state-dir "$BATS_TEST_TMPDIR/state" --stream-grace-ms 0 "$@" \
 		>"$BATS_TEST_TMPDIR/fake.out" 2>"$BATS_TEST_TMPDIR/fake.err" 3>&- &
 	FAKE_PID=$!

@@ -8,7 +8,7 @@
 //
 // Exit status: 0 when every check passed, 1 otherwise.  Every step is logged.
 
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, existsSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
@@ -48,7 +48,9 @@ async function startFake() {
   childDir = mkdtempSync(join(tmpdir(), "sdk-check-"));
   const portFile = join(childDir, "port");
   const server = join(here, "..", "opensandbox_server.py");
-  child = spawn("python3", [server, "--port", "0", "--api-key", apiKey, "--port-file", portFile,
+  // the real interpreter, not a wrapper (pyenv shim), so child.kill() hits the fake
+  const py = spawnSync("python3", ["-c", "import sys; print(sys.executable)"], { encoding: "utf8" }).stdout?.trim() || "python3";
+  child = spawn(py, [server, "--port", "0", "--api-key", apiKey, "--port-file", portFile,
     "--state-dir", join(childDir, "state"), "--stream-grace-ms", "50"], { stdio: ["ignore", "ignore", "inherit"] });
   for (let i = 0; i < 100; i++) {
     if (existsSync(portFile)) {
