@@ -489,11 +489,18 @@ int pisb_sandbox_killall(int ctl, int timeout_ms, struct pisb_err *e)
 
 int pisb_sandbox_enter(pid_t init, unsigned long long start, struct pisb_err *e)
 {
+	return pisb_sandbox_enter_ns(init, start, PISB_NS_ALL, e);
+}
+
+int pisb_sandbox_enter_ns(pid_t init, unsigned long long start, unsigned which,
+			  struct pisb_err *e)
+{
 	/* user first: it gives us the capabilities to join the others */
-	static const struct { const char *name; int type; } nss[] = {
-		{ "user", CLONE_NEWUSER }, { "ipc", CLONE_NEWIPC }, { "uts", CLONE_NEWUTS },
-		{ "net", CLONE_NEWNET }, { "pid", CLONE_NEWPID }, { "cgroup", CLONE_NEWCGROUP },
-		{ "mnt", CLONE_NEWNS },
+	static const struct { const char *name; int type; unsigned bit; } nss[] = {
+		{ "user", CLONE_NEWUSER, PISB_NS_USER }, { "ipc", CLONE_NEWIPC, PISB_NS_IPC },
+		{ "uts", CLONE_NEWUTS, PISB_NS_UTS }, { "net", CLONE_NEWNET, PISB_NS_NET },
+		{ "pid", CLONE_NEWPID, PISB_NS_PID }, { "cgroup", CLONE_NEWCGROUP, PISB_NS_CGROUP },
+		{ "mnt", CLONE_NEWNS, PISB_NS_MNT },
 	};
 	int fds[7], rootfd;
 	char path[64];
@@ -503,12 +510,17 @@ int pisb_sandbox_enter(pid_t init, unsigned long long start, struct pisb_err *e)
 	if (rootfd < 0)
 		return pisb_err_sys(e, PISB_EXIT_BACKEND, "the sandbox is not running (init %d)", (int)init);
 	for (int i = 0; i < 7; i++) {
+		if (!(which & nss[i].bit)) {
+			fds[i] = -1;
+			continue;
+		}
 		snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)init, nss[i].name);
 		fds[i] = open(path, O_RDONLY | O_CLOEXEC);
 		if (fds[i] < 0) {
 			pisb_err_sys(e, PISB_EXIT_BACKEND, "open %s", path);
 			while (i-- > 0)
-				close(fds[i]);
+				if (fds[i] >= 0)
+					close(fds[i]);
 			close(rootfd);
 			return -1;
 		}
@@ -516,16 +528,20 @@ int pisb_sandbox_enter(pid_t init, unsigned long long start, struct pisb_err *e)
 	/* the fds pin the namespaces: now make sure they were the init's */
 	if (pisb_proc_start(init) != start) {
 		for (int i = 0; i < 7; i++)
-			close(fds[i]);
+			if (fds[i] >= 0)
+				close(fds[i]);
 		close(rootfd);
 		return pisb_err_set(e, PISB_EXIT_BACKEND, "the sandbox is not running (its init is gone)");
 	}
 	for (int i = 0; i < 7; i++) {
+		if (fds[i] < 0)
+			continue;
 		/* joining our own user ns (root) is EINVAL: harmless */
 		if (setns(fds[i], nss[i].type) < 0 && !(i == 0 && errno == EINVAL)) {
 			pisb_err_sys(e, PISB_EXIT_BACKEND, "enter the sandbox %s namespace", nss[i].name);
 			for (int k = i; k < 7; k++)
-				close(fds[k]);
+				if (fds[k] >= 0)
+					close(fds[k]);
 			close(rootfd);
 			return -1;
 		}

@@ -51,6 +51,13 @@ int pisb_sandbox_killall(int ctl, int timeout_ms, struct pisb_err *e);
  * start time start.  Then fork: the child is in the sandbox's pid ns.
  * become_root: setgid/setuid to 0 inside (after the fork, in the child). */
 int pisb_sandbox_enter(pid_t init, unsigned long long start, struct pisb_err *e);
+/* Only some namespaces (PISB_NS_* bits); user and mnt suffice for files. */
+enum {
+	PISB_NS_USER = 1, PISB_NS_IPC = 2, PISB_NS_UTS = 4, PISB_NS_NET = 8,
+	PISB_NS_PID = 16, PISB_NS_CGROUP = 32, PISB_NS_MNT = 64, PISB_NS_ALL = 127,
+};
+int pisb_sandbox_enter_ns(pid_t init, unsigned long long start, unsigned which,
+			  struct pisb_err *e);
 int pisb_sandbox_become_root(bool privileged, struct pisb_err *e);
 
 /* Make the host-image skeleton (lower layer) for ids under dirfd/path. */
