@@ -1,17 +1,130 @@
-/* pisb-exec - see man/pisb-exec.1 */
+/* pisb-exec - run commands in a sandbox; see man/pisb-exec.1 */
 #include "front.h"
+#include "../common/exec.h"
+#include "../common/json.h"
 
-static int not_yet(struct pisb_ctx *c)
+#include <stdio.h>
+#include <string.h>
+
+/* Print a handle result: JSON, or the output and a note on stderr. */
+static int report(struct pisb_ctx *c, struct pisb_buf *b, int code, bool running)
 {
-	return pisb_err_set(&c->err, PISB_EXIT_FAIL, "%s: not implemented yet", c->a.verb->name);
+	struct pisb_json j;
+	int t;
+
+	if (c->a.json) {
+		pisb_front_out(b);
+		return 0;
+	}
+	if (pisb_json_parse(&j, b->s, b->len, &c->err) < 0)
+		return -1;
+	{
+		_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+		_cleanup_free_ char *h = pisb_json_str(&j, pisb_json_get(&j, 0, "pid"));
+		bool trunc = false;
+		t = pisb_json_get(&j, 0, "output");
+		pisb_json_str_buf(&j, t, &out);
+		pisb_json_bool(&j, pisb_json_get(&j, 0, "truncated"), &trunc);
+		pisb_write_all(1, out.s ? out.s : "", out.len);
+		if (trunc)
+			pisb_front_info(c, "[output truncated at 64 KiB: run 'pisb exec-status %s %s' for more]",
+					c->a.pos[0], h ? h : "");
+		if (running)
+			pisb_front_info(c, "still running: handle %s", h ? h : "");
+	}
+	pisb_json_release(&j);
+	return running ? 0 : code;
+}
+
+static int cmd_exec(struct pisb_ctx *c)
+{
+	struct pisb_exec_req r = { 0 };
+	const char *envs[256];
+	size_t nenv = pisb_args_all(&c->a, "env", envs, 256);
+	long long tmo = -1;
+	int code = 0;
+
+	if (nenv > 256)
+		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "at most 256 --env");
+	for (size_t i = 0; i < nenv; i++)
+		if (!strchr(envs[i], '=') || envs[i][0] == '=')
+			return pisb_err_set(&c->err, PISB_EXIT_USAGE, "--env '%s': expected K=V", envs[i]);
+	r.name = c->a.pos[0];
+	r.sh = pisb_args_get(&c->a, "sh");
+	r.argv = c->a.cmd;
+	r.argc = c->a.ncmd;
+	r.cwd = pisb_args_get(&c->a, "cwd");
+	r.env = (char *const *)envs;
+	r.nenv = nenv;
+	if ((r.sh != NULL) == (r.argc > 0))
+		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
+				    "exec: give either --sh STRING or -- CMD [ARG]... (usage: pisb exec %s)",
+				    c->a.verb->synopsis);
+	if (pisb_args_int(&c->a, "timeout-ms", 0, 60000, -1, &tmo, &c->err) < 0)
+		return -1;
+	if (tmo < 0) {
+		if (c->a.json)
+			return pisb_err_set(&c->err, PISB_EXIT_USAGE,
+					    "exec --json needs --timeout-ms (streamed output is not JSON)");
+		/* before the command runs, errors keep their own codes (3, 5...);
+		 * after, the command's status is ours */
+		if (pisb_exec_attached(&c->st, &r, &code, &c->err) < 0)
+			return -1;
+		return code;
+	}
+	{
+		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+		struct pisb_jw w;
+		bool running = false;
+		r.timeout_ms = (int)tmo;
+		pisb_jw_init(&w, &b);
+		if (pisb_exec_handle(&c->st, &r, &w, &code, &running, &c->err) < 0)
+			return -1;
+		return report(c, &b, code, running);
+	}
+}
+
+static int cmd_status_kill(struct pisb_ctx *c)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_jw w;
+	long long tmo = 0;
+	bool running = false;
+	int code = 0, r;
+
+	pisb_jw_init(&w, &b);
+	if (!strcmp(c->a.verb->name, "exec-kill")) {
+		r = pisb_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err);
+	} else {
+		if (pisb_args_int(&c->a, "timeout-ms", 0, 60000, 0, &tmo, &c->err) < 0)
+			return -1;
+		r = pisb_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w, &code,
+				     &running, &c->err);
+	}
+	if (r < 0)
+		return -1;
+	return report(c, &b, code, running);
+}
+
+static int cmd_shell(struct pisb_ctx *c)
+{
+	int code = 0;
+
+	if (pisb_exec_shell(&c->st, c->a.pos[0], c->a.npos > 1 ? c->a.pos[1] : NULL, &code,
+			    &c->err) < 0)
+		return -1;
+	return code;
 }
 
 static const struct pisb_handler handlers[] = {
+	{ "exec", cmd_exec, true },
+	{ "exec-status", cmd_status_kill, true },
+	{ "exec-kill", cmd_status_kill, true },
+	{ "shell", cmd_shell, true },
 	{ NULL, NULL, false },
 };
 
 int main(int argc, char **argv)
 {
-	(void)not_yet;
 	return pisb_front_main("pisb-exec", handlers, argc, argv);
 }

@@ -255,6 +255,33 @@ static void init_loop(int sock)
 	}
 }
 
+/* The init is a fork of the controller: blank the inherited command line
+ * (it names host paths) so the sandbox sees only "pisb-init". */
+static void blank_cmdline(void)
+{
+	char buf[1024], *p;
+	unsigned long start = 0, end = 0;
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	/* field 48 is arg_start, 49 arg_end; p + 2 is field 3 */
+	for (int f = 3; p && f <= 48; f++) {
+		p = strchr(p + 1, ' ');
+	}
+	if (!p || sscanf(p + 1, "%lu %lu", &start, &end) != 2 || end <= start)
+		return;
+	memset((void *)start, 0, end - start);
+	snprintf((char *)start, end - start, "pisb-init");
+}
+
 /* The init, pid 1 of the new pid ns, cwd = the new root. */
 static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int sock)
 {
@@ -289,6 +316,7 @@ static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int s
 	loopback_up(sock);
 	pisb_close_from(3, sock);
 	prctl(PR_SET_NAME, "pisb-init");
+	blank_cmdline();
 	if (pisb_write_all(sock, "R", 1) < 0)
 		_exit(1);
 	init_loop(sock);

@@ -1,0 +1,674 @@
+#include "exec.h"
+#include "cgroup.h"
+#include "config.h"
+#include "err.h"
+#include "instance.h"
+#include "json.h"
+#include "lock.h"
+#include "ns.h"
+#include "proc.h"
+#include "sbexec.h"
+#include "state.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+/* What every exec needs of a sandbox: it must be running. */
+struct target {
+	int idir;
+	struct pisb_record rec;
+	struct pisb_runtime rt;
+	struct pisb_config *cfg;
+};
+
+static void target_release(struct target *t)
+{
+	if (t->idir >= 0)
+		close(t->idir);
+	t->idir = -1;
+	pisb_record_release(&t->rec);
+	pisb_runtime_release(&t->rt);
+	if (t->cfg)
+		pisb_config_free(t->cfg);
+	t->cfg = NULL;
+}
+
+static int target_open(struct pisb_state *st, const char *name, bool need_cfg,
+		       struct target *t, struct pisb_err *e)
+{
+	memset(t, 0, sizeof(*t));
+	t->idir = pisb_instance_open(st, "instances", name, e);
+	if (t->idir < 0)
+		return -1;
+	if (pisb_record_load(t->idir, &t->rec, e) < 0 ||
+	    pisb_runtime_load(t->idir, &t->rt, e) < 0)
+		goto fail;
+	if (strcmp(t->rec.driver, "local")) {
+		pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s' uses driver '%s', which this command does not serve",
+			     name, t->rec.driver);
+		goto fail;
+	}
+	if (!pisb_lock_is_held(t->idir, "controller.lock") || strcmp(t->rt.state, "running")) {
+		pisb_err_set(e, PISB_EXIT_BACKEND, "sandbox '%s' is not running (start it with 'pisb start %s')",
+			     name, name);
+		goto fail;
+	}
+	if (need_cfg && pisb_record_config(&t->rec, &t->cfg, e) < 0)
+		goto fail;
+	return 0;
+fail:
+	target_release(t);
+	return -1;
+}
+
+static void build_argv(const struct pisb_exec_req *r, struct pisb_strv *av)
+{
+	if (r->sh) {
+		pisb_strv_push(av, "/bin/sh");
+		pisb_strv_push(av, "-lc");
+		pisb_strv_push(av, r->sh);
+		return;
+	}
+	for (size_t i = 0; i < r->argc; i++)
+		pisb_strv_push(av, r->argv[i]);
+}
+
+/* ---------- attached ---------- */
+
+static volatile sig_atomic_t pending_sig;
+static void on_sig(int sig) { pending_sig = sig; }
+
+int pisb_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
+		       int *code, struct pisb_err *e)
+{
+	struct target t;
+	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT, env = PISB_STRV_INIT;
+	_cleanup_free_ char *cwd = NULL;
+	struct pisb_spawn s;
+	struct sigaction sa;
+	pid_t caller = getppid(), pid;
+	int err = 0, status;
+	int64_t kill_at = 0;
+	const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+
+	if (target_open(st, r->name, true, &t, e) < 0)
+		return -1;
+	build_argv(r, &av);
+	pisb_sandbox_env(t.cfg, getenv("TERM"), r->env, r->nenv, &env);
+	cwd = pisb_sandbox_cwd(t.cfg, r->cwd);
+	/* a caller that dies takes the command with it */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sig;
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+	memset(&s, 0, sizeof(s));
+	s.rt = &t.rt;
+	s.argv = av.v;
+	s.envp = env.v;
+	s.cwd = cwd;
+	s.stdin_fd = 0;
+	s.stdout_fd = 1;
+	s.stderr_fd = 2;
+	/* its own session: no controlling terminal of ours (no TIOCSTI) */
+	s.new_session = true;
+	pid = pisb_sbx_spawn_direct(&s, &err, e);
+	target_release(&t);
+	if (pid < 0)
+		return -1;
+	for (;;) {
+		pid_t w = waitpid(pid, &status, kill_at ? WNOHANG : 0);
+		if (w == pid)
+			break;
+		if (w < 0 && errno != EINTR)
+			return pisb_err_sys(e, PISB_EXIT_PISB, "wait");
+		if (pending_sig) {
+			int sig = pending_sig;
+			pending_sig = 0;
+			kill(-pid, sig);
+			/* our caller is gone: make sure nothing stays behind */
+			if ((sig == SIGTERM || sig == SIGHUP) && getppid() != caller && !kill_at)
+				kill_at = pisb_mono_ms() + 2000;
+		}
+		if (kill_at) {
+			if (pisb_mono_ms() >= kill_at) {
+				kill(-pid, SIGKILL);
+				kill_at = 0;
+			} else {
+				struct timespec ts = { 0, 10 * 1000 * 1000 };
+				nanosleep(&ts, NULL);
+			}
+		}
+	}
+	if (err) {
+		*code = err == ENOENT ? PISB_EXIT_NOCMD : PISB_EXIT_NOEXEC;
+		return pisb_err_set(e, *code, "cannot run '%s': %s", av.v[0], strerror(err));
+	}
+	*code = pisb_wait_code(status);
+	return 0;
+}
+
+/* ---------- handles ---------- */
+
+static bool handle_valid(const char *h)
+{
+	size_t n = strlen(h);
+	if (n < 3 || n > 40)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((h[i] >= 'a' && h[i] <= 'f') || (h[i] >= '0' && h[i] <= '9') || h[i] == '-'))
+			return false;
+	return strchr(h, '-') != NULL;
+}
+
+static int status_code(int hdir, bool *done)
+{
+	char buf[256];
+	_cleanup_close_ int fd = openat(hdir, "status.json", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+	char *p;
+
+	*done = false;
+	if (fd < 0)
+		return 0;
+	n = pisb_read_all(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	*done = true;
+	p = strstr(buf, "\"exitCode\":");
+	return p ? atoi(p + 11) : PISB_EXIT_PISB;
+}
+
+/* Wait until status.json appears in hdir, at most timeout_ms. */
+static void wait_done(int hdir, int timeout_ms)
+{
+	_cleanup_close_ int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	char path[64];
+	int64_t deadline = pisb_mono_ms() + timeout_ms;
+	bool done;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", hdir);
+	if (in >= 0)
+		inotify_add_watch(in, path, IN_MOVED_TO | IN_CREATE);
+	for (;;) {
+		struct pollfd p = { in, POLLIN, 0 };
+		int64_t left;
+		char ev[4096];
+
+		status_code(hdir, &done);
+		if (done)
+			return;
+		left = deadline - pisb_mono_ms();
+		if (left <= 0)
+			return;
+		/* inotify wakes us at once; the 50 ms cap covers a missed event */
+		poll(&p, in >= 0 ? 1 : 0, left > 50 ? 50 : (int)left);
+		while (in >= 0 && read(in, ev, sizeof(ev)) > 0)
+			;
+	}
+}
+
+/* Return new output (at most the cap, ending on a UTF-8 boundary), advance
+ * the offset, and write the result object. */
+static int collect(int hdir, const char *handle, struct pisb_jw *w, int *code,
+		   bool *running, struct pisb_err *e)
+{
+	_cleanup_close_ int fd = openat(hdir, "output", O_RDONLY | O_CLOEXEC);
+	_cleanup_buf_ struct pisb_buf off = PISB_BUF_INIT;
+	_cleanup_free_ char *buf = xmalloc(PISB_EXEC_CAP + 4);
+	long long offset = 0;
+	struct stat sb;
+	ssize_t n = 0;
+	bool done, truncated = false;
+	int ec;
+
+	/* read the status first: output written before it is all there */
+	ec = status_code(hdir, &done);
+	if (pisb_read_file_at(hdir, "offset", &off, 64) == 0 && off.s)
+		offset = atoll(off.s);
+	if (fd < 0)
+		return pisb_err_sys(e, PISB_EXIT_PISB, "open output of handle '%s'", handle);
+	if (fstat(fd, &sb) < 0)
+		return pisb_err_sys(e, PISB_EXIT_PISB, "stat output");
+	if (sb.st_size > offset) {
+		n = pread(fd, buf, PISB_EXEC_CAP, offset);
+		if (n < 0)
+			return pisb_err_sys(e, PISB_EXIT_PISB, "read output");
+		if ((long long)n < sb.st_size - offset)
+			truncated = true;
+		/* never split a UTF-8 sequence across two calls while more follows */
+		if ((truncated || !done) && n > 0) {
+			ssize_t k = n, back = 0;
+			while (k > 0 && back < 4 && ((unsigned char)buf[k - 1] & 0xc0) == 0x80) {
+				k--;
+				back++;
+			}
+			if (k > 0 && ((unsigned char)buf[k - 1] & 0xc0) == 0xc0) {
+				unsigned char lead = (unsigned char)buf[k - 1];
+				ssize_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+				if (back + 1 < need)
+					n = k - 1;
+			}
+		}
+		offset += n;
+		{
+			char num[32];
+			snprintf(num, sizeof(num), "%lld", offset);
+			if (pisb_atomic_write(hdir, "offset", num, strlen(num), 0600, e) < 0)
+				return -1;
+		}
+	}
+	*running = !done;
+	*code = done ? ec : 0;
+	pisb_jw_obj(w);
+	pisb_jw_kstr(w, "pid", handle);
+	pisb_jw_kbool(w, "running", !done);
+	pisb_jw_key(w, "output");
+	pisb_jw_strn(w, buf, (size_t)n);
+	pisb_jw_key(w, "exitCode");
+	if (done)
+		pisb_jw_int(w, ec);
+	else
+		pisb_jw_null(w);
+	pisb_jw_kbool(w, "truncated", truncated);
+	pisb_jw_obj_end(w);
+	return 0;
+}
+
+/* Keep at most PISB_EXEC_KEEP completed handles: drop the oldest. */
+static void prune(int edir)
+{
+	struct ent { char name[48]; time_t t; } *v = NULL;
+	size_t n = 0, cap = 0;
+	int fd = openat(edir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		char p[320];
+		struct stat sb;
+		if (de->d_name[0] == '.' || strlen(de->d_name) >= 48)
+			continue;
+		snprintf(p, sizeof(p), "%.200s/status.json", de->d_name);
+		if (fstatat(edir, p, &sb, 0) < 0)
+			continue; /* still running: never expired */
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			v = xrealloc(v, cap * sizeof(*v));
+		}
+		snprintf(v[n].name, sizeof(v[n].name), "%.47s", de->d_name);
+		v[n].t = sb.st_mtime;
+		n++;
+	}
+	closedir(d);
+	while (n >= PISB_EXEC_KEEP) {
+		size_t old = 0;
+		struct pisb_err ig = PISB_ERR_INIT;
+		for (size_t i = 1; i < n; i++)
+			if (v[i].t < v[old].t)
+				old = i;
+		pisb_rm_rf_at(edir, v[old].name, &ig);
+		v[old] = v[--n];
+	}
+	free(v);
+}
+
+/* The runner: a detached process that runs the command, then records its
+ * status.  It holds the handle's lock for as long as the command lives. */
+static void __attribute__((noreturn)) runner(struct target *t, int hdir, char **argv,
+					     char **envp, const char *cwd, int sync_fd)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+	struct pisb_spawn s;
+	int lock, out, err = 0, status;
+	pid_t pid;
+	char num[32], js[64];
+
+	setsid();
+	lock = pisb_lock_acquire(hdir, "lock", true, 0, "handle", &e);
+	out = openat(hdir, "output", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (lock < 0 || out < 0)
+		_exit(1);
+	memset(&s, 0, sizeof(s));
+	s.rt = &t->rt;
+	s.argv = argv;
+	s.envp = envp;
+	s.cwd = cwd;
+	s.stdin_fd = -1;
+	s.stdout_fd = out;
+	s.stderr_fd = out;
+	s.new_session = true;
+	pid = pisb_sbx_spawn_direct(&s, &err, &e);
+	if (pid < 0) {
+		dprintf(out, "pisb: %s\n", e.msg);
+		status = (e.code ? e.code : PISB_EXIT_PISB) << 8;
+	} else {
+		snprintf(num, sizeof(num), "%d", (int)pid);
+		pisb_atomic_write(hdir, "pid", num, strlen(num), 0600, &e);
+		pisb_write_all(sync_fd, "s", 1);
+		close(sync_fd);
+		sync_fd = -1;
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		if (err)
+			status = (err == ENOENT ? PISB_EXIT_NOCMD : PISB_EXIT_NOEXEC) << 8;
+	}
+	snprintf(js, sizeof(js), "{\"exitCode\":%d}\n", pisb_wait_code(status));
+	pisb_atomic_write(hdir, "status.json", js, strlen(js), 0600, &e);
+	if (sync_fd >= 0)
+		pisb_write_all(sync_fd, "s", 1);
+	_exit(0);
+}
+
+int pisb_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
+		     struct pisb_jw *w, int *code, bool *running, struct pisb_err *e)
+{
+	struct target t;
+	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT, env = PISB_STRV_INIT;
+	_cleanup_free_ char *cwd = NULL;
+	_cleanup_close_ int edir = -1, hdir = -1;
+	char handle[64], rnd[9];
+	int sp[2], ret = -1;
+	pid_t pid;
+
+	if (target_open(st, r->name, true, &t, e) < 0)
+		return -1;
+	build_argv(r, &av);
+	pisb_sandbox_env(t.cfg, "dumb", r->env, r->nenv, &env);
+	cwd = pisb_sandbox_cwd(t.cfg, r->cwd);
+	if (pisb_mkdirs_at(t.idir, "exec", 0700, e) < 0)
+		goto out;
+	edir = openat(t.idir, "exec", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (edir < 0) {
+		pisb_err_sys(e, PISB_EXIT_PISB, "open exec dir");
+		goto out;
+	}
+	prune(edir);
+	pisb_random_hex(rnd, 8);
+	snprintf(handle, sizeof(handle), "%s-%s", t.rt.generation, rnd);
+	if (mkdirat(edir, handle, 0700) < 0) {
+		pisb_err_sys(e, PISB_EXIT_PISB, "create handle");
+		goto out;
+	}
+	hdir = openat(edir, handle, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (hdir < 0 || pipe2(sp, O_CLOEXEC) < 0) {
+		pisb_err_sys(e, PISB_EXIT_PISB, "open handle");
+		goto out;
+	}
+	pid = fork();
+	if (pid < 0) {
+		pisb_err_sys(e, PISB_EXIT_PISB, "fork");
+		close(sp[0]);
+		close(sp[1]);
+		goto out;
+	}
+	if (pid == 0) {
+		/* detach twice so the runner outlives us and our caller */
+		pid_t g;
+		int null;
+
+		close(sp[0]);
+		g = fork();
+		if (g != 0)
+			_exit(g < 0);
+		null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+		runner(&t, hdir, av.v, env.v, cwd, sp[1]);
+	}
+	close(sp[1]);
+	waitpid(pid, NULL, 0);
+	{
+		/* "started" (or done) from the runner, or EOF if it failed */
+		char c;
+		struct pollfd p = { sp[0], POLLIN, 0 };
+		if (poll(&p, 1, 10000) > 0 && read(sp[0], &c, 1) < 0)
+			c = 0;
+		close(sp[0]);
+	}
+	wait_done(hdir, r->timeout_ms);
+	ret = collect(hdir, handle, w, code, running, e);
+out:
+	target_release(&t);
+	return ret;
+}
+
+static int open_handle(struct pisb_state *st, const char *name, const char *handle,
+		       struct target *t, struct pisb_err *e)
+{
+	_cleanup_free_ char *p = NULL;
+	size_t gl;
+	int hdir;
+
+	if (!handle_valid(handle))
+		return pisb_err_set(e, PISB_EXIT_USAGE, "'%s' is not an exec handle", handle);
+	if (target_open(st, name, false, t, e) < 0)
+		return -1;
+	gl = strlen(t->rt.generation);
+	if (strncmp(handle, t->rt.generation, gl) || handle[gl] != '-') {
+		target_release(t);
+		return pisb_err_set(e, PISB_EXIT_NOTFOUND,
+				    "handle '%s' belongs to an earlier run of sandbox '%s' (it was stopped or restarted since); its command is gone",
+				    handle, name);
+	}
+	p = xasprintf("exec/%s", handle);
+	hdir = openat(t->idir, p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (hdir < 0) {
+		target_release(t);
+		return pisb_err_set(e, PISB_EXIT_NOTFOUND,
+				    "no handle '%s' in sandbox '%s' (completed handles past the last %d expire)",
+				    handle, name, PISB_EXEC_KEEP);
+	}
+	return hdir;
+}
+
+int pisb_exec_status(struct pisb_state *st, const char *name, const char *handle,
+		     int timeout_ms, struct pisb_jw *w, int *code, bool *running,
+		     struct pisb_err *e)
+{
+	struct target t;
+	_cleanup_close_ int hdir = open_handle(st, name, handle, &t, e);
+	int ret;
+
+	if (hdir < 0)
+		return -1;
+	target_release(&t);
+	wait_done(hdir, timeout_ms);
+	ret = collect(hdir, handle, w, code, running, e);
+	return ret;
+}
+
+int pisb_exec_kill(struct pisb_state *st, const char *name, const char *handle,
+		   struct pisb_jw *w, int *code, struct pisb_err *e)
+{
+	struct target t;
+	_cleanup_close_ int hdir = open_handle(st, name, handle, &t, e);
+	_cleanup_buf_ struct pisb_buf pidb = PISB_BUF_INIT;
+	bool done, running;
+
+	if (hdir < 0)
+		return -1;
+	target_release(&t);
+	status_code(hdir, &done);
+	/* the runner holds the lock until it has reaped the command, so the
+	 * pid (and its group) cannot have been reused while it is held */
+	if (!done && pisb_lock_is_held(hdir, "lock") &&
+	    pisb_read_file_at(hdir, "pid", &pidb, 32) == 0 && pidb.s) {
+		pid_t pid = atoi(pidb.s);
+		if (pid > 1) {
+			kill(-pid, SIGTERM);
+			wait_done(hdir, 2000);
+			status_code(hdir, &done);
+			if (!done && pisb_lock_is_held(hdir, "lock")) {
+				kill(-pid, SIGKILL);
+				wait_done(hdir, 2000);
+			}
+		}
+	}
+	return collect(hdir, handle, w, code, &running, e);
+}
+
+/* ---------- shell ---------- */
+
+static struct termios saved_tio;
+static bool tio_saved;
+static volatile sig_atomic_t winch;
+static void on_winch(int s) { (void)s; winch = 1; }
+
+static void restore_tty(void)
+{
+	if (tio_saved)
+		tcsetattr(0, TCSAFLUSH, &saved_tio);
+}
+
+int pisb_exec_shell(struct pisb_state *st, const char *name, const char *user,
+		    int *code, struct pisb_err *e)
+{
+	struct target t;
+	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT;
+	int master, status;
+	pid_t pid;
+	bool tty = isatty(0);
+	struct winsize ws;
+
+	if (target_open(st, name, true, &t, e) < 0)
+		return -1;
+	pisb_sandbox_env(t.cfg, getenv("TERM") ? getenv("TERM") : "xterm", NULL, 0, &env);
+	if (pisb_cgroup_join(t.rt.cgroup, e) < 0 ||
+	    pisb_sandbox_enter(t.rt.init.pid, t.rt.init.start, e) < 0) {
+		target_release(&t);
+		return -1;
+	}
+	/* the pty comes from the sandbox's own devpts */
+	master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (master < 0 || grantpt(master) < 0 || unlockpt(master) < 0) {
+		target_release(&t);
+		return pisb_err_sys(e, PISB_EXIT_PISB, "open a terminal in the sandbox");
+	}
+	if (tty && ioctl(0, TIOCGWINSZ, &ws) == 0)
+		ioctl(master, TIOCSWINSZ, &ws);
+	pid = fork();
+	if (pid < 0) {
+		target_release(&t);
+		return pisb_err_sys(e, PISB_EXIT_PISB, "fork");
+	}
+	if (pid == 0) {
+		struct pisb_err ce = PISB_ERR_INIT;
+		const char *home = "/root", *sh = "/bin/sh";
+		char *slave = ptsname(master);
+		int fd;
+
+		setsid();
+		fd = slave ? open(slave, O_RDWR) : -1;
+		if (fd < 0)
+			_exit(PISB_EXIT_PISB);
+		ioctl(fd, TIOCSCTTY, 0);
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (pisb_sandbox_become_root(geteuid() == 0 || t.rt.uid_base == 0, &ce) < 0)
+			_exit(PISB_EXIT_PISB);
+		if (access("/bin/bash", X_OK) == 0)
+			sh = "/bin/bash";
+		if (user && strcmp(user, "root")) {
+			struct passwd *pw = getpwnam(user);
+			if (!pw) {
+				dprintf(2, "pisb: no user '%s' in the sandbox\n", user);
+				_exit(PISB_EXIT_NOTFOUND);
+			}
+			if (setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) {
+				dprintf(2, "pisb: cannot become '%s' (this sandbox maps only root)\n", user);
+				_exit(PISB_EXIT_NOEXEC);
+			}
+			home = pw->pw_dir;
+			for (size_t i = 0; i < env.n; i++) {
+				if (pisb_str_starts(env.v[i], "HOME=")) {
+					free(env.v[i]);
+					env.v[i] = xasprintf("HOME=%s", home);
+				} else if (pisb_str_starts(env.v[i], "USER=") || pisb_str_starts(env.v[i], "LOGNAME=")) {
+					char *k = xstrndup(env.v[i], (size_t)(strchr(env.v[i], '=') - env.v[i]));
+					free(env.v[i]);
+					env.v[i] = xasprintf("%s=%s", k, user);
+					free(k);
+				}
+			}
+		}
+		if (chdir(t.cfg->workspace) < 0 && chdir(home) < 0)
+			chdir("/");
+		prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+		execle(sh, sh, "-l", (char *)NULL, env.v);
+		_exit(PISB_EXIT_NOCMD);
+	}
+	target_release(&t);
+	if (tty) {
+		struct termios raw;
+		struct sigaction sa;
+		if (tcgetattr(0, &saved_tio) == 0) {
+			tio_saved = true;
+			atexit(restore_tty);
+			raw = saved_tio;
+			cfmakeraw(&raw);
+			tcsetattr(0, TCSAFLUSH, &raw);
+		}
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_winch;
+		sigaction(SIGWINCH, &sa, NULL);
+	}
+	for (bool in_open = true;;) {
+		struct pollfd p[2] = { { master, POLLIN, 0 }, { 0, in_open ? POLLIN : 0, 0 } };
+		char buf[16384];
+		ssize_t n;
+
+		if (winch) {
+			winch = 0;
+			if (ioctl(0, TIOCGWINSZ, &ws) == 0)
+				ioctl(master, TIOCSWINSZ, &ws);
+		}
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			n = read(master, buf, sizeof(buf));
+			if (n <= 0)
+				break; /* the shell and everything on its terminal ended */
+			pisb_write_all(1, buf, (size_t)n);
+		}
+		if (p[1].revents & (POLLIN | POLLHUP)) {
+			n = read(0, buf, sizeof(buf));
+			if (n <= 0)
+				in_open = false; /* keep showing output */
+			else
+				pisb_write_all(master, buf, (size_t)n);
+		}
+	}
+	restore_tty();
+	waitpid(pid, &status, 0);
+	*code = pisb_wait_code(status);
+	close(master);
+	return 0;
+}

@@ -1,0 +1,53 @@
+/* exec.h - running commands in a local sandbox: attached (streaming, the
+ * command's status passed through), detached with handles (collected
+ * output, 64 KiB per call), and an interactive terminal.
+ *
+ * Handles: instances/NAME/exec/HANDLE/ holds `output` (everything the
+ * command wrote, stdout and stderr merged), `offset` (bytes already
+ * returned), `pid` (the command's host pid), `status.json` (exit code,
+ * once done) and `lock` (held by the runner while the command lives).
+ * A handle is "GEN-XXXXXXXX": GEN is the controller generation, so handles
+ * of an earlier run are recognised and refused after stop/start.
+ */
+#ifndef PISB_EXEC_H
+#define PISB_EXEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct pisb_err;
+struct pisb_state;
+struct pisb_jw;
+
+#define PISB_EXEC_CAP (64 * 1024)
+#define PISB_EXEC_KEEP 128
+
+struct pisb_exec_req {
+	const char *name;
+	char *const *argv;      /* or NULL with sh */
+	size_t argc;
+	const char *sh;         /* run through /bin/sh -lc */
+	const char *cwd;
+	char *const *env;       /* "K=V" */
+	size_t nenv;
+	int timeout_ms;         /* handle mode: wait at most this long */
+};
+
+/* Attached: streams on our stdio; *code is the command's exit status
+ * (128+N for a signal).  Forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to the
+ * command's process group and kills it if our caller dies. */
+int pisb_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
+		       int *code, struct pisb_err *e);
+/* Detached: start, wait up to timeout_ms, write the result object. */
+int pisb_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
+		     struct pisb_jw *w, int *code, bool *running, struct pisb_err *e);
+int pisb_exec_status(struct pisb_state *st, const char *name, const char *handle,
+		     int timeout_ms, struct pisb_jw *w, int *code, bool *running,
+		     struct pisb_err *e);
+int pisb_exec_kill(struct pisb_state *st, const char *name, const char *handle,
+		   struct pisb_jw *w, int *code, struct pisb_err *e);
+/* Interactive login shell on a pty inside the sandbox. */
+int pisb_exec_shell(struct pisb_state *st, const char *name, const char *user,
+		    int *code, struct pisb_err *e);
+
+#endif
