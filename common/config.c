@@ -2075,6 +2075,19 @@ static int load(const char *buf, size_t len, const char *name, const char *base,
 		pisb_config_free(c);
 		return -1;
 	}
+	/* The normalised JSON is what the guest copy and the instance record
+	 * hold, and it is loaded again later: it must fit the same limit. */
+	{
+		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+		struct pisb_jw w;
+
+		pisb_jw_init(&w, &b);
+		pisb_config_json(c, &w);
+		if (b.len > PISB_CONFIG_MAX) {
+			pisb_config_free(c);
+			return bad(&L, NULL, "larger than 1 MiB once normalised");
+		}
+	}
 	*out = c;
 	return 0;
 }

@@ -921,3 +921,52 @@ YAML
 		and .opensandbox.volumes[1].ossfs.version == "2.0"
 		and .sbx.envPassthrough == ["TERM"]' <<<"$output"
 }
+
+@test "a file whose normalised form exceeds 1 MiB is rejected" {
+	{ echo 'services:'; for i in $(seq 20000); do echo "  s$i: {command: x}"; done; } > sandbox.yaml
+	[ "$(stat -c %s sandbox.yaml)" -lt 1048576 ]
+	rejects "sandbox.yaml: larger than 1 MiB once normalised"
+}
+
+# ---- the manual ------------------------------------------------------------------
+
+@test "pisb.yaml(5) is clean under groff -man -ww" {
+	require_cmd groff
+	run -0 --separate-stderr groff -man -ww -z "$TOP/man/pisb.yaml.5"
+	[ -z "$output" ] && [ -z "$stderr" ]
+}
+
+@test "pisb.yaml(5) has EXIT STATUS and EXAMPLES, and its examples run" {
+	grep -qx '.SH EXIT STATUS' "$TOP/man/pisb.yaml.5"
+	grep -qx '.SH EXAMPLES' "$TOP/man/pisb.yaml.5"
+	# Each .EX block of EXAMPLES, roff escapes undone, into ex-N.
+	awk '/^\.SH EXAMPLES/ { on = 1; next } /^\.SH / { on = 0 }
+	     on && /^\.EX/ { n++; f = sprintf("ex-%02d", n); next }
+	     on && /^\.EE/ { f = ""; next }
+	     f != "" { gsub(/\\-/, "-"); gsub(/\\\(aq/, "\047"); gsub(/\\\(dq/, "\""); gsub(/\\e/, "\\");
+		       print > f }' "$TOP/man/pisb.yaml.5"
+	ls ex-* >/dev/null
+	n=0
+	for f in ex-*; do
+		if [ "$(head -c 2 "$f")" = '$ ' ]; then
+			cmd=$(sed 's/^\$ //' "$f")
+			(cd "$TOP" && bash -o pipefail -c "$cmd") >/dev/null || { echo "example failed: $cmd"; return 1; }
+		else
+			run -0 --separate-stderr pisb validate -f "$f"
+		fi
+		n=$((n + 1))
+	done
+	[ "$n" -ge 5 ]
+}
+
+@test "pisb.yaml(5) documents every key the loader knows" {
+	for k in version driver profile resources cpus memoryGiB pids diskGiB image workspace setup resume \
+		env metadata network allowedHosts services command cwd port health timeoutMs preview previews \
+		platforms folder links url title description review domain protocol apiKeyFile apiKey snapshotId \
+		sandboxId timeoutSeconds resourceLimits entrypoint volumes name mountPath readOnly subPath pvc \
+		claimName createIfNotExists deleteOnSandboxTermination storageClass storage accessModes ossfs \
+		bucket endpoint options accessKeyId accessKeySecret networkAllowlist lifecycle onSessionShutdown \
+		sbx memory template workspaceReadOnly keepalive teardown envAllowlist envPassthrough; do
+		grep -Eq "^\.(B|BR|RB) (\{ )?\"?$k\b" "$TOP/man/pisb.yaml.5" || { echo "undocumented: $k"; return 1; }
+	done
+}
