@@ -1,0 +1,237 @@
+/* opensandbox.h - the opensandbox driver: sandboxes on a remote OpenSandbox
+ * server, reached over its lifecycle API (/v1, header OPEN-SANDBOX-API-KEY)
+ * and each sandbox's execd (commands and files).  libcurl does the HTTP.
+ *
+ * Every command that meets an instance whose record.driver is
+ * "opensandbox" calls the function here instead of the local driver's.
+ * The signatures mirror the local ones (exec.h, local.h), and the JSON they
+ * write is the same (DESIGN §9).
+ *
+ * Files in instances/NAME/ (besides record.json, status.json):
+ *   op.lock      held by create/connect/start/stop/destroy (busy -> 4)
+ *   renew.lock   held while any request changes the sandbox's lifecycle
+ *                state (renew, pause, resume, kill, disconnect): renewals
+ *                never overlap, and stop/destroy wait for one in flight
+ *   remote.log   one line per lifecycle step and renewal (ok or failed)
+ *   exec/H       the log cursor of detached command H (handles)
+ *
+ * record.json's "remote" object: {"sandboxId","createdByPisb","domain",
+ * "protocol","timeoutSeconds","policy"}.  status.json's state is
+ * "creating", "running", "paused" or "gone"; its "extra" object (shown by
+ * inspect under "remote"): {"sandboxId","createdByPisb","state" (the
+ * server's word), "expiresAt","renewedAt","nextRenewAt","lastRenewError",
+ * "lastRenewErrorAt","renewFailures","checkedAt"}.
+ *
+ * The API key comes from opensandbox.apiKeyFile (refused unless mode 0600)
+ * or $OPEN_SANDBOX_API_KEY.  It is never written to state, logs, inspect
+ * or error messages, and is shown as <redacted> in -v traces.  The key is
+ * only sent to the lifecycle API, never to execd.
+ *
+ * Fail closed: a server or sandbox that cannot be reached is exit 5
+ * (PISB_EXIT_BACKEND); nothing ever runs on the host instead.
+ */
+#ifndef PISB_OPENSANDBOX_H
+#define PISB_OPENSANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "instance.h"
+
+struct pisb_err;
+struct pisb_state;
+struct pisb_config;
+struct pisb_record;
+struct pisb_jw;
+struct pisb_buf;
+struct pisb_exec_req;
+
+/* Options of the lifecycle verbs (create, connect, start, stop, destroy,
+ * release).  Zero-initialise, then set events_fd = -1 unless given. */
+struct pisb_os_opts {
+	const char *name;        /* the instance (create/connect) */
+	pid_t owner_pid;         /* --owner-pid, 0 if none */
+	const char *session_id;  /* --session-id: metadata pi-session-id */
+	const char *on_ready;    /* --on-ready CMD: runs after the ready event */
+	int events_fd;           /* --events-fd N, or -1 */
+	bool json;               /* --json: events go to stdout when events_fd < 0 */
+	int wait_ms;             /* --wait: for op.lock (0 = busy fails at once) */
+};
+
+/* -v: trace every HTTP exchange on stderr (request line, headers with the
+ * API key and execd token shown as <redacted>, status).  Global, set once
+ * by main(). */
+void pisb_os_set_verbose(int level);
+
+/* 1 if instance NAME uses this driver, 0 if another, -1 (e) if missing. */
+int pisb_os_owns(struct pisb_state *st, const char *name, struct pisb_err *e);
+
+/* ---- lifecycle (pisb-create) ----
+ *
+ * create NAME -f remote.yaml: cfg->os.image or snapshotId.  POSTs the
+ * sandbox (timeoutSeconds, resourceLimits, entrypoint, env, metadata +
+ * pi-extension/pi-session-id, volumes, networkAllowlist as default-deny
+ * egress with allow rules), waits until it runs and execd answers, makes
+ * the workspace, writes the instance, emits "ready", runs --on-ready.
+ * Any failure kills the remote sandbox (if it exists) and removes the
+ * local state.  Existing NAME: exit 4.  config_json is the normalised
+ * config (pisb_config_json) stored in the record (ossfs secrets redacted).
+ */
+int pisb_os_create(struct pisb_state *st, const struct pisb_config *cfg,
+		   const char *config_json, const struct pisb_os_opts *o,
+		   struct pisb_err *e);
+/* connect NAME -f remote.yaml with cfg->os.sandbox_id: resumes it if
+ * paused, renews it once (now + timeoutSeconds), waits for execd, writes
+ * the instance (createdByPisb false), emits "ready", runs --on-ready.
+ * On failure only the local state is removed; the sandbox is never killed. */
+int pisb_os_connect(struct pisb_state *st, const struct pisb_config *cfg,
+		    const char *config_json, const struct pisb_os_opts *o,
+		    struct pisb_err *e);
+/* start: resume a paused sandbox (no-op when running).  Gone: exit 5. */
+int pisb_os_start(struct pisb_state *st, const char *name,
+		  const struct pisb_os_opts *o, struct pisb_err *e);
+/* stop: created -> pause (instance kept, status paused); connected ->
+ * disconnect (local state removed, the sandbox untouched).  Waits for an
+ * in-flight renewal first.  Emits "released" (mode pause|disconnect). */
+int pisb_os_stop(struct pisb_state *st, const char *name,
+		 const struct pisb_os_opts *o, struct pisb_err *e);
+/* destroy: created -> kill (DELETE; already gone is fine) + local state
+ * removed; connected -> disconnect only.  Waits for an in-flight renewal.
+ * Emits "released" (mode kill|disconnect). */
+int pisb_os_destroy(struct pisb_state *st, const char *name,
+		    const struct pisb_os_opts *o, struct pisb_err *e);
+/* Session shutdown: apply lifecycle.onSessionShutdown to a sandbox pisb
+ * created (kill = destroy, pause = stop, keep = leave it running and
+ * keep the instance); a connected one is only disconnected.  Emits
+ * "released" with the effective mode (kill|pause|keep|disconnect). */
+int pisb_os_release(struct pisb_state *st, const char *name,
+		    const struct pisb_os_opts *o, struct pisb_err *e);
+
+/* For list: the status from status.json (what the last command saw); no
+ * network.  running|paused|gone|starting (creating). */
+enum pisb_status pisb_os_status(int idir, const struct pisb_record *rec);
+/* For inspect: GET the sandbox (timeout_ms, e.g. 2000) and update
+ * status.json (state, expiresAt, checkedAt; gone on 404).  Returns 0, or
+ * -1 with e when the server cannot be reached (status.json unchanged). */
+int pisb_os_refresh(struct pisb_state *st, const char *name, int timeout_ms,
+		    struct pisb_err *e);
+
+/* ---- exec (pisb-exec): same contract as exec.h ----
+ *
+ * Commands run as `bash -c` by execd: argv is shell-quoted behind `exec`,
+ * --sh STRING runs as /bin/sh -lc STRING; cwd relative = under the
+ * workspace (default the workspace); env "K=V" go to the request.
+ * A paused sandbox is resumed first.
+ */
+/* Attached: streams stdout/stderr (line-exact: execd sends lines) on fds
+ * 1 and 2; *code = the command's status (128+N for a signal).  SIGINT,
+ * SIGTERM, SIGHUP interrupt the remote command (execd interrupt API) and
+ * give 128+N.  A stream that ends without a terminal event: -1, exit 5,
+ * "exit status unknown" (never 0). */
+int pisb_os_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
+			  int *code, struct pisb_err *e);
+/* Detached (--timeout-ms): runs it as an execd background command; waits
+ * up to r->timeout_ms; writes {"pid": HANDLE, "running", "output",
+ * "exitCode", "truncated"} (output: new since the last call, 64 KiB cap,
+ * stdout and stderr merged).  *code = exit status once done, else 0.
+ * A command whose end cannot be known (sandbox restarted, record lost):
+ * running false, exitCode null, *code = 5, and e->msg says why (the call
+ * still returns 0 so the JSON is printed). */
+int pisb_os_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
+			struct pisb_jw *w, int *code, bool *running,
+			struct pisb_err *e);
+int pisb_os_exec_status(struct pisb_state *st, const char *name,
+			const char *handle, int timeout_ms, struct pisb_jw *w,
+			int *code, bool *running, struct pisb_err *e);
+/* Interrupt (execd: SIGTERM to the group, SIGKILL after 3 s), then
+ * collect as exec-status does. */
+int pisb_os_exec_kill(struct pisb_state *st, const char *name,
+		      const char *handle, struct pisb_jw *w, int *code,
+		      struct pisb_err *e);
+
+/* ---- files (pisb-fs) ----
+ *
+ * Paths: absolute, or relative to the workspace.  Missing file: exit 3.
+ * JSON shapes as DESIGN §9; "type" is file|dir|symlink|other, "mode" an
+ * octal string ("0644"), "mtime" unix seconds.
+ */
+/* read: content into out.  Without raw at most 64 KiB (*truncated set);
+ * offset (1-based line, 0 = start) and limit (lines, 0 = all) select
+ * lines.  *size = the file's size in bytes.  A directory: exit 1
+ * "is a directory". */
+int pisb_os_read(struct pisb_state *st, const char *name, const char *path,
+		 long long offset, long long limit, bool raw,
+		 struct pisb_buf *out, bool *truncated, long long *size,
+		 struct pisb_err *e);
+/* {"content","truncated","bytes"} (bytes: the file's size). */
+int pisb_os_read_json(struct pisb_state *st, const char *name, const char *path,
+		      long long offset, long long limit, struct pisb_jw *w,
+		      struct pisb_err *e);
+/* write: atomic replace (upload beside it, then rename inside the
+ * sandbox).  mkdir: create missing parents, else a missing parent is exit
+ * 3.  mode: octal string, NULL = keep the existing file's, else 0644.
+ * w (may be NULL): {"path","bytes"}. */
+int pisb_os_write(struct pisb_state *st, const char *name, const char *path,
+		  const void *data, size_t n, bool mkdir, const char *mode,
+		  struct pisb_jw *w, struct pisb_err *e);
+/* edit: each olds[i] must occur exactly once (else exit 1 naming it, and
+ * nothing is written); all replacements applied, then written atomically
+ * with the file's mode kept.  w (may be NULL): {"path","replacements"}. */
+int pisb_os_edit(struct pisb_state *st, const char *name, const char *path,
+		 const char *const *olds, const char *const *news, size_t n,
+		 struct pisb_jw *w, struct pisb_err *e);
+/* {"path","entries":[{"name","type","size","mode","mtime"}]}, by name.
+ * Not a directory: exit 1 "not a directory". */
+int pisb_os_ls(struct pisb_state *st, const char *name, const char *path,
+	       struct pisb_jw *w, struct pisb_err *e);
+/* {"path","type","size","mode","mtime","readable","writable"} (lstat;
+ * readable/writable from the mode bits: execd runs as root). */
+int pisb_os_stat(struct pisb_state *st, const char *name, const char *path,
+		 struct pisb_jw *w, struct pisb_err *e);
+int pisb_os_mkdir(struct pisb_state *st, const char *name, const char *path,
+		  struct pisb_err *e);
+/* {"matches":[paths relative to dir],"truncated"}: files whose relative
+ * path matches glob (* ? [..] and ** across directories; a glob without
+ * '/' also matches base names), sorted; .git and node_modules skipped
+ * unless no_ignore.  dir NULL = the workspace; limit 0 = 1000. */
+int pisb_os_find(struct pisb_state *st, const char *name, const char *glob,
+		 const char *dir, long long limit, bool no_ignore,
+		 struct pisb_jw *w, struct pisb_err *e);
+
+struct pisb_os_grep_req {
+	const char *pattern;     /* POSIX ERE, or a fixed string with literal */
+	const char *path;        /* dir or file; NULL = the workspace */
+	const char *glob;        /* only files matching (as find) */
+	bool ignore_case, literal, no_ignore;
+	int context;             /* -C N */
+	long long limit;         /* matches; 0 = 100 */
+};
+/* {"matches":[{"path","line","text","kind":"match"|"context"}],
+ * "matchCount","limitReached","linesTruncated"}; paths relative to the
+ * search dir (a file searched directly: its base name); text cut at 500
+ * characters.  Runs grep -E inside the sandbox (GNU grep). */
+int pisb_os_grep(struct pisb_state *st, const char *name,
+		 const struct pisb_os_grep_req *g, struct pisb_jw *w,
+		 struct pisb_err *e);
+
+/* ---- renewal (pisb-renew) ---- */
+
+struct pisb_os_renew_opts {
+	bool dry_run;            /* report what is due, send nothing */
+	int parallel;            /* concurrent requests; 0 = 256 */
+	int timeout_ms;          /* per request; 0 = 30000 */
+};
+/* One pass over every opensandbox instance: renew those that are due
+ * (interval min(timeoutSeconds/2, 1 h) since the last renewal; new expiry
+ * = request time + timeoutSeconds), in parallel (libcurl multi), each
+ * under its renew.lock (busy -> skipped).  Not renewed: gone sandboxes,
+ * those whose owner process is gone (so they expire), those not due.
+ * Writes {"renewed":[names],"failed":[{"name","error"}],
+ * "skipped":[{"name","reason"}]}.  Failures are recorded in status.json
+ * (inspect) and remote.log, and retried at the next pass.  Returns the
+ * number of failures (>= 0), or -1 with e when the pass itself failed. */
+int pisb_os_renew_pass(struct pisb_state *st, const struct pisb_os_renew_opts *o,
+		       struct pisb_jw *w, struct pisb_err *e);
+
+#endif
