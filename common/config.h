@@ -46,7 +46,7 @@ struct pisb_service {
 	enum pisb_health health;
 	char *health_path;      /* for PISB_HEALTH_HTTP, starts with '/' */
 	int timeout_ms;         /* 100-120000, default 30000 */
-	bool preview;           /* has a preview URL of its own */
+	bool preview;           /* has a preview URL (any link): gets PUBLIC_URL */
 	bool preview_main;      /* `preview:` was given: links[0] is that link */
 	struct pisb_link *links;
 	size_t nlinks;
@@ -140,6 +140,10 @@ struct pisb_config {
 	struct pisb_os_config os;
 	struct pisb_sbx_config sbx;
 };
+
+/* String lists (char **v, size_t n) are also NULL-terminated; empty ones may
+ * be NULL.  Services whose platforms exclude linux are kept (see
+ * pisb_service_enabled) but never started. */
 
 /* Load and validate a file.  *out is the caller's (pisb_config_free). */
 int pisb_config_load(const char *path, struct pisb_config **out,
