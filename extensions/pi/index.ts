@@ -389,7 +389,8 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				const file = await configFileFor(cfg);
 				if (remoteId) {
 					if (!file) throw new SandboxUnavailableError("connect needs a configuration file");
-					const args = ["connect", name, "-f", file, "--owner-pid", String(process.pid)];
+					// no --owner-pid: a connected sandbox is never the session's to reclaim
+					const args = ["connect", name, "-f", file];
 					if (sessionId) args.push("--session-id", sessionId);
 					const r = await run(args, { timeoutMs: 600_000, events });
 					if (r.code !== 0) throw failure(r, `connect '${name}'`, name);
@@ -405,6 +406,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 					else if (r.code !== 0) throw failure(r, `create '${name}'`, name);
 					else createdByExtension = true;
 				}
+				if (file && file !== cfg.file) await fsp.rm(path.dirname(file), { recursive: true, force: true });
 				info = await inspect(name);
 				if (!info) throw new SandboxUnavailableError(`sandbox '${name}' vanished after it was created`);
 			} else if (pinned) {
