@@ -27,7 +27,7 @@ teardown() {
 
 # the SDK driver: legacy Pi only (current Pi is driven over RPC in 82-pi-current)
 require_sdk() {
-	[ "$PI_FLAVOR" = legacy ] || skip "machine lacks: nothing (SDK driver covers legacy Pi; see 82-pi-current)"
+	[ "$PI_FLAVOR" = legacy ] || skip "the SDK driver drives legacy Pi only; 82-pi-current covers this over RPC"
 }
 
 @test "abort kills the command's process group inside the sandbox" {
