@@ -53,7 +53,7 @@ require_sdk() {
 	echo "$output"
 	jq -se '[.[] | select(.type=="user_bash")][0] | .handled and .exitCode == 0 and (.output | test("^/workspace\n\\[\\]\n"))' <<<"$output"
 	jq -se '[.[] | select(.type=="user_bash")][1] | .handled and .exitCode == 7' <<<"$output"
-	run -0 pisb read "$SB" /workspace/bang.txt --raw
+	run -0 pisb exec "$SB" --sh "cat /workspace/bang.txt"
 	[ "$output" = from-bang ]
 	[ ! -e "$PROJ/bang.txt" ]
 }

@@ -60,7 +60,7 @@ rpc_session() {
 	cat "$BATS_TEST_TMPDIR/rpc.jsonl.stderr"
 	jq -se '[.[] | select(.type=="response" and .id=="b1")][0] | .success and .data.exitCode == 0
 		and (.data.output | test("^/workspace\n\\[\\]\n"))' "$BATS_TEST_TMPDIR/rpc.jsonl"
-	run -0 pisb read "$SB" /workspace/bang.txt --raw
+	run -0 pisb exec "$SB" --sh "cat /workspace/bang.txt"
 	[ "$output" = bang ]
 	[ ! -e "$PROJ/bang.txt" ]
 }

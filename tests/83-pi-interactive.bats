@@ -55,7 +55,7 @@ type_line() {
 @test "interactive !: the user's command runs in the sandbox" {
 	type_line '!echo "dir=$(pwd) secret=[$PISB_TEST_HOST_SECRET]"; echo typed > typed.txt'
 	screen_wait "dir=/workspace secret=[]" 30
-	run -0 pisb read "$SB" /workspace/typed.txt --raw
+	run -0 pisb exec "$SB" --sh "cat /workspace/typed.txt"
 	[ "$output" = typed ]
 	[ ! -e "$PROJ/typed.txt" ]
 }
@@ -65,7 +65,7 @@ type_line() {
 	sleep 2
 	type_line 'cd /workspace 2>/dev/null; echo "in-sandbox:$PISB_TEST_HOST_SECRET" > shell-was-here; exit'
 	sleep 2
-	run -0 pisb read "$SB" /workspace/shell-was-here --raw
+	run -0 pisb exec "$SB" --sh "cat /workspace/shell-was-here"
 	[ "$output" = "in-sandbox:" ]
 	# back in Pi: the editor takes input again
 	type_line '!echo back-in-pi'
