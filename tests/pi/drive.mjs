@@ -84,7 +84,7 @@ const t0 = Date.now();
 for (const seg of segments) {
 	if (!Array.isArray(seg)) {
 		try {
-			execSync(seg.host, { stdio: ["ignore", "ignore", "inherit"], shell: "/bin/sh" });
+			execSync(seg.host, { stdio: "ignore", shell: "/bin/sh" });
 			out({ type: "host", command: seg.host, status: 0 });
 		} catch (e) {
 			out({ type: "host", command: seg.host, status: e.status ?? 1 });
