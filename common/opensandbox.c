@@ -1,22 +1,344 @@
-/* opensandbox.c - the opensandbox driver (see opensandbox.h).
- * Stub bodies: the implementation lands in the following commits. */
+/* opensandbox.c - the opensandbox driver's lifecycle: create, connect,
+ * start (resume), stop (pause or disconnect), destroy (kill or
+ * disconnect), session release, and the instance files (see
+ * opensandbox.h).
+ *
+ * Ordering that matters:
+ * - create publishes the instance as soon as the server has given the
+ *   sandbox an id, so that a pisb killed while it waits still leaves a
+ *   record that destroy can use; every later failure kills the sandbox
+ *   and removes the instance again.
+ * - stop, destroy and release take renew.lock (blocking) before any
+ *   request: a renewal in flight finishes first, and none starts while
+ *   the sandbox is paused, killed or disconnected.
+ * - a connected sandbox is renewed once before the instance exists, so
+ *   the renewal timer (pisb renew) starts from a fresh expiry.
+ */
 #include "opensandbox.h"
+#include "os_internal.h"
+#include "config.h"
 #include "err.h"
-#include "exec.h"
+#include "events.h"
 #include "instance.h"
 #include "json.h"
+#include "lock.h"
+#include "proc.h"
 #include "state.h"
 #include "util.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
-static int todo(struct pisb_err *e, const char *what)
+static const char *const policy_word[] = { "kill", "pause", "keep" };
+
+void pisb_os_set_verbose(int level)
 {
-	return pisb_err_set(e, PISB_EXIT_FAIL, "opensandbox: %s is not implemented yet", what);
+	pisb_http_trace(level);
 }
 
-static int os_verbose;
-void pisb_os_set_verbose(int level) { os_verbose = level; }
+/* ---- status.json "extra" ---- */
+
+void os_extra_release(struct os_extra *x)
+{
+	free(x->sandbox_id);
+	free(x->remote_state);
+	free(x->expires_at);
+	free(x->last_error);
+	memset(x, 0, sizeof(*x));
+}
+
+void os_extra_parse(const char *json, struct os_extra *x)
+{
+	struct pisb_json j;
+	struct pisb_err ig = PISB_ERR_INIT;
+	long long v;
+
+	memset(x, 0, sizeof(*x));
+	if (!json || pisb_json_parse(&j, json, strlen(json), &ig) < 0)
+		return;
+	x->sandbox_id = pisb_json_str(&j, pisb_json_get(&j, 0, "sandboxId"));
+	pisb_json_bool(&j, pisb_json_get(&j, 0, "createdByPisb"), &x->created);
+	x->remote_state = pisb_json_str(&j, pisb_json_get(&j, 0, "state"));
+	x->expires_at = pisb_json_str(&j, pisb_json_get(&j, 0, "expiresAt"));
+	pisb_json_bool(&j, pisb_json_get(&j, 0, "noExpiration"), &x->no_expiry);
+	if (pisb_json_int(&j, pisb_json_get(&j, 0, "renewedAt"), &v) == 0)
+		x->renewed_at = v;
+	if (pisb_json_int(&j, pisb_json_get(&j, 0, "nextRenewAt"), &v) == 0)
+		x->next_renew_at = v;
+	if (pisb_json_int(&j, pisb_json_get(&j, 0, "checkedAt"), &v) == 0)
+		x->checked_at = v;
+	x->last_error = pisb_json_str(&j, pisb_json_get(&j, 0, "lastRenewError"));
+	if (pisb_json_int(&j, pisb_json_get(&j, 0, "lastRenewErrorAt"), &v) == 0)
+		x->last_error_at = v;
+	if (pisb_json_int(&j, pisb_json_get(&j, 0, "renewFailures"), &v) == 0)
+		x->failures = (int)v;
+	pisb_json_release(&j);
+}
+
+char *os_extra_json(const struct os_extra *x)
+{
+	struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_jw w;
+
+	pisb_jw_init(&w, &b);
+	pisb_jw_obj(&w);
+	pisb_jw_kstr(&w, "sandboxId", x->sandbox_id);
+	pisb_jw_kbool(&w, "createdByPisb", x->created);
+	pisb_jw_kstr(&w, "state", x->remote_state);
+	pisb_jw_kstr(&w, "expiresAt", x->expires_at);
+	pisb_jw_kbool(&w, "noExpiration", x->no_expiry);
+	pisb_jw_kint(&w, "renewedAt", x->renewed_at);
+	pisb_jw_kint(&w, "nextRenewAt", x->next_renew_at);
+	pisb_jw_kint(&w, "checkedAt", x->checked_at);
+	pisb_jw_kstr(&w, "lastRenewError", x->last_error);
+	pisb_jw_kint(&w, "lastRenewErrorAt", x->last_error_at);
+	pisb_jw_kint(&w, "renewFailures", x->failures);
+	pisb_jw_obj_end(&w);
+	return pisb_buf_detach(&b);
+}
+
+int os_status_save(int idir, struct pisb_runtime *rt, const char *state,
+		   const struct os_extra *x, bool sync, struct pisb_err *e)
+{
+	char st[sizeof(rt->state)];
+
+	(void)sync;
+	snprintf(st, sizeof(st), "%s", state);   /* state may be rt->state */
+	memcpy(rt->state, st, sizeof(st));
+	free(rt->extra_json);
+	rt->extra_json = os_extra_json(x);
+	return pisb_runtime_save(idir, rt, e);
+}
+
+void os_log(int idir, const char *fmt, ...)
+{
+	_cleanup_close_ int fd = openat(idir, "remote.log",
+					O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	char ts[32];
+	va_list ap;
+	char tmp[2048];
+
+	if (fd < 0)
+		return;
+	pisb_time_rfc3339(pisb_now_ms() / 1000, ts);
+	va_start(ap, fmt);
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	pisb_buf_addf(&b, "%s %s\n", ts, tmp);
+	pisb_write_all(fd, b.s, b.len);
+}
+
+int64_t os_renew_interval(long long timeout_seconds)
+{
+	long long half = timeout_seconds / 2;
+
+	if (half > 3600)
+		half = 3600;
+	return half < 1 ? 1 : half;
+}
+
+/* ---- record.json "remote" ---- */
+
+static char *remote_json(const struct pisb_config *cfg, const char *sid, bool created)
+{
+	struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_jw w;
+
+	pisb_jw_init(&w, &b);
+	pisb_jw_obj(&w);
+	pisb_jw_kstr(&w, "sandboxId", sid);
+	pisb_jw_kbool(&w, "createdByPisb", created);
+	pisb_jw_kstr(&w, "domain", cfg->os.domain);
+	pisb_jw_kstr(&w, "protocol", cfg->os.protocol);
+	pisb_jw_kint(&w, "timeoutSeconds", cfg->os.timeout_seconds);
+	pisb_jw_kstr(&w, "policy", policy_word[cfg->os.on_shutdown]);
+	pisb_jw_obj_end(&w);
+	return pisb_buf_detach(&b);
+}
+
+static void remote_parse(const char *json, char **sid, bool *created)
+{
+	struct pisb_json j;
+	struct pisb_err ig = PISB_ERR_INIT;
+
+	*sid = NULL;
+	*created = false;
+	if (!json || pisb_json_parse(&j, json, strlen(json), &ig) < 0)
+		return;
+	*sid = pisb_json_str(&j, pisb_json_get(&j, 0, "sandboxId"));
+	pisb_json_bool(&j, pisb_json_get(&j, 0, "createdByPisb"), created);
+	pisb_json_release(&j);
+}
+
+/* ---- instances ---- */
+
+void os_inst_release(struct os_inst *t)
+{
+	if (t->idir >= 0)
+		close(t->idir);
+	pisb_record_release(&t->rec);
+	pisb_runtime_release(&t->rt);
+	if (t->cfg)
+		pisb_config_free(t->cfg);
+	os_extra_release(&t->x);
+	free(t->sid);
+	free(t->name);
+	os_conn_release(&t->c);
+	memset(t, 0, sizeof(*t));
+	t->idir = -1;
+}
+
+static int inst_load(struct pisb_state *st, const char *name, struct os_inst *t,
+		     struct pisb_err *e)
+{
+	memset(t, 0, sizeof(*t));
+	t->idir = pisb_instance_open(st, "instances", name, e);
+	if (t->idir < 0)
+		return -1;
+	t->name = xstrdup(name);
+	if (pisb_record_load(t->idir, &t->rec, e) < 0 ||
+	    pisb_runtime_load(t->idir, &t->rt, e) < 0)
+		goto fail;
+	if (strcmp(t->rec.driver, "opensandbox")) {
+		pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s' uses driver '%s', not opensandbox",
+			     name, t->rec.driver);
+		goto fail;
+	}
+	if (pisb_record_config(&t->rec, &t->cfg, e) < 0)
+		goto fail;
+	if (!t->cfg->os.present) {
+		pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s': its record has no opensandbox settings", name);
+		goto fail;
+	}
+	remote_parse(t->rec.remote_json, &t->sid, &t->created);
+	if (!t->sid) {
+		pisb_err_set(e, PISB_EXIT_FAIL,
+			     "sandbox '%s': creation never got a sandbox id from the server (destroy it with 'pisb destroy %s --confirm %s')",
+			     name, name, name);
+		goto fail;
+	}
+	os_extra_parse(t->rt.extra_json, &t->x);
+	if (!t->x.sandbox_id)
+		t->x.sandbox_id = xstrdup(t->sid);
+	t->x.created = t->created;
+	return 0;
+fail:
+	os_inst_release(t);
+	return -1;
+}
+
+int os_inst_open(struct pisb_state *st, const char *name, struct os_inst *t,
+		 struct pisb_err *e)
+{
+	if (inst_load(st, name, t, e) < 0)
+		return -1;
+	if (os_conn_init(&t->c, &t->cfg->os, t->sid, e) < 0) {
+		os_inst_release(t);
+		return pisb_err_prefix(e, "sandbox '%s'", name);
+	}
+	return 0;
+}
+
+static int renew_lock(struct os_inst *t, struct pisb_err *e)
+{
+	char what[96];
+	snprintf(what, sizeof(what), "sandbox '%s' (renewal)", t->name);
+	return pisb_lock_acquire(t->idir, "renew.lock", true, -1, what, e);
+}
+
+static void mark_gone(struct os_inst *t)
+{
+	struct pisb_err ig = PISB_ERR_INIT;
+	_cleanup_close_ int lk = -1;
+
+	lk = pisb_lock_acquire(t->idir, "renew.lock", true, 5000, "renewal", &ig);
+	free(t->x.remote_state);
+	t->x.remote_state = NULL;
+	t->x.checked_at = pisb_now_ms() / 1000;
+	if (strcmp(t->rt.state, "gone"))
+		os_log(t->idir, "sandbox %s no longer exists on the server", t->sid);
+	os_status_save(t->idir, &t->rt, "gone", &t->x, true, &ig);
+}
+
+int os_inst_ready(struct os_inst *t, struct pisb_err *e)
+{
+	char state[32], exp[64];
+	int g = os_get(&t->c, state, exp, 0, e);
+
+	if (g < 0)
+		return pisb_err_prefix(e, "sandbox '%s'", t->name);
+	if (g == 1) {
+		mark_gone(t);
+		return pisb_err_set(e, PISB_EXIT_BACKEND,
+				    "sandbox '%s' (%s) no longer exists on the server: it expired or was deleted",
+				    t->name, t->sid);
+	}
+	if (strcmp(state, "Running")) {
+		/* paused (or on its way): resume before use, as one lifecycle
+		 * change that no renewal overlaps */
+		_cleanup_close_ int lk = renew_lock(t, e);
+		bool resumed = false;
+		struct pisb_err ig = PISB_ERR_INIT;
+
+		if (lk < 0)
+			return -1;
+		if (os_ensure_running(&t->c, t->name, &resumed, e) < 0) {
+			if (strstr(e->msg, "no longer exists"))
+				mark_gone(t);
+			return -1;
+		}
+		if (resumed)
+			os_log(t->idir, "resumed sandbox %s before use", t->sid);
+		free(t->x.remote_state);
+		t->x.remote_state = xstrdup("Running");
+		t->x.checked_at = pisb_now_ms() / 1000;
+		pisb_runtime_release(&t->rt);
+		if (pisb_runtime_load(t->idir, &t->rt, &ig) == 0) {
+			struct os_extra cur;
+			os_extra_parse(t->rt.extra_json, &cur);
+			/* keep what a renewal wrote meanwhile */
+			free(cur.remote_state);
+			cur.remote_state = xstrdup("Running");
+			cur.checked_at = t->x.checked_at;
+			if (!cur.sandbox_id)
+				cur.sandbox_id = xstrdup(t->sid);
+			cur.created = t->created;
+			os_status_save(t->idir, &t->rt, "running", &cur, true, &ig);
+			os_extra_release(&cur);
+		}
+	} else if (strcmp(t->rt.state, "running")) {
+		struct pisb_err ig = PISB_ERR_INIT;
+		_cleanup_close_ int lk = renew_lock(t, &ig);
+		free(t->x.remote_state);
+		t->x.remote_state = xstrdup("Running");
+		if (lk >= 0)
+			os_status_save(t->idir, &t->rt, "running", &t->x, true, &ig);
+	}
+	if (os_execd_resolve(&t->c, e) < 0 || os_execd_wait(&t->c, 30000, e) < 0)
+		return pisb_err_prefix(e, "sandbox '%s'", t->name);
+	return 0;
+}
+
+char *os_path(const struct os_inst *t, const char *p)
+{
+	const char *ws = t->cfg->os.workspace ? t->cfg->os.workspace : "/workspace";
+
+	if (!p || !*p || !strcmp(p, "."))
+		return xstrdup(ws);
+	if (p[0] == '/')
+		return xstrdup(p);
+	if (p[0] == '.' && p[1] == '/')
+		p += 2;
+	return xasprintf("%s%s%s", ws, ws[strlen(ws) - 1] == '/' ? "" : "/", p);
+}
 
 int pisb_os_owns(struct pisb_state *st, const char *name, struct pisb_err *e)
 {
@@ -33,60 +355,909 @@ int pisb_os_owns(struct pisb_state *st, const char *name, struct pisb_err *e)
 	return r;
 }
 
-int pisb_os_create(struct pisb_state *st, const struct pisb_config *cfg, const char *config_json,
-		   const struct pisb_os_opts *o, struct pisb_err *e)
-{ (void)st; (void)cfg; (void)config_json; (void)o; return todo(e, "create"); }
-int pisb_os_connect(struct pisb_state *st, const struct pisb_config *cfg, const char *config_json,
+/* ---- events ---- */
+
+static int emit(const struct pisb_os_opts *o, const char *event, const char *name,
+		const char *sid, const char *workspace, bool created, bool resumed,
+		const char *mode, struct pisb_err *e)
+{
+	struct pisb_event ev = { event, name, "opensandbox", sid, workspace, created, resumed, mode };
+	int fd = o->events_fd >= 0 ? o->events_fd : o->json ? 1 : -1;
+
+	if (fd >= 0 && pisb_event_write(fd, &ev, e) < 0)
+		return -1;
+	if (!strcmp(event, "ready") && o->on_ready && pisb_event_hook(o->on_ready, &ev, e) < 0)
+		return -1;
+	return 0;
+}
+
+/* ---- create ---- */
+
+/* Metadata values are Kubernetes label values: keep a session id that is
+ * one, else send a hash of it. */
+static void label_value(const char *s, char out[64])
+{
+	size_t n = strlen(s);
+	bool ok = n > 0 && n <= 63 && isalnum((unsigned char)s[0]) && isalnum((unsigned char)s[n - 1]);
+	uint64_t h = 1469598103934665603ULL;
+
+	for (size_t i = 0; ok && i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+			ok = false;
+	if (ok) {
+		snprintf(out, 64, "%s", s);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)s[i];
+		h *= 1099511628211ULL;
+	}
+	snprintf(out, 64, "h%016llx", (unsigned long long)h);
+}
+
+static void jw_map(struct pisb_jw *w, const struct pisb_map *m)
+{
+	for (size_t i = 0; i < m->n; i++)
+		pisb_jw_kstr(w, m->v[i].key, m->v[i].val);
+}
+
+static void jw_strs(struct pisb_jw *w, const char *key, char **v, size_t n)
+{
+	pisb_jw_key(w, key);
+	pisb_jw_arr(w);
+	for (size_t i = 0; i < n; i++)
+		pisb_jw_str(w, v[i]);
+	pisb_jw_arr_end(w);
+}
+
+static void create_body(const struct pisb_config *cfg, const struct pisb_os_opts *o,
+			struct pisb_buf *b)
+{
+	const struct pisb_os_config *os = &cfg->os;
+	struct pisb_jw w;
+	char label[64];
+
+	pisb_jw_init(&w, b);
+	pisb_jw_obj(&w);
+	if (os->image) {
+		pisb_jw_key(&w, "image");
+		pisb_jw_obj(&w);
+		pisb_jw_kstr(&w, "uri", os->image);
+		pisb_jw_obj_end(&w);
+	} else {
+		pisb_jw_kstr(&w, "snapshotId", os->snapshot_id);
+	}
+	pisb_jw_kint(&w, "timeout", os->timeout_seconds);
+	pisb_jw_key(&w, "resourceLimits");
+	pisb_jw_obj(&w);
+	if (os->resource_limits.n) {
+		jw_map(&w, &os->resource_limits);
+	} else {
+		/* the common profile/resources, in Kubernetes quantities */
+		char cpu[16], mem[24];
+		snprintf(cpu, sizeof(cpu), "%d", cfg->cpus);
+		snprintf(mem, sizeof(mem), "%dGi", cfg->memory_gib);
+		pisb_jw_kstr(&w, "cpu", cpu);
+		pisb_jw_kstr(&w, "memory", mem);
+	}
+	pisb_jw_obj_end(&w);
+	if (os->nentrypoint) {
+		jw_strs(&w, "entrypoint", os->entrypoint, os->nentrypoint);
+	} else {
+		char *dflt[] = { "tail", "-f", "/dev/null" };
+		jw_strs(&w, "entrypoint", dflt, 3);
+	}
+	/* the common env first, the opensandbox one wins */
+	pisb_jw_key(&w, "env");
+	pisb_jw_obj(&w);
+	for (size_t i = 0; i < cfg->env.n; i++)
+		if (!pisb_map_get(&os->env, cfg->env.v[i].key))
+			pisb_jw_kstr(&w, cfg->env.v[i].key, cfg->env.v[i].val);
+	jw_map(&w, &os->env);
+	pisb_jw_obj_end(&w);
+	pisb_jw_key(&w, "metadata");
+	pisb_jw_obj(&w);
+	jw_map(&w, &os->metadata);
+	pisb_jw_kstr(&w, "pi-extension", "pisb");
+	if (o->session_id && *o->session_id) {
+		label_value(o->session_id, label);
+		pisb_jw_kstr(&w, "pi-session-id", label);
+	}
+	pisb_jw_obj_end(&w);
+	/* outbound traffic: denied unless allowed (DESIGN §10) */
+	pisb_jw_key(&w, "networkPolicy");
+	pisb_jw_obj(&w);
+	pisb_jw_kstr(&w, "defaultAction", "deny");
+	pisb_jw_key(&w, "egress");
+	pisb_jw_arr(&w);
+	{
+		char **hosts = os->has_network_allowlist ? os->network_allowlist : cfg->allowed_hosts;
+		size_t n = os->has_network_allowlist ? os->nnetwork_allowlist : cfg->nallowed_hosts;
+		for (size_t i = 0; i < n; i++) {
+			pisb_jw_obj(&w);
+			pisb_jw_kstr(&w, "action", "allow");
+			pisb_jw_kstr(&w, "target", hosts[i]);
+			pisb_jw_obj_end(&w);
+		}
+	}
+	pisb_jw_arr_end(&w);
+	pisb_jw_obj_end(&w);
+	if (os->nvolumes) {
+		pisb_jw_key(&w, "volumes");
+		pisb_jw_arr(&w);
+		for (size_t i = 0; i < os->nvolumes; i++) {
+			const struct pisb_os_volume *v = &os->volumes[i];
+			pisb_jw_obj(&w);
+			pisb_jw_kstr(&w, "name", v->name);
+			pisb_jw_kstr(&w, "mountPath", v->mount_path);
+			pisb_jw_kbool(&w, "readOnly", v->read_only);
+			if (v->sub_path)
+				pisb_jw_kstr(&w, "subPath", v->sub_path);
+			if (v->is_pvc) {
+				pisb_jw_key(&w, "pvc");
+				pisb_jw_obj(&w);
+				pisb_jw_kstr(&w, "claimName", v->claim_name);
+				pisb_jw_kbool(&w, "createIfNotExists", v->create_if_not_exists);
+				pisb_jw_kbool(&w, "deleteOnSandboxTermination", v->delete_on_termination);
+				if (v->storage_class)
+					pisb_jw_kstr(&w, "storageClass", v->storage_class);
+				if (v->storage)
+					pisb_jw_kstr(&w, "storage", v->storage);
+				if (v->naccess_modes)
+					jw_strs(&w, "accessModes", v->access_modes, v->naccess_modes);
+				pisb_jw_obj_end(&w);
+			} else {
+				pisb_jw_key(&w, "ossfs");
+				pisb_jw_obj(&w);
+				pisb_jw_kstr(&w, "bucket", v->bucket);
+				pisb_jw_kstr(&w, "endpoint", v->endpoint);
+				if (v->version)
+					pisb_jw_kstr(&w, "version", v->version);
+				if (v->noptions)
+					jw_strs(&w, "options", v->options, v->noptions);
+				pisb_jw_kstr(&w, "accessKeyId", v->access_key_id);
+				pisb_jw_kstr(&w, "accessKeySecret", v->access_key_secret);
+				pisb_jw_obj_end(&w);
+			}
+			pisb_jw_obj_end(&w);
+		}
+		pisb_jw_arr_end(&w);
+	}
+	pisb_jw_obj_end(&w);
+}
+
+/* The config as stored in record.json: ossfs secrets replaced, so no
+ * credential reaches the state directory. */
+static char *stored_config(const struct pisb_config *cfg, const char *config_json)
+{
+	struct pisb_config *c = (struct pisb_config *)cfg;
+	bool secret = false;
+	char **saved;
+	struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_jw w;
+
+	for (size_t i = 0; i < cfg->os.nvolumes; i++)
+		if (!cfg->os.volumes[i].is_pvc && cfg->os.volumes[i].access_key_secret)
+			secret = true;
+	if (!secret)
+		return xstrdup(config_json);
+	saved = xcalloc(cfg->os.nvolumes, sizeof(*saved));
+	for (size_t i = 0; i < cfg->os.nvolumes; i++) {
+		saved[i] = c->os.volumes[i].access_key_secret;
+		if (saved[i])
+			c->os.volumes[i].access_key_secret = "<redacted>";
+	}
+	pisb_jw_init(&w, &b);
+	pisb_config_json(c, &w);
+	for (size_t i = 0; i < cfg->os.nvolumes; i++)
+		c->os.volumes[i].access_key_secret = saved[i];
+	free(saved);
+	return pisb_buf_detach(&b);
+}
+
+/* Stage instances/NAME: a staging dir with op.lock held, record.json and
+ * a first status.json.  Returns the dir fd; *stage and *lock are set. */
+static int stage(struct pisb_state *st, const struct pisb_config *cfg,
+		 const char *config_json, const struct pisb_os_opts *o, const char *sid,
+		 bool created, char **stagep, int *lock, struct pisb_err *e)
+{
+	_cleanup_free_ char *dest = NULL, *stg = NULL, *cfgjson = NULL;
+	_cleanup_close_ int sdir = -1;
+	struct pisb_record rec;
+	struct pisb_runtime rt;
+	struct os_extra x;
+	char rnd[9], what[96];
+	int r;
+
+	*stagep = NULL;
+	*lock = -1;
+	if (pisb_mkdirs_at(st->fd, "instances", 0700, e) < 0 ||
+	    pisb_mkdirs_at(st->fd, "staging", 0700, e) < 0)
+		return -1;
+	dest = xasprintf("instances/%s", o->name);
+	if (faccessat(st->fd, dest, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+		return pisb_err_set(e, PISB_EXIT_BUSY, "sandbox '%s' already exists", o->name);
+	pisb_random_hex(rnd, 8);
+	stg = xasprintf("staging/%s.%s", o->name, rnd);
+	if (pisb_mkdirs_at(st->fd, stg, 0700, e) < 0)
+		return -1;
+	sdir = openat(st->fd, stg, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (sdir < 0) {
+		pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", stg);
+		goto fail;
+	}
+	snprintf(what, sizeof(what), "sandbox '%s'", o->name);
+	*lock = pisb_lock_acquire(sdir, "op.lock", true, 0, what, e);
+	if (*lock < 0)
+		goto fail;
+	cfgjson = stored_config(cfg, config_json);
+	memset(&rec, 0, sizeof(rec));
+	rec.name = (char *)o->name;
+	rec.driver = "opensandbox";
+	rec.created_at = pisb_now_ms() / 1000;
+	rec.config_json = cfgjson;
+	rec.owner.pid = o->owner_pid;
+	rec.owner.start = o->owner_pid > 0 ? pisb_proc_start(o->owner_pid) : 0;
+	rec.session_id = (char *)o->session_id;
+	rec.remote_json = remote_json(cfg, sid, created);
+	r = pisb_record_save(sdir, &rec, e);
+	free(rec.remote_json);
+	if (r < 0)
+		goto fail;
+	memset(&rt, 0, sizeof(rt));
+	memset(&x, 0, sizeof(x));
+	x.sandbox_id = (char *)sid;
+	x.created = created;
+	rt.started_at = rec.created_at;
+	r = os_status_save(sdir, &rt, "creating", &x, true, e);
+	x.sandbox_id = NULL;
+	pisb_runtime_release(&rt);
+	if (r < 0)
+		goto fail;
+	*stagep = PISB_STEAL(stg);
+	return pisb_steal_fd(&sdir);
+fail:
+	if (*lock >= 0)
+		close(*lock);
+	*lock = -1;
+	{
+		struct pisb_err ig = PISB_ERR_INIT;
+		pisb_rm_rf_at(st->fd, stg, &ig);
+	}
+	return -1;
+}
+
+/* Record the sandbox id (create: known only now) and publish. */
+static int publish(struct pisb_state *st, int sdir, const char *stg, const char *name,
+		   const struct pisb_config *cfg, const char *sid, bool created,
+		   struct pisb_err *e)
+{
+	_cleanup_free_ char *dest = xasprintf("instances/%s", name);
+	struct pisb_record rec;
+	int r;
+
+	if (pisb_record_load(sdir, &rec, e) < 0)
+		return -1;
+	free(rec.remote_json);
+	rec.remote_json = remote_json(cfg, sid, created);
+	r = pisb_record_save(sdir, &rec, e);
+	pisb_record_release(&rec);
+	if (r < 0)
+		return -1;
+	{
+		struct pisb_runtime rt;
+		struct os_extra x;
+		memset(&x, 0, sizeof(x));
+		if (pisb_runtime_load(sdir, &rt, e) < 0)
+			return -1;
+		x.sandbox_id = (char *)sid;
+		x.created = created;
+		r = os_status_save(sdir, &rt, "creating", &x, true, e);
+		pisb_runtime_release(&rt);
+		if (r < 0)
+			return -1;
+	}
+	if (renameat2(st->fd, stg, st->fd, dest, RENAME_NOREPLACE) < 0) {
+		if (errno == EEXIST)
+			return pisb_err_set(e, PISB_EXIT_BUSY, "sandbox '%s' already exists", name);
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "publish sandbox '%s'", name);
+	}
+	pisb_fsync_dir(st->fd);
+	return 0;
+}
+
+static int kill_remote(struct os_conn *c, struct pisb_err *e)
+{
+	struct pisb_http_resp r;
+	_cleanup_free_ char *path = xasprintf("/sandboxes/%s", c->sid);
+	int ret = 0;
+
+	pisb_http_resp_init(&r);
+	if (os_lc(c, "DELETE", path, NULL, 0, &r, e) < 0)
+		ret = -1;
+	else if (r.status != 204 && r.status != 200 && r.status != 202 && r.status != 404)
+		ret = os_fail(c, &r, "kill", e);
+	pisb_http_resp_release(&r);
+	return ret;
+}
+
+/* After create/connect's point of no return failed: kill (created) and
+ * remove the instance, keeping the first error in e. */
+static void undo(struct pisb_state *st, const char *name, int sdir, const char *stg,
+		 bool published, struct os_conn *c, bool kill, struct pisb_err *e)
+{
+	struct pisb_err ke = PISB_ERR_INIT, ig = PISB_ERR_INIT;
+
+	if (kill && c->sid) {
+		if (kill_remote(c, &ke) < 0)
+			pisb_err_set(e, e->code, "%s (and the sandbox %s could not be killed: %s)",
+				     e->msg, c->sid, ke.msg);
+		else if (sdir >= 0)
+			os_log(sdir, "killed sandbox %s after a failed create", c->sid);
+	}
+	if (published)
+		pisb_state_trash(st, "instances", name, &ig);
+	else if (stg)
+		pisb_rm_rf_at(st->fd, stg, &ig);
+}
+
+static int make_workspace(struct os_conn *c, const char *ws, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf body = PISB_BUF_INIT;
+	struct pisb_http_resp r;
+	struct pisb_jw w;
+	int ret = 0;
+
+	pisb_jw_init(&w, &body);
+	pisb_jw_obj(&w);
+	pisb_jw_key(&w, ws);
+	pisb_jw_obj(&w);
+	pisb_jw_kint(&w, "mode", 755);
+	pisb_jw_obj_end(&w);
+	pisb_jw_obj_end(&w);
+	pisb_http_resp_init(&r);
+	if (os_execd(c, "POST", "/directories", "application/json", body.s, body.len, 30000, &r, e) < 0)
+		ret = -1;
+	else if (r.status != 200)
+		ret = os_fail(c, &r, "make the workspace", e);
+	pisb_http_resp_release(&r);
+	return ret;
+}
+
+/* Running + execd answering; then the status file says running. */
+static int settle(int sdir, struct os_conn *c, const char *name, const char *expires,
+		  bool created, bool *resumed, struct pisb_err *e)
+{
+	struct pisb_runtime rt;
+	struct os_extra x;
+	int64_t now;
+	int r;
+
+	if (os_ensure_running(c, name, resumed, e) < 0 || os_execd_resolve(c, e) < 0 ||
+	    os_execd_wait(c, OS_READY_MS, e) < 0)
+		return -1;
+	if (pisb_runtime_load(sdir, &rt, e) < 0)
+		return -1;
+	now = pisb_now_ms() / 1000;
+	memset(&x, 0, sizeof(x));
+	x.sandbox_id = xstrdup(c->sid);
+	x.created = created;
+	x.remote_state = xstrdup("Running");
+	x.expires_at = expires && *expires ? xstrdup(expires) : NULL;
+	x.renewed_at = now;
+	x.checked_at = now;
+	rt.started_at = now;
+	r = os_status_save(sdir, &rt, "running", &x, true, e);
+	os_extra_release(&x);
+	pisb_runtime_release(&rt);
+	return r;
+}
+
+static void set_next(int sdir, long long timeout, bool noexp)
+{
+	struct pisb_runtime rt;
+	struct os_extra x;
+	struct pisb_err ig = PISB_ERR_INIT;
+
+	if (pisb_runtime_load(sdir, &rt, &ig) < 0)
+		return;
+	os_extra_parse(rt.extra_json, &x);
+	x.no_expiry = noexp;
+	x.next_renew_at = noexp ? 0 : x.renewed_at + os_renew_interval(timeout);
+	os_status_save(sdir, &rt, rt.state, &x, true, &ig);
+	os_extra_release(&x);
+	pisb_runtime_release(&rt);
+}
+
+int pisb_os_create(struct pisb_state *st, const struct pisb_config *cfg,
+		   const char *config_json, const struct pisb_os_opts *o,
+		   struct pisb_err *e)
+{
+	struct os_conn c;
+	_cleanup_free_ char *stg = NULL;
+	_cleanup_close_ int sdir = -1, lock = -1;
+	_cleanup_buf_ struct pisb_buf body = PISB_BUF_INIT;
+	struct pisb_http_resp r;
+	char expires[64] = "";
+	bool published = false, resumed = false;
+	int ret = -1;
+
+	if (!pisb_name_valid(o->name))
+		return pisb_err_set(e, PISB_EXIT_USAGE,
+				    "invalid name '%s' (lowercase letter, then up to 39 of a-z 0-9 -)", o->name);
+	if (!cfg->os.present)
+		return pisb_err_set(e, PISB_EXIT_USAGE,
+				    "create '%s': driver opensandbox needs an opensandbox: section (domain, image or snapshotId)",
+				    o->name);
+	if (cfg->os.sandbox_id)
+		return pisb_err_set(e, PISB_EXIT_USAGE,
+				    "create '%s': opensandbox.sandboxId names an existing sandbox: use 'pisb connect %s -f FILE'",
+				    o->name, o->name);
+	pisb_http_resp_init(&r);
+	if (os_conn_init(&c, &cfg->os, NULL, e) < 0)
+		return pisb_err_prefix(e, "create '%s'", o->name);
+	sdir = stage(st, cfg, config_json, o, NULL, true, &stg, &lock, e);
+	if (sdir < 0)
+		goto out;
+	create_body(cfg, o, &body);
+	if (os_lc(&c, "POST", "/sandboxes", body.s, 0, &r, e) < 0) {
+		undo(st, o->name, sdir, stg, false, &c, false, e);
+		goto out;
+	}
+	if (r.status != 202 && r.status != 200 && r.status != 201) {
+		os_fail(&c, &r, "create sandbox", e);
+		if (e->code == PISB_EXIT_NOTFOUND)
+			e->code = PISB_EXIT_BACKEND;
+		undo(st, o->name, sdir, stg, false, &c, false, e);
+		goto out;
+	}
+	{
+		struct pisb_json j;
+		char *id = NULL, *ex = NULL;
+		if (pisb_json_parse(&j, r.body.s, r.body.len, e) == 0) {
+			id = pisb_json_str(&j, pisb_json_get(&j, 0, "id"));
+			ex = pisb_json_str(&j, pisb_json_get(&j, 0, "expiresAt"));
+			pisb_json_release(&j);
+		}
+		if (!id || !*id) {
+			free(id);
+			free(ex);
+			pisb_err_set(e, PISB_EXIT_BACKEND, "create sandbox: the server's answer has no sandbox id");
+			undo(st, o->name, sdir, stg, false, &c, false, e);
+			goto out;
+		}
+		c.sid = id;
+		snprintf(expires, sizeof(expires), "%s", ex ? ex : "");
+		free(ex);
+	}
+	os_log(sdir, "created sandbox %s on %s", c.sid, c.what);
+	if (publish(st, sdir, stg, o->name, cfg, c.sid, true, e) < 0) {
+		undo(st, o->name, sdir, stg, false, &c, true, e);
+		goto out;
+	}
+	published = true;
+	if (settle(sdir, &c, o->name, expires, true, &resumed, e) < 0 ||
+	    make_workspace(&c, cfg->os.workspace, e) < 0) {
+		undo(st, o->name, sdir, NULL, true, &c, true, e);
+		goto out;
+	}
+	set_next(sdir, cfg->os.timeout_seconds, false);
+	os_log(sdir, "sandbox %s is ready (expires %s)", c.sid, expires[0] ? expires : "never");
+	/* the instance is complete: other commands may use it from here on */
+	close(lock);
+	lock = -1;
+	if (emit(o, "ready", o->name, c.sid, cfg->os.workspace, true, false, NULL, e) < 0) {
+		/* a consumer that cannot take the sandbox: leave nothing behind */
+		undo(st, o->name, sdir, NULL, true, &c, true, e);
+		goto out;
+	}
+	ret = 0;
+out:
+	if (ret < 0)
+		pisb_err_prefix(e, "create '%s'%s", o->name,
+				published ? " (the sandbox was killed and the instance removed)" : "");
+	pisb_http_resp_release(&r);
+	os_conn_release(&c);
+	return ret;
+}
+
+/* ---- connect ---- */
+
+int pisb_os_connect(struct pisb_state *st, const struct pisb_config *cfg,
+		    const char *config_json, const struct pisb_os_opts *o,
+		    struct pisb_err *e)
+{
+	struct os_conn c;
+	_cleanup_free_ char *stg = NULL;
+	_cleanup_close_ int sdir = -1, lock = -1;
+	char state[32], exp[64], expires[64];
+	bool resumed = false, noexp = false;
+	int g, ret = -1;
+
+	if (!pisb_name_valid(o->name))
+		return pisb_err_set(e, PISB_EXIT_USAGE,
+				    "invalid name '%s' (lowercase letter, then up to 39 of a-z 0-9 -)", o->name);
+	if (!cfg->os.present || !cfg->os.sandbox_id)
+		return pisb_err_set(e, PISB_EXIT_USAGE,
+				    "connect '%s': the config needs opensandbox.sandboxId (the sandbox to attach)",
+				    o->name);
+	if (os_conn_init(&c, &cfg->os, cfg->os.sandbox_id, e) < 0)
+		return pisb_err_prefix(e, "connect '%s'", o->name);
+	sdir = stage(st, cfg, config_json, o, cfg->os.sandbox_id, false, &stg, &lock, e);
+	if (sdir < 0)
+		goto out;
+	g = os_get(&c, state, exp, 0, e);
+	if (g != 0) {
+		if (g == 1)
+			pisb_err_set(e, PISB_EXIT_NOTFOUND, "no sandbox '%s' on %s", c.sid, c.what);
+		undo(st, o->name, sdir, stg, false, &c, false, e);
+		goto out;
+	}
+	/* a paused sandbox is resumed before use */
+	if (os_ensure_running(&c, o->name, &resumed, e) < 0) {
+		undo(st, o->name, sdir, stg, false, &c, false, e);
+		goto out;
+	}
+	if (resumed)
+		os_log(sdir, "resumed sandbox %s (it was %s)", c.sid, state);
+	/* renewed once now; pisb renew takes over from this expiry */
+	if (os_renew(&c, cfg->os.timeout_seconds, expires, &noexp, e) < 0) {
+		undo(st, o->name, sdir, stg, false, &c, false, e);
+		goto out;
+	}
+	os_log(sdir, "connected to sandbox %s on %s; %s", c.sid, c.what,
+	       noexp ? "it has no automatic expiration" : "renewed");
+	if (settle(sdir, &c, o->name, noexp ? exp : expires, false, &resumed, e) < 0) {
+		undo(st, o->name, sdir, stg, false, &c, false, e);
+		goto out;
+	}
+	set_next(sdir, cfg->os.timeout_seconds, noexp);
+	if (publish(st, sdir, stg, o->name, cfg, c.sid, false, e) < 0) {
+		undo(st, o->name, sdir, stg, false, &c, false, e);
+		goto out;
+	}
+	close(lock);
+	lock = -1;
+	if (emit(o, "ready", o->name, c.sid, cfg->os.workspace, false, resumed, NULL, e) < 0) {
+		/* disconnect only: a sandbox we did not create is never killed */
+		undo(st, o->name, sdir, NULL, true, &c, false, e);
+		pisb_err_prefix(e, "connect '%s' (disconnected again)", o->name);
+		goto out_noprefix;
+	}
+	ret = 0;
+out:
+	if (ret < 0)
+		pisb_err_prefix(e, "connect '%s'", o->name);
+out_noprefix:
+	os_conn_release(&c);
+	return ret;
+}
+
+/* ---- start / stop / destroy / release ---- */
+
+static int op_lock(struct os_inst *t, const struct pisb_os_opts *o, struct pisb_err *e)
+{
+	char what[96];
+	snprintf(what, sizeof(what), "sandbox '%s'", t->name);
+	return pisb_lock_acquire(t->idir, "op.lock", true, o ? o->wait_ms : 0, what, e);
+}
+
+int pisb_os_start(struct pisb_state *st, const char *name,
+		  const struct pisb_os_opts *o, struct pisb_err *e)
+{
+	struct os_inst t;
+	_cleanup_close_ int lk = -1;
+	int ret = -1;
+
+	if (os_inst_open(st, name, &t, e) < 0)
+		return -1;
+	lk = op_lock(&t, o, e);
+	if (lk < 0)
+		goto out;
+	if (os_inst_ready(&t, e) < 0)
+		goto out;
+	ret = 0;
+out:
+	if (ret < 0)
+		pisb_err_prefix(e, "start '%s'", name);
+	os_inst_release(&t);
+	return ret;
+}
+
+/* Pause and wait until the server says Paused. */
+static int pause_remote(struct os_inst *t, struct pisb_err *e)
+{
+	struct pisb_http_resp r;
+	_cleanup_free_ char *path = xasprintf("/sandboxes/%s/pause", t->sid);
+	int64_t deadline = pisb_mono_ms() + OS_READY_MS;
+	char state[32], exp[64];
+	int g;
+
+	pisb_http_resp_init(&r);
+	for (;;) {
+		g = os_get(&t->c, state, exp, 0, e);
+		if (g < 0)
+			goto fail;
+		if (g == 1) {
+			pisb_http_resp_release(&r);
+			mark_gone(t);
+			return 1;
+		}
+		if (!strcmp(state, "Paused"))
+			break;
+		if (!strcmp(state, "Running")) {
+			if (os_lc(&t->c, "POST", path, NULL, 0, &r, e) < 0)
+				goto fail;
+			if (r.status != 202 && r.status != 200 && r.status != 204 && r.status != 409) {
+				os_fail(&t->c, &r, "pause", e);
+				goto fail;
+			}
+		} else if (strcmp(state, "Pausing") && strcmp(state, "Resuming") &&
+			   strcmp(state, "Pending") && strcmp(state, "Allocated")) {
+			pisb_err_set(e, PISB_EXIT_BACKEND, "cannot pause: the sandbox is %s", state);
+			goto fail;
+		}
+		if (pisb_mono_ms() > deadline) {
+			pisb_err_set(e, PISB_EXIT_BACKEND, "the sandbox did not pause within %d s (it is %s)",
+				     OS_READY_MS / 1000, state);
+			goto fail;
+		}
+		{
+			struct timespec ts = { 0, 100 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	pisb_http_resp_release(&r);
+	return 0;
+fail:
+	pisb_http_resp_release(&r);
+	return -1;
+}
+
+static int do_pause(struct os_inst *t, struct pisb_err *e)
+{
+	struct pisb_err ig = PISB_ERR_INIT;
+	int p = pause_remote(t, e);
+
+	if (p < 0)
+		return -1;
+	if (p == 1)
+		return pisb_err_set(e, PISB_EXIT_BACKEND,
+				    "sandbox %s no longer exists on the server: it expired or was deleted",
+				    t->sid);
+	os_log(t->idir, "paused sandbox %s", t->sid);
+	/* reload: a renewal may have updated the file before we got the lock */
+	pisb_runtime_release(&t->rt);
+	if (pisb_runtime_load(t->idir, &t->rt, &ig) == 0) {
+		os_extra_release(&t->x);
+		os_extra_parse(t->rt.extra_json, &t->x);
+		if (!t->x.sandbox_id)
+			t->x.sandbox_id = xstrdup(t->sid);
+		t->x.created = t->created;
+	}
+	free(t->x.remote_state);
+	t->x.remote_state = xstrdup("Paused");
+	t->x.checked_at = pisb_now_ms() / 1000;
+	t->rt.stopped_at = t->x.checked_at;
+	return os_status_save(t->idir, &t->rt, "paused", &t->x, true, e);
+}
+
+static int disconnect(struct pisb_state *st, struct os_inst *t, struct pisb_err *e)
+{
+	os_log(t->idir, "disconnected from sandbox %s (left as it is)", t->sid);
+	return pisb_state_trash(st, "instances", t->name, e);
+}
+
+static int do_kill(struct pisb_state *st, struct os_inst *t, struct pisb_err *e)
+{
+	if (kill_remote(&t->c, e) < 0)
+		return -1;
+	os_log(t->idir, "killed sandbox %s", t->sid);
+	return pisb_state_trash(st, "instances", t->name, e);
+}
+
+/* Open, take op.lock then renew.lock (waiting for a renewal in flight). */
+static int open_locked(struct pisb_state *st, const char *name, const struct pisb_os_opts *o,
+		       struct os_inst *t, int *oplk, int *rlk, struct pisb_err *e)
+{
+	*oplk = *rlk = -1;
+	if (os_inst_open(st, name, t, e) < 0)
+		return -1;
+	*oplk = op_lock(t, o, e);
+	if (*oplk < 0)
+		goto fail;
+	*rlk = renew_lock(t, e);
+	if (*rlk < 0)
+		goto fail;
+	return 0;
+fail:
+	if (*oplk >= 0)
+		close(*oplk);
+	*oplk = -1;
+	os_inst_release(t);
+	return -1;
+}
+
+static int finish(const struct pisb_os_opts *o, struct os_inst *t, const char *mode,
+		  struct pisb_err *e)
+{
+	struct pisb_os_opts none = { .events_fd = -1 };
+	return emit(o ? o : &none, "released", t->name, t->sid, t->cfg->os.workspace, t->created,
+		    false, mode, e);
+}
+
+int pisb_os_stop(struct pisb_state *st, const char *name,
+		 const struct pisb_os_opts *o, struct pisb_err *e)
+{
+	struct os_inst t;
+	int oplk, rlk, ret = -1;
+	const char *mode;
+
+	if (open_locked(st, name, o, &t, &oplk, &rlk, e) < 0)
+		return -1;
+	if (t.created) {
+		mode = "pause";
+		ret = do_pause(&t, e);
+	} else {
+		mode = "disconnect";
+		ret = disconnect(st, &t, e);
+	}
+	close(rlk);
+	close(oplk);
+	if (ret == 0)
+		ret = finish(o, &t, mode, e);
+	if (ret < 0)
+		pisb_err_prefix(e, "stop '%s'", name);
+	os_inst_release(&t);
+	return ret;
+}
+
+int pisb_os_destroy(struct pisb_state *st, const char *name,
 		    const struct pisb_os_opts *o, struct pisb_err *e)
-{ (void)st; (void)cfg; (void)config_json; (void)o; return todo(e, "connect"); }
-int pisb_os_start(struct pisb_state *st, const char *name, const struct pisb_os_opts *o, struct pisb_err *e)
-{ (void)st; (void)name; (void)o; return todo(e, "start"); }
-int pisb_os_stop(struct pisb_state *st, const char *name, const struct pisb_os_opts *o, struct pisb_err *e)
-{ (void)st; (void)name; (void)o; return todo(e, "stop"); }
-int pisb_os_destroy(struct pisb_state *st, const char *name, const struct pisb_os_opts *o, struct pisb_err *e)
-{ (void)st; (void)name; (void)o; return todo(e, "destroy"); }
-int pisb_os_release(struct pisb_state *st, const char *name, const struct pisb_os_opts *o, struct pisb_err *e)
-{ (void)st; (void)name; (void)o; return todo(e, "release"); }
+{
+	struct os_inst t;
+	int oplk, rlk, ret;
+	const char *mode;
+
+	if (os_inst_open(st, name, &t, e) < 0) {
+		/* a record without a usable client (no key, broken record)
+		 * cannot kill: say so rather than orphan the sandbox */
+		return -1;
+	}
+	os_inst_release(&t);
+	if (open_locked(st, name, o, &t, &oplk, &rlk, e) < 0)
+		return -1;
+	if (t.created) {
+		mode = "kill";
+		ret = do_kill(st, &t, e);
+	} else {
+		mode = "disconnect";
+		ret = disconnect(st, &t, e);
+	}
+	close(rlk);
+	close(oplk);
+	if (ret == 0)
+		ret = finish(o, &t, mode, e);
+	if (ret < 0)
+		pisb_err_prefix(e, "destroy '%s'", name);
+	os_inst_release(&t);
+	return ret;
+}
+
+int pisb_os_release(struct pisb_state *st, const char *name,
+		    const struct pisb_os_opts *o, struct pisb_err *e)
+{
+	struct os_inst t;
+	int oplk, rlk, ret = 0;
+	const char *mode;
+
+	if (open_locked(st, name, o, &t, &oplk, &rlk, e) < 0)
+		return -1;
+	if (!t.created) {
+		mode = "disconnect";
+		ret = disconnect(st, &t, e);
+	} else {
+		mode = policy_word[t.cfg->os.on_shutdown];
+		switch (t.cfg->os.on_shutdown) {
+		case PISB_POLICY_KILL:
+			ret = do_kill(st, &t, e);
+			break;
+		case PISB_POLICY_PAUSE:
+			ret = do_pause(&t, e);
+			break;
+		case PISB_POLICY_KEEP:
+			os_log(t.idir, "session ended: sandbox %s kept running", t.sid);
+			break;
+		}
+	}
+	close(rlk);
+	close(oplk);
+	if (ret == 0)
+		ret = finish(o, &t, mode, e);
+	if (ret < 0)
+		pisb_err_prefix(e, "release '%s'", name);
+	os_inst_release(&t);
+	return ret;
+}
+
+/* ---- list / inspect ---- */
+
 enum pisb_status pisb_os_status(int idir, const struct pisb_record *rec)
-{ (void)idir; (void)rec; return PISB_ST_GONE; }
-int pisb_os_refresh(struct pisb_state *st, const char *name, int timeout_ms, struct pisb_err *e)
-{ (void)st; (void)name; (void)timeout_ms; return todo(e, "refresh"); }
-int pisb_os_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r, int *code, struct pisb_err *e)
-{ (void)st; (void)r; *code = 0; return todo(e, "exec"); }
-int pisb_os_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r, struct pisb_jw *w,
-			int *code, bool *running, struct pisb_err *e)
-{ (void)st; (void)r; (void)w; *code = 0; *running = false; return todo(e, "exec"); }
-int pisb_os_exec_status(struct pisb_state *st, const char *name, const char *handle, int timeout_ms,
-			struct pisb_jw *w, int *code, bool *running, struct pisb_err *e)
-{ (void)st; (void)name; (void)handle; (void)timeout_ms; (void)w; *code = 0; *running = false; return todo(e, "exec-status"); }
-int pisb_os_exec_kill(struct pisb_state *st, const char *name, const char *handle, struct pisb_jw *w,
-		      int *code, struct pisb_err *e)
-{ (void)st; (void)name; (void)handle; (void)w; *code = 0; return todo(e, "exec-kill"); }
-int pisb_os_read(struct pisb_state *st, const char *name, const char *path, long long offset,
-		 long long limit, bool raw, struct pisb_buf *out, bool *truncated, long long *size,
-		 struct pisb_err *e)
-{ (void)st; (void)name; (void)path; (void)offset; (void)limit; (void)raw; (void)out; *truncated = false; *size = 0; return todo(e, "read"); }
-int pisb_os_read_json(struct pisb_state *st, const char *name, const char *path, long long offset,
-		      long long limit, struct pisb_jw *w, struct pisb_err *e)
-{ (void)st; (void)name; (void)path; (void)offset; (void)limit; (void)w; return todo(e, "read"); }
-int pisb_os_write(struct pisb_state *st, const char *name, const char *path, const void *data, size_t n,
-		  bool mkdir, const char *mode, struct pisb_jw *w, struct pisb_err *e)
-{ (void)st; (void)name; (void)path; (void)data; (void)n; (void)mkdir; (void)mode; (void)w; return todo(e, "write"); }
-int pisb_os_edit(struct pisb_state *st, const char *name, const char *path, const char *const *olds,
-		 const char *const *news, size_t n, struct pisb_jw *w, struct pisb_err *e)
-{ (void)st; (void)name; (void)path; (void)olds; (void)news; (void)n; (void)w; return todo(e, "edit"); }
-int pisb_os_ls(struct pisb_state *st, const char *name, const char *path, struct pisb_jw *w, struct pisb_err *e)
-{ (void)st; (void)name; (void)path; (void)w; return todo(e, "ls"); }
-int pisb_os_stat(struct pisb_state *st, const char *name, const char *path, struct pisb_jw *w, struct pisb_err *e)
-{ (void)st; (void)name; (void)path; (void)w; return todo(e, "stat"); }
-int pisb_os_mkdir(struct pisb_state *st, const char *name, const char *path, struct pisb_err *e)
-{ (void)st; (void)name; (void)path; return todo(e, "mkdir"); }
-int pisb_os_find(struct pisb_state *st, const char *name, const char *glob, const char *dir, long long limit,
-		 bool no_ignore, struct pisb_jw *w, struct pisb_err *e)
-{ (void)st; (void)name; (void)glob; (void)dir; (void)limit; (void)no_ignore; (void)w; return todo(e, "find"); }
-int pisb_os_grep(struct pisb_state *st, const char *name, const struct pisb_os_grep_req *g,
-		 struct pisb_jw *w, struct pisb_err *e)
-{ (void)st; (void)name; (void)g; (void)w; return todo(e, "grep"); }
-int pisb_os_renew_pass(struct pisb_state *st, const struct pisb_os_renew_opts *o, struct pisb_jw *w,
-		       struct pisb_err *e)
-{ (void)st; (void)o; (void)w; return todo(e, "renew"); }
+{
+	struct pisb_runtime rt;
+	struct pisb_err ig = PISB_ERR_INIT;
+	enum pisb_status s;
+
+	(void)rec;
+	if (pisb_runtime_load(idir, &rt, &ig) < 0)
+		return PISB_ST_UNAVAILABLE;
+	if (!strcmp(rt.state, "running"))
+		s = PISB_ST_RUNNING;
+	else if (!strcmp(rt.state, "paused"))
+		s = PISB_ST_PAUSED;
+	else if (!strcmp(rt.state, "gone"))
+		s = PISB_ST_GONE;
+	else if (!strcmp(rt.state, "creating"))
+		/* create holds op.lock until the sandbox is ready */
+		s = pisb_lock_is_held(idir, "op.lock") ? PISB_ST_STARTING : PISB_ST_INTERRUPTED;
+	else
+		s = PISB_ST_STOPPED;
+	pisb_runtime_release(&rt);
+	return s;
+}
+
+int pisb_os_refresh(struct pisb_state *st, const char *name, int timeout_ms,
+		    struct pisb_err *e)
+{
+	struct os_inst t;
+	char state[32], exp[64];
+	int g, ret = -1;
+	_cleanup_close_ int lk = -1;
+	struct pisb_err ig = PISB_ERR_INIT;
+
+	if (os_inst_open(st, name, &t, e) < 0)
+		return -1;
+	g = os_get(&t.c, state, exp, timeout_ms, e);
+	if (g < 0)
+		goto out;
+	/* never wait behind a renewal for a status hint */
+	lk = pisb_lock_acquire(t.idir, "renew.lock", true, 0, "renewal", &ig);
+	if (lk < 0) {
+		ret = 0;
+		goto out;
+	}
+	pisb_runtime_release(&t.rt);
+	os_extra_release(&t.x);
+	if (pisb_runtime_load(t.idir, &t.rt, e) < 0)
+		goto out;
+	os_extra_parse(t.rt.extra_json, &t.x);
+	if (!t.x.sandbox_id)
+		t.x.sandbox_id = xstrdup(t.sid);
+	t.x.created = t.created;
+	t.x.checked_at = pisb_now_ms() / 1000;
+	if (g == 1) {
+		free(t.x.remote_state);
+		t.x.remote_state = NULL;
+		if (strcmp(t.rt.state, "gone"))
+			os_log(t.idir, "sandbox %s no longer exists on the server", t.sid);
+		ret = os_status_save(t.idir, &t.rt, "gone", &t.x, true, e);
+		goto out;
+	}
+	free(t.x.remote_state);
+	t.x.remote_state = xstrdup(state);
+	if (exp[0]) {
+		free(t.x.expires_at);
+		t.x.expires_at = xstrdup(exp);
+	}
+	{
+		const char *s = t.rt.state;
+		if (!strcmp(state, "Running"))
+			s = "running";
+		else if (!strcmp(state, "Paused") || !strcmp(state, "Pausing"))
+			s = "paused";
+		ret = os_status_save(t.idir, &t.rt, s, &t.x, true, e);
+	}
+out:
+	os_inst_release(&t);
+	return ret;
+}

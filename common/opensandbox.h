@@ -218,7 +218,6 @@ int pisb_os_grep(struct pisb_state *st, const char *name,
 /* ---- renewal (pisb-renew) ---- */
 
 struct pisb_os_renew_opts {
-	bool dry_run;            /* report what is due, send nothing */
 	int parallel;            /* concurrent requests; 0 = 256 */
 	int timeout_ms;          /* per request; 0 = 30000 */
 };
