@@ -290,10 +290,8 @@ static void handle_client(struct ctl *c, int fd)
 		do_stop(c);
 		reply(fd, "{\"ok\":true}");
 	} else if (c->svc) {
-		struct pisb_buf out = PISB_BUF_INIT;
-		pisb_services_request(c->svc, op, &j, &out);
-		reply(fd, out.s ? out.s : "{\"ok\":false}");
-		pisb_buf_release(&out);
+		/* the reply may come later (ensure waits for readiness) */
+		pisb_services_request(c->svc, op, &j, fd);
 		save(c, "running", &e);
 	} else {
 		reply(fd, "{\"ok\":false,\"error\":\"unknown op\"}");
@@ -510,8 +508,13 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 				close(cfd);
 			}
 		}
-		if (c.svc && !c.stopping)
+		if (c.svc && !c.stopping) {
 			pisb_services_poll(c.svc, p + 3, (size_t)(n - 3));
+			if (pisb_services_changed(c.svc)) {
+				struct pisb_err ig = PISB_ERR_INIT;
+				save(&c, "running", &ig);
+			}
+		}
 	}
 	ret = 0;
 	goto out;

@@ -1,10 +1,34 @@
 /* services.h - supervised services, previews and the egress proxy of a
  * local sandbox.  They live inside the controller's event loop: the
- * controller asks for fds to poll and hands back what became ready. */
+ * controller asks for fds to poll and hands back what became ready.
+ *
+ * Services come from the sandbox's own copy of its config,
+ * <workspace>/.sandbox.yaml (read through the sandbox's root), plus ad-hoc
+ * ones (`svc start`) and bare preview links (`svc preview PORT`).  Each is
+ * `/bin/sh -lc COMMAND` in its own session inside the sandbox, restarted
+ * one second after any exit, its output in logs/SERVICE.log (rotated past
+ * 1 MiB to SERVICE.log.1).  Guest ports and preview host ports are
+ * assigned once and kept in services.json, so they survive restarts and
+ * stop/start.  Previews listen on host 127.0.0.1 only and relay TCP into
+ * the sandbox (relay.h); the egress proxy is proxy.h.
+ *
+ * Control requests (one JSON line each; ops other than ping/stop):
+ *   {"op":"svc.status"[,"service":S]}
+ *   {"op":"svc.ensure"[,"service":S]}     start what .sandbox.yaml declares
+ *   {"op":"svc.restart"[,"service":S]}    with the latest definition
+ *   {"op":"svc.stop"[,"service":S]}
+ *   {"op":"svc.start","service":S,"command":C[,"port":N][,"preview":true]
+ *        [,"title":T][,"description":D]}  ad-hoc
+ *   {"op":"svc.preview","port":N[,"title":T][,"description":D]}
+ * Reply: {"ok":bool[,"code":EXIT,"error":MSG],"services":[...],"previews":[...]}.
+ * ensure, restart, start and stop answer once the services involved are
+ * ready (or failed, or stopped): the reply may come after the call returns.
+ */
 #ifndef PISB_SERVICES_H
 #define PISB_SERVICES_H
 
 #include <poll.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -15,28 +39,42 @@ struct pisb_runtime;
 struct pisb_json;
 struct pisb_buf;
 
-#define PISB_SVC_MAX_FDS 512
+/* Enough for ~2000 relayed connections at once. */
+#define PISB_SVC_MAX_FDS 4096
 
 struct pisb_services;
 
-/* NULL if the sandbox has nothing to supervise, relay or proxy. */
+/* Never NULL: ad-hoc services and previews may come later.  cfg and rt
+ * are borrowed and must outlive the services (the controller's). */
 struct pisb_services *pisb_services_new(struct pisb_state *st, int idir,
 					const char *name,
 					const struct pisb_config *cfg,
 					const struct pisb_runtime *rt);
 void pisb_services_free(struct pisb_services *s);
+/* Start the proxy, the previews and every service; returns once each is
+ * ready or failed (-1 then, naming the services that failed: the sandbox
+ * runs on, their logs readable). */
 int pisb_services_start_all(struct pisb_services *s, struct pisb_err *e);
+/* Stop every service (TERM to its process group, KILL after 2 s), close
+ * previews and the proxy. */
 void pisb_services_stop_all(struct pisb_services *s);
 void pisb_services_reaped(struct pisb_services *s, pid_t pid, int status);
 /* Fill at most max pollfds; may lower *timeout_ms for timers. */
 int pisb_services_pollfds(struct pisb_services *s, struct pollfd *p, int max,
 			  int *timeout_ms);
 void pisb_services_poll(struct pisb_services *s, struct pollfd *p, size_t n);
-/* A control request {"op":...} other than ping/stop; reply is one JSON line. */
+/* A control request {"op":...} other than ping/stop, from client fd.  The
+ * one-line JSON reply goes to fd, now or (for waiting ops) later through a
+ * dup of fd: the caller may close its fd as soon as this returns. */
 void pisb_services_request(struct pisb_services *s, const char *op,
-			   const struct pisb_json *req, struct pisb_buf *reply);
+			   const struct pisb_json *req, int fd);
+/* Did anything shown in status.json change since the last call? */
+bool pisb_services_changed(struct pisb_services *s);
 /* Owned JSON arrays for status.json, or NULL. */
 char *pisb_services_status_json(struct pisb_services *s);
 char *pisb_services_previews_json(struct pisb_services *s);
+
+/* A line in the controller's log (its stderr), like the controller's own. */
+void pisb_svc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif
