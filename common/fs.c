@@ -1,0 +1,1402 @@
+/* fs.c - files inside a local sandbox; see fs.h. */
+#include "fs.h"
+#include "err.h"
+#include "glob.h"
+#include "ignore.h"
+#include "instance.h"
+#include "json.h"
+#include "lock.h"
+#include "ns.h"
+#include "state.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* ---- the sandbox ---- */
+
+static char *record_workspace(int idir, char **driver, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_json j;
+	char *ws;
+	int cfg;
+
+	if (pisb_read_file_at(idir, "record.json", &b, 8 << 20) < 0) {
+		pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL, "read record.json");
+		return NULL;
+	}
+	if (pisb_json_parse(&j, b.s, b.len, e) < 0) {
+		pisb_err_prefix(e, "record.json");
+		return NULL;
+	}
+	*driver = pisb_json_str(&j, pisb_json_get(&j, 0, "driver"));
+	cfg = pisb_json_get(&j, 0, "config");
+	ws = cfg >= 0 ? pisb_json_str(&j, pisb_json_get(&j, cfg, "workspace")) : NULL;
+	pisb_json_release(&j);
+	if (!ws || ws[0] != '/') {
+		free(ws);
+		ws = xstrdup("/workspace");
+	}
+	return ws;
+}
+
+int pisb_fs_open(struct pisb_fs *fs, const struct pisb_state *st, const char *name,
+		 bool running, struct pisb_err *e)
+{
+	_cleanup_free_ char *driver = NULL;
+	struct pisb_runtime rt;
+
+	fs->idir = pisb_instance_open(st, "instances", name, e);
+	if (fs->idir < 0)
+		return -1;
+	fs->name = xstrdup(name);
+	fs->workspace = record_workspace(fs->idir, &driver, e);
+	if (!fs->workspace)
+		return -1;
+	if (!running)
+		return 0;
+	if (driver && strcmp(driver, "local"))
+		return pisb_err_set(e, PISB_EXIT_BACKEND,
+				    "sandbox '%s': file access for driver '%s' is not available in this build",
+				    name, driver);
+	if (!pisb_lock_is_held(fs->idir, "controller.lock"))
+		goto not_running;
+	if (pisb_runtime_load(fs->idir, &rt, e) < 0)
+		return -1;
+	fs->init_pid = rt.init.pid;
+	fs->init_start = rt.init.start;
+	pisb_runtime_release(&rt);
+	if (fs->init_pid <= 0)
+		goto not_running;
+	return 0;
+not_running:
+	return pisb_err_set(e, PISB_EXIT_BACKEND,
+			    "sandbox '%s' is not running (start it with 'pisb start %s')", name, name);
+}
+
+void pisb_fs_release(struct pisb_fs *fs)
+{
+	if (fs->idir >= 0)
+		close(fs->idir);
+	if (fs->root >= 0)
+		close(fs->root);
+	free(fs->name);
+	free(fs->workspace);
+	fs->idir = fs->root = -1;
+	fs->name = fs->workspace = NULL;
+}
+
+int pisb_fs_enter(struct pisb_fs *fs, struct pisb_err *e)
+{
+	bool privileged = geteuid() == 0;
+
+	/* user + mount are all file access needs: the mount namespace gives the
+	 * sandbox's view, the user namespace makes us root of its files only */
+	if (pisb_sandbox_enter_ns(fs->init_pid, fs->init_start, PISB_NS_USER | PISB_NS_MNT, e) < 0 ||
+	    pisb_sandbox_become_root(privileged, e) < 0) {
+		if (e->code == PISB_EXIT_BACKEND && strstr(e->msg, "not running"))
+			pisb_err_set(e, PISB_EXIT_BACKEND,
+				     "sandbox '%s' is not running (start it with 'pisb start %s')",
+				     fs->name, fs->name);
+		return -1;
+	}
+	umask(022);
+	fs->root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fs->root < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "open the sandbox root");
+	return 0;
+}
+
+char *pisb_fs_abspath(const struct pisb_fs *fs, const char *path)
+{
+	struct pisb_buf b = PISB_BUF_INIT;
+	const char *p;
+
+	if (path[0] != '/')
+		pisb_buf_adds(&b, fs->workspace);
+	for (p = path; *p;) {
+		const char *s = strchr(p, '/');
+		size_t n = s ? (size_t)(s - p) : strlen(p);
+		if (n && !(n == 1 && p[0] == '.')) {
+			pisb_buf_addc(&b, '/');
+			pisb_buf_add(&b, p, n);
+		}
+		p += n;
+		while (*p == '/')
+			p++;
+	}
+	if (!b.len)
+		pisb_buf_addc(&b, '/');
+	/* a workspace with a trailing slash, or path "." */
+	while (b.len > 1 && b.s[b.len - 1] == '/')
+		b.s[--b.len] = '\0';
+	return pisb_buf_detach(&b);
+}
+
+int pisb_fs_resolve(int rootfd, const char *path, int flags, mode_t mode)
+{
+	struct open_how how;
+	long r;
+	int tries = 0;
+
+	memset(&how, 0, sizeof(how));
+	how.flags = (uint64_t)(flags | O_CLOEXEC);
+	how.mode = (flags & O_CREAT) ? mode : 0;
+	how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+	do {
+		r = syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+		/* EAGAIN: a rename raced with ".." resolution; try again */
+	} while (r < 0 && (errno == EINTR || (errno == EAGAIN && ++tries < 64)));
+	return (int)r;
+}
+
+/* Map an open/resolve errno on path to an error: missing -> 3. */
+static int path_err(struct pisb_err *e, const char *abs, const char *what)
+{
+	if (errno == ENOENT)
+		return pisb_err_set(e, PISB_EXIT_NOTFOUND, "no such file or directory '%s'", abs);
+	if (errno == ENOTDIR)
+		return pisb_err_set(e, PISB_EXIT_NOTFOUND, "no such file or directory '%s' (a parent is not a directory)", abs);
+	if (errno == EXDEV)
+		return pisb_err_set(e, PISB_EXIT_FAIL, "%s '%s': path escapes the sandbox root", what, abs);
+	return pisb_err_sys(e, PISB_EXIT_FAIL, "%s '%s'", what, abs);
+}
+
+/* Open a regular file for reading (directories and devices refused). */
+static int open_file(const struct pisb_fs *fs, const char *abs, struct stat *st, struct pisb_err *e)
+{
+	int fd = pisb_fs_resolve(fs->root, abs, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+
+	if (fd < 0)
+		return path_err(e, abs, "open");
+	if (fstat(fd, st) < 0) {
+		close(fd);
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "stat '%s'", abs);
+	}
+	if (S_ISDIR(st->st_mode)) {
+		close(fd);
+		return pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is a directory", abs);
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		return pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is not a regular file", abs);
+	}
+	fcntl(fd, F_SETFL, 0);   /* back to blocking reads */
+	return fd;
+}
+
+/* ---- read ---- */
+
+/* How many bytes of p[0..n) to keep so that a cut at the end does not
+ * split a UTF-8 sequence (only backs off over continuation bytes). */
+static size_t utf8_cut(const char *p, size_t n, size_t avail)
+{
+	size_t k = n;
+
+	if (n >= avail)
+		return avail;
+	for (int i = 0; i < 3 && k > 0 && ((unsigned char)p[k] & 0xC0) == 0x80; i++)
+		k--;
+	return ((unsigned char)p[k] & 0xC0) == 0x80 ? n : k;
+}
+
+void pisb_fs_text_release(struct pisb_fs_text *t)
+{
+	pisb_buf_release(&t->content);
+}
+
+int pisb_fs_read_text(const struct pisb_fs *fs, const char *abs, long long offset,
+		      long long limit, size_t cap, struct pisb_fs_text *t,
+		      struct pisb_err *e)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *chunk = NULL;
+	struct stat st;
+	long long line = 1, taken = 0;
+	bool collecting = offset <= 1, done = false, ended_nl = true;
+	const size_t csz = 64 * 1024;
+
+	memset(t, 0, sizeof(*t));
+	if (offset < 1)
+		offset = 1;
+	fd = open_file(fs, abs, &st, e);
+	if (fd < 0)
+		return -1;
+	t->bytes = st.st_size;
+	t->offset = offset;
+	chunk = xmalloc(csz);
+	pisb_buf_grow(&t->content, 1);
+	while (!done) {
+		ssize_t r = read(fd, chunk, csz);
+		const char *p = chunk, *end;
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "read '%s'", abs);
+		}
+		if (r == 0)
+			break;
+		end = chunk + r;
+		ended_nl = end[-1] == '\n';
+		if (!collecting) {
+			while (line < offset) {
+				const char *nl = memchr(p, '\n', (size_t)(end - p));
+				if (!nl) {
+					p = end;
+					break;
+				}
+				line++;
+				p = nl + 1;
+			}
+			if (line < offset)
+				continue;
+			collecting = true;
+		}
+		while (p < end) {
+			const char *nl, *seg;
+			size_t len, room;
+
+			if (limit && taken >= limit) {
+				t->next_offset = line;
+				done = true;
+				break;
+			}
+			nl = memchr(p, '\n', (size_t)(end - p));
+			seg = nl ? nl + 1 : end;
+			len = (size_t)(seg - p);
+			room = cap - t->content.len;
+			if (len > room) {
+				size_t k = utf8_cut(p, len, room);
+				pisb_buf_add(&t->content, p, k);
+				t->truncated = true;
+				t->next_offset = line;
+				done = true;
+				break;
+			}
+			pisb_buf_add(&t->content, p, len);
+			if (nl) {
+				line++;
+				taken++;
+			}
+			p = seg;
+		}
+	}
+	if (!collecting) {
+		long long total = line - (ended_nl ? 1 : 0);
+		return pisb_err_set(e, PISB_EXIT_FAIL, "offset %lld is beyond the end of '%s' (%lld line%s)",
+				    offset, abs, total, total == 1 ? "" : "s");
+	}
+	t->lines = taken + (t->content.len && t->content.s[t->content.len - 1] != '\n' ? 1 : 0);
+	if (t->truncated && t->content.len && t->content.s[t->content.len - 1] != '\n' && t->lines == 0)
+		t->lines = 1;
+	return 0;
+}
+
+int pisb_fs_read_raw(const struct pisb_fs *fs, const char *abs, int outfd,
+		     long long *bytes, struct pisb_err *e)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *buf = NULL;
+	struct stat st;
+	long long total = 0;
+	bool use_sendfile = true;
+	const size_t bsz = 256 * 1024;
+
+	fd = open_file(fs, abs, &st, e);
+	if (fd < 0)
+		return -1;
+	for (;;) {
+		ssize_t r;
+
+		if (use_sendfile) {
+			r = sendfile(outfd, fd, NULL, 1 << 30);
+			if (r < 0 && (errno == EINVAL || errno == ENOSYS)) {
+				use_sendfile = false;
+				continue;
+			}
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0)
+				return pisb_err_sys(e, PISB_EXIT_FAIL, "read '%s'", abs);
+			if (r == 0)
+				break;
+			total += r;
+			continue;
+		}
+		if (!buf)
+			buf = xmalloc(bsz);
+		r = read(fd, buf, bsz);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "read '%s'", abs);
+		if (r == 0)
+			break;
+		if (pisb_write_all(outfd, buf, (size_t)r) < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "write '%s' to the output", abs);
+		total += r;
+	}
+	*bytes = total;
+	return 0;
+}
+
+/* ---- write, edit, mkdir ---- */
+
+int pisb_fs_mkdir(const struct pisb_fs *fs, const char *abs, bool *created, struct pisb_err *e)
+{
+	_cleanup_free_ char *p = xstrdup(abs);
+	char *s = p;
+	int fd;
+
+	*created = false;
+	for (;;) {
+		char save;
+		bool last;
+
+		while (*s == '/')
+			s++;
+		if (!*s)
+			break;
+		s += strcspn(s, "/");
+		save = *s;
+		last = !save || !s[strspn(s, "/")];
+		*s = '\0';
+		{
+			_cleanup_close_ int parent = -1;
+			char *slash = strrchr(p, '/');
+			const char *comp = slash + 1;
+			*slash = '\0';
+			parent = pisb_fs_resolve(fs->root, p[0] ? p : "/", O_PATH | O_DIRECTORY, 0);
+			*slash = '/';
+			if (parent < 0)
+				return path_err(e, abs, "mkdir");
+			if (mkdirat(parent, comp, 0755) == 0) {
+				if (last)
+					*created = true;
+			} else if (errno != EEXIST) {
+				return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
+						    "mkdir '%s'", p);
+			}
+		}
+		*s = save;
+	}
+	fd = pisb_fs_resolve(fs->root, abs, O_PATH | O_DIRECTORY, 0);
+	if (fd < 0) {
+		if (errno == ENOTDIR)
+			return pisb_err_set(e, PISB_EXIT_FAIL, "mkdir '%s': a file of that name exists", abs);
+		return path_err(e, abs, "mkdir");
+	}
+	close(fd);
+	return 0;
+}
+
+/* Where a write lands: the directory and name, symlinks at the end
+ * followed (inside the sandbox) to the file they name. */
+struct target {
+	int dirfd;
+	char *dir, *base;
+	bool exists;
+	struct stat st;
+};
+
+static void target_release(struct target *t)
+{
+	if (t->dirfd >= 0)
+		close(t->dirfd);
+	free(t->dir);
+	free(t->base);
+}
+
+static int target_open(const struct pisb_fs *fs, const char *abs, bool mkdirs,
+		       struct target *t, struct pisb_err *e)
+{
+	_cleanup_free_ char *cur = xstrdup(abs);
+
+	memset(t, 0, sizeof(*t));
+	t->dirfd = -1;
+	for (int hops = 0;; hops++) {
+		char *slash;
+		char link[4096];
+		ssize_t n;
+
+		if (hops > 40)
+			return pisb_err_set(e, PISB_EXIT_FAIL, "'%s': too many levels of symbolic links", abs);
+		slash = strrchr(cur, '/');
+		if (!slash || !slash[1] || !strcmp(slash + 1, ".") || !strcmp(slash + 1, ".."))
+			return pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is a directory", abs);
+		free(t->dir);
+		free(t->base);
+		t->dir = slash == cur ? xstrdup("/") : xstrndup(cur, (size_t)(slash - cur));
+		t->base = xstrdup(slash + 1);
+		if (t->dirfd >= 0)
+			close(t->dirfd);
+		t->dirfd = pisb_fs_resolve(fs->root, t->dir, O_PATH | O_DIRECTORY, 0);
+		if (t->dirfd < 0 && errno == ENOENT && mkdirs) {
+			bool made;
+			_cleanup_free_ char *d = pisb_fs_abspath(fs, t->dir);
+			if (pisb_fs_mkdir(fs, d, &made, e) < 0)
+				return -1;
+			t->dirfd = pisb_fs_resolve(fs->root, t->dir, O_PATH | O_DIRECTORY, 0);
+		}
+		if (t->dirfd < 0) {
+			if (errno == ENOENT)
+				return pisb_err_set(e, PISB_EXIT_NOTFOUND, "no such directory '%s'%s", t->dir,
+						    mkdirs ? "" : " (use --mkdir to create it)");
+			if (errno == ENOTDIR)
+				return pisb_err_set(e, PISB_EXIT_NOTFOUND, "'%s' is not a directory", t->dir);
+			return path_err(e, t->dir, "open");
+		}
+		if (fstatat(t->dirfd, t->base, &t->st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT)
+				return pisb_err_sys(e, PISB_EXIT_FAIL, "stat '%s'", abs);
+			t->exists = false;
+			return 0;
+		}
+		if (S_ISDIR(t->st.st_mode))
+			return pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is a directory", abs);
+		if (!S_ISLNK(t->st.st_mode)) {
+			if (!S_ISREG(t->st.st_mode))
+				return pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is not a regular file", abs);
+			t->exists = true;
+			return 0;
+		}
+		n = readlinkat(t->dirfd, t->base, link, sizeof(link) - 1);
+		if (n < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "readlink '%s'", abs);
+		link[n] = '\0';
+		{
+			char *next = link[0] == '/' ? xstrdup(link)
+						    : xasprintf("%s/%s", strcmp(t->dir, "/") ? t->dir : "", link);
+			free(cur);
+			cur = next;
+		}
+	}
+}
+
+static void tmpname(char *out, size_t n, const char *base)
+{
+	unsigned char rnd[8];
+	char hex[17];
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+		uint64_t v = (uint64_t)pisb_mono_ms() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)out;
+		memcpy(rnd, &v, sizeof(rnd));
+	}
+	for (int i = 0; i < 8; i++)
+		snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+	if (strlen(base) > 200)
+		snprintf(out, n, ".pisb-%s.tmp", hex);
+	else
+		snprintf(out, n, ".%s.pisb-%s", base, hex);
+}
+
+static int copy_fd(int in, int out)
+{
+	char *buf = xmalloc(256 * 1024);
+	long long total = 0;
+
+	for (;;) {
+		ssize_t r = read(in, buf, 256 * 1024);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			break;
+		if (r == 0) {
+			free(buf);
+			return 0;
+		}
+		if (pisb_write_all(out, buf, (size_t)r) < 0)
+			break;
+		total += r;
+	}
+	free(buf);
+	return -1;
+}
+
+/* Write src into a temp file next to the target and rename it over. */
+static int replace(const struct target *t, const char *abs, const struct pisb_fs_src *src,
+		   int mode, long long *bytes, struct pisb_err *e)
+{
+	char tmp[256];
+	int fd;
+	struct stat st;
+	mode_t m = mode >= 0 ? (mode_t)mode : t->exists ? (t->st.st_mode & 07777) : 0644;
+
+	tmpname(tmp, sizeof(tmp), t->base);
+	fd = openat(t->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
+				    "create a temporary file in '%s'", t->dir);
+	if (src->fd >= 0 ? copy_fd(src->fd, fd) < 0 : pisb_write_all(fd, src->data, src->n) < 0) {
+		pisb_err_sys(e, PISB_EXIT_FAIL, "write '%s'", abs);
+		goto fail;
+	}
+	/* keep the owner of the file being replaced (best effort: an id that is
+	 * not mapped into the sandbox cannot be given) */
+	if (t->exists && (t->st.st_uid != geteuid() || t->st.st_gid != getegid()))
+		if (fchown(fd, t->st.st_uid, t->st.st_gid) < 0) {
+			/* the new file stays root's */
+		}
+	if (fchmod(fd, m) < 0) {
+		pisb_err_sys(e, PISB_EXIT_FAIL, "chmod '%s'", abs);
+		goto fail;
+	}
+	if (fstat(fd, &st) < 0 || close(fd) < 0) {
+		fd = -1;
+		pisb_err_sys(e, PISB_EXIT_FAIL, "write '%s'", abs);
+		goto fail;
+	}
+	fd = -1;
+	if (renameat(t->dirfd, tmp, t->dirfd, t->base) < 0) {
+		pisb_err_sys(e, PISB_EXIT_FAIL, "replace '%s'", abs);
+		goto fail;
+	}
+	*bytes = st.st_size;
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlinkat(t->dirfd, tmp, 0);
+	return -1;
+}
+
+int pisb_fs_write(const struct pisb_fs *fs, const char *abs, const struct pisb_fs_src *src,
+		  int mode, bool mkdirs, long long *bytes, struct pisb_err *e)
+{
+	struct target t;
+	int r;
+
+	if (target_open(fs, abs, mkdirs, &t, e) < 0) {
+		target_release(&t);
+		return -1;
+	}
+	r = replace(&t, abs, src, mode, bytes, e);
+	target_release(&t);
+	return r;
+}
+
+struct hit {
+	size_t pos, len;
+	size_t idx;
+};
+
+static int cmp_hit(const void *a, const void *b)
+{
+	const struct hit *x = a, *y = b;
+	return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+static size_t count_occurrences(const char *hay, size_t n, const char *needle, size_t m, size_t *first)
+{
+	size_t count = 0;
+	const char *p = hay, *end = hay + n;
+
+	while (p + m <= end) {
+		const char *q = memmem(p, (size_t)(end - p), needle, m);
+		if (!q)
+			break;
+		if (!count)
+			*first = (size_t)(q - hay);
+		count++;
+		p = q + 1;   /* overlapping occurrences count too */
+	}
+	return count;
+}
+
+int pisb_fs_edit(const struct pisb_fs *fs, const char *abs, const struct pisb_fs_edit *ed,
+		 size_t n, long long *bytes, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf orig = PISB_BUF_INIT, out = PISB_BUF_INIT;
+	_cleanup_free_ struct hit *hits = NULL;
+	struct pisb_fs_src src = { -1, NULL, 0 };
+	struct target t;
+	struct stat st;
+	size_t at = 0;
+	int fd, r;
+
+	fd = open_file(fs, abs, &st, e);
+	if (fd < 0)
+		return -1;
+	r = pisb_read_fd(fd, &orig, (size_t)1 << 30);
+	close(fd);
+	if (r < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "read '%s'", abs);
+	hits = xcalloc(n ? n : 1, sizeof(*hits));
+	for (size_t i = 0; i < n; i++) {
+		size_t first = 0, c;
+		if (!ed[i].oldn)
+			return pisb_err_set(e, PISB_EXIT_FAIL, "edit %zu: the old text is empty", i + 1);
+		c = count_occurrences(orig.s ? orig.s : "", orig.len, ed[i].old, ed[i].oldn, &first);
+		if (c != 1)
+			return pisb_err_set(e, PISB_EXIT_FAIL,
+					    "edit %zu: the old text matches %zu times in '%s' (it must match exactly once); nothing was written",
+					    i + 1, c, abs);
+		hits[i].pos = first;
+		hits[i].len = ed[i].oldn;
+		hits[i].idx = i;
+	}
+	qsort(hits, n, sizeof(*hits), cmp_hit);
+	for (size_t i = 1; i < n; i++)
+		if (hits[i - 1].pos + hits[i - 1].len > hits[i].pos)
+			return pisb_err_set(e, PISB_EXIT_FAIL,
+					    "edits %zu and %zu overlap in '%s'; nothing was written",
+					    hits[i - 1].idx + 1, hits[i].idx + 1, abs);
+	pisb_buf_grow(&out, orig.len + 1);
+	for (size_t i = 0; i < n; i++) {
+		pisb_buf_add(&out, orig.s + at, hits[i].pos - at);
+		pisb_buf_add(&out, ed[hits[i].idx].new_, ed[hits[i].idx].newn);
+		at = hits[i].pos + hits[i].len;
+	}
+	pisb_buf_add(&out, orig.s ? orig.s + at : "", orig.len - at);
+	src.data = out.s ? out.s : "";
+	src.n = out.len;
+	if (target_open(fs, abs, false, &t, e) < 0) {
+		target_release(&t);
+		return -1;
+	}
+	r = replace(&t, abs, &src, -1, bytes, e);
+	target_release(&t);
+	return r;
+}
+
+/* ---- ls, stat ---- */
+
+static const char *type_name(mode_t m)
+{
+	return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
+}
+
+void pisb_fs_info_release(struct pisb_fs_info *i)
+{
+	free(i->name);
+	free(i->target);
+	i->name = i->target = NULL;
+}
+
+void pisb_fs_infos_free(struct pisb_fs_info *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		pisb_fs_info_release(&v[i]);
+	free(v);
+}
+
+static void fill_info(struct pisb_fs_info *i, const struct stat *st)
+{
+	i->type = type_name(st->st_mode);
+	i->size = st->st_size;
+	i->mode = st->st_mode & 07777;
+	i->mtime = st->st_mtim.tv_sec;
+}
+
+static char *read_link(int dirfd, const char *name)
+{
+	char buf[4096];
+	ssize_t n = readlinkat(dirfd, name, buf, sizeof(buf) - 1);
+
+	if (n < 0)
+		return xstrdup("");
+	buf[n] = '\0';
+	return xstrdup(buf);
+}
+
+static int cmp_info(const void *a, const void *b)
+{
+	return strcmp(((const struct pisb_fs_info *)a)->name, ((const struct pisb_fs_info *)b)->name);
+}
+
+/* Open a directory for listing: missing -> 3, not a directory -> 1. */
+static int open_dir(const struct pisb_fs *fs, const char *abs, struct pisb_err *e)
+{
+	int fd = pisb_fs_resolve(fs->root, abs, O_RDONLY | O_DIRECTORY, 0);
+
+	if (fd >= 0)
+		return fd;
+	if (errno == ENOTDIR) {
+		int probe = pisb_fs_resolve(fs->root, abs, O_PATH, 0);
+		if (probe >= 0) {
+			close(probe);
+			return pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is not a directory", abs);
+		}
+		errno = ENOENT;
+	}
+	return path_err(e, abs, "open");
+}
+
+int pisb_fs_ls(const struct pisb_fs *fs, const char *abs, struct pisb_fs_info **out,
+	       size_t *np, struct pisb_err *e)
+{
+	_cleanup_close_ int fd = open_dir(fs, abs, e);
+	struct pisb_fs_info *v = NULL;
+	size_t n = 0, cap = 0;
+	DIR *d;
+	struct dirent *de;
+
+	*out = NULL;
+	*np = 0;
+	if (fd < 0)
+		return -1;
+	d = fdopendir(dup(fd));
+	if (!d)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "list '%s'", abs);
+	while ((errno = 0, de = readdir(d))) {
+		struct stat st;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;   /* gone meanwhile */
+		if (n == cap) {
+			cap = cap ? 2 * cap : 32;
+			v = xrealloc(v, cap * sizeof(*v));
+		}
+		memset(&v[n], 0, sizeof(v[n]));
+		v[n].name = xstrdup(de->d_name);
+		fill_info(&v[n], &st);
+		if (S_ISLNK(st.st_mode))
+			v[n].target = read_link(fd, de->d_name);
+		n++;
+	}
+	closedir(d);
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_info);
+	*out = v;
+	*np = n;
+	return 0;
+}
+
+static bool can(int fd, int how)
+{
+	return faccessat(fd, "", how, AT_EMPTY_PATH | AT_EACCESS) == 0;
+}
+
+int pisb_fs_stat(const struct pisb_fs *fs, const char *abs, struct pisb_fs_info *i,
+		 struct pisb_err *e)
+{
+	_cleanup_close_ int fd = pisb_fs_resolve(fs->root, abs, O_PATH | O_NOFOLLOW, 0);
+	_cleanup_close_ int tfd = -1;
+	struct stat st;
+
+	memset(i, 0, sizeof(*i));
+	if (fd < 0)
+		return path_err(e, abs, "stat");
+	if (fstat(fd, &st) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "stat '%s'", abs);
+	i->name = xstrdup(abs);
+	fill_info(i, &st);
+	if (S_ISLNK(st.st_mode)) {
+		i->target = read_link(fd, "");
+		tfd = pisb_fs_resolve(fs->root, abs, O_PATH, 0);
+	}
+	if (!S_ISLNK(st.st_mode) || tfd >= 0) {
+		int f = tfd >= 0 ? tfd : fd;
+		i->readable = can(f, R_OK);
+		i->writable = can(f, W_OK);
+	}
+	return 0;
+}
+
+/* ---- find ---- */
+
+struct find_ctx {
+	struct pisb_pathglob g;
+	long long limit, count;
+	bool truncated;
+	pisb_fs_find_fn fn;
+	void *arg;
+	struct pisb_buf tmp;
+};
+
+static int find_cb(void *arg, const struct pisb_walk_entry *en)
+{
+	struct find_ctx *f = arg;
+
+	if (!pisb_pathglob_match(&f->g, en->rel, en->name))
+		return PISB_WALK_CONTINUE;
+	if (f->count == f->limit) {
+		f->truncated = true;
+		return PISB_WALK_STOP;
+	}
+	f->count++;
+	if (en->type == DT_DIR) {
+		pisb_buf_reset(&f->tmp);
+		pisb_buf_adds(&f->tmp, en->rel);
+		pisb_buf_addc(&f->tmp, '/');
+		f->fn(f->arg, f->tmp.s);
+	} else {
+		f->fn(f->arg, en->rel);
+	}
+	return PISB_WALK_CONTINUE;
+}
+
+int pisb_fs_find(const struct pisb_fs *fs, const struct pisb_fs_find *o,
+		 pisb_fs_find_fn fn, void *arg, bool *truncated, struct pisb_err *e)
+{
+	_cleanup_close_ int fd = open_dir(fs, o->dir, e);
+	struct find_ctx f;
+	struct pisb_walk_opts wo = { fs->root, fd, o->dir, !o->no_ignore };
+	int r;
+
+	*truncated = false;
+	if (fd < 0)
+		return -1;
+	memset(&f, 0, sizeof(f));
+	pisb_pathglob_init(&f.g, o->pattern);
+	f.limit = o->limit;
+	f.fn = fn;
+	f.arg = arg;
+	r = pisb_walk(&wo, find_cb, &f, e);
+	*truncated = f.truncated;
+	pisb_pathglob_release(&f.g);
+	pisb_buf_release(&f.tmp);
+	return r;
+}
+
+/* ---- grep ---- */
+
+/* The longest byte string that every match of the extended regex re must
+ * contain (NULL if none can be told, e.g. with a top-level '|').  *pure:
+ * re is nothing but that string.  Conservative: dropping bytes from a run
+ * or splitting runs never makes the prefilter wrong. */
+static char *required_literal(const char *re, size_t *len, bool *pure)
+{
+	struct pisb_buf cur = PISB_BUF_INIT, best = PISB_BUF_INIT;
+	const char *p = re;
+	bool last_lit = false;
+
+	*pure = true;
+#define FLUSH() do { \
+		if (cur.len > best.len) { pisb_buf_reset(&best); pisb_buf_add(&best, cur.s, cur.len); } \
+		pisb_buf_reset(&cur); last_lit = false; } while (0)
+	while (*p) {
+		char c = *p;
+		if (c == '\\') {
+			if (!p[1])
+				goto none;
+			if (strchr(".[]()*+?{}|^$\\", p[1])) {
+				pisb_buf_addc(&cur, p[1]);
+				last_lit = true;
+			} else {
+				FLUSH();
+				*pure = false;
+			}
+			p += 2;
+			continue;
+		}
+		switch (c) {
+		case '|':
+			goto none;
+		case '(': {
+			int depth = 1;
+			for (p++; *p && depth; p++) {
+				if (*p == '\\' && p[1])
+					p++;
+				else if (*p == '(')
+					depth++;
+				else if (*p == ')')
+					depth--;
+			}
+			FLUSH();
+			*pure = false;
+			continue;
+		}
+		case '[':
+			p++;
+			if (*p == '^')
+				p++;
+			if (*p == ']')
+				p++;
+			while (*p && *p != ']') {
+				if (*p == '[' && (p[1] == ':' || p[1] == '.' || p[1] == '=')) {
+					char kind = p[1];
+					const char *q = p + 2;
+					while (*q && !(q[0] == kind && q[1] == ']'))
+						q++;
+					p = *q ? q + 2 : q;
+				} else {
+					p++;
+				}
+			}
+			if (*p)
+				p++;
+			FLUSH();
+			*pure = false;
+			continue;
+		case '*':
+		case '?':
+		case '{':
+			if (last_lit && cur.len)
+				cur.len--;
+			FLUSH();
+			*pure = false;
+			if (c == '{') {
+				while (*p && *p != '}')
+					p++;
+			}
+			if (*p)
+				p++;
+			continue;
+		case '+':
+		case '.':
+		case '^':
+		case '$':
+		case ')':
+			FLUSH();
+			*pure = false;
+			p++;
+			continue;
+		default:
+			pisb_buf_addc(&cur, c);
+			last_lit = true;
+			p++;
+		}
+	}
+	FLUSH();
+#undef FLUSH
+	pisb_buf_release(&cur);
+	if (!best.len || memchr(best.s, '\n', best.len)) {
+		pisb_buf_release(&best);
+		*pure = false;
+		return NULL;
+	}
+	*len = best.len;
+	return pisb_buf_detach(&best);
+none:
+	pisb_buf_release(&cur);
+	pisb_buf_release(&best);
+	*pure = false;
+	return NULL;
+}
+
+struct grep {
+	const struct pisb_fs_grep *o;
+	regex_t re;
+	bool have_re;            /* lines must pass regexec */
+	char *lit;               /* prefilter (folded to lowercase with icase) */
+	size_t litlen;
+	bool every_line;         /* empty pattern */
+	bool fold_needed;        /* icase and the literal has letters */
+	struct pisb_pathglob glob;
+	bool have_glob;
+	char *buf;
+	size_t cap;
+	char *fold;
+	size_t foldcap;
+	pisb_fs_grep_fn fn;
+	void *arg;
+	struct pisb_fs_grep_result *res;
+	bool stop;
+	/* per file */
+	const char *rel;
+	size_t emitted_end;      /* lines before this offset were reported */
+	long long emitted_line;  /* number of the last reported line */
+	int after_left;
+};
+
+/* Newlines in p[0..n): eight bytes at a time. */
+static long long count_nl(const char *p, size_t n)
+{
+	long long c = 0;
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w, x, y;
+		memcpy(&w, p + i, 8);
+		x = w ^ 0x0a0a0a0a0a0a0a0aULL;           /* zero bytes where '\n' was */
+		y = (x & 0x7f7f7f7f7f7f7f7fULL) + 0x7f7f7f7f7f7f7f7fULL;
+		y = ~(y | x | 0x7f7f7f7f7f7f7f7fULL);    /* high bit set exactly at zero bytes */
+		c += __builtin_popcountll(y);
+	}
+	for (; i < n; i++)
+		c += p[i] == '\n';
+	return c;
+}
+
+static void emit(struct grep *g, const char *s, size_t len, long long line, bool context)
+{
+	struct pisb_fs_grep_line l = { g->rel, line, s, len, false, context };
+	size_t chars = 0, i;
+
+	for (i = 0; i < len; i++) {
+		if (((unsigned char)s[i] & 0xC0) != 0x80 && ++chars > PISB_FS_LINE_CAP)
+			break;
+	}
+	if (i < len) {
+		l.len = i;
+		l.cut = true;
+		g->res->lines_truncated = true;
+	}
+	g->fn(g->arg, &l);
+}
+
+/* Report the line starting at off; returns the offset past it. */
+static size_t emit_line_at(struct grep *g, const char *buf, size_t n, size_t off, long long line,
+			   bool context)
+{
+	const char *nl = memchr(buf + off, '\n', n - off);
+	size_t end = nl ? (size_t)(nl - buf) : n;
+
+	emit(g, buf + off, end - off, line, context);
+	return nl ? end + 1 : n;
+}
+
+static void flush_after(struct grep *g, const char *buf, size_t n, size_t upto)
+{
+	while (g->after_left > 0 && g->emitted_end < upto && g->emitted_end < n) {
+		g->emitted_end = emit_line_at(g, buf, n, g->emitted_end, g->emitted_line + 1, true);
+		g->emitted_line++;
+		g->after_left--;
+	}
+}
+
+static bool line_ok(struct grep *g, const char *buf, size_t ls, size_t le)
+{
+	regmatch_t m[1];
+
+	if (!g->have_re)
+		return true;
+	m[0].rm_so = (regoff_t)ls;
+	m[0].rm_eo = (regoff_t)le;
+	return regexec(&g->re, buf, 1, m, REG_STARTEND) == 0;
+}
+
+/* The next matching line at or after pos: [*ls, *le) without its '\n'. */
+static bool next_match(struct grep *g, const char *buf, size_t n, size_t pos, size_t *ls, size_t *le)
+{
+	while (pos < n) {
+		if (g->every_line) {
+			const char *nl = memchr(buf + pos, '\n', n - pos);
+			*ls = pos;
+			*le = nl ? (size_t)(nl - buf) : n;
+			return true;
+		}
+		if (g->lit) {
+			const char *hay = g->fold_needed ? g->fold : buf;
+			const char *q = memmem(hay + pos, n - pos, g->lit, g->litlen);
+			const char *a, *nl;
+			size_t off;
+
+			if (!q)
+				return false;
+			off = (size_t)(q - hay);
+			a = off > pos ? memrchr(buf + pos, '\n', off - pos) : NULL;
+			*ls = a ? (size_t)(a - buf) + 1 : pos;
+			nl = memchr(buf + off, '\n', n - off);
+			*le = nl ? (size_t)(nl - buf) : n;
+			if (line_ok(g, buf, *ls, *le))
+				return true;
+			pos = *le + 1;
+			continue;
+		}
+		/* no literal to look for: the regex over a window of whole lines */
+		{
+			regmatch_t m[1];
+			size_t wend = n - pos > (1 << 20) ? pos + (1 << 20) : n;
+			const char *nl, *a;
+
+			if (wend < n) {
+				nl = memchr(buf + wend, '\n', n - wend);
+				wend = nl ? (size_t)(nl - buf) : n;
+			}
+			m[0].rm_so = (regoff_t)pos;
+			m[0].rm_eo = (regoff_t)wend;
+			if (regexec(&g->re, buf, 1, m, REG_STARTEND) != 0) {
+				pos = wend + 1;
+				continue;
+			}
+			a = (size_t)m[0].rm_so > pos ? memrchr(buf + pos, '\n', (size_t)m[0].rm_so - pos) : NULL;
+			*ls = a ? (size_t)(a - buf) + 1 : pos;
+			nl = memchr(buf + m[0].rm_so, '\n', n - (size_t)m[0].rm_so);
+			*le = nl ? (size_t)(nl - buf) : n;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void grep_buf(struct grep *g, const char *buf, size_t n)
+{
+	long long lineno = 1;
+	size_t lineno_pos = 0, pos = 0, ls, le;
+	int C = g->o->context;
+
+	g->emitted_end = 0;
+	g->emitted_line = 0;
+	g->after_left = 0;
+	if (g->fold_needed) {
+		if (g->foldcap < n) {
+			free(g->fold);
+			g->foldcap = n;
+			g->fold = xmalloc(n ? n : 1);
+		}
+		for (size_t i = 0; i < n; i++) {
+			unsigned char c = (unsigned char)buf[i];
+			g->fold[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+		}
+	}
+	while (pos < n && next_match(g, buf, n, pos, &ls, &le)) {
+		size_t b = ls;
+		long long k = 0;
+
+		lineno += count_nl(buf + lineno_pos, ls - lineno_pos);
+		lineno_pos = ls;
+		flush_after(g, buf, n, ls);
+		if (g->res->matches >= g->o->limit) {
+			g->res->limit_reached = true;
+			g->stop = true;
+			return;
+		}
+		while (k < C && b > g->emitted_end) {
+			const char *a = b - 1 > g->emitted_end ? memrchr(buf + g->emitted_end, '\n', b - 1 - g->emitted_end) : NULL;
+			b = a ? (size_t)(a - buf) + 1 : g->emitted_end;
+			k++;
+		}
+		for (long long i = k; i > 0; i--)
+			b = emit_line_at(g, buf, n, b, lineno - i, true);
+		emit(g, buf + ls, le - ls, lineno, false);
+		g->res->matches++;
+		g->emitted_end = le < n ? le + 1 : n;
+		g->emitted_line = lineno;
+		g->after_left = C;
+		pos = g->emitted_end;
+	}
+	flush_after(g, buf, n, n);
+}
+
+static void grep_fd(struct grep *g, int fd, const char *rel)
+{
+	struct stat st;
+	size_t n = 0;
+	char *map = NULL;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return;
+	if (st.st_size >= (16 << 20)) {
+		map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (map == MAP_FAILED)
+			return;
+		madvise(map, (size_t)st.st_size, MADV_SEQUENTIAL);
+		n = (size_t)st.st_size;
+	} else {
+		size_t want = (size_t)st.st_size + 1;
+		for (;;) {
+			ssize_t r;
+			if (g->cap < n + want) {
+				g->cap = n + want < 256 * 1024 ? 256 * 1024 : n + want;
+				g->buf = xrealloc(g->buf, g->cap);
+			}
+			r = read(fd, g->buf + n, g->cap - n);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				break;
+			n += (size_t)r;
+			want = 64 * 1024;
+		}
+	}
+	{
+		const char *buf = map ? map : g->buf;
+		if (!memchr(buf, 0, n < 8192 ? n : 8192)) {
+			g->rel = rel;
+			grep_buf(g, buf, n);
+		}
+	}
+	if (map)
+		munmap(map, n);
+}
+
+static int grep_cb(void *arg, const struct pisb_walk_entry *en)
+{
+	struct grep *g = arg;
+	int fd;
+
+	if (en->type != DT_REG)
+		return PISB_WALK_CONTINUE;
+	if (g->have_glob && !pisb_pathglob_match(&g->glob, en->rel, en->name))
+		return PISB_WALK_CONTINUE;
+	fd = openat(en->dirfd, en->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return PISB_WALK_CONTINUE;
+	grep_fd(g, fd, en->rel);
+	close(fd);
+	return g->stop ? PISB_WALK_STOP : PISB_WALK_CONTINUE;
+}
+
+int pisb_fs_grep(const struct pisb_fs *fs, const struct pisb_fs_grep *o,
+		 pisb_fs_grep_fn fn, void *arg, struct pisb_fs_grep_result *r,
+		 struct pisb_err *e)
+{
+	struct grep g;
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	bool pure = false;
+	int ret = 0;
+
+	memset(r, 0, sizeof(*r));
+	memset(&g, 0, sizeof(g));
+	g.o = o;
+	g.fn = fn;
+	g.arg = arg;
+	g.res = r;
+	if (o->literal) {
+		g.lit = xstrdup(o->pattern);
+		g.litlen = strlen(o->pattern);
+		pure = true;
+	} else {
+		int rc = regcomp(&g.re, o->pattern, REG_EXTENDED | REG_NEWLINE | (o->icase ? REG_ICASE : 0));
+		if (rc) {
+			char msg[256];
+			regerror(rc, &g.re, msg, sizeof(msg));
+			return pisb_err_set(e, PISB_EXIT_USAGE, "invalid regular expression '%s': %s", o->pattern, msg);
+		}
+		g.have_re = true;
+		g.lit = required_literal(o->pattern, &g.litlen, &pure);
+		if (!o->pattern[0])
+			pure = true;
+	}
+	if (pure && g.have_re) {
+		regfree(&g.re);
+		g.have_re = false;
+	}
+	if (!g.have_re && (!g.lit || !g.litlen))
+		g.every_line = true;
+	if (g.lit && o->icase) {
+		for (size_t i = 0; i < g.litlen; i++) {
+			unsigned char c = (unsigned char)g.lit[i];
+			if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')) {
+				g.fold_needed = true;
+				if (c <= 'Z')
+					g.lit[i] = (char)(c + 32);
+			}
+		}
+	}
+	if (o->glob) {
+		pisb_pathglob_init(&g.glob, o->glob);
+		g.have_glob = true;
+	}
+
+	fd = pisb_fs_resolve(fs->root, o->path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd < 0) {
+		ret = path_err(e, o->path, "open");
+	} else if (fstat(fd, &st) < 0) {
+		ret = pisb_err_sys(e, PISB_EXIT_FAIL, "stat '%s'", o->path);
+	} else if (S_ISDIR(st.st_mode)) {
+		struct pisb_walk_opts wo = { fs->root, fd, o->path, !o->no_ignore };
+		ret = pisb_walk(&wo, grep_cb, &g, e);
+	} else if (S_ISREG(st.st_mode)) {
+		const char *base = strrchr(o->path, '/');
+		grep_fd(&g, fd, base && base[1] ? base + 1 : o->path);
+	} else {
+		ret = pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is not a regular file or directory", o->path);
+	}
+	if (g.have_re)
+		regfree(&g.re);
+	if (g.have_glob)
+		pisb_pathglob_release(&g.glob);
+	free(g.lit);
+	free(g.buf);
+	free(g.fold);
+	return ret;
+}
+
+/* ---- logs ---- */
+
+static bool service_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 1 || n > 32 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return false;
+	return true;
+}
+
+int pisb_fs_logs(const struct pisb_fs *fs, const char *service, long long lines,
+		 size_t cap, struct pisb_buf *out, long long *nlines, bool *truncated,
+		 struct pisb_err *e)
+{
+	_cleanup_free_ char *rel = NULL;
+	_cleanup_free_ char *win = NULL;
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	off_t from;
+	size_t n, start, end, ws = 0, s;
+	long long k = 0;
+	bool more;
+
+	*truncated = false;
+	*nlines = 0;
+	if (service && !service_name_ok(service))
+		return pisb_err_set(e, PISB_EXIT_USAGE, "invalid service name '%s'", service);
+	rel = service ? xasprintf("logs/%s.log", service) : xstrdup("controller.log");
+	fd = openat(fs->idir, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT && !service)
+			return 0;   /* nothing logged yet */
+		if (errno == ENOENT)
+			return pisb_err_set(e, PISB_EXIT_NOTFOUND, "sandbox '%s' has no log for service '%s'",
+					    fs->name, service);
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "open %s", rel);
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return pisb_err_set(e, PISB_EXIT_FAIL, "%s is not a regular file", rel);
+	/* one window at the end: cap bytes, plus one to tell whether the first
+	 * line in it is whole */
+	from = st.st_size > (off_t)cap + 1 ? st.st_size - (off_t)cap - 1 : 0;
+	win = xmalloc(cap + 2);
+	n = 0;
+	while (n < cap + 1) {
+		ssize_t r = pread(fd, win + n, cap + 1 - n, from + (off_t)n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "read %s", rel);
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	end = n;
+	start = end;
+	/* the first whole line of the window: skip a part cut by the window */
+	if (from > 0) {
+		const char *a = memchr(win, '\n', n);
+		ws = a ? (size_t)(a - win) + 1 : n;
+	}
+	more = end > ws;
+	s = end;
+	if (s > ws && win[s - 1] == '\n')
+		s--;   /* the last line's own newline */
+	while (more && k < lines) {
+		const char *a = s > ws ? memrchr(win + ws, '\n', s - ws) : NULL;
+		if (a) {
+			start = (size_t)(a - win) + 1;
+			s = (size_t)(a - win);
+		} else {
+			start = ws;
+			more = false;
+		}
+		k++;
+	}
+	if (k < lines && from > 0) {
+		*truncated = true;   /* the cap ran out before the lines did */
+		if (start == end && end > 0)
+			start = end > cap ? end - cap : 0;   /* one line longer than the cap */
+	}
+	pisb_buf_add(out, win + start, end - start);
+	*nlines = end > start ? count_nl(win + start, end - start) + (win[end - 1] != '\n') : 0;
+	return 0;
+}
