@@ -644,19 +644,6 @@ static int publish(struct pisb_state *st, int sdir, const char *stg, const char 
 	pisb_record_release(&rec);
 	if (r < 0)
 		return -1;
-	{
-		struct pisb_runtime rt;
-		struct os_extra x;
-		memset(&x, 0, sizeof(x));
-		if (pisb_runtime_load(sdir, &rt, e) < 0)
-			return -1;
-		x.sandbox_id = (char *)sid;
-		x.created = created;
-		r = os_status_save(sdir, &rt, "creating", &x, true, e);
-		pisb_runtime_release(&rt);
-		if (r < 0)
-			return -1;
-	}
 	if (renameat2(st->fd, stg, st->fd, dest, RENAME_NOREPLACE) < 0) {
 		if (errno == EEXIST)
 			return pisb_err_set(e, PISB_EXIT_BUSY, "sandbox '%s' already exists", name);
@@ -731,9 +718,10 @@ static int settle(int sdir, struct os_conn *c, const char *name, const char *exp
 	struct pisb_runtime rt;
 	struct os_extra x;
 	int64_t now;
+	bool again = false;
 	int r;
 
-	if (os_ensure_running(c, name, resumed, e) < 0 || os_execd_resolve(c, e) < 0 ||
+	if (os_ensure_running(c, name, &again, e) < 0 || os_execd_resolve(c, e) < 0 ||
 	    os_execd_wait(c, OS_READY_MS, e) < 0)
 		return -1;
 	if (pisb_runtime_load(sdir, &rt, e) < 0)
@@ -750,6 +738,8 @@ static int settle(int sdir, struct os_conn *c, const char *name, const char *exp
 	r = os_status_save(sdir, &rt, "running", &x, true, e);
 	os_extra_release(&x);
 	pisb_runtime_release(&rt);
+	if (again)
+		*resumed = true;
 	return r;
 }
 

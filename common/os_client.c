@@ -27,6 +27,16 @@ static void nap_ms(int ms)
 		;
 }
 
+int os_ready_ms(void)
+{
+	const char *v = getenv("PISB_OS_READY_MS");
+	long long n;
+
+	if (v && pisb_parse_ll(v, 100, 3600 * 1000, &n) == 0)
+		return (int)n;
+	return 180 * 1000;
+}
+
 /* ---- the key ---- */
 
 int os_load_key(const struct pisb_os_config *os, char **key,

@@ -15,7 +15,10 @@ struct pisb_err;
 struct pisb_state;
 
 #define OS_EXECD_PORT 44772
-#define OS_READY_MS (180 * 1000)   /* create/resume until execd answers */
+/* How long create/resume/pause wait for the sandbox (and execd) to be
+ * ready: 180 s, or $PISB_OS_READY_MS (tests shorten it). */
+#define OS_READY_MS os_ready_ms()
+int os_ready_ms(void);
 #define OS_LC_TIMEOUT_MS 60000     /* one lifecycle request */
 #define OS_CAP (64 * 1024)
 

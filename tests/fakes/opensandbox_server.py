@@ -59,6 +59,10 @@ EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 # --------------------------------------------------------------------------
 
 
+# GET /_fake/log keeps the last this many requests.
+REQLOG_MAX = 20000
+
+
 def now_us():
     return time.time_ns() // 1000
 
@@ -361,6 +365,7 @@ class Sandbox:
         self.token = secrets.token_hex(16)
         self.commands = {}
         self.gone = False
+        self.create_request = None  # the create body as received (admin view only)
 
 
 # --------------------------------------------------------------------------
@@ -458,6 +463,15 @@ class Fake:
         with self.stats_lock:
             self.stats = {"total": 0, "by_route": {}, "by_op": {}, "by_path": {}, "by_status": {},
                           "inflight": 0, "inflight_max": 0}
+            self.reqlog = []
+
+    def log_request(self, op, method, path, status, start, end):
+        """One entry of GET /_fake/log: when each request started and ended."""
+        with self.stats_lock:
+            if len(self.reqlog) >= REQLOG_MAX:
+                del self.reqlog[: REQLOG_MAX // 10]
+            self.reqlog.append({"op": op, "method": method, "path": path, "status": status,
+                                "start_ms": round(start * 1000.0, 3), "end_ms": round(end * 1000.0, 3)})
 
     def count_request(self, op, route, path):
         with self.stats_lock:
@@ -879,6 +893,7 @@ class Handler(BaseHTTPRequestHandler):
         op, route, handler, params = self.route(method, path)
         fake.count_request(op, route, path)
         fake.inflight(+1)
+        started = time.time()
         try:
             lat = fake.settings["latency_ms"]
             if lat:
@@ -922,6 +937,8 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             fake.inflight(-1)
             fake.count_status(op, self._status if self._status is not None else "aborted")
+            fake.log_request(op, method, path, self._status if self._status is not None else "aborted",
+                             started, time.time())
 
     def apply_fault(self, op, rule):
         if rule.get("delay_ms"):
@@ -984,6 +1001,15 @@ class Handler(BaseHTTPRequestHandler):
             if method == "DELETE":
                 fake.reset_stats()
                 return self.send_lc_json(200, {"ok": True})
+        if path == "/_fake/log":
+            if method == "GET":
+                with fake.stats_lock:
+                    log = list(fake.reqlog)
+                return self.send_lc_json(200, log)
+            if method == "DELETE":
+                with fake.stats_lock:
+                    fake.reqlog = []
+                return self.send_lc_json(200, {"ok": True})
         if path == "/_fake/faults":
             if method == "GET":
                 with fake.lock:
@@ -1018,7 +1044,7 @@ class Handler(BaseHTTPRequestHandler):
         return self.send_lc_json(404, {"error": "unknown admin endpoint %s %s" % (method, path)})
 
     def _admin_sbx(self, sbx):
-        return {"id": sbx.id, "state": sbx.state, "root": sbx.root,
+        return {"id": sbx.id, "state": sbx.state, "root": sbx.root, "request": sbx.create_request,
                 "expiresAt": fmt_lifecycle_time(sbx.expires_us) if sbx.expires_us else None,
                 "commands": {c.id: {"running": not c.done.is_set(), "background": c.background,
                                     "exit_code": c.exit_code, "pid": c.pgid()}
@@ -1169,6 +1195,7 @@ class Handler(BaseHTTPRequestHandler):
         sbx.platform = platform
         sbx.metadata = dict(metadata) if isinstance(metadata, dict) else None
         sbx.env = {k: v for k, v in (req.get("env") or {}).items() if isinstance(v, str)}
+        sbx.create_request = req
         if timeout is not None:
             sbx.expires_us = sbx.created_us + timeout * 1_000_000
         with fake.lock:
