@@ -350,11 +350,14 @@ int pisb_control_call(int idir, const char *req, struct pisb_buf *reply,
 		if (timeout_ms >= 0 && left <= 0)
 			return pisb_err_set(e, PISB_EXIT_TIMEOUT,
 					    "the sandbox controller did not answer within %d ms", timeout_ms);
-		if (poll(&p, 1, timeout_ms < 0 ? -1 : (int)left) < 0) {
+		int r = poll(&p, 1, timeout_ms < 0 ? -1 : (int)left);
+		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			return pisb_err_sys(e, PISB_EXIT_BACKEND, "poll");
 		}
+		if (r == 0)
+			continue;
 		pisb_buf_grow(reply, 4096);
 		n = read(fd, reply->s + reply->len, reply->cap - reply->len - 1);
 		if (n < 0) {
