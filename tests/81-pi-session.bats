@@ -150,5 +150,5 @@ require_sdk() {
 		and .[0].phase == "ready" and .[0].sandboxId == $sb and .[0].createdByExtension and .[0].workspace == "/workspace"
 		and .[1].phase == "released" and .[1].mode == "stopped"' "$PISB_PROBE_LOG"
 	jq -se --arg sb "$SB" '[.[] | select(.kind=="prompt")][0].systemPrompt
-		| test("Current working directory: /workspace \\(inside pisb sandbox \u0027" + $sb + "\u0027")' "$PISB_PROBE_LOG"
+		| test("(Current working directory: |<cwd>\n)/workspace \\(inside pisb sandbox \u0027" + $sb + "\u0027")' "$PISB_PROBE_LOG"
 }

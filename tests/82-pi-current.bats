@@ -26,14 +26,21 @@ teardown() {
 	pi_destroy "$SB"
 }
 
-# rpc_session SCRIPT_JSON OUT LINES...: Pi in RPC mode; each LINE is either a
-# JSON command or "sleep N"; stdin closes after the last, and Pi exits.
+# rpc_session SCRIPT_JSON OUT LINES...: Pi in RPC mode; each LINE is a JSON
+# command, "sleep N", "wait TEXT" (until Pi's output has TEXT, at most 60 s)
+# or "host CMD" (run on the host). stdin closes after the last, and Pi exits.
 rpc_session() {
-	local script=$1 out=$2 l
+	local script=$1 out=$2 l i
 	shift 2
 	printf '%s\n' "$script" > "$out.script.json"
+	: > "$out"
 	(cd "$PROJ" && for l in "$@"; do
-		case $l in "sleep "*) $l ;; *) printf '%s\n' "$l" ;; esac
+		case $l in
+		"sleep "*) $l ;;
+		"wait "*) for ((i = 0; i < 240; i++)); do grep -qF -- "${l#wait }" "$out" && break; sleep 0.25; done ;;
+		"host "*) sh -c "${l#host }" >/dev/null 2>&1 ;;
+		*) printf '%s\n' "$l" ;;
+		esac
 	done | PI_SCRIPT="$out.script.json" pi --mode rpc --no-session --offline --provider scripted --model m1 \
 		-e "$PI_DIR/scripted-provider.ts" -e "$PI_EXT" > "$out" 2> "$out.stderr")
 }
@@ -46,7 +53,7 @@ rpc_session() {
 }
 
 @test "current Pi: the session tests of 81-pi-session.bats pass" {
-	run bats -f 'fail|lifecycle|disconnected|events' "$TOP/tests/81-pi-session.bats"
+	run bats -f 'fails closed|lifecycle|disconnected|events' "$TOP/tests/81-pi-session.bats"
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[[ $output != *"not ok"* ]]
@@ -56,8 +63,9 @@ rpc_session() {
 @test "current Pi: an RPC ! command runs in the sandbox" {
 	local cmd='pwd; echo \"[$PISB_TEST_HOST_SECRET]\"; echo bang > bang.txt'
 	run -0 rpc_session '[{"text":"done"}]' "$BATS_TEST_TMPDIR/rpc.jsonl" \
-		"{\"id\":\"b1\",\"type\":\"bash\",\"command\":\"$cmd\"}" "sleep 1"
+		"{\"id\":\"b1\",\"type\":\"bash\",\"command\":\"$cmd\"}" 'wait "id":"b1"' 
 	cat "$BATS_TEST_TMPDIR/rpc.jsonl.stderr"
+	grep '"b1"' "$BATS_TEST_TMPDIR/rpc.jsonl"
 	jq -se '[.[] | select(.type=="response" and .id=="b1")][0] | .success and .data.exitCode == 0
 		and (.data.output | test("^/workspace\n\\[\\]\n"))' "$BATS_TEST_TMPDIR/rpc.jsonl"
 	run -0 pisb exec "$SB" --sh "cat /workspace/bang.txt"
@@ -67,10 +75,35 @@ rpc_session() {
 
 @test "current Pi: RPC abort kills the sandboxed command" {
 	run -0 rpc_session '[{"tools":[{"name":"bash","args":{"command":"echo started; sleep 38; echo never"}}]},{"text":"done"}]' \
-		"$BATS_TEST_TMPDIR/rpc.jsonl" '{"id":"p1","type":"prompt","message":"go"}' "sleep 4" '{"id":"a1","type":"abort"}' "sleep 2"
+		"$BATS_TEST_TMPDIR/rpc.jsonl" '{"id":"p1","type":"prompt","message":"go"}' 'wait "toolName":"bash"' "sleep 3" \
+		'{"id":"a1","type":"abort"}' 'wait "type":"tool_execution_end"' 
+	jq -c 'select(.type=="tool_execution_end" or .type=="response")' "$BATS_TEST_TMPDIR/rpc.jsonl" | cut -c1-300
 	jq -se '[.[] | select(.type=="tool_execution_end")][0] | .isError
 		and (.result.content[0].text | test("started")) and (.result.content[0].text | test("Command aborted"))' "$BATS_TEST_TMPDIR/rpc.jsonl"
 	run -0 pisb exec "$SB" --sh 'ps -eo args | grep -c "^sleep 38" || true'
 	[ "$output" = 0 ]
 	! pgrep -fx "sleep 38"
+}
+
+@test "current Pi: after 'pisb stop' tools and RPC ! commands fail, nothing runs on the host" {
+	local script
+	script=$(jq -nc --arg p "$PROJ" '[
+	 {tools:[{name:"bash",args:{command:"echo alive"}}]}, {text:"one"},
+	 {tools:[{name:"bash",args:{command:("touch " + $p + "/HOSTMARK; echo ran")}}]},
+	 {tools:[{name:"read",args:{path:".sandbox.yaml"}}]},
+	 {tools:[{name:"write",args:{path:"w.txt",content:"x"}}]},
+	 {tools:[{name:"ls",args:{}}]},
+	 {tools:[{name:"grep",args:{pattern:"x"}}]},
+	 {text:"two"}]')
+	run -0 rpc_session "$script" "$BATS_TEST_TMPDIR/rpc.jsonl" \
+		'{"id":"p1","type":"prompt","message":"go"}' 'wait "type":"agent_end"' "host pisb stop $SB" \
+		'{"id":"p2","type":"prompt","message":"again"}' 'wait "type":"agent_end","messages"' "sleep 2" \
+		"{\"id\":\"b1\",\"type\":\"bash\",\"command\":\"touch $PROJ/HOSTMARK-bang; echo ran\"}" 'wait "id":"b1"'
+	local f="$BATS_TEST_TMPDIR/rpc.jsonl"
+	jq -se '[.[] | select(.type=="tool_execution_end")][0] | (.isError | not)' "$f"
+	[ "$(jq -s '[.[] | select(.type=="tool_execution_end")][1:] | length' "$f")" -eq 5 ]
+	jq -se '[.[] | select(.type=="tool_execution_end")][1:] | all(.isError and (.result.content[0].text | test("sandbox|pisb"; "i")))' "$f"
+	grep '"b1"' "$f"
+	jq -se '[.[] | select(.id=="b1")][0] | (.success | not) or (.data.output | test("ran") | not)' "$f"
+	[ ! -e "$PROJ/HOSTMARK" ] && [ ! -e "$PROJ/HOSTMARK-bang" ]
 }

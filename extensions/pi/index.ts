@@ -953,9 +953,12 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			const where = sandbox
 				? `${sandbox.workspace} (inside pisb sandbox '${sandbox.name}'; the host directory ${cwd} maps to ${sandbox.workspace}, and every tool runs in the sandbox)`
 				: `${cwd} (pisb sandbox not ready${lastError ? `: ${lastError}` : ""}; tools refuse to run until it is)`;
-			const line = `Current working directory: ${cwd}`;
-			if (typeof event.systemPrompt === "string" && event.systemPrompt.includes(line))
-				return { systemPrompt: event.systemPrompt.replace(line, `Current working directory: ${where}`) };
+			const prompt = event.systemPrompt;
+			if (typeof prompt !== "string") return undefined;
+			const line = `Current working directory: ${cwd}`; // Pi 0.73
+			if (prompt.includes(line)) return { systemPrompt: prompt.replace(line, `Current working directory: ${where}`) };
+			const section = `<cwd>\n${cwd}\n</cwd>`; // current Pi
+			if (prompt.includes(section)) return { systemPrompt: prompt.replace(section, `<cwd>\n${where}\n</cwd>`) };
 			return undefined;
 		});
 	};
