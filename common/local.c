@@ -100,8 +100,8 @@ static int copy_tree(const char *from, const char *to, struct pisb_err *e)
 
 /* ---------- talking to / waiting for the controller ---------- */
 
-static int spawn_controller(struct pisb_state *st, int idir, const char *name,
-			    struct pisb_err *e)
+static pid_t spawn_controller(struct pisb_state *st, int idir, const char *name,
+			      struct pisb_err *e)
 {
 	char bin[4096];
 	_cleanup_close_ int log = openat(idir, "controller.log",
@@ -112,7 +112,7 @@ static int spawn_controller(struct pisb_state *st, int idir, const char *name,
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "open controller.log");
 	if (pisb_find_binary("pisb-svc", bin, sizeof(bin), e) < 0)
 		return -1;
-	return pisb_spawn_detached(argv, log, e) < 0 ? -1 : 0;
+	return pisb_spawn_detached(argv, log, e);
 }
 
 /* Last line of controller.log that says "fatal:", for error messages. */
@@ -136,7 +136,7 @@ static void last_fatal(int idir, char *out, size_t n)
 /* Wait until the controller says running (or stopped, for prepare), or
  * dies.  Returns 0, or -1 with the controller's own fatal message. */
 static int wait_controller(int idir, const char *name, const char *want,
-			   struct pisb_err *e)
+			   pid_t ctl, struct pisb_err *e)
 {
 	int64_t deadline = pisb_mono_ms() + BOOT_WAIT_MS;
 	bool seen_alive = false;
@@ -149,13 +149,15 @@ static int wait_controller(int idir, const char *name, const char *want,
 
 		if (held)
 			seen_alive = true;
-		if (pisb_runtime_load(idir, &rt, &le) == 0) {
-			bool match = !strcmp(rt.state, want);
+		/* only what this controller wrote counts, not an old file */
+		if (faccessat(idir, "status.json", F_OK, 0) == 0 &&
+		    pisb_runtime_load(idir, &rt, &le) == 0) {
+			bool match = !strcmp(rt.state, want) && rt.controller.pid == ctl;
 			bool failed = !strcmp(rt.state, "failed");
 			pisb_runtime_release(&rt);
 			if (match && (!strcmp(want, "stopped") ? !held : held))
 				return 0;
-			if (failed && !held) {
+			if (failed && !held && rt.controller.pid == ctl) {
 				char msg[1024];
 				last_fatal(idir, msg, sizeof(msg));
 				return pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s' failed to start: %s",
@@ -166,7 +168,7 @@ static int wait_controller(int idir, const char *name, const char *want,
 			char msg[1024];
 			/* re-check: it may have finished between the two reads */
 			if (pisb_runtime_load(idir, &rt, &le) == 0) {
-				bool match = !strcmp(rt.state, want);
+				bool match = !strcmp(rt.state, want) && rt.controller.pid == ctl;
 				pisb_runtime_release(&rt);
 				if (match && !strcmp(want, "stopped"))
 					return 0;
@@ -293,8 +295,8 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 			pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", where);
 			goto fail_published;
 		}
-		if (spawn_controller(st, idir, cname, e) < 0 ||
-		    wait_controller(idir, o->name, tmpl ? "stopped" : "running", e) < 0)
+		pid_t ctl = spawn_controller(st, idir, cname, e);
+		if (ctl < 0 || wait_controller(idir, o->name, tmpl ? "stopped" : "running", ctl, e) < 0)
 			goto fail_published;
 		if (pisb_runtime_load(idir, &rt, e) < 0)
 			goto fail_published;
@@ -371,9 +373,10 @@ int pisb_local_start(struct pisb_state *st, const char *name, int wait_ms,
 		return -1;
 	if (pisb_lock_is_held(idir, "controller.lock"))
 		return pisb_err_set(e, PISB_EXIT_BUSY, "sandbox '%s' is already running", name);
-	if (spawn_controller(st, idir, name, e) < 0)
+	pid_t ctl = spawn_controller(st, idir, name, e);
+	if (ctl < 0)
 		return -1;
-	return wait_controller(idir, name, "running", e);
+	return wait_controller(idir, name, "running", ctl, e);
 }
 
 int pisb_local_stop(struct pisb_state *st, const char *name, int wait_ms,

@@ -287,7 +287,8 @@ static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int s
 {
 	char ws[4096];
 
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* no PDEATHSIG here: our parent leaves at once (the controller adopts
+	 * us); the controller's death closes sock, and init_loop exits then */
 	mkdir("proc", 0555);
 	if (mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		child_fail(sock, "mount /proc");
