@@ -1779,6 +1779,7 @@ static void op_ensure(struct pisb_services *s, const char *name, bool restart, i
 			want_start(s, v, v->timeout_ms);
 		}
 	}
+	persist(s);
 	tick(s);
 	add_waiter(s, fd, W_READY, t, n);
 }
@@ -1871,11 +1872,11 @@ static void op_start(struct pisb_services *s, const struct pisb_json *j, int fd)
 		return;
 	}
 	open_listener(s, v);
-	persist(s);
 	if (v->pid > 0 || v->ps != PS_STOPPED)
 		stop_svc(s, v, true);
 	else
 		want_start(s, v, v->timeout_ms);
+	persist(s);
 	pisb_svc_log("services: ad-hoc '%s' on port %d: %s", name, v->port, cmd);
 	tick(s);
 	add_waiter(s, fd, W_READY, &v, 1);
