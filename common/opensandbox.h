@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "fs.h"
 #include "instance.h"
 
 struct pisb_err;
@@ -150,70 +151,52 @@ int pisb_os_exec_kill(struct pisb_state *st, const char *name,
 		      const char *handle, struct pisb_jw *w, int *code,
 		      struct pisb_err *e);
 
-/* ---- files (pisb-fs) ----
+/* ---- files (pisb-fs): the local driver's types (fs.h) ----
  *
- * Paths: absolute, or relative to the workspace.  Missing file: exit 3.
- * JSON shapes as DESIGN §9; "type" is file|dir|symlink|other, "mode" an
- * octal string ("0644"), "mtime" unix seconds.
+ * The same contracts as pisb_fs_* in fs.h, so that pisb-fs prints one
+ * way for both drivers.  path: absolute, or relative to the workspace
+ * (NULL or "." = the workspace); *abs (caller frees, may be NULL on
+ * error) gets the absolute path inside, as pisb_fs_abspath gives it.
+ * Missing: exit 3; a directory where a file is wanted: exit 1.  execd
+ * gives no symlink targets (info->target stays NULL) and acts as root
+ * (readable/writable follow the mode bits).
  */
-/* read: content into out.  Without raw at most 64 KiB (*truncated set);
- * offset (1-based line, 0 = start) and limit (lines, 0 = all) select
- * lines.  *size = the file's size in bytes.  A directory: exit 1
- * "is a directory". */
-int pisb_os_read(struct pisb_state *st, const char *name, const char *path,
-		 long long offset, long long limit, bool raw,
-		 struct pisb_buf *out, bool *truncated, long long *size,
-		 struct pisb_err *e);
-/* {"content","truncated","bytes"} (bytes: the file's size). */
-int pisb_os_read_json(struct pisb_state *st, const char *name, const char *path,
-		      long long offset, long long limit, struct pisb_jw *w,
+/* The absolute path inside for path, from the record alone (no network):
+ * what *abs will say, for output written before the call.  Caller frees. */
+char *pisb_os_abspath(struct pisb_state *st, const char *name, const char *path,
 		      struct pisb_err *e);
-/* write: atomic replace (upload beside it, then rename inside the
- * sandbox).  mkdir: create missing parents, else a missing parent is exit
- * 3.  mode: octal string, NULL = keep the existing file's, else 0644.
- * w (may be NULL): {"path","bytes"}. */
+int pisb_os_read_text(struct pisb_state *st, const char *name, const char *path,
+		      long long offset, long long limit, size_t cap, char **abs,
+		      struct pisb_fs_text *t, struct pisb_err *e);
+/* The whole file, byte-exact, to outfd. */
+int pisb_os_read_raw(struct pisb_state *st, const char *name, const char *path,
+		     int outfd, long long *bytes, struct pisb_err *e);
+/* Atomic replace: uploaded beside the target, renamed inside the sandbox. */
 int pisb_os_write(struct pisb_state *st, const char *name, const char *path,
-		  const void *data, size_t n, bool mkdir, const char *mode,
-		  struct pisb_jw *w, struct pisb_err *e);
-/* edit: each olds[i] must occur exactly once (else exit 1 naming it, and
- * nothing is written); all replacements applied, then written atomically
- * with the file's mode kept.  w (may be NULL): {"path","replacements"}. */
+		  const struct pisb_fs_src *src, int mode, bool mkdirs, char **abs,
+		  long long *bytes, struct pisb_err *e);
 int pisb_os_edit(struct pisb_state *st, const char *name, const char *path,
-		 const char *const *olds, const char *const *news, size_t n,
-		 struct pisb_jw *w, struct pisb_err *e);
-/* {"path","entries":[{"name","type","size","mode","mtime"}]}, by name.
- * Not a directory: exit 1 "not a directory". */
-int pisb_os_ls(struct pisb_state *st, const char *name, const char *path,
-	       struct pisb_jw *w, struct pisb_err *e);
-/* {"path","type","size","mode","mtime","readable","writable"} (lstat;
- * readable/writable from the mode bits: execd runs as root). */
-int pisb_os_stat(struct pisb_state *st, const char *name, const char *path,
-		 struct pisb_jw *w, struct pisb_err *e);
-int pisb_os_mkdir(struct pisb_state *st, const char *name, const char *path,
-		  struct pisb_err *e);
-/* {"matches":[paths relative to dir],"truncated"}: files whose relative
- * path matches glob (* ? [..] and ** across directories; a glob without
- * '/' also matches base names), sorted; .git and node_modules skipped
- * unless no_ignore.  dir NULL = the workspace; limit 0 = 1000. */
-int pisb_os_find(struct pisb_state *st, const char *name, const char *glob,
-		 const char *dir, long long limit, bool no_ignore,
-		 struct pisb_jw *w, struct pisb_err *e);
-
-struct pisb_os_grep_req {
-	const char *pattern;     /* POSIX ERE, or a fixed string with literal */
-	const char *path;        /* dir or file; NULL = the workspace */
-	const char *glob;        /* only files matching (as find) */
-	bool ignore_case, literal, no_ignore;
-	int context;             /* -C N */
-	long long limit;         /* matches; 0 = 100 */
-};
-/* {"matches":[{"path","line","text","kind":"match"|"context"}],
- * "matchCount","limitReached","linesTruncated"}; paths relative to the
- * search dir (a file searched directly: its base name); text cut at 500
- * characters.  Runs grep -E inside the sandbox (GNU grep). */
-int pisb_os_grep(struct pisb_state *st, const char *name,
-		 const struct pisb_os_grep_req *g, struct pisb_jw *w,
+		 const struct pisb_fs_edit *ed, size_t n, char **abs, long long *bytes,
 		 struct pisb_err *e);
+int pisb_os_ls(struct pisb_state *st, const char *name, const char *path, char **abs,
+	       struct pisb_fs_info **out, size_t *n, struct pisb_err *e);
+int pisb_os_stat(struct pisb_state *st, const char *name, const char *path, char **abs,
+		 struct pisb_fs_info *out, struct pisb_err *e);
+int pisb_os_mkdir(struct pisb_state *st, const char *name, const char *path, char **abs,
+		  bool *created, struct pisb_err *e);
+/* o->dir as path above.  The tree is listed with one request
+ * (directories/list), then walked here as pisb_walk walks a local one:
+ * .git and node_modules skipped, .gitignore files (the search dir's, its
+ * subdirectories', and its checkout's above it) honoured unless
+ * o->no_ignore. */
+int pisb_os_find(struct pisb_state *st, const char *name, const struct pisb_fs_find *o,
+		 char **abs, pisb_fs_find_fn fn, void *arg, bool *truncated,
+		 struct pisb_err *e);
+/* o->path as path above.  Files as find lists them; the regex runs as
+ * `grep -E` (or -F) inside the sandbox, binary files skipped. */
+int pisb_os_grep(struct pisb_state *st, const char *name, const struct pisb_fs_grep *o,
+		 char **abs, pisb_fs_grep_fn fn, void *arg,
+		 struct pisb_fs_grep_result *r, struct pisb_err *e);
 
 /* ---- renewal (pisb-renew) ---- */
 

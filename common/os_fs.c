@@ -1,15 +1,20 @@
 /* os_fs.c - files in an OpenSandbox sandbox through execd's file API
  * (download, upload, info, directories) and, where the API has no verb,
- * through commands (the rename of an atomic write, grep).
+ * through commands (the rename of an atomic write, grep).  The results
+ * use the local driver's types (fs.h) so pisb-fs prints them one way.
  *
  * execd's FileInfo: {path, type: file|directory|symlink|other, size,
  * modified_at (RFC 3339), mode: an integer whose decimal digits spell the
- * octal mode (644 = 0644)}.  pisb's JSON says "dir" for a directory and
- * gives the mode as an octal string, as the local driver does.
+ * octal mode (644 = 0644)}.
  */
 #include "opensandbox.h"
 #include "os_internal.h"
 #include "err.h"
+#include "fs.h"
+#include "glob.h"
+#include "ignore.h"
+#include "instance.h"
+#include "state.h"
 #include "json.h"
 #include "proc.h"
 #include "util.h"
@@ -22,8 +27,8 @@
 #include <string.h>
 #include <time.h>
 
-#define LINE_CAP 500             /* grep: characters kept of a line */
 #define FIND_DEPTH 64            /* directories/list depth for find/grep */
+#define MAX_GITIGNORES 256       /* .gitignore files read per walk */
 
 /* ---- small helpers ---- */
 
@@ -37,6 +42,56 @@ static int open_ready(struct pisb_state *st, const char *name, struct os_inst *t
 		return -1;
 	}
 	return 0;
+}
+
+/* The absolute path inside: relative = under the workspace; duplicate
+ * slashes and "." components dropped (as pisb_fs_abspath). */
+static char *abspath(const struct os_inst *t, const char *path)
+{
+	const char *ws = t->cfg->os.workspace ? t->cfg->os.workspace : "/workspace";
+	struct pisb_buf b = PISB_BUF_INIT;
+
+	if (!path || !*path)
+		path = ".";
+	if (path[0] != '/')
+		pisb_buf_adds(&b, ws);
+	for (const char *p = path; *p;) {
+		const char *s = strchr(p, '/');
+		size_t n = s ? (size_t)(s - p) : strlen(p);
+		if (n && !(n == 1 && p[0] == '.')) {
+			pisb_buf_addc(&b, '/');
+			pisb_buf_add(&b, p, n);
+		}
+		p += n;
+		while (*p == '/')
+			p++;
+	}
+	if (!b.len)
+		pisb_buf_addc(&b, '/');
+	while (b.len > 1 && b.s[b.len - 1] == '/')
+		b.s[--b.len] = '\0';
+	return pisb_buf_detach(&b);
+}
+
+char *pisb_os_abspath(struct pisb_state *st, const char *name, const char *path,
+		      struct pisb_err *e)
+{
+	_cleanup_close_ int idir = pisb_instance_open(st, "instances", name, e);
+	struct pisb_record rec;
+	struct os_inst t;
+	char *a;
+
+	if (idir < 0 || pisb_record_load(idir, &rec, e) < 0)
+		return NULL;
+	memset(&t, 0, sizeof(t));
+	if (pisb_record_config(&rec, &t.cfg, e) < 0) {
+		pisb_record_release(&rec);
+		return NULL;
+	}
+	a = abspath(&t, path);
+	pisb_config_free(t.cfg);
+	pisb_record_release(&rec);
+	return a;
 }
 
 static void add_path_query(struct pisb_buf *b, const char *route, const char *path)
@@ -90,46 +145,32 @@ static const char *type_word(const char *execd_type)
 		return "other";
 	if (!strcmp(execd_type, "directory"))
 		return "dir";
-	if (!strcmp(execd_type, "file") || !strcmp(execd_type, "symlink"))
-		return execd_type;
+	if (!strcmp(execd_type, "file"))
+		return "file";
+	if (!strcmp(execd_type, "symlink"))
+		return "symlink";
 	return "other";
 }
 
-struct finfo {
-	char *path;
-	const char *type;
-	long long size;
-	unsigned mode;
-	int64_t mtime;
-};
-
-static void finfo_release(struct finfo *f)
-{
-	free(f->path);
-	memset(f, 0, sizeof(*f));
-}
-
-static void finfo_parse(struct pisb_json *j, int o, struct finfo *f)
+/* One FileInfo into i (name = its path); false without a path. */
+static bool info_parse(struct pisb_json *j, int o, struct pisb_fs_info *i)
 {
 	long long v;
 	_cleanup_free_ char *ty = pisb_json_str(j, pisb_json_get(j, o, "type"));
 	_cleanup_free_ char *mt = pisb_json_str(j, pisb_json_get(j, o, "modified_at"));
 
-	memset(f, 0, sizeof(*f));
-	f->path = pisb_json_str(j, pisb_json_get(j, o, "path"));
-	f->type = type_word(ty);
+	memset(i, 0, sizeof(*i));
+	i->name = pisb_json_str(j, pisb_json_get(j, o, "path"));
+	i->type = type_word(ty);
 	if (pisb_json_int(j, pisb_json_get(j, o, "size"), &v) == 0)
-		f->size = v;
+		i->size = v;
 	if (pisb_json_int(j, pisb_json_get(j, o, "mode"), &v) == 0)
-		f->mode = mode_bits(v);
-	f->mtime = parse_time(mt);
-}
-
-static void jw_mode(struct pisb_jw *w, unsigned mode)
-{
-	char m[8];
-	snprintf(m, sizeof(m), "%04o", mode);
-	pisb_jw_kstr(w, "mode", m);
+		i->mode = mode_bits(v);
+	i->mtime = parse_time(mt);
+	/* execd acts as root: only the mode bits stand in its way */
+	i->readable = (i->mode & 0444) != 0 || !strcmp(i->type, "dir");
+	i->writable = (i->mode & 0222) != 0;
+	return i->name != NULL;
 }
 
 static const char *base_name(const char *p)
@@ -146,15 +187,20 @@ static char *dir_name(const char *p)
 	return xstrndup(p, (size_t)(s - p));
 }
 
-/* GET /files/info for one path: 0 (f filled), 1 missing, -1 error. */
-static int info(struct os_inst *t, const char *abs, struct finfo *f, struct pisb_err *e)
+static int not_found(const char *abs, struct pisb_err *e)
+{
+	return pisb_err_set(e, PISB_EXIT_NOTFOUND, "no such file or directory '%s'", abs);
+}
+
+/* GET /files/info for one path: 0 (i filled), 1 missing, -1 error. */
+static int info(struct os_inst *t, const char *abs, struct pisb_fs_info *i, struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf q = PISB_BUF_INIT;
 	struct pisb_http_resp r;
 	struct pisb_json j;
 	int ret = -1;
 
-	memset(f, 0, sizeof(*f));
+	memset(i, 0, sizeof(*i));
 	add_path_query(&q, "/files/info", abs);
 	pisb_http_resp_init(&r);
 	if (os_execd(&t->c, "GET", q.s, NULL, NULL, 0, 30000, &r, e) < 0)
@@ -165,42 +211,83 @@ static int info(struct os_inst *t, const char *abs, struct finfo *f, struct pisb
 	}
 	if (r.status != 200) {
 		os_fail(&t->c, &r, "file info", e);
+		e->code = PISB_EXIT_BACKEND;
 		goto out;
 	}
 	if (pisb_json_parse(&j, r.body.s, r.body.len, e) < 0)
 		goto out;
-	if (j.ntok < 3 || j.tok[0].type != JSMN_OBJECT || j.tok[0].size < 1) {
+	if (j.ntok < 3 || j.tok[0].type != JSMN_OBJECT || j.tok[0].size < 1 ||
+	    !info_parse(&j, 2, i)) {
 		pisb_json_release(&j);
+		pisb_fs_info_release(i);
 		pisb_err_set(e, PISB_EXIT_BACKEND, "file info: unexpected answer");
 		goto out;
 	}
-	finfo_parse(&j, 2, f);
 	pisb_json_release(&j);
+	free(i->name);
+	i->name = xstrdup(abs);
 	ret = 0;
 out:
 	pisb_http_resp_release(&r);
 	return ret;
 }
 
-static int not_found(const char *abs, struct pisb_err *e)
-{
-	return pisb_err_set(e, PISB_EXIT_NOTFOUND, "'%s': no such file or directory", abs);
-}
-
 /* ---- read ---- */
 
-/* Download abs (whole file, or the first `first` bytes when > 0).
- * *size gets the file's size when the answer says it. */
+/* Where a download goes: a buffer, or straight to an fd. */
+struct dl {
+	CURL *h;
+	int fd;
+	struct pisb_buf *out;
+	struct pisb_buf err;          /* an error answer's body */
+	bool checked, ok, write_failed;
+	long long bytes;
+};
+
+static bool dl_sink(const char *p, size_t n, void *arg)
+{
+	struct dl *d = arg;
+
+	if (!d->checked) {
+		long st = 0;
+		curl_easy_getinfo(d->h, CURLINFO_RESPONSE_CODE, &st);
+		d->checked = true;
+		d->ok = st == 200 || st == 206;
+	}
+	if (!d->ok) {
+		if (d->err.len < 8192)
+			pisb_buf_add(&d->err, p, n);
+		return true;
+	}
+	d->bytes += (long long)n;
+	if (d->fd >= 0) {
+		if (pisb_write_all(d->fd, p, n) < 0) {
+			d->write_failed = true;
+			return false;
+		}
+	} else {
+		pisb_buf_add(d->out, p, n);
+	}
+	return true;
+}
+
+/* Download abs, whole or its first `first` bytes (> 0), into out or to
+ * fd.  *size: the file's size. */
 static int download(struct os_inst *t, const char *abs, long long first, struct pisb_buf *out,
-		    long long *size, struct pisb_err *e)
+		    int fd, long long *size, struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf q = PISB_BUF_INIT;
 	_cleanup_free_ char *url = NULL, *range = NULL;
 	struct curl_slist *h = NULL;
 	struct pisb_http_call call = { 0 };
 	struct pisb_http_resp r;
+	struct dl d;
 	int ret = -1;
 
+	memset(&d, 0, sizeof(d));
+	d.h = t->c.h;
+	d.fd = fd;
+	d.out = out;
 	add_path_query(&q, "/files/download", abs);
 	url = xasprintf("%s%s", t->c.execd, q.s);
 	for (struct curl_slist *x = t->c.ex_hdrs; x; x = x->next)
@@ -213,10 +300,16 @@ static int download(struct os_inst *t, const char *abs, long long first, struct 
 	call.url = url;
 	call.headers = h;
 	call.stall_ms = 120000;
+	call.sink = dl_sink;
+	call.sink_arg = &d;
 	call.want_header = first > 0 ? "Content-Range" : NULL;
 	pisb_http_resp_init(&r);
 	if (pisb_http_run(t->c.h, &call, &r, "the sandbox's execd", e) < 0)
 		goto out;
+	if (d.write_failed) {
+		pisb_err_sys(e, PISB_EXIT_FAIL, "write the content of '%s'", abs);
+		goto out;
+	}
 	if (r.status == 404) {
 		not_found(abs, e);
 		goto out;
@@ -228,126 +321,158 @@ static int download(struct os_inst *t, const char *abs, long long first, struct 
 		goto out;
 	}
 	if (r.status != 200 && r.status != 206) {
-		struct finfo f;
+		struct pisb_fs_info i;
 		struct pisb_err ig = PISB_ERR_INIT;
-		if (info(t, abs, &f, &ig) == 0 && !strcmp(f.type, "dir")) {
-			pisb_err_set(e, PISB_EXIT_FAIL, "'%s': is a directory", abs);
-			finfo_release(&f);
-			goto out;
+		if (info(t, abs, &i, &ig) == 0 && !strcmp(i.type, "dir")) {
+			pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is a directory", abs);
+		} else {
+			struct pisb_http_resp er;
+			pisb_http_resp_init(&er);
+			er.status = r.status;
+			pisb_buf_add(&er.body, d.err.s ? d.err.s : "", d.err.len);
+			os_fail(&t->c, &er, "read", e);
+			e->code = PISB_EXIT_BACKEND;
+			pisb_http_resp_release(&er);
 		}
-		finfo_release(&f);
-		os_fail(&t->c, &r, "read", e);
+		pisb_fs_info_release(&i);
 		goto out;
 	}
-	*size = (long long)r.body.len;
+	*size = d.bytes;
 	if (r.status == 206 && r.want_value) {
 		const char *sl = strrchr(r.want_value, '/');
 		if (sl && isdigit((unsigned char)sl[1]))
 			*size = atoll(sl + 1);
 	}
-	pisb_buf_add(out, r.body.s ? r.body.s : "", r.body.len);
 	ret = 0;
 out:
 	curl_slist_free_all(h);
+	pisb_buf_release(&d.err);
 	pisb_http_resp_release(&r);
 	return ret;
 }
 
-/* Cut n back so that a UTF-8 sequence is not split. */
-static size_t utf8_cut(const char *s, size_t n)
+/* Cut n bytes of s to at most room, not inside a UTF-8 sequence. */
+static size_t utf8_cut(const char *s, size_t n, size_t room)
 {
-	size_t k = n, back = 0;
+	size_t k;
 
-	while (k > 0 && back < 4 && ((unsigned char)s[k - 1] & 0xc0) == 0x80) {
+	if (n <= room)
+		return n;
+	k = room;
+	while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80)
 		k--;
-		back++;
-	}
-	if (k > 0 && ((unsigned char)s[k - 1] & 0xc0) == 0xc0) {
-		unsigned char lead = (unsigned char)s[k - 1];
-		size_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
-		if (back + 1 < need)
-			return k - 1;
-	}
-	return n;
+	return k;
 }
 
-int pisb_os_read(struct pisb_state *st, const char *name, const char *path,
-		 long long offset, long long limit, bool raw,
-		 struct pisb_buf *out, bool *truncated, long long *size,
-		 struct pisb_err *e)
+/* pisb_fs_read_text's line selection, over the bytes we have. */
+static int select_text(const char *abs, const char *buf, size_t len, long long offset,
+		       long long limit, size_t cap, struct pisb_fs_text *t, struct pisb_err *e)
 {
-	struct os_inst t;
-	_cleanup_free_ char *abs = NULL;
+	const char *p = buf, *end = buf + len;
+	long long line = 1, taken = 0;
+	bool ended_nl = len ? end[-1] == '\n' : true;
+
+	if (offset < 1)
+		offset = 1;
+	t->offset = offset;
+	pisb_buf_grow(&t->content, 1);
+	while (line < offset && p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl) {
+			p = end;
+			break;
+		}
+		line++;
+		p = nl + 1;
+	}
+	if (line < offset) {
+		long long total = line - (ended_nl ? 1 : 0);
+		return pisb_err_set(e, PISB_EXIT_FAIL, "offset %lld is beyond the end of '%s' (%lld line%s)",
+				    offset, abs, total, total == 1 ? "" : "s");
+	}
+	while (p < end) {
+		const char *nl, *seg;
+		size_t n, room;
+
+		if (limit && taken >= limit) {
+			t->next_offset = line;
+			break;
+		}
+		nl = memchr(p, '\n', (size_t)(end - p));
+		seg = nl ? nl + 1 : end;
+		n = (size_t)(seg - p);
+		room = cap - t->content.len;
+		if (n > room) {
+			pisb_buf_add(&t->content, p, utf8_cut(p, n, room));
+			t->truncated = true;
+			t->next_offset = line;
+			break;
+		}
+		pisb_buf_add(&t->content, p, n);
+		if (nl) {
+			line++;
+			taken++;
+		}
+		p = seg;
+	}
+	t->lines = taken + (t->content.len && t->content.s[t->content.len - 1] != '\n' ? 1 : 0);
+	if (t->truncated && t->content.len && t->content.s[t->content.len - 1] != '\n' && t->lines == 0)
+		t->lines = 1;
+	return 0;
+}
+
+static void set_abs(char **abs, char *v)
+{
+	if (abs)
+		*abs = v;
+	else
+		free(v);
+}
+
+int pisb_os_read_text(struct pisb_state *st, const char *name, const char *path,
+		      long long offset, long long limit, size_t cap, char **abs,
+		      struct pisb_fs_text *t, struct pisb_err *e)
+{
+	struct os_inst in;
 	_cleanup_buf_ struct pisb_buf all = PISB_BUF_INIT;
-	bool lines = offset > 1 || limit > 0;
+	char *a;
 	int ret = -1;
 
-	*truncated = false;
-	*size = 0;
-	if (open_ready(st, name, &t, e) < 0)
+	memset(t, 0, sizeof(*t));
+	if (abs)
+		*abs = NULL;
+	if (open_ready(st, name, &in, e) < 0)
 		return -1;
-	abs = os_path(&t, path);
-	if (raw) {
-		ret = download(&t, abs, 0, out, size, e);
+	a = abspath(&in, path);
+	set_abs(abs, a);
+	/* from the first line on, cap+1 bytes tell all there is to tell */
+	if (download(&in, a, offset <= 1 ? (long long)cap + 1 : 0, &all, -1, &t->bytes, e) < 0 ||
+	    select_text(a, all.s ? all.s : "", all.len, offset, limit, cap, t, e) < 0) {
+		pisb_fs_text_release(t);
 		goto out;
-	}
-	if (download(&t, abs, lines ? 0 : OS_CAP + 1, &all, size, e) < 0)
-		goto out;
-	{
-		const char *p = all.s ? all.s : "", *end = p + all.len;
-		long long ln = 1;
-		size_t n;
-
-		if (lines) {
-			while (ln < offset && p < end) {
-				const char *nl = memchr(p, '\n', (size_t)(end - p));
-				p = nl ? nl + 1 : end;
-				ln++;
-			}
-			if (limit > 0) {
-				const char *q = p;
-				for (long long k = 0; k < limit && q < end; k++) {
-					const char *nl = memchr(q, '\n', (size_t)(end - q));
-					q = nl ? nl + 1 : end;
-				}
-				end = q;
-			}
-		}
-		n = (size_t)(end - p);
-		if (n > OS_CAP) {
-			n = utf8_cut(p, OS_CAP);
-			*truncated = true;
-		} else if (!lines && *size > (long long)n) {
-			*truncated = true;
-			n = utf8_cut(p, n);
-		}
-		pisb_buf_add(out, p, n);
 	}
 	ret = 0;
 out:
-	if (ret < 0)
-		pisb_err_prefix(e, "read in sandbox '%s'", name);
-	os_inst_release(&t);
+	if (!abs)
+		free(a);
+	os_inst_release(&in);
 	return ret;
 }
 
-int pisb_os_read_json(struct pisb_state *st, const char *name, const char *path,
-		      long long offset, long long limit, struct pisb_jw *w,
-		      struct pisb_err *e)
+int pisb_os_read_raw(struct pisb_state *st, const char *name, const char *path,
+		     int outfd, long long *bytes, struct pisb_err *e)
 {
-	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
-	bool truncated;
-	long long size;
+	struct os_inst t;
+	_cleanup_free_ char *a = NULL;
+	int ret;
 
-	if (pisb_os_read(st, name, path, offset, limit, false, &b, &truncated, &size, e) < 0)
+	*bytes = 0;
+	if (open_ready(st, name, &t, e) < 0)
 		return -1;
-	pisb_jw_obj(w);
-	pisb_jw_key(w, "content");
-	pisb_jw_strn(w, b.s ? b.s : "", b.len);
-	pisb_jw_kbool(w, "truncated", truncated);
-	pisb_jw_kint(w, "bytes", size);
-	pisb_jw_obj_end(w);
-	return 0;
+	a = abspath(&t, path);
+	ret = download(&t, a, 0, NULL, outfd, bytes, e);
+	os_inst_release(&t);
+	return ret;
 }
 
 /* ---- write / edit ---- */
@@ -366,7 +491,8 @@ static int upload(struct os_inst *t, const char *abs, const void *data, size_t n
 	char digits[16];
 	int ret = -1;
 
-	/* execd's mode: the octal digits read as a decimal number */
+	/* execd's mode: the octal digits read as a decimal number; 0 would
+	 * mean "leave it", so a mode of 0000 is sent as such and fixed up */
 	snprintf(digits, sizeof(digits), "%o", mode);
 	pisb_jw_init(&w, &meta);
 	pisb_jw_obj(&w);
@@ -397,6 +523,7 @@ static int upload(struct os_inst *t, const char *abs, const void *data, size_t n
 		goto out;
 	if (r.status != 200) {
 		os_fail(&t->c, &r, "upload", e);
+		e->code = PISB_EXIT_BACKEND;
 		goto out;
 	}
 	ret = 0;
@@ -407,7 +534,7 @@ out:
 	return ret;
 }
 
-static int delete_file(struct os_inst *t, const char *abs)
+static void delete_file(struct os_inst *t, const char *abs)
 {
 	_cleanup_buf_ struct pisb_buf q = PISB_BUF_INIT;
 	struct pisb_http_resp r;
@@ -417,7 +544,6 @@ static int delete_file(struct os_inst *t, const char *abs)
 	pisb_http_resp_init(&r);
 	os_execd(&t->c, "DELETE", q.s, NULL, NULL, 0, 30000, &r, &ig);
 	pisb_http_resp_release(&r);
-	return 0;
 }
 
 /* Run a short command; its stderr becomes the error message. */
@@ -438,7 +564,8 @@ static int small_cmd(struct os_inst *t, const char *cmd, const char *what, struc
 	return 0;
 }
 
-/* Replace abs with data: upload beside it, then rename inside. */
+/* Replace abs with data: upload beside it, then rename inside (a
+ * symlink is followed to the file it names, as the local driver does). */
 static int replace(struct os_inst *t, const char *abs, const void *data, size_t n,
 		   unsigned mode, struct pisb_err *e)
 {
@@ -450,10 +577,17 @@ static int replace(struct os_inst *t, const char *abs, const void *data, size_t 
 	tmp = xasprintf("%s%s.%s.pisb-%s", dir, strcmp(dir, "/") ? "/" : "", base_name(abs), rnd);
 	if (upload(t, tmp, data, n, mode, e) < 0)
 		return -1;
+	pisb_buf_adds(&cmd, "t=");
+	os_sq(&cmd, abs);
+	pisb_buf_adds(&cmd, "; if [ -L \"$t\" ]; then t=$(readlink -f -- \"$t\") || exit 1; fi; ");
+	pisb_buf_adds(&cmd, mode ? "" : "chmod 0 -- ");
+	if (!mode) {
+		os_sq(&cmd, tmp);
+		pisb_buf_adds(&cmd, " && ");
+	}
 	pisb_buf_adds(&cmd, "exec mv -f -- ");
 	os_sq(&cmd, tmp);
-	pisb_buf_addc(&cmd, ' ');
-	os_sq(&cmd, abs);
+	pisb_buf_adds(&cmd, " \"$t\"");
 	if (small_cmd(t, cmd.s, "rename into place", e) < 0) {
 		delete_file(t, tmp);
 		return -1;
@@ -461,53 +595,42 @@ static int replace(struct os_inst *t, const char *abs, const void *data, size_t 
 	return 0;
 }
 
-/* "0644", "644", "755" -> bits; -1 if not octal */
-static int parse_mode(const char *s)
-{
-	long v = 0;
-
-	if (!s || !*s || strlen(s) > 5)
-		return -1;
-	for (const char *p = s; *p; p++) {
-		if (*p < '0' || *p > '7')
-			return -1;
-		v = v * 8 + (*p - '0');
-	}
-	return v <= 07777 ? (int)v : -1;
-}
-
 static int write_in(struct os_inst *t, const char *abs, const void *data, size_t n,
-		    bool mkdir, int mode, struct pisb_err *e)
+		    bool mkdirs, int mode, struct pisb_err *e)
 {
-	struct finfo f;
-	int r = info(t, abs, &f, e);
+	struct pisb_fs_info i;
+	int r;
 
+	if (!strcmp(abs, "/"))
+		return pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is a directory", abs);
+	r = info(t, abs, &i, e);
 	if (r < 0)
 		return -1;
 	if (r == 0) {
-		if (!strcmp(f.type, "dir")) {
-			finfo_release(&f);
-			return pisb_err_set(e, PISB_EXIT_FAIL, "'%s': is a directory", abs);
-		}
+		bool dir = !strcmp(i.type, "dir"), reg = !strcmp(i.type, "file");
+		bool link = !strcmp(i.type, "symlink");
+		unsigned m = i.mode;
+		pisb_fs_info_release(&i);
+		if (dir)
+			return pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is a directory", abs);
+		if (!reg && !link)
+			return pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is not a regular file", abs);
 		if (mode < 0)
-			mode = (int)f.mode;
-		finfo_release(&f);
+			mode = link ? 0644 : (int)m;
 	} else {
-		if (!mkdir) {
-			_cleanup_free_ char *dir = dir_name(abs);
-			struct finfo d;
-			int dr = info(t, dir, &d, e);
-			if (dr < 0)
-				return -1;
-			if (dr == 1)
-				return pisb_err_set(e, PISB_EXIT_NOTFOUND,
-						    "'%s': no such directory (pass --mkdir to create it)", dir);
-			if (strcmp(d.type, "dir")) {
-				finfo_release(&d);
-				return pisb_err_set(e, PISB_EXIT_FAIL, "'%s': not a directory", dir);
-			}
-			finfo_release(&d);
+		_cleanup_free_ char *dir = dir_name(abs);
+		struct pisb_fs_info d;
+		int dr = info(t, dir, &d, e);
+		if (dr < 0)
+			return -1;
+		if (dr == 1 && !mkdirs)
+			return pisb_err_set(e, PISB_EXIT_NOTFOUND,
+					    "no such directory '%s' (use --mkdir to create it)", dir);
+		if (dr == 0 && strcmp(d.type, "dir")) {
+			pisb_fs_info_release(&d);
+			return pisb_err_set(e, PISB_EXIT_NOTFOUND, "'%s' is not a directory", dir);
 		}
+		pisb_fs_info_release(&d);
 		if (mode < 0)
 			mode = 0644;
 	}
@@ -515,134 +638,136 @@ static int write_in(struct os_inst *t, const char *abs, const void *data, size_t
 }
 
 int pisb_os_write(struct pisb_state *st, const char *name, const char *path,
-		  const void *data, size_t n, bool mkdir, const char *mode,
-		  struct pisb_jw *w, struct pisb_err *e)
+		  const struct pisb_fs_src *src, int mode, bool mkdirs, char **abs,
+		  long long *bytes, struct pisb_err *e)
 {
 	struct os_inst t;
-	_cleanup_free_ char *abs = NULL;
-	int m = -1, ret;
+	_cleanup_buf_ struct pisb_buf in = PISB_BUF_INIT;
+	const void *data = src->data;
+	size_t n = src->n;
+	char *a;
+	int ret;
 
-	if (mode && (m = parse_mode(mode)) < 0)
-		return pisb_err_set(e, PISB_EXIT_USAGE, "--mode '%s': expected an octal mode such as 0644", mode);
+	*bytes = 0;
+	if (abs)
+		*abs = NULL;
+	if (src->fd >= 0) {
+		/* the content first: it is the host's, read before anything
+		 * happens in the sandbox */
+		if (pisb_read_fd(src->fd, &in, (size_t)1 << 31) < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "read the content");
+		data = in.s ? in.s : "";
+		n = in.len;
+	}
 	if (open_ready(st, name, &t, e) < 0)
 		return -1;
-	abs = os_path(&t, path);
-	ret = write_in(&t, abs, data, n, mkdir, m, e);
-	if (ret < 0)
-		pisb_err_prefix(e, "write in sandbox '%s'", name);
-	else if (w) {
-		pisb_jw_obj(w);
-		pisb_jw_kstr(w, "path", abs);
-		pisb_jw_kint(w, "bytes", (long long)n);
-		pisb_jw_obj_end(w);
-	}
+	a = abspath(&t, path);
+	ret = write_in(&t, a, data ? data : "", n, mkdirs, mode, e);
+	if (ret == 0)
+		*bytes = (long long)n;
+	set_abs(abs, a);
 	os_inst_release(&t);
 	return ret;
 }
 
-struct span {
-	size_t at, oldn;
-	const char *new_;
-	size_t newn;
-	size_t idx;
+struct hit {
+	size_t pos, len, idx;
 };
 
-static int cmp_span(const void *a, const void *b)
+static int cmp_hit(const void *a, const void *b)
 {
-	const struct span *x = a, *y = b;
-	return x->at < y->at ? -1 : x->at > y->at;
+	const struct hit *x = a, *y = b;
+	return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+static int edit_in(struct os_inst *t, const char *abs, const struct pisb_fs_edit *ed, size_t n,
+		   long long *bytes, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf orig = PISB_BUF_INIT, out = PISB_BUF_INIT;
+	_cleanup_free_ struct hit *hits = NULL;
+	struct pisb_fs_info i;
+	long long size;
+	unsigned mode;
+	size_t at = 0;
+	int r;
+
+	r = info(t, abs, &i, e);
+	if (r == 1)
+		return not_found(abs, e);
+	if (r < 0)
+		return -1;
+	mode = i.mode;
+	if (!strcmp(i.type, "dir")) {
+		pisb_fs_info_release(&i);
+		return pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is a directory", abs);
+	}
+	if (!strcmp(i.type, "symlink"))
+		mode = 0644;
+	pisb_fs_info_release(&i);
+	if (download(t, abs, 0, &orig, -1, &size, e) < 0)
+		return -1;
+	hits = xcalloc(n ? n : 1, sizeof(*hits));
+	for (size_t k = 0; k < n; k++) {
+		const char *hay = orig.s ? orig.s : "", *p = hay, *end = hay + orig.len;
+		size_t count = 0, first = 0;
+		if (!ed[k].oldn)
+			return pisb_err_set(e, PISB_EXIT_FAIL, "edit %zu: the old text is empty", k + 1);
+		while (p + ed[k].oldn <= end) {
+			const char *q = memmem(p, (size_t)(end - p), ed[k].old, ed[k].oldn);
+			if (!q)
+				break;
+			if (!count)
+				first = (size_t)(q - hay);
+			count++;
+			p = q + 1;   /* overlapping occurrences count too */
+		}
+		if (count != 1)
+			return pisb_err_set(e, PISB_EXIT_FAIL,
+					    "edit %zu: the old text matches %zu times in '%s' (it must match exactly once); nothing was written",
+					    k + 1, count, abs);
+		hits[k] = (struct hit){ first, ed[k].oldn, k };
+	}
+	qsort(hits, n, sizeof(*hits), cmp_hit);
+	for (size_t k = 1; k < n; k++)
+		if (hits[k - 1].pos + hits[k - 1].len > hits[k].pos)
+			return pisb_err_set(e, PISB_EXIT_FAIL,
+					    "edits %zu and %zu overlap in '%s'; nothing was written",
+					    hits[k - 1].idx + 1, hits[k].idx + 1, abs);
+	for (size_t k = 0; k < n; k++) {
+		pisb_buf_add(&out, orig.s + at, hits[k].pos - at);
+		pisb_buf_add(&out, ed[hits[k].idx].new_, ed[hits[k].idx].newn);
+		at = hits[k].pos + hits[k].len;
+	}
+	pisb_buf_add(&out, orig.s ? orig.s + at : "", orig.len - at);
+	if (replace(t, abs, out.s ? out.s : "", out.len, mode, e) < 0)
+		return -1;
+	*bytes = (long long)out.len;
+	return 0;
 }
 
 int pisb_os_edit(struct pisb_state *st, const char *name, const char *path,
-		 const char *const *olds, const char *const *news, size_t n,
-		 struct pisb_jw *w, struct pisb_err *e)
+		 const struct pisb_fs_edit *ed, size_t n, char **abs, long long *bytes,
+		 struct pisb_err *e)
 {
 	struct os_inst t;
-	_cleanup_free_ char *abs = NULL;
-	_cleanup_free_ struct span *sp = NULL;
-	_cleanup_buf_ struct pisb_buf cur = PISB_BUF_INIT, out = PISB_BUF_INIT;
-	struct finfo f;
-	long long size;
-	int r, ret = -1;
+	char *a;
+	int ret;
 
-	if (n == 0)
-		return pisb_err_set(e, PISB_EXIT_USAGE, "edit: give at least one --old TEXT --new TEXT");
-	for (size_t i = 0; i < n; i++)
-		if (!olds[i][0])
-			return pisb_err_set(e, PISB_EXIT_USAGE, "edit %zu: --old must not be empty", i + 1);
+	*bytes = 0;
+	if (abs)
+		*abs = NULL;
 	if (open_ready(st, name, &t, e) < 0)
 		return -1;
-	abs = os_path(&t, path);
-	r = info(&t, abs, &f, e);
-	if (r != 0) {
-		if (r == 1)
-			not_found(abs, e);
-		goto out;
-	}
-	if (strcmp(f.type, "file")) {
-		pisb_err_set(e, PISB_EXIT_FAIL, "'%s': %s", abs,
-			     !strcmp(f.type, "dir") ? "is a directory" : "not a regular file");
-		finfo_release(&f);
-		goto out;
-	}
-	if (download(&t, abs, 0, &cur, &size, e) < 0) {
-		finfo_release(&f);
-		goto out;
-	}
-	sp = xcalloc(n, sizeof(*sp));
-	for (size_t i = 0; i < n; i++) {
-		size_t on = strlen(olds[i]), count = 0;
-		const char *s = cur.s ? cur.s : "", *end = s + cur.len, *p = s, *hit = NULL;
-		while (p < end && (p = memmem(p, (size_t)(end - p), olds[i], on))) {
-			if (!count)
-				hit = p;
-			count++;
-			p++;
-		}
-		if (count != 1) {
-			pisb_err_set(e, PISB_EXIT_FAIL, "edit %zu: the old text %s in '%s'", i + 1,
-				     count ? "occurs more than once" : "does not occur", abs);
-			finfo_release(&f);
-			goto out;
-		}
-		sp[i] = (struct span){ (size_t)(hit - s), on, news[i], strlen(news[i]), i };
-	}
-	qsort(sp, n, sizeof(*sp), cmp_span);
-	for (size_t i = 1; i < n; i++)
-		if (sp[i].at < sp[i - 1].at + sp[i - 1].oldn) {
-			pisb_err_set(e, PISB_EXIT_FAIL, "edits %zu and %zu overlap in '%s'",
-				     sp[i - 1].idx + 1, sp[i].idx + 1, abs);
-			finfo_release(&f);
-			goto out;
-		}
-	{
-		size_t pos = 0;
-		for (size_t i = 0; i < n; i++) {
-			pisb_buf_add(&out, cur.s + pos, sp[i].at - pos);
-			pisb_buf_add(&out, sp[i].new_, sp[i].newn);
-			pos = sp[i].at + sp[i].oldn;
-		}
-		pisb_buf_add(&out, cur.s ? cur.s + pos : "", cur.len - pos);
-	}
-	ret = replace(&t, abs, out.s ? out.s : "", out.len, f.mode, e);
-	finfo_release(&f);
-	if (ret == 0 && w) {
-		pisb_jw_obj(w);
-		pisb_jw_kstr(w, "path", abs);
-		pisb_jw_kint(w, "replacements", (long long)n);
-		pisb_jw_kint(w, "bytes", (long long)out.len);
-		pisb_jw_obj_end(w);
-	}
-out:
-	if (ret < 0)
-		pisb_err_prefix(e, "edit in sandbox '%s'", name);
+	a = abspath(&t, path);
+	ret = edit_in(&t, a, ed, n, bytes, e);
+	set_abs(abs, a);
 	os_inst_release(&t);
 	return ret;
 }
 
 /* ---- ls / stat / mkdir ---- */
 
-/* GET /directories/list: 0 with the parsed JSON (array) in j/b, 1
+/* GET /directories/list: 0 with the JSON array in j (tokens into b), 1
  * missing, 2 not a directory, -1 error. */
 static int list_dir(struct os_inst *t, const char *abs, int depth, struct pisb_buf *b,
 		    struct pisb_json *j, struct pisb_err *e)
@@ -661,26 +786,31 @@ static int list_dir(struct os_inst *t, const char *abs, int depth, struct pisb_b
 		goto out;
 	}
 	if (r.status == 400) {
-		struct finfo f;
-		int k = info(t, abs, &f, e);
-		if (k == 0 && !strcmp(f.type, "symlink")) {
-			/* execd refuses to list through a link: say what it is */
-			pisb_err_set(e, PISB_EXIT_FAIL, "'%s': is a symbolic link", abs);
+		struct pisb_fs_info i;
+		int k = info(t, abs, &i, e);
+		if (k == 0 && !strcmp(i.type, "dir")) {
+			/* a directory execd still refused to list */
+			os_fail(&t->c, &r, "list", e);
+			e->code = PISB_EXIT_BACKEND;
 			k = -1;
 		}
-		finfo_release(&f);
+		pisb_fs_info_release(&i);
 		ret = k == 1 ? 1 : k == 0 ? 2 : -1;
 		goto out;
 	}
 	if (r.status != 200) {
 		os_fail(&t->c, &r, "list", e);
+		e->code = PISB_EXIT_BACKEND;
 		goto out;
 	}
 	*b = r.body;
 	memset(&r.body, 0, sizeof(r.body));
-	if (pisb_json_parse(j, b->s, b->len, e) < 0 || j->tok[0].type != JSMN_ARRAY) {
-		if (j->tok)
-			pisb_json_release(j);
+	if (pisb_json_parse(j, b->s ? b->s : "", b->len, e) < 0) {
+		pisb_err_set(e, PISB_EXIT_BACKEND, "list: the answer is not JSON");
+		goto out;
+	}
+	if (j->tok[0].type != JSMN_ARRAY) {
+		pisb_json_release(j);
 		pisb_err_set(e, PISB_EXIT_BACKEND, "list: unexpected answer");
 		goto out;
 	}
@@ -690,144 +820,103 @@ out:
 	return ret;
 }
 
-struct entry {
-	char *name;
-	struct finfo f;
-};
-
-static int cmp_entry(const void *a, const void *b)
+static int cmp_info(const void *a, const void *b)
 {
-	return strcmp(((const struct entry *)a)->name, ((const struct entry *)b)->name);
+	return strcmp(((const struct pisb_fs_info *)a)->name, ((const struct pisb_fs_info *)b)->name);
 }
 
-int pisb_os_ls(struct pisb_state *st, const char *name, const char *path,
-	       struct pisb_jw *w, struct pisb_err *e)
+static int ls_in(struct os_inst *t, const char *abs, struct pisb_fs_info **out, size_t *n,
+		 struct pisb_err *e)
 {
-	struct os_inst t;
-	_cleanup_free_ char *abs = NULL;
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 	struct pisb_json j;
-	struct entry *v = NULL;
-	size_t n = 0;
-	int r, ret = -1;
+	struct pisb_fs_info *v;
+	int r = list_dir(t, abs, 1, &b, &j, e);
 
-	if (open_ready(st, name, &t, e) < 0)
-		return -1;
-	abs = os_path(&t, path);
-	r = list_dir(&t, abs, 1, &b, &j, e);
-	if (r == 1) {
-		not_found(abs, e);
-		goto out;
-	}
-	if (r == 2) {
-		pisb_err_set(e, PISB_EXIT_FAIL, "'%s': not a directory", abs);
-		goto out;
-	}
+	if (r == 1)
+		return not_found(abs, e);
+	if (r == 2)
+		return pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is not a directory", abs);
 	if (r < 0)
-		goto out;
+		return -1;
 	v = xcalloc((size_t)j.tok[0].size + 1, sizeof(*v));
-	for (int i = 0; i < j.tok[0].size; i++) {
-		struct finfo f;
-		finfo_parse(&j, pisb_json_at(&j, 0, i), &f);
-		if (!f.path) {
-			finfo_release(&f);
+	for (int k = 0; k < j.tok[0].size; k++) {
+		struct pisb_fs_info i;
+		if (!info_parse(&j, pisb_json_at(&j, 0, k), &i)) {
+			pisb_fs_info_release(&i);
 			continue;
 		}
-		v[n].name = xstrdup(base_name(f.path));
-		v[n++].f = f;
+		{
+			char *full = i.name;
+			i.name = xstrdup(base_name(full));
+			free(full);
+		}
+		v[(*n)++] = i;
 	}
 	pisb_json_release(&j);
-	qsort(v, n, sizeof(*v), cmp_entry);
-	pisb_jw_obj(w);
-	pisb_jw_kstr(w, "path", abs);
-	pisb_jw_key(w, "entries");
-	pisb_jw_arr(w);
-	for (size_t i = 0; i < n; i++) {
-		pisb_jw_obj(w);
-		pisb_jw_kstr(w, "name", v[i].name);
-		pisb_jw_kstr(w, "type", v[i].f.type);
-		pisb_jw_kint(w, "size", v[i].f.size);
-		jw_mode(w, v[i].f.mode);
-		pisb_jw_kint(w, "mtime", v[i].f.mtime);
-		pisb_jw_obj_end(w);
-	}
-	pisb_jw_arr_end(w);
-	pisb_jw_obj_end(w);
-	ret = 0;
-out:
-	for (size_t i = 0; i < n; i++) {
-		free(v[i].name);
-		finfo_release(&v[i].f);
-	}
-	free(v);
-	if (ret < 0)
-		pisb_err_prefix(e, "ls in sandbox '%s'", name);
-	os_inst_release(&t);
-	return ret;
+	qsort(v, *n, sizeof(*v), cmp_info);
+	*out = v;
+	return 0;
 }
 
-int pisb_os_stat(struct pisb_state *st, const char *name, const char *path,
-		 struct pisb_jw *w, struct pisb_err *e)
+int pisb_os_ls(struct pisb_state *st, const char *name, const char *path, char **abs,
+	       struct pisb_fs_info **out, size_t *n, struct pisb_err *e)
 {
 	struct os_inst t;
-	_cleanup_free_ char *abs = NULL;
-	struct finfo f;
-	int r, ret = -1;
+	char *a;
+	int ret;
 
+	*out = NULL;
+	*n = 0;
+	if (abs)
+		*abs = NULL;
 	if (open_ready(st, name, &t, e) < 0)
 		return -1;
-	abs = os_path(&t, path);
-	r = info(&t, abs, &f, e);
-	if (r == 1)
-		not_found(abs, e);
-	if (r != 0)
-		goto out;
-	pisb_jw_obj(w);
-	pisb_jw_kstr(w, "path", abs);
-	pisb_jw_kstr(w, "type", f.type);
-	pisb_jw_kint(w, "size", f.size);
-	jw_mode(w, f.mode);
-	pisb_jw_kint(w, "mtime", f.mtime);
-	/* execd acts as root: the mode bits are what limits it */
-	pisb_jw_kbool(w, "readable", (f.mode & 0444) != 0 || !strcmp(f.type, "dir"));
-	pisb_jw_kbool(w, "writable", (f.mode & 0222) != 0);
-	pisb_jw_obj_end(w);
-	finfo_release(&f);
-	ret = 0;
-out:
-	if (ret < 0)
-		pisb_err_prefix(e, "stat in sandbox '%s'", name);
+	a = abspath(&t, path);
+	ret = ls_in(&t, a, out, n, e);
+	set_abs(abs, a);
 	os_inst_release(&t);
 	return ret;
 }
 
-int pisb_os_mkdir(struct pisb_state *st, const char *name, const char *path,
-		  struct pisb_err *e)
+int pisb_os_stat(struct pisb_state *st, const char *name, const char *path, char **abs,
+		 struct pisb_fs_info *out, struct pisb_err *e)
 {
 	struct os_inst t;
-	_cleanup_free_ char *abs = NULL;
+	char *a;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	if (abs)
+		*abs = NULL;
+	if (open_ready(st, name, &t, e) < 0)
+		return -1;
+	a = abspath(&t, path);
+	r = info(&t, a, out, e);
+	if (r == 1)
+		r = not_found(a, e);
+	set_abs(abs, a);
+	os_inst_release(&t);
+	return r < 0 ? -1 : 0;
+}
+
+static int mkdir_in(struct os_inst *t, const char *abs, bool *created, struct pisb_err *e)
+{
 	_cleanup_buf_ struct pisb_buf body = PISB_BUF_INIT;
 	struct pisb_http_resp r;
 	struct pisb_jw w;
-	struct finfo f;
+	struct pisb_fs_info i;
 	int k, ret = -1;
 
-	if (open_ready(st, name, &t, e) < 0)
-		return -1;
-	abs = os_path(&t, path);
-	pisb_http_resp_init(&r);
-	k = info(&t, abs, &f, e);
+	k = info(t, abs, &i, e);
 	if (k < 0)
-		goto out;
+		return -1;
 	if (k == 0) {
-		bool dir = !strcmp(f.type, "dir");
-		finfo_release(&f);
-		if (!dir) {
-			pisb_err_set(e, PISB_EXIT_FAIL, "'%s': exists and is not a directory", abs);
-			goto out;
-		}
-		ret = 0;
-		goto out;
+		bool dir = !strcmp(i.type, "dir");
+		pisb_fs_info_release(&i);
+		if (!dir)
+			return pisb_err_set(e, PISB_EXIT_FAIL, "'%s' exists and is not a directory", abs);
+		return 0;
 	}
 	pisb_jw_init(&w, &body);
 	pisb_jw_obj(&w);
@@ -836,125 +925,72 @@ int pisb_os_mkdir(struct pisb_state *st, const char *name, const char *path,
 	pisb_jw_kint(&w, "mode", 755);
 	pisb_jw_obj_end(&w);
 	pisb_jw_obj_end(&w);
-	if (os_execd(&t.c, "POST", "/directories", "application/json", body.s, body.len, 30000, &r, e) < 0)
+	pisb_http_resp_init(&r);
+	if (os_execd(&t->c, "POST", "/directories", "application/json", body.s, body.len, 30000, &r, e) < 0)
 		goto out;
 	if (r.status != 200) {
-		os_fail(&t.c, &r, "mkdir", e);
+		os_fail(&t->c, &r, "mkdir", e);
+		e->code = r.status == 500 ? PISB_EXIT_FAIL : PISB_EXIT_BACKEND;
 		goto out;
 	}
+	*created = true;
 	ret = 0;
 out:
-	if (ret < 0)
-		pisb_err_prefix(e, "mkdir in sandbox '%s'", name);
 	pisb_http_resp_release(&r);
+	return ret;
+}
+
+int pisb_os_mkdir(struct pisb_state *st, const char *name, const char *path, char **abs,
+		  bool *created, struct pisb_err *e)
+{
+	struct os_inst t;
+	char *a;
+	int ret;
+
+	*created = false;
+	if (abs)
+		*abs = NULL;
+	if (open_ready(st, name, &t, e) < 0)
+		return -1;
+	a = abspath(&t, path);
+	ret = mkdir_in(&t, a, created, e);
+	set_abs(abs, a);
 	os_inst_release(&t);
 	return ret;
 }
 
-/* ---- globs (find, grep --glob) ----
+/* ---- the walk (find, grep) ----
  *
- * As the local driver: '*' and '?' never match '/', [..] sets, '**' as a
- * whole component matches any number of components; a pattern without
- * '/' is matched against the base name at any depth; with one, against
- * the path relative to the search directory (a leading '/' anchors it
- * there, otherwise it may also match deeper down). */
+ * One directories/list request with a large depth gives the whole tree in
+ * the local walk's order (entries by name, each directory's descendants
+ * right after it).  The walk then drops what pisb_walk would not visit:
+ * .git and node_modules, and, from the .gitignore files (read with one
+ * download each), ignored paths and everything below ignored
+ * directories.  The .gitignore files of the enclosing checkout above the
+ * search directory apply too, as locally. */
 
-static bool class_match(const char **pp, char c)
+struct went {
+	char *path;                 /* absolute */
+	const char *rel, *name;     /* into path */
+	char type;                  /* 'f' file, 'd' dir, 'l' symlink, 'o' other */
+};
+
+struct tree {
+	struct went *v;
+	size_t n;
+};
+
+static void tree_release(struct tree *tr)
 {
-	const char *p = *pp + 1;
-	bool neg = false, hit = false;
-
-	if (*p == '!' || *p == '^') {
-		neg = true;
-		p++;
-	}
-	if (*p == ']') {
-		hit = c == ']';
-		p++;
-	}
-	while (*p && *p != ']') {
-		char lo = *p, hi = lo;
-		if (p[1] == '-' && p[2] && p[2] != ']') {
-			hi = p[2];
-			p += 3;
-		} else {
-			p++;
-		}
-		if (c >= lo && c <= hi)
-			hit = true;
-	}
-	if (*p != ']')
-		return false;
-	*pp = p + 1;
-	return c != '/' && hit != neg;
+	for (size_t i = 0; i < tr->n; i++)
+		free(tr->v[i].path);
+	free(tr->v);
+	memset(tr, 0, sizeof(*tr));
 }
 
-static bool gmatch(const char *p, const char *s)
+static bool skipped_name(const char *rel)
 {
-	while (*p) {
-		if (p[0] == '*' && p[1] == '*' && (p[2] == '/' || !p[2])) {
-			/* "**" component: zero or more whole components */
-			const char *rest = p[2] == '/' ? p + 3 : p + 2;
-			if (!*rest)
-				return true;
-			for (const char *q = s;; q++) {
-				if ((q == s || q[-1] == '/') && gmatch(rest, q))
-					return true;
-				if (!*q)
-					return false;
-			}
-		}
-		switch (*p) {
-		case '*':
-			p++;
-			for (const char *q = s;; q++) {
-				if (gmatch(p, q))
-					return true;
-				if (!*q || *q == '/')
-					return false;
-			}
-		case '?':
-			if (!*s || *s == '/')
-				return false;
-			p++;
-			s++;
-			break;
-		case '[':
-			if (!*s || !class_match(&p, *s))
-				return false;
-			s++;
-			break;
-		case '\\':
-			if (p[1])
-				p++;
-			/* fall through */
-		default:
-			if (*p != *s)
-				return false;
-			p++;
-			s++;
-		}
-	}
-	return !*s;
-}
-
-static bool path_glob(const char *pat, const char *rel)
-{
-	if (!strchr(pat, '/'))
-		return gmatch(pat, base_name(rel));
-	if (pat[0] == '/')
-		return gmatch(pat + 1, rel);
-	if (gmatch(pat, rel))
-		return true;
-	for (const char *q = rel; (q = strchr(q, '/')); q++)
-		if (gmatch(pat, q + 1))
-			return true;
-	return false;
-}
-
-static bool ignored(const char *rel)
-{
-	for (const char *p = rel; p && *p; ) {
+	for (const char *p = rel; p && *p;) {
 		const char *sl = strchr(p, '/');
 		size_t n = sl ? (size_t)(sl - p) : strlen(p);
 		if ((n == 4 && !strncmp(p, ".git", 4)) || (n == 12 && !strncmp(p, "node_modules", 12)))
@@ -964,27 +1000,93 @@ static bool ignored(const char *rel)
 	return false;
 }
 
-/* The tree under dir: relative paths (directories with a trailing '/')
- * and their types, sorted. */
-struct tree {
-	struct pisb_strv rel;
-	struct pisb_strv abs;
-	char *types;            /* 'f', 'd', 'l', 'o' per entry */
+/* Push the .gitignore of dir (if we have its text). */
+struct gi {
+	char *dir;
+	struct pisb_buf text;
 };
 
-static void tree_release(struct tree *tr)
+static const struct gi *gi_find(const struct gi *v, size_t n, const char *dir)
 {
-	pisb_strv_release(&tr->rel);
-	pisb_strv_release(&tr->abs);
-	free(tr->types);
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(v[i].dir, dir))
+			return &v[i];
+	return NULL;
 }
 
-static int list_tree(struct os_inst *t, const char *dir, bool no_ignore, struct tree *tr,
+/* Is a a directory that contains p (or p itself)? */
+static bool is_under(const char *p, const char *a)
+{
+	size_t n = strlen(a);
+
+	if (!strcmp(a, "/"))
+		return true;
+	return !strncmp(p, a, n) && (p[n] == '/' || p[n] == '\0');
+}
+
+/* The checkout's .gitignore files above dir (exclusive), top first, as
+ * load_ancestors reads them: only when an ancestor (or dir) holds .git. */
+static void ancestors(struct os_inst *t, const char *dir, bool dir_has_git, struct pisb_ignore *ig,
+		      size_t *nframes)
+{
+	_cleanup_strv_ struct pisb_strv anc = PISB_STRV_INIT;
+	_cleanup_free_ char *p = xstrdup(dir);
+	size_t top = 0;
+	bool found = dir_has_git;
+
+	if (found)
+		return;   /* dir is the checkout's top: nothing above counts */
+	while (strcmp(p, "/")) {
+		char *s = strrchr(p, '/');
+		if (s == p)
+			s[1] = '\0';
+		else
+			*s = '\0';
+		pisb_strv_push(&anc, p);
+		{
+			struct pisb_fs_info i;
+			struct pisb_err ig2 = PISB_ERR_INIT;
+			_cleanup_free_ char *git = xasprintf("%s/.git", strcmp(p, "/") ? p : "");
+			int k = info(t, git, &i, &ig2);
+			pisb_fs_info_release(&i);
+			if (k == 0) {
+				found = true;
+				top = anc.n - 1;
+				break;
+			}
+			if (k < 0)
+				return;
+		}
+	}
+	if (!found)
+		return;
+	for (size_t i = top + 1; i-- > 0;) {
+		_cleanup_free_ char *f = xasprintf("%s/.gitignore", strcmp(anc.v[i], "/") ? anc.v[i] : "");
+		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+		struct pisb_err ig2 = PISB_ERR_INIT;
+		long long size;
+		if (download(t, f, 0, &b, -1, &size, &ig2) == 0) {
+			pisb_ignore_push(ig, anc.v[i], b.s ? b.s : "", b.len);
+			(*nframes)++;
+		}
+	}
+}
+
+/* The tree under dir as pisb_walk would visit it (ignore: skip .git,
+ * node_modules and .gitignore'd paths). */
+static int walk_tree(struct os_inst *t, const char *dir, bool ignore, struct tree *tr,
 		     struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 	struct pisb_json j;
-	size_t dl = strlen(dir);
+	struct pisb_ignore ig = PISB_IGNORE_INIT;
+	struct gi *gis = NULL;
+	size_t ngis = 0, nbase = 0, dl = strlen(dir);
+	_cleanup_free_ char *ignored_dir = NULL;
+	_cleanup_strv_ struct pisb_strv stack = PISB_STRV_INIT;   /* dirs of pushed frames */
+	struct went *all = NULL;
+	size_t nall = 0;
+	bool dir_has_git = false;
 	int r;
 
 	memset(tr, 0, sizeof(*tr));
@@ -992,116 +1094,184 @@ static int list_tree(struct os_inst *t, const char *dir, bool no_ignore, struct 
 	if (r == 1)
 		return not_found(dir, e);
 	if (r == 2)
-		return pisb_err_set(e, PISB_EXIT_FAIL, "'%s': not a directory", dir);
+		return pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is not a directory", dir);
 	if (r < 0)
 		return -1;
-	tr->types = xmalloc((size_t)j.tok[0].size + 1);
-	for (int i = 0; i < j.tok[0].size; i++) {
-		struct finfo f;
+	all = xcalloc((size_t)j.tok[0].size + 1, sizeof(*all));
+	for (int k = 0; k < j.tok[0].size; k++) {
+		int o = pisb_json_at(&j, 0, k);
+		char *p = pisb_json_str(&j, pisb_json_get(&j, o, "path"));
+		_cleanup_free_ char *ty = pisb_json_str(&j, pisb_json_get(&j, o, "type"));
 		const char *rel;
-		finfo_parse(&j, pisb_json_at(&j, 0, i), &f);
-		if (!f.path || strncmp(f.path, dir, dl) || (dl > 1 && f.path[dl] != '/')) {
-			finfo_release(&f);
+		if (!p || strncmp(p, dir, dl) || (dl > 1 && p[dl] != '/') || !p[dl == 1 ? 1 : dl + 1]) {
+			free(p);
 			continue;
 		}
-		rel = dl == 1 ? f.path + 1 : f.path + dl + 1;
-		if (!*rel || (!no_ignore && ignored(rel))) {
-			finfo_release(&f);
-			continue;
-		}
-		tr->types[tr->rel.n] = f.type[0] == 'd' ? 'd' : f.type[0] == 's' ? 'l' :
-				       f.type[0] == 'f' ? 'f' : 'o';
-		if (tr->types[tr->rel.n] == 'd')
-			pisb_strv_pushf(&tr->rel, "%s/", rel);
-		else
-			pisb_strv_push(&tr->rel, rel);
-		pisb_strv_push(&tr->abs, f.path);
-		finfo_release(&f);
+		rel = dl == 1 ? p + 1 : p + dl + 1;
+		all[nall].path = p;
+		all[nall].rel = rel;
+		all[nall].name = base_name(p);
+		all[nall].type = !ty ? 'o' : !strcmp(ty, "directory") ? 'd' : !strcmp(ty, "file") ? 'f' :
+				 !strcmp(ty, "symlink") ? 'l' : 'o';
+		if (!strcmp(rel, ".git"))
+			dir_has_git = true;
+		nall++;
 	}
 	pisb_json_release(&j);
+	if (ignore) {
+		/* the .gitignore texts this walk can meet */
+		for (size_t k = 0; k < nall && ngis < MAX_GITIGNORES; k++) {
+			struct pisb_err ig2 = PISB_ERR_INIT;
+			long long size;
+			if (all[k].type != 'f' || strcmp(all[k].name, ".gitignore") || skipped_name(all[k].rel))
+				continue;
+			gis = xrealloc(gis, (ngis + 1) * sizeof(*gis));
+			memset(&gis[ngis], 0, sizeof(*gis));
+			if (download(t, all[k].path, 0, &gis[ngis].text, -1, &size, &ig2) < 0) {
+				pisb_buf_release(&gis[ngis].text);
+				continue;
+			}
+			gis[ngis++].dir = dir_name(all[k].path);
+		}
+		ancestors(t, dir, dir_has_git, &ig, &nbase);
+		{
+			const struct gi *g = gi_find(gis, ngis, dir);
+			if (g) {
+				pisb_ignore_push(&ig, dir, g->text.s ? g->text.s : "", g->text.len);
+				pisb_strv_push(&stack, dir);
+			}
+		}
+	}
+	tr->v = xcalloc(nall + 1, sizeof(*tr->v));
+	for (size_t k = 0; k < nall; k++) {
+		struct went *w = &all[k];
+		_cleanup_free_ char *parent = dir_name(w->path);
+		bool drop = false;
+
+		if (ignore) {
+			if (skipped_name(w->rel) || (ignored_dir && is_under(w->path, ignored_dir))) {
+				drop = true;
+			} else {
+				/* leave the frames of directories we are no longer in */
+				while (stack.n && !is_under(parent, stack.v[stack.n - 1])) {
+					pisb_ignore_pop(&ig);
+					free(stack.v[--stack.n]);
+					stack.v[stack.n] = NULL;
+				}
+				/* enter parent: its .gitignore applies to its entries */
+				if (strcmp(parent, dir) && (!stack.n || strcmp(stack.v[stack.n - 1], parent))) {
+					const struct gi *g = gi_find(gis, ngis, parent);
+					if (g) {
+						pisb_ignore_push(&ig, parent, g->text.s ? g->text.s : "", g->text.len);
+						pisb_strv_push(&stack, parent);
+					}
+				}
+				if (ig.n && pisb_ignore_match(&ig, w->path, w->type == 'd')) {
+					drop = true;
+					if (w->type == 'd') {
+						free(ignored_dir);
+						ignored_dir = xstrdup(w->path);
+					}
+				}
+			}
+		}
+		if (drop) {
+			free(w->path);
+			continue;
+		}
+		tr->v[tr->n++] = *w;
+	}
+	free(all);
+	for (size_t k = 0; k < ngis; k++) {
+		free(gis[k].dir);
+		pisb_buf_release(&gis[k].text);
+	}
+	free(gis);
+	pisb_ignore_release(&ig);
+	(void)nbase;
 	return 0;
 }
 
-int pisb_os_find(struct pisb_state *st, const char *name, const char *glob,
-		 const char *dir, long long limit, bool no_ignore,
-		 struct pisb_jw *w, struct pisb_err *e)
+static int find_in(struct os_inst *t, const char *dir, const struct pisb_fs_find *o,
+		   pisb_fs_find_fn fn, void *arg, bool *truncated, struct pisb_err *e)
 {
-	struct os_inst t;
-	_cleanup_free_ char *abs = NULL;
-	_cleanup_strv_ struct pisb_strv hits = PISB_STRV_INIT;
 	struct tree tr;
-	bool truncated = false;
+	struct pisb_pathglob g;
+	_cleanup_buf_ struct pisb_buf tmp = PISB_BUF_INIT;
+	long long count = 0, limit = o->limit > 0 ? o->limit : 1000;
 
-	if (!glob || !*glob)
-		return pisb_err_set(e, PISB_EXIT_USAGE, "find: the glob is empty");
-	if (limit <= 0)
-		limit = 1000;
-	if (open_ready(st, name, &t, e) < 0)
+	if (walk_tree(t, dir, !o->no_ignore, &tr, e) < 0)
 		return -1;
-	abs = os_path(&t, dir);
-	while (strlen(abs) > 1 && abs[strlen(abs) - 1] == '/')
-		abs[strlen(abs) - 1] = '\0';
-	if (list_tree(&t, abs, no_ignore, &tr, e) < 0) {
-		pisb_err_prefix(e, "find in sandbox '%s'", name);
-		os_inst_release(&t);
-		return -1;
-	}
-	for (size_t i = 0; i < tr.rel.n; i++) {
-		char *rel = tr.rel.v[i];
-		size_t n = strlen(rel);
-		bool m;
-		if (tr.types[i] == 'd') {
-			rel[n - 1] = '\0';
-			m = path_glob(glob, rel);
-			rel[n - 1] = '/';
-		} else {
-			m = path_glob(glob, rel);
-		}
-		if (!m)
+	pisb_pathglob_init(&g, o->pattern);
+	for (size_t k = 0; k < tr.n; k++) {
+		const struct went *w = &tr.v[k];
+		if (!pisb_pathglob_match(&g, w->rel, w->name))
 			continue;
-		if ((long long)hits.n >= limit) {
-			truncated = true;
+		if (count == limit) {
+			*truncated = true;
 			break;
 		}
-		pisb_strv_push(&hits, rel);
+		count++;
+		if (w->type == 'd') {
+			pisb_buf_reset(&tmp);
+			pisb_buf_adds(&tmp, w->rel);
+			pisb_buf_addc(&tmp, '/');
+			fn(arg, tmp.s);
+		} else {
+			fn(arg, w->rel);
+		}
 	}
-	pisb_jw_obj(w);
-	pisb_jw_key(w, "matches");
-	pisb_jw_arr(w);
-	for (size_t i = 0; i < hits.n; i++)
-		pisb_jw_str(w, hits.v[i]);
-	pisb_jw_arr_end(w);
-	pisb_jw_kbool(w, "truncated", truncated);
-	pisb_jw_obj_end(w);
+	pisb_pathglob_release(&g);
 	tree_release(&tr);
-	os_inst_release(&t);
 	return 0;
+}
+
+int pisb_os_find(struct pisb_state *st, const char *name, const struct pisb_fs_find *o,
+		 char **abs, pisb_fs_find_fn fn, void *arg, bool *truncated,
+		 struct pisb_err *e)
+{
+	struct os_inst t;
+	char *a;
+	int ret;
+
+	*truncated = false;
+	if (abs)
+		*abs = NULL;
+	if (!o->pattern || !*o->pattern)
+		return pisb_err_set(e, PISB_EXIT_USAGE, "find: the pattern is empty");
+	if (open_ready(st, name, &t, e) < 0)
+		return -1;
+	a = abspath(&t, o->dir);
+	ret = find_in(&t, a, o, fn, arg, truncated, e);
+	set_abs(abs, a);
+	os_inst_release(&t);
+	return ret;
 }
 
 /* ---- grep ----
  *
- * The files are listed as find lists them (same ignores, same --glob
- * rules); grep -E (or -F) runs inside the sandbox on batches of them,
- * with -n -H so that every output line is "PATH:LINE:TEXT" (a match) or
- * "PATH-LINE-TEXT" (context); PATH is one of the names we passed, which
- * is how ':' and '-' inside names are told apart. */
+ * grep -n -H runs inside the sandbox on batches of the files the walk
+ * keeps; every output line is "PATH:LINE:TEXT" (a match) or
+ * "PATH-LINE-TEXT" (context).  PATH is one of the names we passed, which
+ * is how ':' and '-' inside names are told apart.  execd sends output line
+ * by line, so a line holding a lone '\r' arrives split: the piece after it
+ * is lost (the local driver keeps it). */
 
 struct gline {
-	size_t file;            /* index in the batch */
+	size_t file;
 	long long line;
 	bool context;
 	const char *text;
 	size_t len;
 };
 
-/* Parse "PATH(:|-)N(:|-)TEXT" against the batch's paths. */
 static bool parse_gline(const char *s, size_t n, char **paths, size_t np, size_t *hint,
 			struct gline *g)
 {
 	for (size_t k = 0; k < np; k++) {
 		size_t i = (*hint + k) % np;
 		size_t pl = strlen(paths[i]);
-		const char *p;
+		const char *p, *end = s + n;
 		char sep;
 		long long v = 0;
 
@@ -1109,31 +1279,31 @@ static bool parse_gline(const char *s, size_t n, char **paths, size_t np, size_t
 			continue;
 		sep = s[pl];
 		p = s + pl + 1;
-		if (!isdigit((unsigned char)*p))
+		if (p >= end || !isdigit((unsigned char)*p))
 			continue;
-		while (p < s + n && isdigit((unsigned char)*p))
+		while (p < end && isdigit((unsigned char)*p))
 			v = v * 10 + (*p++ - '0');
-		if (p >= s + n + 1 || (p < s + n && *p != sep) || (p == s + n))
+		if (p >= end || *p != sep)
 			continue;
 		g->file = i;
 		g->line = v;
 		g->context = sep == '-';
 		g->text = p + 1;
-		g->len = (size_t)(s + n - p - 1);
+		g->len = (size_t)(end - p - 1);
 		*hint = i;
 		return true;
 	}
 	return false;
 }
 
-/* Cut text to LINE_CAP characters (UTF-8). */
+/* Cut to PISB_FS_LINE_CAP characters (UTF-8). */
 static size_t cut_chars(const char *s, size_t n, bool *cut)
 {
 	size_t chars = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		if (((unsigned char)s[i] & 0xc0) != 0x80) {
-			if (chars == LINE_CAP) {
+			if (chars == PISB_FS_LINE_CAP) {
 				*cut = true;
 				return i;
 			}
@@ -1144,13 +1314,15 @@ static size_t cut_chars(const char *s, size_t n, bool *cut)
 }
 
 struct gstate {
-	struct pisb_jw *w;
-	long long limit, count;
-	bool limit_reached, lines_cut, stop;
+	const struct pisb_fs_grep *o;
+	pisb_fs_grep_fn fn;
+	void *arg;
+	struct pisb_fs_grep_result *r;
+	bool stop;
 };
 
 static void grep_output(struct gstate *gs, const struct pisb_buf *out, char **paths,
-			char **rels, size_t np)
+			const char **rels, size_t np)
 {
 	size_t hint = 0;
 	const char *p = out->s ? out->s : "", *end = p + out->len;
@@ -1161,50 +1333,51 @@ static void grep_output(struct gstate *gs, const struct pisb_buf *out, char **pa
 		struct gline g;
 
 		if (parse_gline(p, n, paths, np, &hint, &g)) {
+			struct pisb_fs_grep_line l;
 			bool cut = false;
-			size_t k;
 			if (!g.context) {
-				if (gs->count >= gs->limit) {
-					gs->limit_reached = true;
+				if (gs->r->matches >= gs->o->limit) {
+					gs->r->limit_reached = true;
 					gs->stop = true;
 					break;
 				}
-				gs->count++;
+				gs->r->matches++;
 			}
-			k = cut_chars(g.text, g.len, &cut);
+			l.path = rels[g.file];
+			l.line = g.line;
+			l.text = g.text;
+			l.len = cut_chars(g.text, g.len, &cut);
+			l.cut = cut;
+			l.context = g.context;
 			if (cut)
-				gs->lines_cut = true;
-			pisb_jw_obj(gs->w);
-			pisb_jw_kstr(gs->w, "path", rels[g.file]);
-			pisb_jw_kint(gs->w, "line", g.line);
-			pisb_jw_key(gs->w, "text");
-			pisb_jw_strn(gs->w, g.text, k);
-			pisb_jw_kstr(gs->w, "kind", g.context ? "context" : "match");
-			pisb_jw_obj_end(gs->w);
+				gs->r->lines_truncated = true;
+			gs->fn(gs->arg, &l);
 		}
 		p = nl ? nl + 1 : end;
 	}
 }
 
-static int grep_batch(struct os_inst *t, const struct pisb_os_grep_req *g, struct gstate *gs,
-		      char **paths, char **rels, size_t np, struct pisb_err *e)
+static int grep_batch(struct os_inst *t, struct gstate *gs, char **paths, const char **rels,
+		      size_t np, struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf cmd = PISB_BUF_INIT, out = PISB_BUF_INIT, err = PISB_BUF_INIT;
 	struct os_run o = { .out_fd = -1, .err_fd = -1, .out = &out, .err = &err,
 			    .cap = 64u << 20, .timeout_ms = 600000 };
-	long long left = gs->limit - gs->count + 1;
-	long long maxlines = left * (2LL * g->context + 2) + 1;
+	long long left = gs->o->limit - gs->r->matches + 1;
+	long long maxlines = left * (2LL * gs->o->context + 2) + 1;
 	int code = 0;
 
-	pisb_buf_adds(&cmd, "command -v grep >/dev/null 2>&1 || { echo 'grep: not installed in the sandbox' >&2; exit 127; }; ");
-	pisb_buf_adds(&cmd, "LC_ALL=C grep -n -H ");
-	pisb_buf_adds(&cmd, g->literal ? "-F " : "-E ");
-	if (g->ignore_case)
+	pisb_buf_adds(&cmd, "command -v grep >/dev/null 2>&1 || { echo 'grep is not installed in the sandbox' >&2; exit 127; }; ");
+	/* -I (skip binary files, as the local driver does) where grep has it */
+	pisb_buf_adds(&cmd, "I=; grep -I -e x /dev/null >/dev/null 2>&1; [ $? -eq 1 ] && I=-I; ");
+	pisb_buf_adds(&cmd, "LC_ALL=C grep $I -n -H ");
+	pisb_buf_adds(&cmd, gs->o->literal ? "-F " : "-E ");
+	if (gs->o->icase)
 		pisb_buf_adds(&cmd, "-i ");
-	if (g->context > 0)
-		pisb_buf_addf(&cmd, "-C %d ", g->context);
+	if (gs->o->context > 0)
+		pisb_buf_addf(&cmd, "-C %d ", gs->o->context);
 	pisb_buf_adds(&cmd, "-e ");
-	os_sq(&cmd, g->pattern);
+	os_sq(&cmd, gs->o->pattern);
 	pisb_buf_adds(&cmd, " --");
 	for (size_t i = 0; i < np; i++) {
 		pisb_buf_addc(&cmd, ' ');
@@ -1213,93 +1386,103 @@ static int grep_batch(struct os_inst *t, const struct pisb_os_grep_req *g, struc
 	pisb_buf_addf(&cmd, " 2>/dev/null | head -n %lld", maxlines);
 	if (os_run_cmd(&t->c, cmd.s, "/", NULL, 0, &o, &code, e) < 0)
 		return -1;
-	if (code == 127)
+	if (code == 127) {
+		while (err.len && err.s[err.len - 1] == '\n')
+			err.s[--err.len] = '\0';
 		return pisb_err_set(e, PISB_EXIT_BACKEND, "grep: %s",
 				    err.len ? err.s : "grep is not installed in the sandbox");
+	}
 	grep_output(gs, &out, paths, rels, np);
 	return 0;
 }
 
-int pisb_os_grep(struct pisb_state *st, const char *name,
-		 const struct pisb_os_grep_req *g, struct pisb_jw *w,
-		 struct pisb_err *e)
+static int grep_in(struct os_inst *t, const char *path, const struct pisb_fs_grep *o,
+		   pisb_fs_grep_fn fn, void *arg, struct pisb_fs_grep_result *r, struct pisb_err *e)
 {
-	struct os_inst t;
-	_cleanup_free_ char *abs = NULL;
+	struct gstate gs = { o, fn, arg, r, false };
+	struct pisb_fs_info i;
+	struct pisb_pathglob g;
 	struct tree tr;
-	struct gstate gs = { 0 };
-	struct finfo f;
-	bool single = false;
-	int r, ret = -1;
+	bool single, have_glob = o->glob && *o->glob;
+	int k, ret = -1;
 
 	memset(&tr, 0, sizeof(tr));
-	if (!g->pattern || !*g->pattern)
-		return pisb_err_set(e, PISB_EXIT_USAGE, "grep: the pattern is empty");
-	if (!g->literal) {
-		/* check the expression here: a bad one is a usage error, not
-		 * an empty result */
+	k = info(t, path, &i, e);
+	if (k == 1)
+		return not_found(path, e);
+	if (k < 0)
+		return -1;
+	single = strcmp(i.type, "dir") != 0;
+	if (single && strcmp(i.type, "file")) {
+		pisb_fs_info_release(&i);
+		return pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is not a regular file or directory", path);
+	}
+	pisb_fs_info_release(&i);
+	if (single) {
+		tr.v = xcalloc(1, sizeof(*tr.v));
+		tr.v[0].path = xstrdup(path);
+		tr.v[0].rel = tr.v[0].name = base_name(tr.v[0].path);
+		tr.v[0].type = 'f';
+		tr.n = 1;
+	} else if (walk_tree(t, path, !o->no_ignore, &tr, e) < 0) {
+		return -1;
+	}
+	if (have_glob)
+		pisb_pathglob_init(&g, o->glob);
+	for (size_t x = 0; x < tr.n && !gs.stop;) {
+		char *paths[2048];
+		const char *rels[2048];
+		size_t np = 0, bytes = 0;
+		for (; x < tr.n && np < 2048 && bytes < 96 * 1024; x++) {
+			const struct went *w = &tr.v[x];
+			if (w->type != 'f')
+				continue;
+			if (have_glob && !single && !pisb_pathglob_match(&g, w->rel, w->name))
+				continue;
+			paths[np] = w->path;
+			rels[np++] = w->rel;
+			bytes += strlen(w->path) + 4;
+		}
+		if (np && grep_batch(t, &gs, paths, rels, np, e) < 0)
+			goto out;
+	}
+	ret = 0;
+out:
+	if (have_glob)
+		pisb_pathglob_release(&g);
+	tree_release(&tr);
+	return ret;
+}
+
+int pisb_os_grep(struct pisb_state *st, const char *name, const struct pisb_fs_grep *o,
+		 char **abs, pisb_fs_grep_fn fn, void *arg,
+		 struct pisb_fs_grep_result *r, struct pisb_err *e)
+{
+	struct os_inst t;
+	char *a;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	if (abs)
+		*abs = NULL;
+	if (!o->literal) {
+		/* a bad expression is a usage error here, as locally, not an
+		 * empty result from a failing grep over there */
 		regex_t re;
-		int rc = regcomp(&re, g->pattern, REG_EXTENDED | REG_NOSUB | (g->ignore_case ? REG_ICASE : 0));
+		int rc = regcomp(&re, o->pattern, REG_EXTENDED | REG_NOSUB | (o->icase ? REG_ICASE : 0));
 		if (rc != 0) {
 			char msg[256];
 			regerror(rc, &re, msg, sizeof(msg));
-			return pisb_err_set(e, PISB_EXIT_USAGE, "grep: invalid regular expression '%s': %s",
-					    g->pattern, msg);
+			return pisb_err_set(e, PISB_EXIT_USAGE, "invalid regular expression '%s': %s",
+					    o->pattern, msg);
 		}
 		regfree(&re);
 	}
 	if (open_ready(st, name, &t, e) < 0)
 		return -1;
-	abs = os_path(&t, g->path);
-	while (strlen(abs) > 1 && abs[strlen(abs) - 1] == '/')
-		abs[strlen(abs) - 1] = '\0';
-	gs.w = w;
-	gs.limit = g->limit > 0 ? g->limit : 100;
-	r = info(&t, abs, &f, e);
-	if (r == 1)
-		not_found(abs, e);
-	if (r != 0)
-		goto out;
-	single = strcmp(f.type, "dir") != 0;
-	finfo_release(&f);
-	if (single) {
-		pisb_strv_push(&tr.abs, abs);
-		pisb_strv_push(&tr.rel, base_name(abs));
-		tr.types = xstrdup("f");
-	} else if (list_tree(&t, abs, g->no_ignore, &tr, e) < 0) {
-		goto out;
-	}
-	pisb_jw_obj(w);
-	pisb_jw_key(w, "matches");
-	pisb_jw_arr(w);
-	{
-		size_t i = 0;
-		while (i < tr.rel.n && !gs.stop) {
-			char *paths[4096], *rels[4096];
-			size_t np = 0, bytes = 0;
-			for (; i < tr.rel.n && np < 4096 && bytes < 96 * 1024; i++) {
-				if (tr.types[i] != 'f')
-					continue;
-				if (g->glob && !single && !path_glob(g->glob, tr.rel.v[i]))
-					continue;
-				paths[np] = tr.abs.v[i];
-				rels[np++] = tr.rel.v[i];
-				bytes += strlen(tr.abs.v[i]) * 2 + 4;
-			}
-			if (np && grep_batch(&t, g, &gs, paths, rels, np, e) < 0)
-				goto out;
-		}
-	}
-	pisb_jw_arr_end(w);
-	pisb_jw_kint(w, "matchCount", gs.count);
-	pisb_jw_kbool(w, "limitReached", gs.limit_reached);
-	pisb_jw_kbool(w, "linesTruncated", gs.lines_cut);
-	pisb_jw_obj_end(w);
-	ret = 0;
-out:
-	tree_release(&tr);
-	if (ret < 0)
-		pisb_err_prefix(e, "grep in sandbox '%s'", name);
+	a = abspath(&t, o->path);
+	ret = grep_in(&t, a, o, fn, arg, r, e);
+	set_abs(abs, a);
 	os_inst_release(&t);
 	return ret;
 }
