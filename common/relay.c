@@ -12,7 +12,7 @@
 
 /* Pipe size per direction: bigger pipes mean fewer wake-ups per byte.
  * Pages are only used while data sits in the pipe. */
-#define RELAY_PIPE_BYTES (512 * 1024)
+#define RELAY_PIPE_BYTES (1024 * 1024)
 /* Work done for one connection per wake-up, so others are not starved. */
 #define RELAY_ROUNDS 8
 
