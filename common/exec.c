@@ -295,7 +295,7 @@ static int collect(int hdir, const char *handle, struct pisb_jw *w, int *code,
 /* Keep at most PISB_EXEC_KEEP completed handles: drop the oldest. */
 static void prune(int edir)
 {
-	struct ent { char name[48]; time_t t; } *v = NULL;
+	struct ent { char name[48]; long long t; } *v = NULL;
 	size_t n = 0, cap = 0;
 	int fd = openat(edir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -319,7 +319,7 @@ static void prune(int edir)
 			v = xrealloc(v, cap * sizeof(*v));
 		}
 		snprintf(v[n].name, sizeof(v[n].name), "%.47s", de->d_name);
-		v[n].t = sb.st_mtime;
+		v[n].t = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
 		n++;
 	}
 	closedir(d);

@@ -1,0 +1,181 @@
+#!/usr/bin/env bats
+# pisb exec: attached streaming, exit statuses, signals, handles, env, cwd.
+load helpers
+
+setup_file() {
+	export PI_SANDBOX_HOME="$BATS_FILE_TMPDIR/state"
+	unshare -Ur true 2>/dev/null || return 0
+	pisb create ex >/dev/null
+}
+
+teardown_file() {
+	pisb destroy ex --confirm ex >/dev/null 2>&1 || true
+}
+
+setup() {
+	export PI_SANDBOX_HOME="$BATS_FILE_TMPDIR/state"
+	require_userns
+}
+
+@test "exit status passes through; 127 for a missing command; 128+N for a signal" {
+	run -0 pisb exec ex -- true
+	run -42 pisb exec ex -- sh -c 'exit 42'
+	run -127 --separate-stderr pisb exec ex -- no-such-command
+	[[ $stderr == *"no-such-command"* ]]
+	run -126 pisb exec ex -- /etc/passwd
+	run -137 pisb exec ex --sh 'kill -9 $$'
+	run -143 pisb exec ex --sh 'kill -TERM $$'
+}
+
+@test "stdout and stderr are separate and byte-exact; stdin reaches the command" {
+	run -0 --separate-stderr pisb exec ex --sh 'printf "out\0x"; printf err >&2'
+	[ "$stderr" = err ]
+	[ "$(pisb exec ex --sh 'printf "a\0b"' | od -An -c | tr -d ' \n')" = 'a\0b' ]
+	run -0 bash -c 'printf "hello" | pisb exec ex -- cat'
+	[ "$output" = hello ]
+}
+
+@test "output streams as it comes" {
+	pisb exec ex --sh 'echo first; sleep 3; echo second' > "$BATS_TEST_TMPDIR/out" &
+	pid=$!
+	sleep 1
+	[ "$(cat "$BATS_TEST_TMPDIR/out")" = first ]
+	wait $pid
+	[ "$(cat "$BATS_TEST_TMPDIR/out")" = "$(printf 'first\nsecond')" ]
+}
+
+@test "--cwd is workspace-relative or absolute; --env adds variables" {
+	run -0 pisb exec ex --sh 'mkdir -p /workspace/sub /opt/x'
+	run -0 pisb exec ex --cwd sub -- pwd
+	[ "$output" = /workspace/sub ]
+	run -0 pisb exec ex --cwd /opt/x -- pwd
+	[ "$output" = /opt/x ]
+	run -0 pisb exec ex --env A=1 --env B='two words' --sh 'echo "$A/$B"'
+	[ "$output" = "1/two words" ]
+	run -2 pisb exec ex --env NOEQUALS -- true
+}
+
+@test "nothing of the caller's environment enters the sandbox" {
+	export PISB_CANARY_SECRET=leak-$$ OPENAI_API_KEY=sk-test AWS_SECRET_ACCESS_KEY=x
+	run -0 pisb exec ex -- env
+	[[ $output != *leak-* ]]
+	[[ $output != *OPENAI* ]]
+	[[ $output != *AWS_* ]]
+	for k in PATH HOME LANG TERM USER SHELL TMPDIR; do grep -q "^$k=" <<<"$output"; done
+}
+
+@test "SIGINT and SIGTERM reach the sandboxed process group" {
+	pisb exec ex --sh 'trap "echo got-int; exit 3" INT; sleep 31 & wait' > "$BATS_TEST_TMPDIR/out" &
+	pid=$!
+	sleep 0.5
+	kill -INT $pid
+	run -3 wait $pid
+	[ "$(cat "$BATS_TEST_TMPDIR/out")" = got-int ]
+	pisb exec ex --sh 'sleep 32' &
+	pid=$!
+	sleep 0.5
+	kill -TERM $pid
+	run -143 wait $pid
+	run -1 pisb exec ex -- pgrep -f 'sleep 32'
+	pisb exec ex -- pkill sleep || true
+}
+
+@test "the command dies with its caller" {
+	bash -c 'pisb exec ex --sh "sleep 33 & sleep 34"; echo never' &
+	caller=$!
+	sleep 0.5
+	run -0 pisb exec ex -- pgrep -f 'sleep 3[34]'
+	kill -KILL $caller
+	for i in $(seq 40); do pisb exec ex -- pgrep -f 'sleep 3[34]' >/dev/null || break; sleep 0.1; done
+	run -1 pisb exec ex -- pgrep -f 'sleep 3[34]'
+}
+
+@test "--timeout-ms: a finished command returns its output and exit code" {
+	run -0 pisb exec ex --json --timeout-ms 5000 --sh 'echo hi; exit 4'
+	jq -e '.running == false and .exitCode == 4 and .output == "hi\n" and .truncated == false and (.pid | type == "string")' <<<"$output"
+}
+
+@test "--timeout-ms: a running command returns a handle; exec-status returns only new output" {
+	run -0 pisb exec ex --json --timeout-ms 200 --sh 'echo one; sleep 1; echo two; exit 5'
+	jq -e '.running == true and .exitCode == null and .output == "one\n"' <<<"$output"
+	h=$(jq -r .pid <<<"$output")
+	run -0 pisb exec-status ex "$h" --json --timeout-ms 5000
+	jq -e '.running == false and .exitCode == 5 and .output == "two\n"' <<<"$output"
+	run -0 pisb exec-status ex "$h" --json
+	jq -e '.output == "" and .exitCode == 5' <<<"$output"
+}
+
+@test "the timeout only ends the wait: the command goes on" {
+	run -0 pisb exec ex --json --timeout-ms 0 --sh 'sleep 0.5; echo done > /tmp/flag'
+	sleep 1
+	run -0 pisb exec ex -- cat /tmp/flag
+	[ "$output" = done ]
+}
+
+@test "collected output is capped at 64 KiB per call, with truncated" {
+	run -0 pisb exec ex --json --timeout-ms 5000 --sh 'head -c 200000 /dev/zero | tr "\0" a'
+	jq -e '.truncated == true and (.output | length) == 65536 and .running == false' <<<"$output"
+	h=$(jq -r .pid <<<"$output")
+	run -0 pisb exec-status ex "$h" --json
+	jq -e '(.output | length) == 65536 and .truncated == true' <<<"$output"
+	run -0 pisb exec-status ex "$h" --json
+	run -0 pisb exec-status ex "$h" --json
+	jq -e '(.output | length) == (200000 - 3*65536) and .truncated == false' <<<"$output"
+}
+
+@test "a UTF-8 character is never split between two calls" {
+	run -0 pisb exec ex --json --timeout-ms 5000 --sh 'printf a; for i in $(seq 40000); do printf "é"; done'
+	jq -e '.truncated == true' <<<"$output"
+	[[ $output != *'\ufffd'* ]]
+	h=$(jq -r .pid <<<"$output")
+	run -0 pisb exec-status ex "$h" --json
+	[[ $output != *'\ufffd'* ]]
+}
+
+@test "exec-kill ends the process group: TERM, then KILL after 2 s" {
+	run -0 pisb exec ex --json --timeout-ms 100 --sh 'trap "" TERM; sleep 35 & wait'
+	h=$(jq -r .pid <<<"$output")
+	run -0 pisb exec-kill ex "$h" --json
+	jq -e '.running == false and .exitCode == 137' <<<"$output"
+	run -1 pisb exec ex -- pgrep -f 'sleep 35'
+	run -0 pisb exec ex --json --timeout-ms 100 --sh 'sleep 60'
+	h=$(jq -r .pid <<<"$output")
+	run -0 pisb exec-kill ex "$h" --json
+	jq -e '.exitCode == 143' <<<"$output"
+}
+
+@test "only the newest 128 completed handles are kept" {
+	first=$(pisb exec ex --json --timeout-ms 5000 -- true | jq -r .pid)
+	for i in $(seq 128); do pisb exec ex --json --timeout-ms 5000 -- true >/dev/null; done
+	run -3 --separate-stderr pisb exec-status ex "$first"
+	[[ $stderr == *"no handle"* ]]
+	[ "$(ls "$PI_SANDBOX_HOME/instances/ex/exec" | wc -l)" -le 129 ]
+}
+
+@test "handles of a previous run are refused after stop/start" {
+	h=$(pisb exec ex --json --timeout-ms 100 --sh 'sleep 30' | jq -r .pid)
+	run -0 pisb stop ex
+	run -0 pisb start ex
+	run -3 --separate-stderr pisb exec-status ex "$h"
+	[[ $stderr == *"earlier run"* ]]
+	run -2 pisb exec-status ex not_a_handle
+}
+
+@test "exec on a stopped or unknown sandbox fails closed (5, 3)" {
+	run -3 pisb exec nosuch -- true
+	run -0 pisb create ex2
+	run -0 pisb stop ex2
+	run -5 --separate-stderr pisb exec ex2 -- true
+	[[ $stderr == *"not running"* ]]
+	run -0 pisb destroy ex2 --confirm ex2
+	run -2 pisb exec ex
+	run -2 pisb exec ex --sh 'x' -- y
+}
+
+@test "shell opens an interactive terminal in the sandbox" {
+	require_cmd script
+	# type after the prompt is up, as a person would
+	run -7 bash -c "(sleep 0.5; printf 'tty; hostname; exit 7\n'; sleep 1) | script -qec 'pisb shell ex' /dev/null"
+	[[ $output == */dev/pts/* ]]
+	[[ $output == *ex* ]]
+}
