@@ -128,12 +128,24 @@ out:
 	return ret;
 }
 
+/* --events-fd N: a "released" event once stop or destroy has happened. */
+static int released(struct pisb_ctx *c, const char *name, const char *mode)
+{
+	long long fd = -1;
+	struct pisb_event ev = { "released", name, "local", NULL, NULL, true, false, mode };
+
+	if (pisb_args_int(&c->a, "events-fd", 0, 65535, -1, &fd, &c->err) < 0)
+		return -1;
+	return fd >= 0 ? pisb_event_write((int)fd, &ev, &c->err) : 0;
+}
+
 static int cmd_start_stop(struct pisb_ctx *c)
 {
 	const char *name = c->a.pos[0], *verb = c->a.verb->name;
-	int r = !strcmp(verb, "start") ? pisb_local_start(&c->st, name, c->a.wait_ms, &c->err)
-				       : pisb_local_stop(&c->st, name, c->a.wait_ms, &c->err);
-	if (r < 0)
+	bool start = !strcmp(verb, "start");
+	int r = start ? pisb_local_start(&c->st, name, c->a.wait_ms, &c->err)
+		      : pisb_local_stop(&c->st, name, c->a.wait_ms, &c->err);
+	if (r < 0 || (!start && released(c, name, "stop") < 0))
 		return -1;
 	if (c->a.json)
 		return print_inspect(c, name, false);
@@ -149,7 +161,8 @@ static int cmd_destroy(struct pisb_ctx *c)
 	if (!confirm || strcmp(confirm, name))
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 				    "destroy removes '%s' for good: repeat its name with --confirm %s", name, name);
-	if (pisb_local_destroy(&c->st, tmpl ? "templates" : "instances", name, c->a.wait_ms, &c->err) < 0)
+	if (pisb_local_destroy(&c->st, tmpl ? "templates" : "instances", name, c->a.wait_ms, &c->err) < 0 ||
+	    (!tmpl && released(c, name, "remove") < 0))
 		return -1;
 	if (c->a.json) {
 		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
