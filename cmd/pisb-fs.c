@@ -380,6 +380,7 @@ struct lines_out {
 	const char *last_path;   /* grep: for the "--" group separator */
 	long long last_line;
 	bool any;
+	bool context;            /* grep -C given: separators wanted */
 };
 
 static void find_line(void *arg, const char *rel)
@@ -399,7 +400,7 @@ static int cmd_find(struct pisb_ctx *c)
 {
 	struct pisb_fs fs = PISB_FS_INIT;
 	struct pisb_fs_find f = { 0 };
-	struct lines_out o = { c, PISB_BUF_INIT, { 0 }, NULL, 0, false };
+	struct lines_out o = { c, PISB_BUF_INIT, { 0 }, NULL, 0, false, false };
 	_cleanup_free_ char *dir = NULL;
 	bool truncated = false;
 	int ret = -1;
@@ -460,18 +461,33 @@ static void grep_line(void *arg, const struct pisb_fs_grep_line *l)
 		return;
 	}
 	/* like grep: "--" between groups that are not adjacent */
-	if (o->any && o->c->a.verb && pisb_args_has(&o->c->a, "context") &&
-	    (strcmp(o->last_path, l->path) || l->line != o->last_line + 1))
-		pisb_buf_adds(&o->b, "--\n");
-	pisb_buf_addf(&o->b, "%s%c%lld%c", l->path, l->context ? '-' : ':', l->line, l->context ? '-' : ':');
+	if (o->context) {
+		bool same = o->last_path && !strcmp(o->last_path, l->path);
+		if (o->any && (!same || l->line != o->last_line + 1))
+			pisb_buf_adds(&o->b, "--\n");
+		if (!same) {
+			free((char *)o->last_path);
+			o->last_path = xstrdup(l->path);
+		}
+		o->last_line = l->line;
+		o->any = true;
+	}
+	{
+		char num[24], *q = num + sizeof(num);
+		unsigned long long v = (unsigned long long)l->line;
+		char sep = l->context ? '-' : ':';
+		do
+			*--q = (char)('0' + v % 10);
+		while ((v /= 10));
+		pisb_buf_adds(&o->b, l->path);
+		pisb_buf_addc(&o->b, sep);
+		pisb_buf_add(&o->b, q, (size_t)(num + sizeof(num) - q));
+		pisb_buf_addc(&o->b, sep);
+	}
 	pisb_buf_add(&o->b, l->text, l->len);
 	if (l->cut)
 		pisb_buf_adds(&o->b, " [truncated]");
 	pisb_buf_addc(&o->b, '\n');
-	free((char *)o->last_path);
-	o->last_path = xstrdup(l->path);
-	o->last_line = l->line;
-	o->any = true;
 	out_flush(&o->b, false);
 }
 
@@ -480,7 +496,7 @@ static int cmd_grep(struct pisb_ctx *c)
 	struct pisb_fs fs = PISB_FS_INIT;
 	struct pisb_fs_grep g = { 0 };
 	struct pisb_fs_grep_result r;
-	struct lines_out o = { c, PISB_BUF_INIT, { 0 }, NULL, 0, false };
+	struct lines_out o = { c, PISB_BUF_INIT, { 0 }, NULL, 0, false, false };
 	_cleanup_free_ char *path = NULL;
 	long long ctx;
 	int ret = -1;
@@ -498,6 +514,7 @@ static int cmd_grep(struct pisb_ctx *c)
 	g.literal = pisb_args_has(&c->a, "literal");
 	g.no_ignore = pisb_args_has(&c->a, "no-ignore");
 	g.context = (int)ctx;
+	o.context = ctx > 0;
 	if (c->a.json) {
 		pisb_jw_init(&o.w, &o.b);
 		pisb_jw_obj(&o.w);

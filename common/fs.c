@@ -226,6 +226,7 @@ int pisb_fs_read_text(const struct pisb_fs *fs, const char *abs, long long offse
 	_cleanup_free_ char *chunk = NULL;
 	struct stat st;
 	long long line = 1, taken = 0;
+	size_t line_start = 0;
 	bool collecting = offset <= 1, done = false, ended_nl = true;
 	const size_t csz = 64 * 1024;
 
@@ -280,8 +281,13 @@ int pisb_fs_read_text(const struct pisb_fs *fs, const char *abs, long long offse
 			len = (size_t)(seg - p);
 			room = cap - t->content.len;
 			if (len > room) {
-				size_t k = utf8_cut(p, len, room);
-				pisb_buf_add(&t->content, p, k);
+				/* whole lines only, unless not even one fits */
+				if (taken) {
+					t->content.len = line_start;   /* drop a line begun in an earlier chunk */
+					t->content.s[line_start] = '\0';
+				} else {
+					pisb_buf_add(&t->content, p, utf8_cut(p, len, room));
+				}
 				t->truncated = true;
 				t->next_offset = line;
 				done = true;
@@ -291,6 +297,7 @@ int pisb_fs_read_text(const struct pisb_fs *fs, const char *abs, long long offse
 			if (nl) {
 				line++;
 				taken++;
+				line_start = t->content.len;
 			}
 			p = seg;
 		}
@@ -301,8 +308,6 @@ int pisb_fs_read_text(const struct pisb_fs *fs, const char *abs, long long offse
 				    offset, abs, total, total == 1 ? "" : "s");
 	}
 	t->lines = taken + (t->content.len && t->content.s[t->content.len - 1] != '\n' ? 1 : 0);
-	if (t->truncated && t->content.len && t->content.s[t->content.len - 1] != '\n' && t->lines == 0)
-		t->lines = 1;
 	return 0;
 }
 
@@ -382,6 +387,8 @@ int pisb_fs_mkdir(const struct pisb_fs *fs, const char *abs, bool *created, stru
 			*slash = '\0';
 			parent = pisb_fs_resolve(fs->root, p[0] ? p : "/", O_PATH | O_DIRECTORY, 0);
 			*slash = '/';
+			if (parent < 0 && errno == ENOTDIR)
+				return pisb_err_set(e, PISB_EXIT_FAIL, "mkdir '%s': a file is in the way", abs);
 			if (parent < 0)
 				return path_err(e, abs, "mkdir");
 			if (mkdirat(parent, comp, 0755) == 0) {
