@@ -1,0 +1,685 @@
+/* gc.c - `pisb gc` (see gc.h for what is swept and what never is). */
+#include "gc.h"
+#include "cgroup.h"
+#include "config.h"
+#include "err.h"
+#include "instance.h"
+#include "json.h"
+#include "local.h"
+#include "lock.h"
+#include "proc.h"
+#include "state.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define STAGING_AGE_S 3600   /* a create or prepare older than this is dead */
+#define IMAGE_AGE_S 3600     /* an image cache younger may be mid-import */
+#define TRASH_AGE_MS (3600 * 1000LL)
+#define SBX_TIMEOUT_MS 30000
+
+struct gc {
+	struct pisb_state *st;
+	const struct pisb_gc_opts *o;
+	struct pisb_gc_report *r;
+	int64_t now;             /* unix seconds */
+	bool rootfs_used;        /* some record uses `image: PATH` */
+};
+
+static void add(struct pisb_gc_list *l, const char *kind, const char *name,
+		const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void add(struct pisb_gc_list *l, const char *kind, const char *name,
+		const char *fmt, ...)
+{
+	struct pisb_buf b = PISB_BUF_INIT;
+	va_list ap;
+	char tmp[2048];
+
+	va_start(ap, fmt);
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	pisb_buf_adds(&b, tmp);
+	l->v = xrealloc(l->v, (l->n + 1) * sizeof(*l->v));
+	l->v[l->n].kind = xstrdup(kind);
+	l->v[l->n].name = xstrdup(name);
+	l->v[l->n].reason = pisb_buf_detach(&b);
+	l->n++;
+}
+
+static void list_release(struct pisb_gc_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].kind);
+		free(l->v[i].name);
+		free(l->v[i].reason);
+	}
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+void pisb_gc_report_release(struct pisb_gc_report *r)
+{
+	list_release(&r->removed);
+	list_release(&r->cleaned);
+	list_release(&r->kept);
+	list_release(&r->failed);
+	free(r->note);
+	r->note = NULL;
+}
+
+static void list_json(struct pisb_jw *w, const char *key, const struct pisb_gc_list *l)
+{
+	pisb_jw_key(w, key);
+	pisb_jw_arr(w);
+	for (size_t i = 0; i < l->n; i++) {
+		pisb_jw_obj(w);
+		pisb_jw_kstr(w, "kind", l->v[i].kind);
+		pisb_jw_kstr(w, "name", l->v[i].name);
+		pisb_jw_kstr(w, "reason", l->v[i].reason);
+		pisb_jw_obj_end(w);
+	}
+	pisb_jw_arr_end(w);
+}
+
+void pisb_gc_report_json(const struct pisb_gc_report *r, struct pisb_jw *w)
+{
+	pisb_jw_obj(w);
+	list_json(w, "removed", &r->removed);
+	list_json(w, "cleaned", &r->cleaned);
+	list_json(w, "kept", &r->kept);
+	list_json(w, "failed", &r->failed);
+	pisb_jw_kbool(w, "dryRun", r->dry_run);
+	pisb_jw_kbool(w, "busy", r->busy);
+	pisb_jw_kstr(w, "note", r->note);
+	pisb_jw_obj_end(w);
+}
+
+/* Names in dirfd/path (no dot entries), sorted; empty if it is missing. */
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void read_names(int dirfd, const char *path, struct pisb_strv *out)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			pisb_strv_push(out, de->d_name);
+	closedir(d);
+	if (out->n)
+		qsort(out->v, out->n, sizeof(char *), cmp_str);
+}
+
+/* Does this record's config use a rootfs image (not `image: host`)? */
+static bool uses_rootfs(const struct pisb_record *rec)
+{
+	struct pisb_config *cfg = NULL;
+	struct pisb_err ig = PISB_ERR_INIT;
+	bool r;
+
+	if (pisb_record_config(rec, &cfg, &ig) < 0)
+		return true; /* cannot tell: assume it does, keep the caches */
+	r = strcmp(cfg->image, "host") != 0;
+	pisb_config_free(cfg);
+	return r;
+}
+
+static void note_rootfs(struct gc *g, int dirfd)
+{
+	struct pisb_record rec;
+	struct pisb_err ig = PISB_ERR_INIT;
+
+	if (pisb_record_load(dirfd, &rec, &ig) < 0)
+		return;
+	if (uses_rootfs(&rec))
+		g->rootfs_used = true;
+	pisb_record_release(&rec);
+}
+
+/* ---------- exec handles ---------- */
+
+/* Remove handles in idir/exec that are orphaned: all of them when gen is
+ * NULL (a stopped sandbox), else those of another generation.  A handle
+ * whose runner still holds its lock is kept. */
+static void sweep_handles(struct gc *g, int idir, const char *name, const char *gen)
+{
+	_cleanup_strv_ struct pisb_strv hs = PISB_STRV_INIT;
+	_cleanup_close_ int edir = openat(idir, "exec", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	size_t gl = gen ? strlen(gen) : 0;
+
+	if (edir < 0)
+		return;
+	read_names(edir, ".", &hs);
+	for (size_t i = 0; i < hs.n; i++) {
+		const char *h = hs.v[i];
+		_cleanup_free_ char *what = xasprintf("instances/%s/exec/%s", name, h);
+		_cleanup_free_ char *lk = xasprintf("%s/lock", h);
+		struct pisb_err e = PISB_ERR_INIT;
+
+		if (gen && !strncmp(h, gen, gl) && h[gl] == '-')
+			continue; /* the current run's: pisb exec-status serves it */
+		if (pisb_lock_is_held(edir, lk)) {
+			add(&g->r->kept, "handle", what, "its runner still holds the handle's lock");
+			continue;
+		}
+		if (g->o->dry_run) {
+			add(&g->r->cleaned, "handle", what, gen ? "orphaned: from an earlier run of the sandbox"
+							       : "orphaned: the sandbox is stopped");
+			continue;
+		}
+		if (pisb_rm_rf_at(edir, h, &e) < 0)
+			add(&g->r->failed, "handle", what, "%s", e.msg);
+		else
+			add(&g->r->cleaned, "handle", what, gen ? "orphaned: from an earlier run of the sandbox"
+							       : "orphaned: the sandbox is stopped");
+	}
+}
+
+/* ---------- sandboxes ---------- */
+
+static int op_lock(int idir, const char *name, struct pisb_err *e)
+{
+	char what[96];
+	snprintf(what, sizeof(what), "sandbox '%s'", name);
+	return pisb_lock_acquire(idir, "op.lock", true, 0, what, e);
+}
+
+static void hours_ago(int64_t secs, char *out, size_t n)
+{
+	if (secs >= 2 * 3600)
+		snprintf(out, n, "%lld hours", (long long)(secs / 3600));
+	else
+		snprintf(out, n, "%lld minutes", (long long)(secs / 60));
+}
+
+/* A stale stopped sandbox.  Not pisb_local_destroy: that one stops a
+ * sandbox that is running, and a user may start this one between our
+ * look and the removal.  Holding op.lock shuts `start` out; under it we
+ * check again that it is stopped, then do what destroy does. */
+static void destroy_stopped(struct gc *g, int idir, const char *name, const char *reason)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+	_cleanup_close_ int lock = -1;
+	struct pisb_runtime rt;
+
+	if (g->o->dry_run) {
+		add(&g->r->removed, "sandbox", name, "%s", reason);
+		return;
+	}
+	lock = op_lock(idir, name, &e);
+	if (lock < 0) {
+		if (e.code == PISB_EXIT_BUSY)
+			add(&g->r->kept, "sandbox", name, "busy: another pisb command holds its lock");
+		else
+			add(&g->r->failed, "sandbox", name, "%s", e.msg);
+		return;
+	}
+	if (pisb_lock_is_held(idir, "controller.lock")) {
+		add(&g->r->kept, "sandbox", name, "running (started while gc looked at it)");
+		return;
+	}
+	if (pisb_runtime_load(idir, &rt, &e) == 0) {
+		pisb_cgroup_remove(rt.cgroup);
+		pisb_runtime_release(&rt);
+	}
+	if (pisb_state_trash(g->st, "instances", name, &e) < 0)
+		add(&g->r->failed, "sandbox", name, "%s", e.msg);
+	else
+		add(&g->r->removed, "sandbox", name, "%s", reason);
+}
+
+static void sweep_instance(struct gc *g, const char *name)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+	_cleanup_close_ int idir = pisb_instance_open(g->st, "instances", name, &e);
+	struct pisb_record rec;
+	struct pisb_runtime rt;
+	bool owner_dead;
+
+	if (idir < 0)
+		return; /* gone meanwhile (destroyed by someone else) */
+	if (pisb_record_load(idir, &rec, &e) < 0) {
+		add(&g->r->kept, "sandbox", name, "unreadable record (%s): not touched", e.msg);
+		g->rootfs_used = true; /* cannot tell what it uses */
+		return;
+	}
+	owner_dead = rec.owner.pid > 0 && !pisb_proc_id_alive(&rec.owner);
+	if (strcmp(rec.driver, "local")) {
+		if (owner_dead)
+			add(&g->r->kept, "sandbox", name,
+			    "owner pid %d is gone, but a %s sandbox is released by its own driver ('pisb destroy %s --confirm %s')",
+			    (int)rec.owner.pid, rec.driver, name, name);
+		else
+			add(&g->r->kept, "sandbox", name, "driver %s: left to its driver", rec.driver);
+		pisb_record_release(&rec);
+		return;
+	}
+	if (pisb_runtime_load(idir, &rt, &e) < 0) {
+		add(&g->r->kept, "sandbox", name, "unreadable status.json (%s): not touched", e.msg);
+		if (uses_rootfs(&rec))
+			g->rootfs_used = true;
+		pisb_record_release(&rec);
+		return;
+	}
+	if (owner_dead) {
+		char reason[128];
+		snprintf(reason, sizeof(reason), "owner pid %d is gone", (int)rec.owner.pid);
+		if (g->o->dry_run) {
+			add(&g->r->removed, "sandbox", name, "%s", reason);
+		} else if (pisb_local_destroy(g->st, "instances", name, 0, &e) < 0) {
+			if (e.code == PISB_EXIT_BUSY)
+				add(&g->r->kept, "sandbox", name, "%s, but it is busy (another pisb command holds its lock)", reason);
+			else
+				add(&g->r->failed, "sandbox", name, "%s: %s", reason, e.msg);
+		} else {
+			add(&g->r->removed, "sandbox", name, "%s", reason);
+		}
+		goto out;
+	}
+	if (uses_rootfs(&rec))
+		g->rootfs_used = true;
+	if (pisb_lock_is_held(idir, "controller.lock")) {
+		sweep_handles(g, idir, name, rt.generation);
+		add(&g->r->kept, "sandbox", name, "running");
+		goto out;
+	}
+	if (strcmp(rt.state, "stopped")) {
+		/* the controller died before a clean stop: mark the disk stopped
+		 * as it is and drop its cgroup (pisb_local_stop does both) */
+		if (g->o->dry_run) {
+			add(&g->r->cleaned, "sandbox", name,
+			    "interrupted (last state '%s'): marked stopped, its cgroup removed", rt.state);
+		} else if (pisb_local_stop(g->st, name, 0, &e) < 0) {
+			if (e.code == PISB_EXIT_BUSY)
+				add(&g->r->kept, "sandbox", name, "interrupted, but busy (another pisb command holds its lock)");
+			else
+				add(&g->r->failed, "sandbox", name, "interrupted: %s", e.msg);
+			goto out;
+		} else {
+			add(&g->r->cleaned, "sandbox", name,
+			    "interrupted (last state '%s'): marked stopped, its cgroup removed", rt.state);
+		}
+		rt.stopped_at = g->now;
+	}
+	if (g->o->hours >= 0) {
+		int64_t since = rt.stopped_at ? rt.stopped_at : rec.created_at;
+		if (g->now - since > (int64_t)g->o->hours * 3600) {
+			char reason[256], ago[64], ts[32];
+			hours_ago(g->now - since, ago, sizeof(ago));
+			pisb_time_rfc3339(since, ts);
+			snprintf(reason, sizeof(reason), "stopped for %s (since %s), more than --hours %d",
+				 ago, ts, g->o->hours);
+			destroy_stopped(g, idir, name, reason);
+			goto out;
+		}
+	}
+	/* a stopped sandbox's handles: under its lock, so no start races us */
+	if (!g->o->dry_run) {
+		_cleanup_close_ int lock = op_lock(idir, name, &e);
+		if (lock < 0) {
+			add(&g->r->kept, "sandbox", name, "busy: another pisb command holds its lock");
+			goto out;
+		}
+		if (!pisb_lock_is_held(idir, "controller.lock"))
+			sweep_handles(g, idir, name, NULL);
+	} else {
+		sweep_handles(g, idir, name, NULL);
+	}
+	add(&g->r->kept, "sandbox", name, "stopped");
+out:
+	pisb_runtime_release(&rt);
+	pisb_record_release(&rec);
+}
+
+/* ---------- staging, trash, images ---------- */
+
+static void sweep_staging(struct gc *g)
+{
+	_cleanup_strv_ struct pisb_strv ns = PISB_STRV_INIT;
+	_cleanup_close_ int sdir = openat(g->st->fd, "staging", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (sdir < 0)
+		return;
+	read_names(sdir, ".", &ns);
+	for (size_t i = 0; i < ns.n; i++) {
+		_cleanup_free_ char *what = xasprintf("staging/%s", ns.v[i]);
+		_cleanup_close_ int d = openat(sdir, ns.v[i], O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		struct pisb_err e = PISB_ERR_INIT;
+		struct stat sb;
+		char ago[64];
+
+		if (fstatat(sdir, ns.v[i], &sb, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (d >= 0 && (pisb_lock_is_held(d, "op.lock") || pisb_lock_is_held(d, "controller.lock"))) {
+			add(&g->r->kept, "staging", what, "a create or prepare is using it");
+			if (d >= 0)
+				note_rootfs(g, d);
+			continue;
+		}
+		if (g->now - sb.st_mtime < STAGING_AGE_S) {
+			add(&g->r->kept, "staging", what, "younger than 1 hour");
+			if (d >= 0)
+				note_rootfs(g, d);
+			continue;
+		}
+		hours_ago(g->now - sb.st_mtime, ago, sizeof(ago));
+		if (!g->o->dry_run && pisb_rm_rf_at(sdir, ns.v[i], &e) < 0)
+			add(&g->r->failed, "staging", what, "%s", e.msg);
+		else
+			add(&g->r->cleaned, "staging", what,
+			    "left over from an interrupted create or prepare (%s old)", ago);
+	}
+}
+
+/* trash/<dir>-<name>-<pid>-<ms>: pisb_state_trash's names. */
+static bool trash_in_use(const char *n, int64_t now_ms)
+{
+	const char *ms = strrchr(n, '-'), *p;
+	long long pid, t;
+	char buf[32];
+
+	if (!ms || pisb_parse_ll(ms + 1, 0, 1LL << 62, &t) < 0)
+		return false;
+	for (p = ms - 1; p > n && *p != '-'; p--)
+		;
+	if (p <= n || ms - p - 1 <= 0 || ms - p - 1 >= (long)sizeof(buf))
+		return false;
+	snprintf(buf, sizeof(buf), "%.*s", (int)(ms - p - 1), p + 1);
+	if (pisb_parse_ll(buf, 1, 1LL << 31, &pid) < 0)
+		return false;
+	/* the destroying process may still be removing it; past an hour its
+	 * pid may well belong to someone else */
+	return now_ms - t < TRASH_AGE_MS && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
+
+static void sweep_trash(struct gc *g)
+{
+	_cleanup_strv_ struct pisb_strv ns = PISB_STRV_INIT;
+	_cleanup_close_ int tdir = openat(g->st->fd, "trash", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (tdir < 0)
+		return;
+	read_names(tdir, ".", &ns);
+	for (size_t i = 0; i < ns.n; i++) {
+		_cleanup_free_ char *what = xasprintf("trash/%s", ns.v[i]);
+		struct pisb_err e = PISB_ERR_INIT;
+
+		if (trash_in_use(ns.v[i], pisb_now_ms())) {
+			add(&g->r->kept, "trash", what, "its destroy is still running");
+			continue;
+		}
+		if (!g->o->dry_run && pisb_rm_rf_at(tdir, ns.v[i], &e) < 0)
+			add(&g->r->failed, "trash", what, "%s", e.msg);
+		else
+			add(&g->r->cleaned, "trash", what, "left over from an interrupted destroy");
+	}
+}
+
+static void sweep_images(struct gc *g)
+{
+	_cleanup_strv_ struct pisb_strv ns = PISB_STRV_INIT;
+	_cleanup_close_ int idir = openat(g->st->fd, "images", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (idir < 0)
+		return;
+	read_names(idir, ".", &ns);
+	for (size_t i = 0; i < ns.n; i++) {
+		_cleanup_free_ char *what = xasprintf("images/%s", ns.v[i]);
+		struct pisb_err e = PISB_ERR_INIT;
+		struct stat sb;
+
+		if (pisb_str_starts(ns.v[i], "host-")) {
+			add(&g->r->kept, "image", what, "host-image skeleton (a few empty directories)");
+			continue;
+		}
+		if (g->rootfs_used) {
+			/* the cache key of an image path is not recorded with the
+			 * sandbox, so while any sandbox uses a rootfs image we
+			 * cannot tell which caches are unreferenced */
+			add(&g->r->kept, "image", what, "a sandbox or template uses a rootfs image");
+			continue;
+		}
+		if (fstatat(idir, ns.v[i], &sb, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (g->now - sb.st_mtime < IMAGE_AGE_S) {
+			add(&g->r->kept, "image", what, "younger than 1 hour (an import may be under way)");
+			continue;
+		}
+		if (!g->o->dry_run && pisb_rm_rf_at(idir, ns.v[i], &e) < 0)
+			add(&g->r->failed, "image", what, "%s", e.msg);
+		else
+			add(&g->r->cleaned, "image", what, "unreferenced: no sandbox or template uses a rootfs image");
+	}
+}
+
+/* ---------- sbx leftovers ---------- */
+
+static bool find_in_path(const char *bin, char *out, size_t n)
+{
+	const char *p = getenv("PATH");
+
+	while (p && *p) {
+		const char *c = strchr(p, ':');
+		size_t l = c ? (size_t)(c - p) : strlen(p);
+		if (l && l + strlen(bin) + 2 <= n) {
+			snprintf(out, n, "%.*s/%s", (int)l, p, bin);
+			if (access(out, X_OK) == 0)
+				return true;
+		}
+		p = c ? c + 1 : NULL;
+	}
+	return false;
+}
+
+/* The caller's environment without DOCKER_* and COMPOSE_*: the sbx CLI
+ * must never be pointed at another daemon by them. */
+static void sbx_env(struct pisb_strv *env)
+{
+	extern char **environ;
+	for (char **p = environ; p && *p; p++)
+		if (!pisb_str_starts(*p, "DOCKER_") && !pisb_str_starts(*p, "COMPOSE_"))
+			pisb_strv_push(env, *p);
+}
+
+/* Run argv, collect stdout (1 MiB at most), wait at most timeout_ms.
+ * Returns the exit code, or -1. */
+static int run_capture(char *const *argv, struct pisb_buf *out, int timeout_ms,
+		       struct pisb_err *e)
+{
+	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT;
+	int p[2], status;
+	int64_t deadline = pisb_mono_ms() + timeout_ms;
+	pid_t pid;
+
+	sbx_env(&env);
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "pipe");
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "fork");
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		dup2(null, 0);
+		dup2(p[1], 1);
+		dup2(null, 2);
+		execve(argv[0], argv, env.v);
+		_exit(127);
+	}
+	close(p[1]);
+	for (;;) {
+		struct pollfd pf = { p[0], POLLIN, 0 };
+		int64_t left = deadline - pisb_mono_ms();
+		ssize_t n;
+
+		if (left <= 0)
+			break;
+		if (poll(&pf, 1, (int)left) <= 0)
+			continue;
+		pisb_buf_grow(out, 4096);
+		n = read(p[0], out->s + out->len, out->cap - out->len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		out->len += (size_t)n;
+		out->s[out->len] = '\0';
+		if (out->len > (1 << 20))
+			break;
+	}
+	close(p[0]);
+	if (pisb_wait_timeout(pid, &status, (int)(deadline > pisb_mono_ms() ? deadline - pisb_mono_ms() : 0)) <= 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		return pisb_err_set(e, PISB_EXIT_TIMEOUT, "'%s %s' did not finish within %d s",
+				    argv[0], argv[1], timeout_ms / 1000);
+	}
+	return pisb_wait_code(status);
+}
+
+/* pi-sbx-<pid>-<n>: the pid of the session that created it, or 0. */
+static pid_t sbx_owner(const char *name)
+{
+	const char *p = name + strlen("pi-sbx-");
+	const char *d = strchr(p, '-');
+	char buf[16];
+	long long v;
+
+	if (!d || d == p || d - p >= (long)sizeof(buf))
+		return 0;
+	snprintf(buf, sizeof(buf), "%.*s", (int)(d - p), p);
+	return pisb_parse_ll(buf, 1, 1LL << 31, &v) == 0 ? (pid_t)v : 0;
+}
+
+static void sweep_sbx(struct gc *g)
+{
+	char bin[4096];
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+	struct pisb_err e = PISB_ERR_INIT;
+	struct pisb_json j;
+	int arr, code;
+
+	if (!find_in_path("sbx", bin, sizeof(bin))) {
+		g->r->note = xstrdup("sbx CLI not found on PATH: pi-sbx-* sweep skipped");
+		return;
+	}
+	{
+		char *argv[] = { bin, "ls", "--json", NULL };
+		code = run_capture(argv, &out, SBX_TIMEOUT_MS, &e);
+	}
+	if (code != 0) {
+		add(&g->r->failed, "sbx", "sbx ls --json", "%s", code < 0 ? e.msg : "exited with an error");
+		return;
+	}
+	if (!out.len || pisb_json_parse(&j, out.s, out.len, &e) < 0) {
+		add(&g->r->failed, "sbx", "sbx ls --json", "unreadable output");
+		return;
+	}
+	/* {"sandboxes":[…]} (current) or a bare array (older CLIs) */
+	arr = j.tok[0].type == JSMN_ARRAY ? 0 : pisb_json_get(&j, 0, "sandboxes");
+	for (int i = 0; arr >= 0 && i < j.tok[arr].size; i++) {
+		int o = pisb_json_at(&j, arr, i);
+		_cleanup_free_ char *name = pisb_json_str(&j, pisb_json_get(&j, o, "name"));
+		_cleanup_free_ char *status = pisb_json_str(&j, pisb_json_get(&j, o, "status"));
+		pid_t owner;
+
+		if (!name || !pisb_str_starts(name, "pi-sbx-"))
+			continue; /* not one of ours */
+		if (!status || strcasecmp(status, "stopped")) {
+			add(&g->r->kept, "sbx", name, "status '%s'", status ? status : "unknown");
+			continue;
+		}
+		owner = sbx_owner(name);
+		if (!owner) {
+			add(&g->r->kept, "sbx", name, "not a session sandbox (no owner pid in its name)");
+			continue;
+		}
+		if (kill(owner, 0) == 0 || errno == EPERM) {
+			add(&g->r->kept, "sbx", name, "owner pid %d is alive", (int)owner);
+			continue;
+		}
+		if (!g->o->dry_run) {
+			char *argv[] = { bin, "rm", "--force", name, NULL };
+			_cleanup_buf_ struct pisb_buf ig = PISB_BUF_INIT;
+			code = run_capture(argv, &ig, SBX_TIMEOUT_MS, &e);
+			if (code != 0) {
+				add(&g->r->failed, "sbx", name, "sbx rm --force: %s",
+				    code < 0 ? e.msg : "exited with an error");
+				continue;
+			}
+		}
+		add(&g->r->removed, "sbx", name, "stopped, and its owner pid %d is gone", (int)owner);
+	}
+	pisb_json_release(&j);
+}
+
+/* ---------- the pass ---------- */
+
+int pisb_gc_run(struct pisb_state *st, const struct pisb_gc_opts *o,
+		struct pisb_gc_report *r, struct pisb_err *e)
+{
+	_cleanup_close_ int lock = -1;
+	_cleanup_strv_ struct pisb_strv names = PISB_STRV_INIT;
+	_cleanup_strv_ struct pisb_strv tmpls = PISB_STRV_INIT;
+	struct pisb_err le = PISB_ERR_INIT;
+	struct gc g;
+
+	memset(r, 0, sizeof(*r));
+	r->dry_run = o->dry_run;
+	if (pisb_mkdirs_at(st->fd, "locks", 0700, e) < 0)
+		return -1;
+	lock = pisb_lock_acquire(st->fd, "locks/gc.lock", true, 0, "pisb gc", &le);
+	if (lock < 0) {
+		if (le.code != PISB_EXIT_BUSY) {
+			*e = le;
+			return -1;
+		}
+		r->busy = true;
+		return 0;
+	}
+	memset(&g, 0, sizeof(g));
+	g.st = st;
+	g.o = o;
+	g.r = r;
+	g.now = pisb_now_ms() / 1000;
+
+	/* templates keep their image in use, whatever their age */
+	read_names(st->fd, "templates", &tmpls);
+	for (size_t i = 0; i < tmpls.n; i++) {
+		_cleanup_close_ int t = pisb_instance_open(st, "templates", tmpls.v[i], &le);
+		if (t >= 0)
+			note_rootfs(&g, t);
+	}
+	sweep_staging(&g);
+	sweep_trash(&g);
+	read_names(st->fd, "instances", &names);
+	for (size_t i = 0; i < names.n; i++)
+		if (pisb_name_valid(names.v[i]))
+			sweep_instance(&g, names.v[i]);
+	sweep_images(&g);
+	sweep_sbx(&g);
+	return 0;
+}
