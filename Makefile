@@ -41,12 +41,12 @@ LIB_archive := $(shell pkg-config --libs libarchive 2>/dev/null)
 # What each binary links (besides libpisb.a).
 LIBS_pisb        :=
 LIBS_pisb-create := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
-LIBS_pisb-exec   := $(LIB_yaml) $(LIB_curl)
+LIBS_pisb-exec   := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
 LIBS_pisb-fs     := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
 LIBS_pisb-svc    := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
-LIBS_pisb-docker := $(LIB_yaml) $(LIB_curl)
-LIBS_pisb-gc     := $(LIB_yaml) $(LIB_curl)
-LIBS_pisb-renew  := $(LIB_yaml) $(LIB_curl)
+LIBS_pisb-docker := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
+LIBS_pisb-gc     := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
+LIBS_pisb-renew  := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
 
 PROGS   := pisb pisb-create pisb-exec pisb-fs pisb-svc pisb-docker pisb-gc pisb-renew
 LIB_SRC := $(sort $(wildcard common/*.c))
@@ -78,7 +78,7 @@ $(BIN)/%: $(OUT)/cmd/%.o $(FRONT) $(LIBA)
 
 # ---- set-up: install what is missing (Debian/Ubuntu) ----
 DEB_BUILD := gcc make pkg-config libcurl4-openssl-dev libyaml-dev libarchive-dev libjsmn-dev
-DEB_TEST  := bats jq groff-base man-db python3 curl iproute2 util-linux procps psmisc git xz-utils zstd bzip2
+DEB_TEST  := bats jq groff-base man-db python3 curl iproute2 util-linux procps psmisc git xz-utils zstd bzip2 busybox-static bsdextrautils tmux hyperfine
 deps:
 	@missing=""; \
 	for p in $(DEB_BUILD) $(DEB_TEST); do \

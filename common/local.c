@@ -3,6 +3,7 @@
 #include "cgroup.h"
 #include "config.h"
 #include "err.h"
+#include "image.h"
 #include "instance.h"
 #include "json.h"
 #include "lock.h"
@@ -218,6 +219,14 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 		tdir = pisb_instance_open(st, "templates", o->template_, e);
 		if (tdir < 0)
 			return -1;
+	}
+	if (strcmp(cfg->image, "host")) {
+		/* import here, where a terminal can show progress; the controller
+		 * then finds it in the cache */
+		char *p = pisb_image_path(st, cfg->image, &ids, e);
+		if (!p)
+			return -1;
+		free(p);
 	}
 	/* stage everything, then publish with one rename */
 	{
