@@ -6,12 +6,39 @@
 #include "../common/inspect.h"
 #include "../common/json.h"
 #include "../common/local.h"
+#include "../common/opensandbox.h"
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* The options the opensandbox driver takes, from the parsed flags. */
+static struct pisb_os_opts os_opts(struct pisb_ctx *c, const char *name)
+{
+	struct pisb_os_opts o = { 0 };
+	long long owner = 0, fd = -1;
+	struct pisb_err ig = PISB_ERR_INIT;
+
+	pisb_args_int(&c->a, "owner-pid", 1, 4194304, 0, &owner, &ig);
+	pisb_args_int(&c->a, "events-fd", 0, 65535, -1, &fd, &ig);
+	o.name = name;
+	o.owner_pid = (pid_t)owner;
+	o.session_id = pisb_args_get(&c->a, "session-id");
+	o.on_ready = pisb_args_get(&c->a, "on-ready");
+	o.events_fd = (int)fd;
+	o.json = c->a.json;
+	o.wait_ms = c->a.wait_ms;
+	pisb_os_set_verbose(c->a.verbose);
+	return o;
+}
+
+/* 1 if NAME is a remote (opensandbox) sandbox, 0 if local, -1 if missing. */
+static int remote(struct pisb_ctx *c, const char *name)
+{
+	return pisb_os_owns(&c->st, name, &c->err);
+}
 
 static int print_inspect(struct pisb_ctx *c, const char *name, bool full)
 {
@@ -88,8 +115,18 @@ static int cmd_create(struct pisb_ctx *c)
 		ret = 0;
 		goto out;
 	}
+	if (!strcmp(cfg->driver, "opensandbox") && !prepare) {
+		struct pisb_os_opts oo = os_opts(c, name);
+		if (pisb_os_create(&c->st, cfg, js.s, &oo, &c->err) < 0)
+			goto out;
+		ret = 0;
+		if (!c->a.json)
+			pisb_front_info(c, "created sandbox '%s' (opensandbox)", name);
+		goto out;
+	}
 	if (strcmp(cfg->driver, "local")) {
-		pisb_err_set(&c->err, PISB_EXIT_FAIL, "driver '%s' is not available in this build yet (use driver: local)", cfg->driver);
+		pisb_err_set(&c->err, PISB_EXIT_FAIL, "%s: driver '%s' is not available in this build (use driver: local or opensandbox)",
+			     prepare ? "prepare" : "create", cfg->driver);
 		goto out;
 	}
 	o.name = name;
@@ -143,9 +180,21 @@ static int cmd_start_stop(struct pisb_ctx *c)
 {
 	const char *name = c->a.pos[0], *verb = c->a.verb->name;
 	bool start = !strcmp(verb, "start");
-	int r = start ? pisb_local_start(&c->st, name, c->a.wait_ms, &c->err)
-		      : pisb_local_stop(&c->st, name, c->a.wait_ms, &c->err);
-	if (r < 0 || (!start && released(c, name, "stop") < 0))
+	int rem = remote(c, name), r;
+
+	if (rem < 0)
+		return -1;
+	if (rem) {
+		struct pisb_os_opts oo = os_opts(c, name);
+		r = start ? pisb_os_start(&c->st, name, &oo, &c->err)
+			  : pisb_os_stop(&c->st, name, &oo, &c->err);
+	} else {
+		r = start ? pisb_local_start(&c->st, name, c->a.wait_ms, &c->err)
+			  : pisb_local_stop(&c->st, name, c->a.wait_ms, &c->err);
+		if (r == 0 && !start)
+			r = released(c, name, "stop");
+	}
+	if (r < 0)
 		return -1;
 	if (c->a.json)
 		return print_inspect(c, name, false);
@@ -161,9 +210,21 @@ static int cmd_destroy(struct pisb_ctx *c)
 	if (!confirm || strcmp(confirm, name))
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 				    "destroy removes '%s' for good: repeat its name with --confirm %s", name, name);
+	if (!tmpl) {
+		int rem = remote(c, name);
+		if (rem < 0)
+			return -1;
+		if (rem) {
+			struct pisb_os_opts oo = os_opts(c, name);
+			if (pisb_os_destroy(&c->st, name, &oo, &c->err) < 0)
+				return -1;
+			goto done;
+		}
+	}
 	if (pisb_local_destroy(&c->st, tmpl ? "templates" : "instances", name, c->a.wait_ms, &c->err) < 0 ||
 	    (!tmpl && released(c, name, "remove") < 0))
 		return -1;
+done:
 	if (c->a.json) {
 		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 		pisb_buf_addf(&b, "{\"name\":\"%s\",\"destroyed\":true}", name);
@@ -210,6 +271,16 @@ static int cmd_list(struct pisb_ctx *c)
 
 static int cmd_inspect(struct pisb_ctx *c)
 {
+	int rem = remote(c, c->a.pos[0]);
+
+	if (rem < 0)
+		return -1;
+	if (rem) {
+		/* ask the server; unreachable leaves the last known status */
+		struct pisb_err ig = PISB_ERR_INIT;
+		pisb_os_set_verbose(c->a.verbose);
+		pisb_os_refresh(&c->st, c->a.pos[0], 3000, &ig);
+	}
 	/* inspect always prints JSON: it is the machine-readable view */
 	return print_inspect(c, c->a.pos[0], true);
 }
@@ -226,7 +297,35 @@ static int cmd_doctor(struct pisb_ctx *c)
 
 static int cmd_connect(struct pisb_ctx *c)
 {
-	return pisb_err_set(&c->err, PISB_EXIT_FAIL, "connect: the opensandbox driver is not available in this build yet");
+	const char *name = c->a.pos[0], *f = pisb_args_get(&c->a, "file");
+	struct pisb_config *cfg = NULL;
+	_cleanup_buf_ struct pisb_buf js = PISB_BUF_INIT;
+	struct pisb_os_opts oo;
+	struct pisb_jw w;
+	int r;
+
+	if (!pisb_name_valid(name))
+		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
+				    "invalid name '%s' (lowercase letter, then up to 39 of a-z 0-9 -)", name);
+	if (!f)
+		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "connect: -f FILE (with opensandbox.sandboxId) is required");
+	if (pisb_config_load(f, &cfg, &c->err) < 0)
+		return -1;
+	if (strcmp(cfg->driver, "opensandbox") || !cfg->os.sandbox_id) {
+		pisb_config_free(cfg);
+		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
+				    "%s: connect needs driver: opensandbox and opensandbox.sandboxId", f);
+	}
+	pisb_jw_init(&w, &js);
+	pisb_config_json(cfg, &w);
+	oo = os_opts(c, name);
+	r = pisb_os_connect(&c->st, cfg, js.s, &oo, &c->err);
+	pisb_config_free(cfg);
+	if (r < 0)
+		return -1;
+	if (!c->a.json)
+		pisb_front_info(c, "connected sandbox '%s' (opensandbox)", name);
+	return 0;
 }
 
 static const struct pisb_handler handlers[] = {

@@ -2,6 +2,7 @@
 #include "front.h"
 #include "../common/exec.h"
 #include "../common/json.h"
+#include "../common/opensandbox.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -42,7 +43,7 @@ static int cmd_exec(struct pisb_ctx *c)
 	const char *envs[256];
 	size_t nenv = pisb_args_all(&c->a, "env", envs, 256);
 	long long tmo = -1;
-	int code = 0;
+	int code = 0, rem;
 
 	if (nenv > 256)
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "at most 256 --env");
@@ -62,13 +63,17 @@ static int cmd_exec(struct pisb_ctx *c)
 				    c->a.verb->synopsis);
 	if (pisb_args_int(&c->a, "timeout-ms", 0, 60000, -1, &tmo, &c->err) < 0)
 		return -1;
+	if ((rem = pisb_os_owns(&c->st, r.name, &c->err)) < 0)
+		return -1;
+	pisb_os_set_verbose(c->a.verbose);
 	if (tmo < 0) {
 		if (c->a.json)
 			return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 					    "exec --json needs --timeout-ms (streamed output is not JSON)");
 		/* before the command runs, errors keep their own codes (3, 5...);
 		 * after, the command's status is ours */
-		if (pisb_exec_attached(&c->st, &r, &code, &c->err) < 0)
+		if ((rem ? pisb_os_exec_attached(&c->st, &r, &code, &c->err)
+			 : pisb_exec_attached(&c->st, &r, &code, &c->err)) < 0)
 			return -1;
 		return code;
 	}
@@ -78,7 +83,8 @@ static int cmd_exec(struct pisb_ctx *c)
 		bool running = false;
 		r.timeout_ms = (int)tmo;
 		pisb_jw_init(&w, &b);
-		if (pisb_exec_handle(&c->st, &r, &w, &code, &running, &c->err) < 0)
+		if ((rem ? pisb_os_exec_handle(&c->st, &r, &w, &code, &running, &c->err)
+			 : pisb_exec_handle(&c->st, &r, &w, &code, &running, &c->err)) < 0)
 			return -1;
 		return report(c, &b, code, running);
 	}
@@ -92,14 +98,22 @@ static int cmd_status_kill(struct pisb_ctx *c)
 	bool running = false;
 	int code = 0, r;
 
+	int rem = pisb_os_owns(&c->st, c->a.pos[0], &c->err);
+
+	if (rem < 0)
+		return -1;
+	pisb_os_set_verbose(c->a.verbose);
 	pisb_jw_init(&w, &b);
 	if (!strcmp(c->a.verb->name, "exec-kill")) {
-		r = pisb_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err);
+		r = rem ? pisb_os_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err)
+			: pisb_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err);
 	} else {
 		if (pisb_args_int(&c->a, "timeout-ms", 0, 60000, 0, &tmo, &c->err) < 0)
 			return -1;
-		r = pisb_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w, &code,
-				     &running, &c->err);
+		r = rem ? pisb_os_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w, &code,
+					      &running, &c->err)
+			: pisb_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w, &code,
+					   &running, &c->err);
 	}
 	if (r < 0)
 		return -1;
@@ -108,7 +122,14 @@ static int cmd_status_kill(struct pisb_ctx *c)
 
 static int cmd_shell(struct pisb_ctx *c)
 {
-	int code = 0;
+	int code = 0, rem = pisb_os_owns(&c->st, c->a.pos[0], &c->err);
+
+	if (rem < 0)
+		return -1;
+	if (rem)
+		return pisb_err_set(&c->err, PISB_EXIT_FAIL,
+				    "shell: sandbox '%s' is an opensandbox sandbox, whose execd has no terminal; use 'pisb exec %s -- CMD'",
+				    c->a.pos[0], c->a.pos[0]);
 
 	if (pisb_exec_shell(&c->st, c->a.pos[0], c->a.npos > 1 ? c->a.pos[1] : NULL, &code,
 			    &c->err) < 0)

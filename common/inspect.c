@@ -4,6 +4,7 @@
 #include "err.h"
 #include "instance.h"
 #include "json.h"
+#include "opensandbox.h"
 #include "state.h"
 #include "util.h"
 
@@ -78,14 +79,25 @@ static int one(struct pisb_state *st, const char *kind, const char *name, bool f
 		pisb_runtime_release(&rt);
 		return -1;
 	}
-	s = !strcmp(kind, "templates") ? PISB_ST_STOPPED : pisb_instance_status(idir, &rt);
+	if (!strcmp(kind, "templates"))
+		s = PISB_ST_STOPPED;
+	else if (!strcmp(rec.driver, "opensandbox"))
+		s = pisb_os_status(idir, &rec);
+	else
+		s = pisb_instance_status(idir, &rt);
 	running = s == PISB_ST_RUNNING || s == PISB_ST_STARTING || s == PISB_ST_UNAVAILABLE;
 	pisb_jw_obj(w);
 	pisb_jw_kstr(w, "name", rec.name);
 	pisb_jw_kstr(w, "driver", rec.driver);
 	pisb_jw_kstr(w, "status", !strcmp(kind, "templates") ? "template" : pisb_status_name(s));
-	pisb_jw_kstr(w, "image", cfg->image);
-	pisb_jw_kstr(w, "workspace", cfg->workspace);
+	if (!strcmp(rec.driver, "opensandbox")) {
+		pisb_jw_kstr(w, "image", cfg->os.image ? cfg->os.image :
+				       cfg->os.snapshot_id ? cfg->os.snapshot_id : cfg->os.sandbox_id);
+		pisb_jw_kstr(w, "workspace", cfg->os.workspace ? cfg->os.workspace : cfg->workspace);
+	} else {
+		pisb_jw_kstr(w, "image", cfg->image);
+		pisb_jw_kstr(w, "workspace", cfg->workspace);
+	}
 	pisb_time_rfc3339(rec.created_at, ts);
 	pisb_jw_kstr(w, "createdAt", ts);
 	if (!brief) {
