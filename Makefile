@@ -64,6 +64,13 @@ $(OUT)/%.o: %.c $(wildcard common/*.h cmd/*.h)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS) -c $< -o $@
 
+# Compiled-in install paths: objects that use them rebuild when they change
+# (make install PREFIX=/opt/pisb after a plain make).
+$(OUT)/paths.stamp: FORCE
+	@mkdir -p $(OUT)
+	@echo '$(LIBEXECDIR) $(MANDIR)' | cmp -s - $@ 2>/dev/null || echo '$(LIBEXECDIR) $(MANDIR)' > $@
+$(OUT)/cmd/pisb.o $(OUT)/common/proc.o: $(OUT)/paths.stamp
+
 $(LIBA): $(LIB_OBJ)
 	@rm -f $@
 	@ar rcs $@ $^
@@ -137,5 +144,6 @@ uninstall:
 clean:
 	rm -rf build bin bin-san common/libpisb.a
 
-.PHONY: all deps check demo bench completions install uninstall clean
+.PHONY: all deps check demo bench completions install uninstall clean FORCE
+FORCE:
 .SECONDARY:
