@@ -2281,7 +2281,9 @@ static void jw_volume(struct pisb_jw *w, const struct pisb_os_volume *v)
 		if (v->noptions)
 			jw_strv(w, "options", v->options, v->noptions);
 		pisb_jw_kstr(w, "accessKeyId", v->access_key_id);
-		pisb_jw_kstr(w, "accessKeySecret", v->access_key_secret);
+		/* a credential: the normalised form (records, validate, inspect)
+		 * never carries it; only the in-memory config sent at create does */
+		pisb_jw_kstr(w, "accessKeySecret", "<redacted>");
 		pisb_jw_obj_end(w);
 	}
 	pisb_jw_obj_end(w);

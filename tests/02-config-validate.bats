@@ -970,3 +970,19 @@ YAML
 		grep -Eq "^\.(B|BR|RB) (\{ )?\"?$k\b" "$TOP/man/pisb.yaml.5" || { echo "undocumented: $k"; return 1; }
 	done
 }
+
+@test "an ossfs access key secret never appears in the normalised config" {
+	cat > "$BATS_TEST_TMPDIR/s.yaml" <<'YAML'
+driver: opensandbox
+opensandbox:
+  domain: os.example.com
+  image: x
+  volumes:
+    - name: data
+      mountPath: /data
+      ossfs: {bucket: bkt, endpoint: e, accessKeyId: i, accessKeySecret: very-secret-value}
+YAML
+	run -0 --separate-stderr pisb validate -f "$BATS_TEST_TMPDIR/s.yaml"
+	[[ $output != *very-secret-value* ]]
+	jq -e '.opensandbox.volumes[0].ossfs.accessKeySecret == "<redacted>"' <<<"$output"
+}
