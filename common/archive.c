@@ -304,8 +304,12 @@ static bool safe_link(const char *name, const char *t)
 }
 
 /* Extract the archive on fd into the directory destfd (the process's cwd
- * becomes destfd).  The digest of every byte read goes into sha_hex. */
-static int extract(int fd, int destfd, struct pisb_xfer *x, char sha_hex[65], struct pisb_err *e)
+ * becomes destfd).  The digest of every byte read goes into sha_hex.
+ * any_symlink: symlinks may point anywhere (inside a sandbox, where
+ * "anywhere" is still the sandbox, and nothing is written through them);
+ * else one that leaves the tree is refused. */
+static int extract(int fd, int destfd, bool any_symlink, struct pisb_xfer *x, char sha_hex[65],
+		   struct pisb_err *e)
 {
 	struct archive *a = la.archive_read_new(), *w = la.archive_write_disk_new();
 	struct archive_entry *en;
@@ -347,7 +351,7 @@ static int extract(int fd, int destfd, struct pisb_xfer *x, char sha_hex[65], st
 					   name);
 			goto out;
 		}
-		if (type == AE_IFLNK && !safe_link(name, la.archive_entry_symlink(en) ? la.archive_entry_symlink(en) : "")) {
+		if (type == AE_IFLNK && !any_symlink && !safe_link(name, la.archive_entry_symlink(en) ? la.archive_entry_symlink(en) : "")) {
 			ret = pisb_err_set(e, PISB_EXIT_FAIL, "refusing symlink '%s' -> '%s': it points outside",
 					   name, la.archive_entry_symlink(en) ? la.archive_entry_symlink(en) : "");
 			goto out;
@@ -419,7 +423,8 @@ static void report_child(int fd, int ok, const struct pisb_xfer *x, const struct
 	pisb_write_all(fd, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1));
 }
 
-/* Read the child's report; 0 with x filled, or -1 with e. */
+/* Read the child's report; 0 with x filled, -1 with e when the child told
+ * why it failed, -2 with e when it died or exited without a word. */
 static int read_report(int fd, pid_t pid, struct pisb_xfer *x, char sha[65], struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
@@ -441,8 +446,10 @@ static int read_report(int fd, pid_t pid, struct pisb_xfer *x, char sha[65], str
 		return pisb_err_set(e, code, "%s", msg ? msg + 1 : "failed in the sandbox");
 	}
 	if (WIFSIGNALED(status))
-		return pisb_err_set(e, PISB_EXIT_FAIL, "the sandbox side died (signal %d)", WTERMSIG(status));
-	return pisb_err_set(e, PISB_EXIT_FAIL, "the sandbox side failed (status %d)", WEXITSTATUS(status));
+		pisb_err_set(e, PISB_EXIT_FAIL, "the sandbox side died (signal %d)", WTERMSIG(status));
+	else
+		pisb_err_set(e, PISB_EXIT_FAIL, "the sandbox side failed (status %d)", WEXITSTATUS(status));
+	return -2;
 }
 
 /* ---- push ---- */
@@ -669,7 +676,7 @@ static int push_child(struct pisb_fs *fs, const char *target, int fd, int hashfd
 		pisb_err_sys(e, PISB_EXIT_FAIL, "open the staging directory");
 		goto fail;
 	}
-	if (extract(fd, sfd, x, x->sha256, e) < 0)
+	if (extract(fd, sfd, true, x, x->sha256, e) < 0)
 		goto fail;
 	if (pisb_read_all(hashfd, want, 64) != 64) {
 		pisb_err_set(e, PISB_EXIT_FAIL, "the host side did not finish the transfer");
@@ -935,7 +942,7 @@ int pisb_pull(struct pisb_fs *fs, const char *path, const char *hostdir, struct 
 			pisb_err_sys(e, PISB_EXIT_FAIL, "PISB_TEST_PULL_ARCHIVE '%s'", hook);
 			goto out;
 		}
-		if (extract(afd, sfd, x, sha, e) < 0)
+		if (extract(afd, sfd, false, x, sha, e) < 0)
 			goto out;
 		memcpy(x->sha256, sha, 65);
 	} else {
@@ -967,7 +974,7 @@ int pisb_pull(struct pisb_fs *fs, const char *path, const char *hostdir, struct 
 		close(data[1]);
 		close(res[1]);
 		data[1] = res[1] = -1;
-		r = extract(data[0], sfd, x, sha, e);
+		r = extract(data[0], sfd, false, x, sha, e);
 		close(data[0]);
 		data[0] = -1;
 		{
@@ -975,8 +982,11 @@ int pisb_pull(struct pisb_fs *fs, const char *path, const char *hostdir, struct 
 			struct pisb_err ce = PISB_ERR_INIT;
 			int rr = read_report(res[0], pid, &cx, got, &ce);
 			pid = -1;
-			if (rr < 0) {
-				*e = ce;   /* the sandbox side's reason comes first */
+			/* the sandbox side's own reason first (it stopped writing, so
+			 * our extraction failed too), then ours (we stopped reading,
+			 * so it died of SIGPIPE) */
+			if (rr == -1 || (rr < 0 && r == 0)) {
+				*e = ce;
 				goto out;
 			}
 			if (r < 0)

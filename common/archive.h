@@ -17,10 +17,12 @@
  *         followed.
  *
  * Extraction refuses, and then writes nothing in place, any entry with an
- * absolute name, a ".." component, a hard link or symlink that points
- * outside the tree (absolute, or climbing above its root), or a type other
- * than file, directory, symlink or hard link.  Set-user/group-id bits are
- * dropped.  Owners are not restored (files belong to the receiving user:
+ * absolute name, a ".." component, a hard link that points outside the
+ * tree, or a type other than file, directory, symlink or hard link, and
+ * never writes through a symlink.  On the host (pull) a symlink that points
+ * outside the tree (absolute, or climbing above its root) is refused too;
+ * inside a sandbox (push) symlinks may point anywhere, since anywhere is
+ * still the sandbox.  Set-user/group-id bits are dropped.  Owners are not restored (files belong to the receiving user:
  * root inside the sandbox, the caller on the host).
  */
 #ifndef PISB_ARCHIVE_H
