@@ -428,6 +428,7 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 	b.host_image = !strcmp(c.cfg->image, "host");
 	b.disk_path = disk;
 	b.workspace = c.cfg->workspace;
+	b.tmp_mib = (unsigned)c.cfg->memory_gib * 512;
 	b.ids = c.ids;
 	b.log_fd = 2;
 	for (int i = 0; i < 8; i++)

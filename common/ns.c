@@ -143,8 +143,9 @@ static void host_binds(int sock)
 }
 
 /* /dev of its own, relative to the new root (cwd). */
-static void make_dev(int sock)
+static void make_dev(const struct pisb_boot *b, int sock)
 {
+	char shm[64];
 	static const char *const nodes[] = {
 		"null", "zero", "full", "random", "urandom", "tty", NULL,
 	};
@@ -167,7 +168,8 @@ static void make_dev(int sock)
 	if (symlink("pts/ptmx", "dev/ptmx") < 0)
 		child_fail(sock, "/dev/ptmx");
 	mkdir("dev/shm", 01777);
-	if (mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0)
+	snprintf(shm, sizeof(shm), b->tmp_mib ? "mode=1777,size=%um" : "mode=1777", b->tmp_mib);
+	if (mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, shm) < 0)
 		child_fail(sock, "mount /dev/shm");
 	symlink("/proc/self/fd", "dev/fd");
 	symlink("/proc/self/fd/0", "dev/stdin");
@@ -292,9 +294,11 @@ static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int s
 	mkdir("proc", 0555);
 	if (mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		child_fail(sock, "mount /proc");
-	make_dev(sock);
+	make_dev(b, sock);
 	mkdir("tmp", 01777);
-	if (mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0)
+	/* memory-backed: bounded, so filling it is an error inside, not a host problem */
+	snprintf(ws, sizeof(ws), b->tmp_mib ? "mode=1777,size=%um" : "mode=1777", b->tmp_mib);
+	if (mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, ws) < 0)
 		child_fail(sock, "mount /tmp");
 	mkdir("run", 0755);
 	mount("tmpfs", "run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");

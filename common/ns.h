@@ -33,6 +33,7 @@ struct pisb_boot {
 	bool host_image;     /* bind the host's system directories read-only */
 	const char *disk_path;   /* the instance disk: upper/, work/, merged/ */
 	const char *workspace;
+	unsigned tmp_mib;    /* size of /tmp and /dev/shm (tmpfs), 0 = kernel default */
 	struct pisb_ids ids;
 	int log_fd;          /* init's stderr, or -1 */
 	int cgroup_dirfds[8];/* cgroup dirs to join before the namespaces (-1 ends) */

@@ -133,3 +133,15 @@ except OSError as e: print("refused", e.errno)'
 	as_user pisb --state-dir "$st/s" destroy u --confirm u
 	rm -rf "$st"
 }
+
+@test "disk full inside is an error inside: /tmp is bounded; the host is unaffected" {
+	before=$(df --output=avail / | tail -1)
+	run pisb exec iso --sh 'head -c 4000000000 /dev/zero > /tmp/fill'
+	[ "$status" -ne 0 ]
+	[[ $output == *"No space left"* ]]
+	run -0 pisb exec iso --sh 'rm /tmp/fill; echo still-fine'
+	[ "$output" = still-fine ]
+	after=$(df --output=avail / | tail -1)
+	# the host's disk did not absorb the 4 GB
+	[ $(( before - after )) -lt 1000000 ]
+}
