@@ -226,6 +226,9 @@ int pisb_json_parse(struct pisb_json *j, const char *js, size_t len,
 	}
 	if (r < 0 || r == 0) {
 		pisb_json_release(j);
+		if (r == JSMN_ERROR_INVAL)
+			return pisb_err_set(e, PISB_EXIT_USAGE,
+					    "invalid JSON: unexpected character at offset %u", p.pos);
 		return pisb_err_set(e, PISB_EXIT_USAGE, "invalid JSON%s",
 				    r == JSMN_ERROR_PART ? ": unexpected end of input" :
 				    r == 0 ? ": empty input" : "");
