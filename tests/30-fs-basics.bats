@@ -19,6 +19,7 @@ setup_file() {
 teardown_file() {
 	pisb destroy fs --confirm fs >/dev/null 2>&1 || true
 	pisb destroy off --confirm off >/dev/null 2>&1 || true
+	pisb destroy demo --confirm demo >/dev/null 2>&1 || true
 	rm -rf "$FS_TMP"
 }
 
@@ -349,4 +350,24 @@ two lines' --json
 	for sect in NAME SYNOPSIS DESCRIPTION OPTIONS "JSON OUTPUT" "EXIT STATUS" EXAMPLES; do
 		grep -q "^\.SH \"\?$sect\"\?$" "$TOP/man/pisb-fs.1"
 	done
+}
+
+@test "the man page's examples run" {
+	require_cmd git
+	pisb create demo >/dev/null
+	local co="$BATS_TEST_TMPDIR/checkout"
+	mkdir -p "$co" && git -C "$co" init -q && echo tracked >"$co/t.txt" && git -C "$co" add t.txt
+	# the lines between .nf and .fi of EXAMPLES, roff escapes undone
+	sed -n '/^\.SH EXAMPLES/,/^\.SH SEE ALSO/p' "$TOP/man/pisb-fs.1" |
+		sed -n '/^\.nf/,/^\.fi/p' | grep -v '^\.[nf][fi]$' |
+		sed -e 's/\\-/-/g' -e 's/\\e/\\/g' >"$BATS_TEST_TMPDIR/examples.sh"
+	[ "$(wc -l <"$BATS_TEST_TMPDIR/examples.sh")" -ge 9 ]
+	cd "$co"
+	run -0 --separate-stderr bash -e "$BATS_TEST_TMPDIR/examples.sh"
+	[[ $output == *'"content":"hello\n"'* ]]
+	[[ $output == *"notes/hello.txt:1:goodbye"* ]]
+	[ "$(cat "$co/notes/hello.txt")" = goodbye ]
+	run -0 pisb read demo /workspace/src/t.txt
+	[ "$output" = tracked ]
+	pisb destroy demo --confirm demo >/dev/null
 }
