@@ -1039,9 +1039,35 @@ static void out_line(int fd, const char *check, bool pass, const char *fmt, ...)
 	dprintf(fd, "%s\t%d\t%s\n", check, pass ? 1 : 0, ev);
 }
 
+/* Failures found by a probe: the first few spelled out, then a count. */
+struct findings {
+	struct pisb_buf b;
+	int n;
+};
+
+static void finding(struct findings *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void finding(struct findings *f, const char *fmt, ...)
+{
+	char tmp[1024];
+	va_list ap;
+
+	if (f->n++ >= 6)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	pisb_buf_addf(&f->b, "%s%s", f->b.len ? "; " : "", tmp);
+}
+
+static void findings_end(struct findings *f)
+{
+	if (f->n > 6)
+		pisb_buf_addf(&f->b, "; and %d more", f->n - 6);
+}
+
 static void probe_files(const struct verify *v, int fd)
 {
-	struct pisb_buf bad = PISB_BUF_INIT;
+	struct findings bad = { PISB_BUF_INIT, 0 };
 	struct stat sb;
 
 	for (int i = 0; i < v->ncanaries; i++) {
@@ -1054,25 +1080,25 @@ static void probe_files(const struct verify *v, int fd)
 		close(f);
 		buf[n > 0 ? n : 0] = '\0';
 		if (!strcmp(buf, v->tok))
-			pisb_buf_addf(&bad, "%scanary '%s' planted on the host is readable",
-				      bad.len ? "; " : "", v->canaries[i]);
+			finding(&bad, "canary '%s' planted on the host is readable",
+				      v->canaries[i]);
 	}
 	for (int i = 0; i < v->nobjs; i++) {
 		if (lstat(v->objs[i].path, &sb) == 0 && sb.st_dev == v->objs[i].dev &&
 		    sb.st_ino == v->objs[i].ino)
-			pisb_buf_addf(&bad, "%sthe host's '%s' is visible (same device and inode)",
-				      bad.len ? "; " : "", v->objs[i].path);
-		if (bad.len > 1500)
-			break;
-	}
-	if (bad.len)
-		out_line(fd, "host-files", false, "%s", bad.s);
-	else
+			finding(&bad, "the host's '%s' is visible (same device and inode)",
+				      v->objs[i].path);
+			}
+	if (bad.n) {
+		findings_end(&bad);
+		out_line(fd, "host-files", false, "%s", bad.b.s);
+	} else {
 		out_line(fd, "host-files", true,
 			 "canar%s %s%s%s not found; none of %d host paths (/, /root, /home and their entries, the current directory) visible",
 			 v->ncanaries > 1 ? "ies" : "y", v->canaries[0], v->ncanaries > 1 ? ", " : "",
 			 v->ncanaries > 1 ? v->canaries[1] : "", v->nobjs);
-	pisb_buf_release(&bad);
+	}
+	pisb_buf_release(&bad.b);
 }
 
 static void probe_idmap(int fd)
@@ -1097,13 +1123,24 @@ static void probe_idmap(int fd)
 				p++;
 		}
 	}
-	for (char *q = um; q && *q; q++)
-		if (*q == '\n')
-			*q = ';';
+	/* "         0 1000000000      65536\n…" -> "0 1000000000 65536; …" */
+	if (um) {
+		char *w = um;
+		bool space = true;
+		for (char *q = um; *q; q++) {
+			char ch = *q == '\n' ? ';' : *q == '\t' ? ' ' : *q;
+			if (ch == ' ' && space)
+				continue;
+			space = ch == ' ' || ch == ';';
+			*w++ = ch;
+			if (ch == ';')
+				*w++ = ' ';
+		}
+		*w = '\0';
+	}
 	if (host_root || root_out <= 0)
-		out_line(fd, "root-mapping", false,
-			 "uid_map '%s': root%s of the host is mapped in", um ? um : "?",
-			 root_out == 0 ? " inside is root" : "");
+		out_line(fd, "root-mapping", false, "uid_map '%s': %s", um ? um : "?",
+			 root_out == 0 ? "root inside is root outside" : "the host's root is mapped in");
 	else
 		out_line(fd, "root-mapping", true, "uid_map '%s': root inside is uid %lld outside",
 			 um, root_out);
@@ -1226,45 +1263,51 @@ static bool sock_connects_abstract(const char *name)
 static void probe_sockets(const struct verify *v, int fd)
 {
 	static const char *const docker[] = { "/var/run/docker.sock", "/run/docker.sock", NULL };
-	struct pisb_buf bad = PISB_BUF_INIT;
+	struct findings bad = { PISB_BUF_INIT, 0 };
 	struct hobj inside[MAX_OBJS];
 	int nin = 0, budget = 4000, seen = 0;
 	struct stat sb;
 
 	for (int i = 0; docker[i]; i++)
 		if (lstat(docker[i], &sb) == 0)
-			pisb_buf_addf(&bad, "%s'%s' exists", bad.len ? "; " : "", docker[i]);
+			finding(&bad, "'%s' exists", docker[i]);
 	if (v->ssh_sock[0] && lstat(v->ssh_sock, &sb) == 0)
-		pisb_buf_addf(&bad, "%sthe caller's SSH_AUTH_SOCK '%s' exists", bad.len ? "; " : "", v->ssh_sock);
+		finding(&bad, "the caller's SSH_AUTH_SOCK '%s' exists", v->ssh_sock);
 	for (int i = 0; i < v->nsocks; i++)
 		if (lstat(v->socks[i].path, &sb) == 0 && sb.st_dev == v->socks[i].dev &&
 		    sb.st_ino == v->socks[i].ino)
-			pisb_buf_addf(&bad, "%sthe host's socket '%s' is visible", bad.len ? "; " : "", v->socks[i].path);
+			finding(&bad, "the host's socket '%s' is visible", v->socks[i].path);
 	find_socks(inside, &nin, "/run", 0, &budget);
 	find_socks(inside, &nin, "/var/run", 0, &budget);
 	find_socks(inside, &nin, "/tmp", 0, &budget);
 	for (int i = 0; i < nin; i++)
-		for (int k = 0; k < v->nsocks; k++)
-			if (inside[i].dev == v->socks[k].dev && inside[i].ino == v->socks[k].ino) {
-				pisb_buf_addf(&bad, "%sthe host's socket '%s' is visible as '%s'",
-					      bad.len ? "; " : "", v->socks[k].path, inside[i].path);
-				seen++;
-			}
+		for (int k = 0; k < v->nsocks; k++) {
+			if (inside[i].dev != v->socks[k].dev || inside[i].ino != v->socks[k].ino)
+				continue;
+			seen++;
+			if (strcmp(inside[i].path, v->socks[k].path)) /* else reported above */
+				finding(&bad, "the host's socket '%s' is visible as '%s'",
+					v->socks[k].path, inside[i].path);
+			break;
+		}
 	if (sock_connects_abstract(v->abstract))
-		pisb_buf_addf(&bad, "%sconnected to the host's abstract socket '@%s'", bad.len ? "; " : "", v->abstract);
-	if (bad.len)
-		out_line(fd, "host-sockets", false, "%.2000s", bad.s);
-	else
+		finding(&bad, "connected to the host's abstract socket '@%s'", v->abstract);
+	if (bad.n) {
+		findings_end(&bad);
+		out_line(fd, "host-sockets", false, "%s", bad.b.s);
+	} else {
 		out_line(fd, "host-sockets", true,
 			 "no docker socket; %s; none of the host's %d unix sockets under /run, /var/run, /tmp (canary '%s' included) visible, %d sockets inside are the sandbox's own; host abstract socket '@%s' unreachable",
 			 v->ssh_sock[0] ? "the caller's SSH_AUTH_SOCK absent" : "SSH_AUTH_SOCK not set by the caller",
 			 v->nsocks, v->sockpath, nin - seen, v->abstract);
-	pisb_buf_release(&bad);
+	}
+	pisb_buf_release(&bad.b);
 }
 
 static void probe_procs(const struct verify *v, int fd)
 {
-	struct pisb_buf bad = PISB_BUF_INIT, names = PISB_BUF_INIT;
+	struct findings bad = { PISB_BUF_INIT, 0 };
+	struct pisb_buf names = PISB_BUF_INIT;
 	DIR *d = opendir("/proc");
 	struct dirent *de;
 	char comm1[64] = "?";
@@ -1273,7 +1316,7 @@ static void probe_procs(const struct verify *v, int fd)
 
 	proc_stat("1", comm1, sizeof(comm1), &st);
 	if (strcmp(comm1, "pisb-init"))
-		pisb_buf_addf(&bad, "pid 1 is '%s', not pisb-init", comm1);
+		finding(&bad, "pid 1 is '%s', not pisb-init", comm1);
 	while (d && (de = readdir(d))) {
 		char comm[64];
 		if (de->d_name[0] < '0' || de->d_name[0] > '9' || !proc_stat(de->d_name, comm, sizeof(comm), &st))
@@ -1282,27 +1325,26 @@ static void probe_procs(const struct verify *v, int fd)
 		if (names.len < 300)
 			pisb_buf_addf(&names, "%s%s", names.len ? "," : "", comm);
 		if (!strcmp(comm, "pisb-svc"))
-			pisb_buf_addf(&bad, "%sa pisb-svc (controller) process is visible as pid %s",
-				      bad.len ? "; " : "", de->d_name);
+			finding(&bad, "a pisb-svc (controller) process is visible as pid %s",
+				      de->d_name);
 		for (int i = 0; i < v->nhp; i++) {
 			char pid[16];
 			snprintf(pid, sizeof(pid), "%d", (int)v->hp[i].pid);
 			if (!strcmp(pid, de->d_name) && st == v->hp[i].start)
-				pisb_buf_addf(&bad, "%s%s (host pid %s) is visible", bad.len ? "; " : "",
-					      v->hp[i].what, pid);
+				finding(&bad, "%s (host pid %s) is visible", v->hp[i].what, pid);
 		}
-		if (bad.len > 1500)
-			break;
-	}
+			}
 	if (d)
 		closedir(d);
-	if (bad.len)
-		out_line(fd, "host-processes", false, "%s", bad.s);
-	else
+	if (bad.n) {
+		findings_end(&bad);
+		out_line(fd, "host-processes", false, "%s", bad.b.s);
+	} else {
 		out_line(fd, "host-processes", true,
 			 "pid 1 is pisb-init; %d processes visible (%s); none of the host's (pisb verify, its parent, the controller, host init) is",
 			 count, names.s ? names.s : "");
-	pisb_buf_release(&bad);
+	}
+	pisb_buf_release(&bad.b);
 	pisb_buf_release(&names);
 }
 
@@ -1467,7 +1509,8 @@ static int probe_spawn(struct verify *v, const struct target *t, struct pisb_buf
 		s.stdout_fd = p[1];
 		s.stderr_fd = -1;
 		s.new_session = true;
-		s.pdeathsig = true;
+		/* not s.pdeathsig: with pisb_sbx_spawn the command's parent is
+		 * the short-lived joining process, whose exit would kill it */
 		pid = pisb_sbx_spawn(&s, &xe, &e);
 	}
 	close(p[1]);
@@ -1640,7 +1683,7 @@ static void check_limits(struct verify *v, const struct target *t)
 	     t->rt.limits_note ? ": " : "", t->rt.limits_note ? t->rt.limits_note : "");
 }
 
-static void check_init_uid(struct verify *v, const struct target *t, char *ev, size_t n)
+static bool check_init_uid(struct verify *v, const struct target *t, char *ev, size_t n)
 {
 	char path[64];
 	_cleanup_free_ char *s = NULL;
@@ -1653,12 +1696,11 @@ static void check_init_uid(struct verify *v, const struct target *t, char *ev, s
 	u = s ? strstr(s, "\nUid:") : NULL;
 	if (!u || sscanf(u + 5, "%u %u %u %u", &r, &e, &sv, &f) != 4) {
 		snprintf(ev, n, "cannot read the uid of %s %d", v->on_host ? "host init" : "the sandbox init", (int)pid);
-		return;
+		return false;
 	}
 	snprintf(ev, n, "%s (pid %d) runs as host uid %u%s", v->on_host ? "host init" : "the sandbox init",
 		 (int)pid, e, r && e && sv && f ? "" : " (root)");
-	if (!(r && e && sv && f))
-		ev[0] = '!';
+	return r && e && sv && f;
 }
 
 static void free_verify(struct verify *v)
@@ -1801,7 +1843,8 @@ int pisb_verify_cmd(struct pisb_state *st, const char *name, bool json,
 		const char *home = getenv("HOME");
 		if (cwd && strcmp(cwd, "/"))
 			add_obj(v->objs, &v->nobjs, cwd);
-		if (home && home[0] == '/' && strcmp(home, "/"))
+		if (home && home[0] == '/' && strcmp(home, "/") && strcmp(home, "/root") &&
+		    !pisb_str_starts(home, "/home/"))
 			add_obj(v->objs, &v->nobjs, home);
 	}
 	{
@@ -1862,15 +1905,16 @@ int pisb_verify_cmd(struct pisb_state *st, const char *name, bool json,
 	check_env(v, bout.s, berr);
 	check_limits(v, &t);
 	/* root-mapping: add the host's view of the init's uid */
-	check_init_uid(v, &t, uidev, sizeof(uidev));
-	for (int i = 0; i < v->nc; i++) {
-		if (strcmp(v->c[i].name, "root-mapping"))
-			continue;
-		char *ev = xasprintf("%s; %s", v->c[i].evidence, uidev[0] == '!' ? uidev + 1 : uidev);
-		free(v->c[i].evidence);
-		v->c[i].evidence = ev;
-		if (uidev[0] == '!' || pisb_str_starts(uidev, "cannot"))
-			v->c[i].pass = false;
+	{
+		bool init_ok = check_init_uid(v, &t, uidev, sizeof(uidev));
+		for (int i = 0; i < v->nc; i++) {
+			if (strcmp(v->c[i].name, "root-mapping"))
+				continue;
+			char *ev = xasprintf("%s; %s", v->c[i].evidence, uidev);
+			free(v->c[i].evidence);
+			v->c[i].evidence = ev;
+			v->c[i].pass = v->c[i].pass && init_ok;
+		}
 	}
 	/* host-loopback: nothing may have reached the listener */
 	{
