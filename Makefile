@@ -34,7 +34,8 @@ endif
 PKGS    := libcurl yaml-0.1 libarchive
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 CFLAGS  += $(PKG_CFLAGS)
-LIB_curl    := $(shell pkg-config --libs libcurl 2>/dev/null)
+# libcurl is dlopen()ed on first use (common/curl_lazy.c), never linked
+LIB_curl    := -ldl
 LIB_yaml    := $(shell pkg-config --libs yaml-0.1 2>/dev/null)
 LIB_archive := $(shell pkg-config --libs libarchive 2>/dev/null)
 

@@ -18,7 +18,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#define CURL_DISABLE_TYPECHECK
 #include <curl/curl.h>
+#include "curl_lazy.h"  /* libcurl is loaded on first use, not linked */
 
 #include "util.h"
 
