@@ -14,7 +14,8 @@
 static volatile sig_atomic_t stop;
 static void on_stop(int sig) { (void)sig; stop = 1; }
 
-/* Human summary on stderr: one line per failure, then the counts. */
+/* Diagnostics on stderr (also with --json): one line per failure; the
+ * skips with -v; the counts unless -q or --json. */
 static void summary(struct pisb_ctx *c, struct pisb_buf *b)
 {
 	struct pisb_json j;
@@ -39,8 +40,9 @@ static void summary(struct pisb_ctx *c, struct pisb_buf *b)
 			_cleanup_free_ char *m = pisb_json_str(&j, pisb_json_get(&j, o, "reason"));
 			fprintf(stderr, "skipped '%s': %s\n", n ? n : "?", m ? m : "?");
 		}
-	pisb_front_info(c, "renewed %d, failed %d, skipped %d", j.tok[rn].size, j.tok[fl].size,
-			j.tok[sk].size);
+	if (!c->a.json)
+		pisb_front_info(c, "renewed %d, failed %d, skipped %d", j.tok[rn].size, j.tok[fl].size,
+				j.tok[sk].size);
 	pisb_json_release(&j);
 }
 
@@ -56,8 +58,7 @@ static int pass(struct pisb_ctx *c)
 		return -1;
 	if (c->a.json)
 		pisb_front_out(&b);
-	else
-		summary(c, &b);
+	summary(c, &b);
 	fflush(stdout);
 	return failed;
 }

@@ -468,9 +468,14 @@ int os_execd_wait(struct os_conn *c, int timeout_ms, struct pisb_err *e)
 
 void os_renew_body(long long seconds, char out[96])
 {
+	/* milliseconds matter: with whole seconds a short TTL could be
+	 * renewed to less than itself */
+	int64_t ms = pisb_now_ms() + seconds * 1000;
 	char ts[32];
-	pisb_time_rfc3339(pisb_now_ms() / 1000 + seconds, ts);
-	snprintf(out, 96, "{\"expiresAt\":\"%s\"}", ts);
+
+	pisb_time_rfc3339(ms / 1000, ts);
+	ts[strlen(ts) - 1] = '\0';   /* drop the Z */
+	snprintf(out, 96, "{\"expiresAt\":\"%s.%03dZ\"}", ts, (int)(ms % 1000));
 }
 
 int os_renew(struct os_conn *c, long long seconds, char expires[64],

@@ -1,0 +1,232 @@
+#!/usr/bin/env bats
+# pisb renew: which opensandbox sandboxes are due, what a renewal sends,
+# failures retried and shown, owners, locks against stop and against
+# itself, the --watch loop, and the parallel pass.
+load helpers
+load fakes/opensandbox
+
+setup() {
+	pisb_test_setup
+	require_cmd jq
+	require_cmd curl
+	os_fake_start
+	os_config "$BATS_TEST_TMPDIR/r.yaml" "  image: python:3.11" "  timeoutSeconds: 600"
+}
+
+teardown() {
+	[ -n "${BG:-}" ] && kill "$BG" 2>/dev/null && wait "$BG" 2>/dev/null
+	os_fake_stop
+}
+
+# make NAME due now, as if its last renewal were long ago
+make_due() {
+	local f=$PI_SANDBOX_HOME/instances/$1/status.json
+	jq '.extra.renewedAt = 0' "$f" >"$f.new" && mv "$f.new" "$f"
+}
+
+fake_expiry() {
+	os_api GET "/v1/sandboxes/$1" | sed '$d' | jq -r '.expiresAt | sub("\\.[0-9]+";"") | fromdateiso8601'
+}
+
+@test "an empty state: nothing to do, exit 0, the report's three lists" {
+	run -0 pisb renew --json
+	[ "$output" = '{"renewed":[],"failed":[],"skipped":[]}' ]
+	run -0 --separate-stderr pisb renew
+	[[ $stderr == *"renewed 0, failed 0, skipped 0"* ]]
+}
+
+@test "only due sandboxes are renewed, to renewal time + timeoutSeconds" {
+	run -0 pisb create a -f "$BATS_TEST_TMPDIR/r.yaml"
+	run -0 pisb create b -f "$BATS_TEST_TMPDIR/r.yaml"
+	os_admin DELETE /_fake/stats >/dev/null
+	run -0 pisb renew --json
+	jq -e '.renewed == [] and ([.skipped[].name] == ["a","b"])
+		and (.skipped[0].reason | startswith("not due until"))' <<<"$output"
+	[ "$(os_ops renew)" -eq 0 ]
+	make_due b
+	before=$(date +%s)
+	run -0 pisb renew --json
+	jq -e '.renewed == ["b"] and .failed == [] and [.skipped[].name] == ["a"]' <<<"$output"
+	[ "$(os_ops renew)" -eq 1 ]
+	exp=$(fake_expiry "$(os_sid b)")
+	[ "$exp" -ge $((before + 600 - 2)) ] && [ "$exp" -le $((before + 600 + 5)) ]
+	run -0 pisb inspect b
+	jq -e '.remote.renewFailures == 0 and .remote.renewedAt >= '"$before"'
+		and .remote.nextRenewAt == .remote.renewedAt + 300' <<<"$output"
+	grep -q "renewed sandbox $(os_sid b)" "$PI_SANDBOX_HOME/instances/b/remote.log"
+}
+
+@test "the interval is min(timeoutSeconds/2, 1 h): a short TTL is kept alive by passes" {
+	os_config "$BATS_TEST_TMPDIR/s.yaml" "  image: x" "  timeoutSeconds: 4"
+	run -0 pisb create short -f "$BATS_TEST_TMPDIR/s.yaml"
+	id=$(os_sid short)
+	run -0 pisb renew --json
+	jq -e '.renewed == []' <<<"$output"
+	sleep 2.2
+	run -0 pisb renew --json
+	jq -e '.renewed == ["short"]' <<<"$output"
+	sleep 2.2
+	run -0 pisb renew --json
+	jq -e '.renewed == ["short"]' <<<"$output"
+	# created 4.4 s ago with a 4 s TTL: alive only thanks to the renewals
+	[ "$(os_state "$id")" = Running ]
+	os_config "$BATS_TEST_TMPDIR/l.yaml" "  image: x" "  timeoutSeconds: 86400"
+	run -0 pisb create long -f "$BATS_TEST_TMPDIR/l.yaml"
+	run -0 pisb inspect long
+	jq -e '.remote.nextRenewAt - .remote.renewedAt == 3600' <<<"$output"
+}
+
+@test "a failed renewal (503) is reported, shown by inspect, and retried at the next pass" {
+	run -0 pisb create f -f "$BATS_TEST_TMPDIR/r.yaml"
+	make_due f
+	os_fault '{"fail":{"renew":{"status":503,"count":1}}}'
+	run -5 --separate-stderr pisb renew --json
+	jq -e '.renewed == [] and .failed[0].name == "f" and (.failed[0].error | test("503"))' <<<"$output"
+	[[ $stderr == *"renew 'f' failed"*"503"* ]]
+	run -0 pisb inspect f
+	jq -e '(.remote.lastRenewError | test("503 FAKE::INJECTED_FAULT")) and .remote.renewFailures == 1
+		and .remote.lastRenewErrorAt > 0' <<<"$output"
+	grep -q "renew failed (retried at the next pass)" "$PI_SANDBOX_HOME/instances/f/remote.log"
+	run -0 pisb renew --json
+	jq -e '.renewed == ["f"]' <<<"$output"
+	run -0 pisb inspect f
+	jq -e '.remote.renewFailures == 0' <<<"$output"
+	[ "$(os_ops renew)" -eq 2 ]
+}
+
+@test "a sandbox whose owner process is gone is not renewed, so it expires" {
+	sleep 0.1 &
+	dead=$!
+	wait "$dead"
+	run -0 pisb create orphan -f "$BATS_TEST_TMPDIR/r.yaml" --owner-pid "$dead"
+	run -0 pisb create owned -f "$BATS_TEST_TMPDIR/r.yaml" --owner-pid $$
+	make_due orphan
+	make_due owned
+	run -0 pisb renew --json
+	jq -e --arg p "$dead" '.renewed == ["owned"] and .skipped[0].name == "orphan"
+		and (.skipped[0].reason | test("owner process " + $p + " is gone"))' <<<"$output"
+	[ "$(os_ops renew)" -eq 1 ]
+}
+
+@test "a sandbox gone from the server fails once, is marked gone, then skipped" {
+	run -0 pisb create g -f "$BATS_TEST_TMPDIR/r.yaml"
+	os_fault "{\"expire_now\":\"$(os_sid g)\"}"
+	make_due g
+	run -5 --separate-stderr pisb renew --json
+	jq -e '(.failed[0].error | test("no longer exists"))' <<<"$output"
+	[[ $stderr == *"renew 'g' failed"*"no longer exists"* ]]
+	run -0 pisb list --json
+	jq -e '.[0].status == "gone"' <<<"$output"
+	run -0 pisb renew --json
+	jq -e '.failed == [] and (.skipped[0].reason | test("no longer exists"))' <<<"$output"
+}
+
+@test "a sandbox without automatic expiration is renewed at connect only, then left alone" {
+	out=$(os_api POST /v1/sandboxes -d '{"image":{"uri":"x"},"entrypoint":["tail"],"resourceLimits":{"cpu":"1"}}')
+	id=$(sed '$d' <<<"$out" | jq -r .id)
+	os_config "$BATS_TEST_TMPDIR/c.yaml" "  sandboxId: $id"
+	run -0 pisb connect manual -f "$BATS_TEST_TMPDIR/c.yaml"
+	run -0 pisb inspect manual
+	jq -e '.remote.noExpiration == true' <<<"$output"
+	make_due manual
+	run -0 pisb renew --json
+	jq -e '.renewed == [] and (.skipped[0].reason | test("no automatic expiration"))' <<<"$output"
+}
+
+@test "two passes at once never renew one sandbox twice" {
+	run -0 pisb create c1 -f "$BATS_TEST_TMPDIR/r.yaml"
+	make_due c1
+	os_fault '{"delay_ms":{"renew":700}}'
+	os_admin DELETE /_fake/stats >/dev/null
+	pisb renew --json >"$BATS_TEST_TMPDIR/r1" &
+	p1=$!
+	pisb renew --json >"$BATS_TEST_TMPDIR/r2" &
+	p2=$!
+	wait "$p1" "$p2"
+	[ "$(os_ops renew)" -eq 1 ]
+	jq -s -e '([.[].renewed[]] == ["c1"]) and ([.[].skipped[].name] == ["c1"])' \
+		"$BATS_TEST_TMPDIR/r1" "$BATS_TEST_TMPDIR/r2"
+}
+
+@test "stop waits for a renewal in flight: the pause starts after the renewal ended" {
+	run -0 pisb create s -f "$BATS_TEST_TMPDIR/r.yaml"
+	make_due s
+	os_fault '{"delay_ms":{"renew":1500}}'
+	os_admin DELETE /_fake/log >/dev/null
+	pisb renew --json >"$BATS_TEST_TMPDIR/renew.out" &
+	BG=$!
+	# the renewal request has reached the server (and sleeps there)
+	for i in $(seq 100); do [ "$(os_ops renew)" -ge 1 ] && break; sleep 0.02; done
+	[ "$(os_ops renew)" -eq 1 ]
+	t0=$(date +%s%N)
+	run -0 pisb stop s
+	t1=$(date +%s%N)
+	wait "$BG"
+	BG=
+	jq -e '.renewed == ["s"]' "$BATS_TEST_TMPDIR/renew.out"
+	[ "$(os_state "$(os_sid s)")" = Paused ]
+	# stop blocked on the renewal: it took most of the 1.5 s
+	[ $(((t1 - t0) / 1000000)) -ge 800 ]
+	run -0 os_admin GET /_fake/log
+	jq -e '(map(select(.op == "renew"))[0].end_ms) <= (map(select(.op == "pause"))[0].start_ms)' <<<"$output"
+	# and the renewal's bookkeeping did not undo the pause
+	run -0 pisb list --json
+	jq -e '.[0].status == "paused"' <<<"$output"
+}
+
+@test "destroy waits for a renewal in flight before it kills" {
+	run -0 pisb create d -f "$BATS_TEST_TMPDIR/r.yaml"
+	make_due d
+	os_fault '{"delay_ms":{"renew":1000}}'
+	os_admin DELETE /_fake/log >/dev/null
+	pisb renew --json >/dev/null &
+	BG=$!
+	for i in $(seq 100); do [ "$(os_ops renew)" -ge 1 ] && break; sleep 0.02; done
+	run -0 pisb destroy d --confirm d
+	wait "$BG" || true
+	BG=
+	run -0 os_admin GET /_fake/log
+	jq -e '(map(select(.op == "renew"))[0].end_ms) <= (map(select(.op == "delete"))[0].start_ms)' <<<"$output"
+	[ ! -e "$PI_SANDBOX_HOME/instances/d" ]
+}
+
+@test "renew --watch renews every interval until SIGTERM" {
+	os_config "$BATS_TEST_TMPDIR/w.yaml" "  image: x" "  timeoutSeconds: 2"
+	run -0 pisb create w -f "$BATS_TEST_TMPDIR/w.yaml"
+	id=$(os_sid w)
+	pisb renew --watch --interval 1 --json >"$BATS_TEST_TMPDIR/watch.out" 2>&1 &
+	BG=$!
+	sleep 4.5
+	# a 2 s TTL, 4.5 s old: alive only because the loop renewed it
+	[ "$(os_state "$id")" = Running ]
+	kill -TERM "$BG"
+	rc=0
+	wait "$BG" || rc=$?
+	BG=
+	[ "$rc" -eq 0 ]
+	[ "$(os_ops renew)" -ge 2 ]
+	# one report line per pass
+	[ "$(wc -l <"$BATS_TEST_TMPDIR/watch.out")" -ge 4 ]
+	jq -e '.renewed' "$BATS_TEST_TMPDIR/watch.out" >/dev/null
+}
+
+@test "--interval without --watch is a usage error" {
+	run -2 pisb renew --interval 5
+}
+
+@test "renewals run in parallel: 200 sandboxes at 50 ms each in well under 5 s" {
+	run -0 "$TOP/bench/renew.sh" 200
+	[[ $output == *"200 renewed, 0 failed"* ]]
+	secs=$(sed -n 's/.*renewal: \([0-9.]*\) s.*/\1/p' <<<"$output")
+	awk -v s="$secs" 'BEGIN { exit !(s < 2.5) }'
+}
+
+@test "pisb-renew(1) is clean roff with the crontab line" {
+	require_cmd groff
+	run -0 groff -man -ww -z "$TOP/man/pisb-renew.1"
+	[ -z "$output" ]
+	grep -q 'pisb renew \\-q' "$TOP/man/pisb-renew.1"
+	for s in NAME SYNOPSIS DESCRIPTION OPTIONS "JSON OUTPUT" "EXIT STATUS" EXAMPLES; do
+		grep -q "^\.SH \"\?$s\"\?$" "$TOP/man/pisb-renew.1"
+	done
+}
