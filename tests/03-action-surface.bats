@@ -159,6 +159,19 @@ create_demo() {
 	[ "$(pisb list -q)" = "" ]
 }
 
+@test "positional values of verbs that take a command are never taken for options either" {
+	# exec, svc and docker put their positionals before "--" CMD
+	run --separate-stderr pisb action '{"action":"exec","name":"--help","command":["true"]}'
+	[ "$status" -eq 2 ] || { echo "exec name '--help' gave status $status: $output"; return 1; }
+	is_error usage 2
+	run --separate-stderr pisb action '{"action":"svc","name":"demo","op":"--version"}'
+	[ "$status" -eq 2 ] || { echo "svc op '--version' gave status $status: $output"; return 1; }
+	is_error usage 2
+	run --separate-stderr pisb action "{\"action\":\"docker\",\"name\":\"--state-dir\",\"verb\":\"$BATS_TEST_TMPDIR\"}"
+	[ "$status" -eq 2 ] || { echo "docker name '--state-dir' gave status $status: $output"; return 1; }
+	is_error usage 2
+}
+
 @test "flags: true adds the option, false leaves it out" {
 	create_demo
 	run -0 --separate-stderr pisb action '{"action":"list","templates":true}'
