@@ -19,18 +19,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { OP_HELLO, OP_CONNECT, OP_LISTEN, OP_PORT_FREE };
+enum { OP_HELLO, OP_CONNECT, OP_LISTEN, OP_PORT_FREE, OP_SOCKETS };
 
 struct req {
 	int op;
-	int port;
+	int port;       /* OP_SOCKETS: how many */
+	int family;
 };
 
 struct rep {
 	int err;        /* errno, 0 on success */
 	int pending;    /* connect still in progress */
 	int free_;      /* OP_PORT_FREE */
-	int has_fd;
+	int nfd;        /* fds attached */
+	int family;     /* OP_CONNECT: the family that worked */
 };
 
 /* How long the helper waits for a loopback connect to complete before it
@@ -39,11 +41,11 @@ struct rep {
 
 /* ---------- the helper's side ---------- */
 
-static void send_rep(int sock, const struct rep *r, int fd)
+static void send_rep_fds(int sock, const struct rep *r, const int *fds, int nfd)
 {
 	struct iovec iov = { (void *)r, sizeof(*r) };
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(sizeof(int) * PISB_NETNS_POOL)];
 		struct cmsghdr align;
 	} u;
 	struct msghdr m;
@@ -51,19 +53,51 @@ static void send_rep(int sock, const struct rep *r, int fd)
 	memset(&m, 0, sizeof(m));
 	m.msg_iov = &iov;
 	m.msg_iovlen = 1;
-	if (fd >= 0) {
+	if (nfd > 0) {
 		struct cmsghdr *c;
 		memset(&u, 0, sizeof(u));
 		m.msg_control = u.buf;
-		m.msg_controllen = sizeof(u.buf);
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfd);
 		c = CMSG_FIRSTHDR(&m);
 		c->cmsg_level = SOL_SOCKET;
 		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfd);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfd);
 	}
 	while (sendmsg(sock, &m, MSG_NOSIGNAL) < 0 && errno == EINTR)
 		;
+}
+
+static void send_rep(int sock, struct rep *r, int fd)
+{
+	r->nfd = fd >= 0;
+	send_rep_fds(sock, r, &fd, fd >= 0);
+}
+
+static int tcp_socket(int family)
+{
+	int one = 1, fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd >= 0)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static void do_sockets(int sock, int family, int count)
+{
+	struct rep r = { 0 };
+	int fds[PISB_NETNS_POOL], n = 0;
+
+	if (count > PISB_NETNS_POOL)
+		count = PISB_NETNS_POOL;
+	while (n < count && (fds[n] = tcp_socket(family)) >= 0)
+		n++;
+	if (!n)
+		r.err = errno;
+	r.nfd = n;
+	send_rep_fds(sock, &r, fds, n);
+	while (n-- > 0)
+		close(fds[n]);
 }
 
 static void fill_addr(struct sockaddr_storage *ss, socklen_t *len, int v6, int port)
@@ -94,14 +128,14 @@ static void do_connect(int sock, int port)
 	for (int v6 = 0; v6 < 2; v6++) {
 		struct sockaddr_storage ss;
 		socklen_t len;
-		int fd, one = 1, err = 0;
+		int fd, err = 0;
 		socklen_t el = sizeof(err);
 
 		fill_addr(&ss, &len, v6, port);
-		fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		r.family = ss.ss_family;
+		fd = tcp_socket(ss.ss_family);
 		if (fd < 0)
 			continue;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		if (connect(fd, (struct sockaddr *)&ss, len) < 0) {
 			struct pollfd p = { fd, POLLOUT, 0 };
 			if (errno != EINPROGRESS) {
@@ -109,7 +143,6 @@ static void do_connect(int sock, int port)
 			} else if (poll(&p, 1, CONNECT_WAIT_MS) == 0) {
 				/* still connecting: the controller finishes it */
 				r.pending = 1;
-				r.has_fd = 1;
 				send_rep(sock, &r, fd);
 				close(fd);
 				return;
@@ -118,7 +151,6 @@ static void do_connect(int sock, int port)
 			}
 		}
 		if (!err) {
-			r.has_fd = 1;
 			send_rep(sock, &r, fd);
 			close(fd);
 			return;
@@ -166,7 +198,6 @@ static void do_listen(int sock, int port)
 		send_rep(sock, &r, -1);
 		return;
 	}
-	r.has_fd = 1;
 	send_rep(sock, &r, fd);
 	close(fd);
 }
@@ -234,6 +265,9 @@ static void __attribute__((noreturn)) helper_main(int sock, pid_t parent, pid_t 
 		case OP_PORT_FREE:
 			do_port_free(sock, q.port);
 			break;
+		case OP_SOCKETS:
+			do_sockets(sock, q.family, q.port);
+			break;
 		default: {
 			struct rep r = { .err = EINVAL };
 			send_rep(sock, &r, -1);
@@ -250,6 +284,8 @@ void pisb_netns_init(struct pisb_netns *n, pid_t init, unsigned long long start)
 	n->start = start;
 	n->pid = 0;
 	n->sock = -1;
+	n->last_family = 0;
+	n->npool[0] = n->npool[1] = 0;
 }
 
 pid_t pisb_netns_pid(const struct pisb_netns *n)
@@ -269,6 +305,9 @@ void pisb_netns_reaped(struct pisb_netns *n, pid_t pid)
 
 void pisb_netns_release(struct pisb_netns *n)
 {
+	for (int k = 0; k < 2; k++)
+		while (n->npool[k] > 0)
+			close(n->pool[k][--n->npool[k]]);
 	if (n->sock >= 0)
 		close(n->sock);
 	n->sock = -1;
@@ -279,20 +318,21 @@ void pisb_netns_release(struct pisb_netns *n)
 	n->pid = 0;
 }
 
-/* Receive one reply (and maybe an fd) within timeout_ms. */
-static int recv_rep(int sock, struct rep *r, int *fd, int timeout_ms)
+/* Receive one reply and its fds (at most max) within timeout_ms. */
+static int recv_rep(int sock, struct rep *r, int *fds, int max, int timeout_ms)
 {
 	struct iovec iov = { r, sizeof(*r) };
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(sizeof(int) * PISB_NETNS_POOL)];
 		struct cmsghdr align;
 	} u;
 	struct msghdr m;
 	struct pollfd p = { sock, POLLIN, 0 };
 	ssize_t got;
-	int pr;
+	int pr, n = 0;
 
-	*fd = -1;
+	for (int i = 0; i < max; i++)
+		fds[i] = -1;
 	while ((pr = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
 		;
 	if (pr <= 0) {
@@ -310,16 +350,26 @@ static int recv_rep(int sock, struct rep *r, int *fd, int timeout_ms)
 		errno = got < 0 ? errno : EPIPE;
 		return -1;
 	}
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-			memcpy(fd, CMSG_DATA(c), sizeof(int));
-	return 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (int i = 0; i < k; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (n < max)
+				fds[n++] = fd;
+			else
+				close(fd);
+		}
+	}
+	return n;
 }
 
 static int helper_start(struct pisb_netns *n, struct pisb_err *e)
 {
 	int sp[2], fd;
-	struct rep r;
+	struct rep r = { 0 };
 	pid_t pid, me = getpid();
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
@@ -337,7 +387,7 @@ static int helper_start(struct pisb_netns *n, struct pisb_err *e)
 	close(sp[1]);
 	n->pid = pid;
 	n->sock = sp[0];
-	if (recv_rep(n->sock, &r, &fd, 5000) < 0 || r.err) {
+	if (recv_rep(n->sock, &r, &fd, 1, 5000) < 0 || r.err) {
 		int en = r.err ? r.err : errno;
 		pisb_netns_release(n);
 		errno = en;
@@ -346,18 +396,20 @@ static int helper_start(struct pisb_netns *n, struct pisb_err *e)
 	return 0;
 }
 
-/* One request; starts (or restarts, once) the helper as needed. */
-static int call(struct pisb_netns *n, int op, int port, struct rep *r, int *fd,
-		struct pisb_err *e)
+/* One request; starts (or restarts, once) the helper as needed.  Returns
+ * the number of fds received into fds (at most max), or -1. */
+static int call(struct pisb_netns *n, int op, int port, int family, struct rep *r,
+		int *fds, int max, struct pisb_err *e)
 {
-	struct req q = { op, port };
+	struct req q = { op, port, family };
 
 	for (int attempt = 0; attempt < 2; attempt++) {
+		int got;
 		if (n->sock < 0 && helper_start(n, e) < 0)
 			return -1;
 		if (send(n->sock, &q, sizeof(q), MSG_NOSIGNAL) == (ssize_t)sizeof(q) &&
-		    recv_rep(n->sock, r, fd, 5000) == 0)
-			return 0;
+		    (got = recv_rep(n->sock, r, fds, max, 5000)) >= 0)
+			return got;
 		/* the helper died (the sandbox stopped?) or hung: replace it */
 		pisb_netns_release(n);
 	}
@@ -371,7 +423,7 @@ int pisb_netns_connect(struct pisb_netns *n, int port, bool *pending,
 	int fd;
 
 	*pending = false;
-	if (call(n, OP_CONNECT, port, &r, &fd, e) < 0)
+	if (call(n, OP_CONNECT, port, 0, &r, &fd, 1, e) < 0)
 		return -1;
 	if (r.err || fd < 0) {
 		if (fd >= 0)
@@ -380,6 +432,47 @@ int pisb_netns_connect(struct pisb_netns *n, int port, bool *pending,
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "connect to port %d in the sandbox", port);
 	}
 	*pending = r.pending;
+	n->last_family = r.family;
+	return fd;
+}
+
+int pisb_netns_last_family(const struct pisb_netns *n)
+{
+	return n->last_family ? n->last_family : AF_INET;
+}
+
+int pisb_netns_connect_fast(struct pisb_netns *n, int family, int port,
+			    bool *pending, struct pisb_err *e)
+{
+	int k = family == AF_INET6, fd;
+	struct sockaddr_storage ss;
+	socklen_t len;
+
+	*pending = false;
+	if (!n->npool[k]) {
+		struct rep r;
+		int got = call(n, OP_SOCKETS, PISB_NETNS_POOL, k ? AF_INET6 : AF_INET, &r,
+			       n->pool[k], PISB_NETNS_POOL, e);
+		if (got < 0)
+			return -1;
+		if (!got) {
+			errno = r.err ? r.err : EMFILE;
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "sockets in the sandbox");
+		}
+		n->npool[k] = got;
+	}
+	fd = n->pool[k][--n->npool[k]];
+	fill_addr(&ss, &len, k, port);
+	if (connect(fd, (struct sockaddr *)&ss, len) < 0) {
+		if (errno == EINPROGRESS) {
+			*pending = true;
+			return fd;
+		}
+		int en = errno;
+		close(fd);
+		errno = en;
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "connect to port %d in the sandbox", port);
+	}
 	return fd;
 }
 
@@ -388,7 +481,7 @@ int pisb_netns_listen(struct pisb_netns *n, int port, struct pisb_err *e)
 	struct rep r;
 	int fd;
 
-	if (call(n, OP_LISTEN, port, &r, &fd, e) < 0)
+	if (call(n, OP_LISTEN, port, 0, &r, &fd, 1, e) < 0)
 		return -1;
 	if (r.err || fd < 0) {
 		if (fd >= 0)
@@ -404,7 +497,7 @@ int pisb_netns_port_free(struct pisb_netns *n, int port, struct pisb_err *e)
 	struct rep r;
 	int fd;
 
-	if (call(n, OP_PORT_FREE, port, &r, &fd, e) < 0)
+	if (call(n, OP_PORT_FREE, port, 0, &r, &fd, 1, e) < 0)
 		return -1;
 	if (fd >= 0)
 		close(fd);

@@ -22,11 +22,19 @@
 
 struct pisb_err;
 
+#define PISB_NETNS_POOL 32
+
 struct pisb_netns {
 	pid_t init;                 /* the sandbox's init: whose namespaces */
 	unsigned long long start;   /* its start time (pid reuse guard) */
 	pid_t pid;                  /* the helper, 0 if none */
+	int last_family;            /* of the last pisb_netns_connect() */
 	int sock;                   /* our end of the socketpair, -1 if none */
+	/* unconnected TCP sockets made inside, per family (0: IPv4, 1: IPv6):
+	 * connect() uses the namespace a socket was made in, so the
+	 * controller connects them itself, without a round trip */
+	int pool[2][PISB_NETNS_POOL];
+	int npool[2];
 };
 
 void pisb_netns_init(struct pisb_netns *n, pid_t init, unsigned long long start);
@@ -42,6 +50,14 @@ void pisb_netns_reaped(struct pisb_netns *n, pid_t pid);
  * the fd, or -1 with e->errnum set (ECONNREFUSED: nothing listens). */
 int pisb_netns_connect(struct pisb_netns *n, int port, bool *pending,
 		       struct pisb_err *e);
+/* The same in one family (AF_INET: 127.0.0.1, AF_INET6: ::1), connected
+ * by the caller with a socket from the pool: no round trip to the helper
+ * except to refill the pool.  A refused connection may show only later,
+ * as the pending connect's error. */
+int pisb_netns_connect_fast(struct pisb_netns *n, int family, int port,
+			    bool *pending, struct pisb_err *e);
+/* The family the last pisb_netns_connect() succeeded with. */
+int pisb_netns_last_family(const struct pisb_netns *n);
 /* A non-blocking listening socket on 127.0.0.1:port inside the sandbox. */
 int pisb_netns_listen(struct pisb_netns *n, int port, struct pisb_err *e);
 /* Is 127.0.0.1:port free for a listener inside the sandbox?  1 yes, 0 no,

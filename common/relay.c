@@ -35,6 +35,8 @@ struct conn {
 	int64_t linger_until;
 	int idx[2];         /* pollfd slots at the last pisb_relay_pollfds */
 	const void *tag;
+	void (*on_fail)(void *arg, const void *tag);
+	void *arg;
 	struct conn *prev, *next;
 };
 
@@ -159,6 +161,8 @@ int pisb_relay_add(struct pisb_relay *r, int a, int b,
 	set_pre(&c->d[0], o->to_b, o->to_b_len);
 	set_pre(&c->d[1], o->to_a, o->to_a_len);
 	c->connecting = o->b_connecting;
+	c->on_fail = o->on_fail;
+	c->arg = o->arg;
 	if (o->fail) {
 		c->fail = xstrdup(o->fail);
 		c->fail_len = strlen(o->fail);
@@ -332,6 +336,8 @@ void pisb_relay_poll(struct pisb_relay *r, struct pollfd *p, int n)
 		if (c->connecting && rev[1]) {
 			int st = finish_connect(c);
 			if (st < 0) {
+				if (c->on_fail)
+					c->on_fail(c->arg, c->tag);
 				if (!c->fail) {
 					conn_close(r, c);
 					continue;

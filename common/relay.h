@@ -36,6 +36,9 @@ struct pisb_relay_opts {
 	bool b_connecting;   /* b's connect() is still in progress */
 	const char *fail;    /* sent to a if b's connect fails (copied), or NULL */
 	const void *tag;     /* owner, for pisb_relay_close_tag() */
+	/* called (before fail is sent) when b's connect fails */
+	void (*on_fail)(void *arg, const void *tag);
+	void *arg;
 };
 
 struct pisb_relay *pisb_relay_new(void);

@@ -88,6 +88,7 @@ struct svc {
 	int port, host_port;
 	int lfd, lidx;
 	char *lerr;             /* why the preview does not listen */
+	int family;             /* what the service listens on: AF_INET, AF_INET6 */
 	/* the process */
 	enum pstate ps;
 	bool want, restart_now;
@@ -236,6 +237,7 @@ static struct svc *svc_new(struct pisb_services *s, const char *name, enum kind 
 	v->enabled = true;
 	v->timeout_ms = 30000;
 	v->lfd = v->pfd = v->log_fd = -1;
+	v->family = AF_INET;
 	v->lidx = v->pidx = -1;
 	s->v = xrealloc(s->v, (s->n + 1) * sizeof(*s->v));
 	s->v[s->n++] = v;
@@ -928,6 +930,8 @@ static void probe_start(struct pisb_services *s, struct svc *v)
 		v->probe_at = now + probe_interval(v, now);
 		return;
 	}
+	/* previews connect the same way (127.0.0.1, else ::1) */
+	v->family = pisb_netns_last_family(&s->ns);
 	if (pending) {
 		v->pphase = PR_CONNECTING;
 		v->pdeadline = now + PROBE_TIMEOUT_MS;
@@ -1373,6 +1377,29 @@ static void lower(int *timeout, int64_t at, int64_t now)
 
 /* ---------- previews: accepting ---------- */
 
+/* A preview's connect failed: maybe the server moved from 127.0.0.1 to
+ * ::1 or back; find out, for the next connection. */
+static void redetect_family(void *arg, const void *tag)
+{
+	struct pisb_services *s = arg;
+	struct pisb_err e = PISB_ERR_INIT;
+	bool pending;
+
+	for (size_t i = 0; i < s->n; i++) {
+		struct svc *v = s->v[i];
+		int fd;
+
+		if (v != tag || !v->port)
+			continue;
+		fd = pisb_netns_connect(&s->ns, v->port, &pending, &e);
+		if (fd >= 0) {
+			v->family = pisb_netns_last_family(&s->ns);
+			close(fd);
+		}
+		return;
+	}
+}
+
 static void accept_preview(struct pisb_services *s, struct svc *v)
 {
 	for (int k = 0; k < 64; k++) {
@@ -1394,7 +1421,11 @@ static void accept_preview(struct pisb_services *s, struct svc *v)
 				 state_name(v), s->name, v->name);
 		msg = xasprintf("HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\n"
 				"Connection: close\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
-		b = v->port ? pisb_netns_connect(&s->ns, v->port, &pending, &e) : -1;
+		b = v->port ? pisb_netns_connect_fast(&s->ns, v->family, v->port, &pending, &e) : -1;
+		if (b < 0 && v->port) {
+			redetect_family(s, v);
+			b = pisb_netns_connect_fast(&s->ns, v->family, v->port, &pending, &e);
+		}
 		if (b < 0) {
 			pisb_relay_reject(s->relay, a, msg, strlen(msg), v);
 			continue;
@@ -1403,6 +1434,8 @@ static void accept_preview(struct pisb_services *s, struct svc *v)
 		o.b_connecting = pending;
 		o.fail = msg;
 		o.tag = v;
+		o.on_fail = redetect_family;
+		o.arg = s;
 		pisb_relay_add(s->relay, a, b, &o);
 	}
 }
@@ -1914,6 +1947,7 @@ static void op_preview(struct pisb_services *s, const struct pisb_json *j, int f
 	}
 	open_listener(s, v);
 	persist(s);
+	redetect_family(s, v);
 	{
 		char *names[] = { v->name };
 		reply_services(s, fd, names, 1, PISB_EXIT_FAIL, v->lerr);

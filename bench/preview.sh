@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# bench/preview.sh - the preview relay and service start-up of a local sandbox.
+#
+#   throughput  1 GiB download through a preview vs. the same server
+#               (tests/fixtures/svc/server.py, sendfile) on host loopback;
+#               goal: relay >= 80% of direct (median of ROUNDS each, interleaved)
+#   latency     p50 of N requests on fresh connections through the preview
+#               minus p50 direct; goal: under 0.2 ms added
+#   ensure      `pisb svc NAME ensure web` (web: python3 -m http.server,
+#               stopped before) minus the server's own start time measured
+#               inside the sandbox; goal: under 300 ms added
+#
+# Needs pisb on PATH (make bench puts bin/ first), python3, curl, jq, user
+# namespaces.  Prints one line per measure and exits 1 if a goal is missed.
+# ROUNDS (default 5), REQS (default 500), SIZE_MB (default 1024) tune it.
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-5}
+REQS=${REQS:-500}
+SIZE_MB=${SIZE_MB:-1024}
+top=$(cd "$(dirname "$0")/.." && pwd)
+fix=$top/tests/fixtures/svc
+work=$(mktemp -d "${TMPDIR:-/tmp}/pisb-bench-preview.XXXXXX")
+direct_pid=
+export PI_SANDBOX_HOME=$work/state
+cleanup() {
+	[ -n "$direct_pid" ] && kill "$direct_pid" 2>/dev/null
+	pisb destroy bench --confirm bench >/dev/null 2>&1 || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+for c in pisb python3 curl jq; do
+	command -v "$c" >/dev/null || { echo "bench/preview.sh: needs $c on PATH" >&2; exit 2; }
+done
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+cat >"$work/s.yaml" <<'EOF'
+services:
+  web:
+    command: exec python3 -m http.server $PORT --bind 127.0.0.1
+    preview: true
+EOF
+pisb create bench -f "$work/s.yaml" >/dev/null
+pisb exec bench -- sh -c 'cat > /workspace/server.py' <"$fix/server.py"
+url=$(pisb svc bench start srv --preview --json -- 'exec python3 /workspace/server.py' | jq -r '.services[0].url')
+
+# the same server and the same file on both sides
+pisb exec bench -- sh -c "head -c ${SIZE_MB}M /dev/zero > /tmp/big.bin"
+head -c "${SIZE_MB}M" /dev/zero >"$work/big.bin"
+dport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+python3 "$fix/server.py" "$dport" >/dev/null 2>&1 &
+direct_pid=$!
+for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$dport/slow?ms=0" && break; sleep 0.05; done
+direct=http://127.0.0.1:$dport
+
+fail=0
+
+# ---- throughput ----
+: >"$work/tp.direct"
+: >"$work/tp.relay"
+for _ in $(seq "$ROUNDS"); do
+	curl -s -o /dev/null -w '%{speed_download}\n' "$direct/file?path=$work/big.bin" >>"$work/tp.direct"
+	curl -s -o /dev/null -w '%{speed_download}\n' "$url/file?path=/tmp/big.bin" >>"$work/tp.relay"
+done
+d=$(median <"$work/tp.direct")
+r=$(median <"$work/tp.relay")
+pct=$(awk -v r="$r" -v d="$d" 'BEGIN {printf "%.0f", 100 * r / d}')
+printf 'throughput: direct %.0f MB/s, preview %.0f MB/s: %s%% (goal >= 80%%)\n' \
+	"$(awk -v x="$d" 'BEGIN {print x / 1e6}')" "$(awk -v x="$r" 'BEGIN {print x / 1e6}')" "$pct"
+[ "$pct" -ge 80 ] || fail=1
+
+# ---- latency ----
+: >"$work/lat.direct"
+: >"$work/lat.relay"
+for _ in $(seq "$ROUNDS"); do
+	python3 "$fix/client.py" latency "$direct/env?name=HOME" "$REQS" >>"$work/lat.direct"
+	python3 "$fix/client.py" latency "$url/env?name=HOME" "$REQS" >>"$work/lat.relay"
+done
+ld=$(median <"$work/lat.direct")
+lr=$(median <"$work/lat.relay")
+added=$(awk -v a="$lr" -v b="$ld" 'BEGIN {printf "%.3f", a - b}')
+printf 'latency: p50 direct %.3f ms, preview %.3f ms: %s ms added (goal < 0.2 ms)\n' "$ld" "$lr" "$added"
+awk -v a="$added" 'BEGIN {exit !(a < 0.2)}' || fail=1
+
+# ---- ensure to ready ----
+# the server's own start: launch to first accepted connection, inside
+cat >"$work/own.py" <<'EOF'
+import socket, subprocess, sys, time
+t0 = time.perf_counter()
+p = subprocess.Popen([sys.executable, "-m", "http.server", "8999", "--bind", "127.0.0.1"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+while True:
+    try:
+        socket.create_connection(("127.0.0.1", 8999)).close()
+        break
+    except OSError:
+        time.sleep(0.001)
+print("%.1f" % ((time.perf_counter() - t0) * 1000))
+p.kill()
+EOF
+pisb exec bench -- sh -c 'cat > /workspace/own.py' <"$work/own.py"
+: >"$work/own"
+: >"$work/ens"
+for _ in $(seq "$ROUNDS"); do
+	pisb exec bench -- python3 /workspace/own.py >>"$work/own"
+	pisb svc bench stop web >/dev/null
+	t0=$(date +%s%N)
+	pisb svc bench ensure web >/dev/null
+	echo "$(( ($(date +%s%N) - t0) / 1000 ))" | awk '{printf "%.1f\n", $1 / 1000}' >>"$work/ens"
+done
+own=$(median <"$work/own")
+ens=$(median <"$work/ens")
+over=$(awk -v a="$ens" -v b="$own" 'BEGIN {printf "%.0f", a - b}')
+printf 'ensure: python3 -m http.server starts in %.0f ms, ensure to ready %.0f ms: %s ms added (goal < 300 ms)\n' \
+	"$own" "$ens" "$over"
+[ "$over" -lt 300 ] || fail=1
+exit $fail
