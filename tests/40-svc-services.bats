@@ -364,3 +364,19 @@ teardown() { svc_teardown; }
 	run -2 --separate-stderr pisb svc box status --port 3
 	[[ $stderr == *"go with 'start' only"* ]]
 }
+
+@test "runnable examples of pisb-svc(1) run" {
+	# the "$ " lines of the .EX blocks marked `.\" runnable`, stopping at the first that fails
+	script=$BATS_TEST_TMPDIR/examples.sh
+	{
+		echo 'set -o pipefail'
+		awk '/^\.\\" runnable$/ { want = 1; next }
+		     want && /^\.EX$/ { on = 1; want = 0; next }
+		     on && /^\.EE$/ { on = 0; next }
+		     on && /^\$ / { sub(/^\$ /, ""); gsub(/\\-/, "-"); gsub(/\\\(aq/, "\047");
+				     gsub(/\\\(dq/, "\""); gsub(/\\e/, "\\"); print; print "rc=$?; [ $rc -eq 0 ] || { echo \"failed ($rc): line " NR "\" >&2; exit 1; }" }' \
+			"$TOP/man/pisb-svc.1"
+	} >"$script"
+	[ "$(grep -c '^rc=' "$script")" -ge 12 ]
+	(cd "$TOP" && TMPDIR=$BATS_TEST_TMPDIR bash "$script")
+}
