@@ -800,6 +800,52 @@ static int settle(int sdir, struct os_conn *c, const char *name, const char *exp
 	return r;
 }
 
+/* setup[] lines, then <workspace>/.agents/setup if executable, as the
+ * local controller runs them: in the workspace, output to remote.log,
+ * one 20-minute deadline.  A failure is recorded (inspect: setupError)
+ * and the sandbox is kept, as locally. */
+static void run_setup(int sdir, struct os_conn *c, const struct pisb_config *cfg)
+{
+	const char *ws = cfg->os.workspace ? cfg->os.workspace : "/workspace";
+	int64_t deadline = pisb_mono_ms() + 20 * 60 * 1000;
+	_cleanup_close_ int log = openat(sdir, "remote.log",
+					 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	_cleanup_free_ char *agents = xasprintf("f=%s/.agents/setup; if [ -x \"$f\" ]; then exec \"$f\"; fi", ws);
+	char *failed = NULL;
+
+	for (size_t i = 0; i <= cfg->nsetup && !failed; i++) {
+		const char *line = i < cfg->nsetup ? cfg->setup[i] : agents;
+		int64_t left = deadline - pisb_mono_ms();
+		struct os_run o = { .out_fd = log, .err_fd = log, .timeout_ms = left > 0 ? (int)left : 1 };
+		struct pisb_err e = PISB_ERR_INIT;
+		int code = 0;
+
+		if (i < cfg->nsetup)
+			os_log(sdir, "setup[%zu]: %s", i, line);
+		if (left <= 0)
+			failed = xasprintf("setup[%zu] '%s': the 20-minute setup deadline passed", i, line);
+		else if (os_run_cmd(c, line, ws, NULL, 0, &o, &code, &e) < 0)
+			failed = i < cfg->nsetup ? xasprintf("setup[%zu] '%s': %s", i, line, e.msg)
+						 : xasprintf(".agents/setup: %s", e.msg);
+		else if (code != 0)
+			failed = i < cfg->nsetup ? xasprintf("setup[%zu] '%s' exited with %d", i, line, code)
+						 : xasprintf(".agents/setup exited with %d", code);
+	}
+	if (failed) {
+		struct pisb_runtime rt;
+		struct pisb_err ig = PISB_ERR_INIT;
+		os_log(sdir, "setup failed: %s (the sandbox runs anyway)", failed);
+		if (pisb_runtime_load(sdir, &rt, &ig) == 0) {
+			free(rt.setup_error);
+			rt.setup_error = failed;
+			failed = NULL;
+			pisb_runtime_save(sdir, &rt, &ig);
+			pisb_runtime_release(&rt);
+		}
+		free(failed);
+	}
+}
+
 static void set_next(int sdir, long long timeout, bool noexp)
 {
 	struct pisb_runtime rt;
@@ -889,6 +935,7 @@ int pisb_os_create(struct pisb_state *st, const struct pisb_config *cfg,
 		goto out;
 	}
 	set_next(sdir, cfg->os.timeout_seconds, false);
+	run_setup(sdir, &c, cfg);
 	os_log(sdir, "sandbox %s is ready (expires %s)", c.sid, expires[0] ? expires : "never");
 	/* the instance is complete: other commands may use it from here on */
 	close(lock);

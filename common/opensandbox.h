@@ -74,7 +74,9 @@ int pisb_os_owns(struct pisb_state *st, const char *name, struct pisb_err *e);
  * sandbox (timeoutSeconds, resourceLimits, entrypoint, env, metadata +
  * pi-extension/pi-session-id, volumes, networkAllowlist as default-deny
  * egress with allow rules), waits until it runs and execd answers, makes
- * the workspace, writes the instance, emits "ready", runs --on-ready.
+ * the workspace, runs setup[] (and <workspace>/.agents/setup) there as
+ * the local driver does (a failure is kept in status.json's setupError;
+ * the sandbox stays), emits "ready", runs --on-ready.
  * Any failure kills the remote sandbox (if it exists) and removes the
  * local state.  Existing NAME: exit 4.  config_json is the normalised
  * config (pisb_config_json) stored in the record (ossfs secrets redacted).

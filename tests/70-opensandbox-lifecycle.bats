@@ -61,6 +61,29 @@ teardown() {
 		and .metadata == {"pi-extension":"pisb"}' <<<"$output"
 }
 
+@test "create runs setup lines in the workspace; a failing one is kept in setupError" {
+	cat >"$BATS_TEST_TMPDIR/s.yaml" <<-Y
+	version: 1
+	driver: opensandbox
+	setup:
+	  - echo one > one.txt
+	  - echo two >> one.txt
+	opensandbox:
+	  domain: 127.0.0.1:$OS_PORT
+	  image: x
+	Y
+	run -0 pisb create su -f "$BATS_TEST_TMPDIR/s.yaml"
+	run -0 pisb exec su -- cat /workspace/one.txt
+	[ "$output" = "$(printf 'one\ntwo')" ]
+	run -0 pisb inspect su
+	jq -e '.setupError == null' <<<"$output"
+	sed -i 's/echo two >> one.txt/exit 7/' "$BATS_TEST_TMPDIR/s.yaml"
+	run -0 pisb create sf -f "$BATS_TEST_TMPDIR/s.yaml"
+	run -0 pisb inspect sf
+	jq -e '.status == "running" and (.setupError | test("setup\\[1\\] .exit 7. exited with 7"))' <<<"$output"
+	grep -q "setup failed" "$PI_SANDBOX_HOME/instances/sf/remote.log"
+}
+
 @test "create from a snapshotId" {
 	os_config "$BATS_TEST_TMPDIR/s.yaml" "  snapshotId: snap-123"
 	run -0 pisb create snap -f "$BATS_TEST_TMPDIR/s.yaml"
