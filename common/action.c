@@ -145,6 +145,13 @@ int pisb_action_argv(const char *json, size_t len, struct pisb_strv *argv,
 		if (p < 4 && v->pos[p]) {
 			if (scalar(&j, t, v->pos[p], false, &val, e) < 0)
 				goto outpos;
+			/* these go before "--" CMD: a value that looks like an option
+			 * would be read as one */
+			if (v->dashdash && val.s && val.s[0] == '-') {
+				pisb_err_set(e, PISB_EXIT_USAGE, "action key '%s': must not start with '-' ('%s')",
+					     v->pos[p], val.s);
+				goto outpos;
+			}
 			free(posown[p]);
 			posown[p] = xstrdup(val.s ? val.s : "");
 			posv[p] = posown[p];
