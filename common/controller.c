@@ -228,9 +228,30 @@ static void do_stop(struct ctl *c)
 		close(c->initctl); /* init exits: the pid ns is torn down */
 		c->initctl = -1;
 	}
-	if (c->rt.init.pid > 0 && pisb_wait_timeout(c->rt.init.pid, &status, 5000) == 0) {
-		kill(c->rt.init.pid, SIGKILL);
-		waitpid(c->rt.init.pid, &status, 0);
+	/* Reap until the init is gone.  Our other children (hooks, services:
+	 * we are their subreaper) may be zombies of its pid namespace, and
+	 * the init cannot finish exiting until they are reaped: reap them
+	 * all, not only the init. */
+	if (c->rt.init.pid > 0) {
+		int64_t deadline = pisb_mono_ms() + 5000;
+		bool killed = false;
+		for (;;) {
+			pid_t w = waitpid(-1, &status, WNOHANG);
+			if (w == c->rt.init.pid || (w < 0 && errno == ECHILD))
+				break;
+			if (w > 0) {
+				if (c->svc)
+					pisb_services_reaped(c->svc, w, status);
+				continue;
+			}
+			if (!killed && pisb_mono_ms() > deadline) {
+				logf_("stop: the init did not exit in 5 s; killing it");
+				kill(c->rt.init.pid, SIGKILL);
+				killed = true;
+			}
+			struct timespec ts = { 0, 2 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
 	}
 	/* flush the disk: the checkpoint is what is on it now */
 	{
@@ -347,7 +368,8 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 	c.idir = open_target(st, name, e);
 	if (c.idir < 0)
 		return -1;
-	lock = pisb_lock_acquire(c.idir, "controller.lock", true, 0, "the sandbox controller", e);
+	/* a moment's patience: a client may be probing the lock right now */
+	lock = pisb_lock_acquire(c.idir, "controller.lock", true, 2000, "the sandbox controller", e);
 	if (lock < 0)
 		goto out;
 	if (pisb_record_load(c.idir, &c.rec, e) < 0 || pisb_record_config(&c.rec, &c.cfg, e) < 0)
