@@ -347,7 +347,7 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 	const int rest = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
 			 CLONE_NEWUTS | CLONE_NEWCGROUP;
 	pid_t init;
-	int lower, disk;
+	int lower, disk, go[2];
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (b->log_fd >= 0)
@@ -372,13 +372,28 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 	mount_root(b, lower, disk, sock);
 	close(lower);
 	close(disk);
+	/* The init and we share sock: it must not speak before our "P" + pid
+	 * is on it, or the controller would read the two interleaved. */
+	if (pipe2(go, O_CLOEXEC) < 0)
+		child_fail(sock, "pipe");
 	init = fork();
 	if (init < 0)
 		child_fail(sock, "fork init");
-	if (init == 0)
+	if (init == 0) {
+		char c;
+		close(go[1]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(1);
+		close(go[0]);
 		init_main(b, sock);
-	pisb_write_all(sock, "P", 1);
-	pisb_write_all(sock, &init, sizeof(init));
+	}
+	{
+		char msg[1 + sizeof(init)];
+		msg[0] = 'P';
+		memcpy(msg + 1, &init, sizeof(init));
+		pisb_write_all(sock, msg, sizeof(msg));
+	}
+	pisb_write_all(go[1], "g", 1);
 	_exit(0);
 }
 
