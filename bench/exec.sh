@@ -25,7 +25,7 @@ if command -v dockerd >/dev/null && [ "$(id -u)" = 0 ]; then
 		docker build -q -t pisb-bench-bb "$img" >/dev/null 2>&1 && docker run -d --name pisb-bench --network none pisb-bench-bb >/dev/null 2>&1
 		dk=$(BENCH_RUNS=30 median_ms docker exec pisb-bench /bin/busybox true)
 		row "pisb exec bx -- true" "$p" "docker exec (private dockerd)" "$dk"
-		awk -v p="$p" -v d="$dk" 'BEGIN { printf "  %-34s %.1fx (target >= 20x: %s)\n", "pisb faster than docker exec by", d/p, d/p >= 20 ? "ok" : "NO" }'
+		awk -v p="$p" -v d="$dk" 'BEGIN { printf "  %-34s %.1fx (target >= 20x: %s)\n", "pisb faster than docker exec by", d/p, ((d/p >= 20) ? "ok" : "NO") }'
 		docker rm -f pisb-bench >/dev/null 2>&1
 	else
 		line "docker exec" "skipped: busybox not installed for the scratch image"
