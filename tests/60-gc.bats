@@ -1,0 +1,299 @@
+#!/usr/bin/env bats
+# pisb gc: each category is swept (dead owners, interrupted controllers,
+# stale stopped sandboxes, orphaned handles, staging, trash, image caches,
+# sbx leftovers); running and foreign sandboxes are left alone; --dry-run
+# changes nothing; concurrent runs are safe.
+load helpers
+
+setup() {
+	pisb_test_setup
+	S=$PI_SANDBOX_HOME
+	mkdir -p "$S"
+	chmod 700 "$S"
+	BGPIDS=()
+}
+
+teardown() {
+	for p in "${BGPIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for n in $(pisb list -q 2>/dev/null); do pisb destroy "$n" --confirm "$n" >/dev/null 2>&1 || true; done
+}
+
+# hold an flock on $1 in the background, in one process (the lock's fd is
+# its own), with bats' fd 3 closed; sets HOLDER
+hold_lock() {
+	bash -c 'exec 9>"$0"; flock 9; exec sleep 1000' "$1" 3>&- &
+	HOLDER=$!
+	BGPIDS+=("$HOLDER")
+	for i in $(seq 200); do
+		[ -e "$1" ] && ! flock -n "$1" true 2>/dev/null && return 0
+		sleep 0.02
+	done
+	return 1
+}
+
+# a pid that was just in use and is now surely gone
+dead_pid() {
+	sh -c 'echo $$'
+}
+
+# the JSON item {kind,name,reason} of list L (removed|cleaned|kept) named N
+item() {
+	jq -e --arg l "$1" --arg n "$2" '.[$l][] | select(.name == $n)' <<<"$output"
+}
+
+# fake a record for a sandbox that lives elsewhere (driver $2, owner pid $3)
+remote_record() {
+	mkdir -p "$S/instances/$1"
+	chmod 700 "$S/instances/$1"
+	printf '{"version":1,"name":"%s","driver":"%s","createdAt":1,"template":null,"owner":{"pid":%s,"start":12345},"sessionId":null,"remote":null,"config":{"version":1}}\n' \
+		"$1" "$2" "$3" > "$S/instances/$1/record.json"
+}
+
+@test "a session sandbox whose owner process is gone is stopped and destroyed; a live owner's stays" {
+	require_userns
+	sleep 1000 3>&- & owner=$!
+	sleep 1000 3>&- & live=$!
+	BGPIDS+=("$live")
+	run -0 pisb create a --owner-pid "$owner"
+	run -0 pisb create b --owner-pid "$live"
+	run -0 pisb inspect a
+	jq -e '.ownerPid == '"$owner"' and .ownerAlive' <<<"$output"
+	kill "$owner"
+	wait "$owner" 2>/dev/null || true
+	run -0 --separate-stderr pisb gc --json
+	item removed a | jq -e '.kind == "sandbox" and (.reason | test("owner pid '"$owner"' is gone"))'
+	item kept b | jq -e '.reason == "running"'
+	[ ! -e "$S/instances/a" ]
+	run -0 pisb list -q
+	[ "$output" = b ]
+	run -0 pisb exec b -- true
+	# the human form: one line per action
+	kill "$live"
+	wait "$live" 2>/dev/null || true
+	run -0 --separate-stderr pisb gc
+	[ "$output" = "removed sandbox 'b': owner pid $live is gone" ]
+}
+
+@test "an interrupted controller: the sandbox is marked stopped and its stale cgroup removed" {
+	require_userns
+	run -0 pisb create c
+	ctl=$(jq .controller.pid "$S/instances/c/status.json")
+	cg=$(jq -r '.cgroup // empty' "$S/instances/c/status.json")
+	kill -9 "$ctl"
+	for i in $(seq 100); do [ "$(pisb inspect c | jq -r .status)" = interrupted ] && break; sleep 0.05; done
+	run -0 pisb inspect c
+	jq -e '.status == "interrupted"' <<<"$output"
+	run -0 --separate-stderr pisb gc --json
+	item cleaned c | jq -e '.kind == "sandbox" and (.reason | test("interrupted \\(last state .running.\\): marked stopped, its cgroup removed"))'
+	jq -e '.removed == []' <<<"$output"
+	run -0 pisb inspect c
+	jq -e '.status == "stopped" and .stoppedAt != null' <<<"$output"
+	if [ -n "$cg" ]; then
+		run -0 sh -c "ls -d /sys/fs/cgroup/$cg /sys/fs/cgroup/*/$cg 2>/dev/null | wc -l"
+		[ "$output" = 0 ]
+	fi
+	# its disk is intact: it starts again
+	run -0 pisb start c
+	run -0 pisb exec c -- true
+}
+
+@test "--hours removes sandboxes stopped for longer; without --hours stopped ones stay" {
+	require_userns
+	run -0 pisb create old
+	run -0 pisb create recent
+	run -0 pisb stop old
+	run -0 pisb stop recent
+	t=$(( $(date +%s) - 3 * 3600 ))
+	jq --argjson t "$t" '.stoppedAt = $t' "$S/instances/old/status.json" > "$BATS_TEST_TMPDIR/st.json"
+	cp "$BATS_TEST_TMPDIR/st.json" "$S/instances/old/status.json"
+	run -0 --separate-stderr pisb gc --json
+	item kept old | jq -e '.reason == "stopped"'
+	run -0 --separate-stderr pisb gc --hours 5 --json
+	jq -e '.removed == []' <<<"$output"
+	run -0 --separate-stderr pisb gc --hours 2 --json
+	item removed old | jq -e '.reason | test("stopped for 3 hours .since .*, more than --hours 2")'
+	item kept recent
+	[ ! -e "$S/instances/old" ]
+	run -0 pisb list -q
+	[ "$output" = recent ]
+}
+
+@test "orphaned exec handles: an earlier run's and a stopped sandbox's go, the current run's and a live runner's stay" {
+	require_userns
+	run -0 pisb create h
+	run -0 pisb create s
+	run -0 --separate-stderr pisb exec h --timeout-ms 5000 --json -- echo hi
+	cur=$(jq -r .pid <<<"$output")
+	mkdir -p "$S/instances/h/exec/00000000-deadbeef" "$S/instances/h/exec/00000000-11111111"
+	echo old > "$S/instances/h/exec/00000000-deadbeef/output"
+	# a runner of an earlier run that still holds its handle's lock
+	hold_lock "$S/instances/h/exec/00000000-11111111/lock"
+	run -0 pisb stop s
+	mkdir -p "$S/instances/s/exec/abcdef01-00000001"
+	run -0 --separate-stderr pisb gc --json
+	item cleaned instances/h/exec/00000000-deadbeef | jq -e '.kind == "handle" and (.reason | test("earlier run"))'
+	item cleaned instances/s/exec/abcdef01-00000001 | jq -e '.reason | test("stopped")'
+	item kept instances/h/exec/00000000-11111111 | jq -e '.reason | test("lock")'
+	[ ! -e "$S/instances/h/exec/00000000-deadbeef" ]
+	[ ! -e "$S/instances/s/exec/abcdef01-00000001" ]
+	[ -d "$S/instances/h/exec/00000000-11111111" ]
+	# the current run's handle still answers
+	run -0 pisb exec-status h "$cur" --json
+	jq -e '.exitCode == 0' <<<"$output"
+}
+
+@test "staging leftovers older than an hour go; fresh and in-use ones stay" {
+	mkdir -p "$S/staging/x.1234abcd/disk" "$S/staging/y.5678abcd" "$S/staging/z.9999abcd"
+	touch -d '2 hours ago' "$S/staging/x.1234abcd" "$S/staging/z.9999abcd"
+	hold_lock "$S/staging/z.9999abcd/op.lock"
+	touch -d '2 hours ago' "$S/staging/z.9999abcd"
+	run -0 --separate-stderr pisb gc --json
+	item cleaned staging/x.1234abcd | jq -e '.kind == "staging" and (.reason | test("interrupted create"))'
+	item kept staging/y.5678abcd | jq -e '.reason | test("younger than 1 hour")'
+	item kept staging/z.9999abcd | jq -e '.reason | test("using it")'
+	[ ! -e "$S/staging/x.1234abcd" ]
+	[ -d "$S/staging/y.5678abcd" ] && [ -d "$S/staging/z.9999abcd" ]
+}
+
+@test "trash leftovers of an interrupted destroy go; one still being removed stays" {
+	dead=$(dead_pid)
+	now=$(( $(date +%s) * 1000 ))
+	mkdir -p "$S/trash/instances-gone-$dead-1000/disk/upper" "$S/trash/instances-busy-$$-$now"
+	run -0 --separate-stderr pisb gc --json
+	item cleaned "trash/instances-gone-$dead-1000" | jq -e '.kind == "trash"'
+	item kept "trash/instances-busy-$$-$now" | jq -e '.reason | test("still running")'
+	[ ! -e "$S/trash/instances-gone-$dead-1000" ]
+}
+
+@test "image caches: unreferenced ones go, host skeletons stay, and all stay while a sandbox uses a rootfs image" {
+	mkdir -p "$S/images/host-1000000000/usr" "$S/images/0123abcd/rootfs" "$S/images/fresh"
+	touch -d '3 hours ago' "$S/images/0123abcd"
+	remote_record keeper opensandbox 0
+	# a local instance whose config names a rootfs image keeps every cache
+	mkdir -p "$S/instances/img"
+	jq -n '{version:1,name:"img",driver:"local",createdAt:1,template:null,owner:{pid:0,start:0},sessionId:null,remote:null,config:{version:1,image:"/srv/rootfs.tar"}}' > "$S/instances/img/record.json"
+	run -0 --separate-stderr pisb gc --json
+	item kept images/0123abcd | jq -e '.reason | test("uses a rootfs image")'
+	item kept images/host-1000000000 | jq -e '.kind == "image"'
+	[ -d "$S/images/0123abcd" ]
+	rm -rf "$S/instances/img"
+	run -0 --separate-stderr pisb gc --json
+	item cleaned images/0123abcd | jq -e '.reason | test("unreferenced")'
+	item kept images/fresh | jq -e '.reason | test("younger than 1 hour")'
+	[ ! -e "$S/images/0123abcd" ]
+	[ -d "$S/images/host-1000000000" ]
+}
+
+@test "running sandboxes are untouched, whatever --hours says" {
+	require_userns
+	run -0 pisb create run1
+	run -0 --separate-stderr pisb exec run1 --timeout-ms 0 --json -- sleep 30
+	h=$(jq -r .pid <<<"$output")
+	run -0 --separate-stderr pisb gc --hours 0 -v
+	[ -z "$output" ]
+	[[ $stderr == *"kept sandbox 'run1': running"* ]]
+	run -0 pisb inspect run1
+	jq -e '.status == "running"' <<<"$output"
+	run -0 pisb exec-status run1 "$h" --json
+	jq -e '.running == true' <<<"$output"
+	run pisb exec-kill run1 "$h"
+}
+
+@test "sandboxes of other drivers: a dead owner is only reported, nothing is removed" {
+	dead=$(dead_pid)
+	remote_record far opensandbox "$dead"
+	remote_record near opensandbox 0
+	run -0 --separate-stderr pisb gc --hours 0 --json
+	item kept far | jq -e '.reason | test("owner pid '"$dead"' is gone, but a opensandbox sandbox is released by its own driver")'
+	item kept near | jq -e '.reason | test("driver opensandbox")'
+	jq -e '.removed == [] and .cleaned == []' <<<"$output"
+	[ -f "$S/instances/far/record.json" ] && [ -f "$S/instances/near/record.json" ]
+}
+
+@test "--dry-run reports what it would do and changes nothing" {
+	require_userns
+	sleep 1000 3>&- & owner=$!
+	run -0 pisb create dead1 --owner-pid "$owner"
+	kill "$owner"; wait "$owner" 2>/dev/null || true
+	run -0 pisb create intr
+	kill -9 "$(jq .controller.pid "$S/instances/intr/status.json")"
+	for i in $(seq 100); do [ "$(pisb inspect intr | jq -r .status)" = interrupted ] && break; sleep 0.05; done
+	run -0 pisb create stale
+	run -0 pisb stop stale
+	jq '.stoppedAt = 1' "$S/instances/stale/status.json" > "$BATS_TEST_TMPDIR/st.json"
+	cp "$BATS_TEST_TMPDIR/st.json" "$S/instances/stale/status.json"
+	mkdir -p "$S/instances/stale/exec/00-11" "$S/staging/q.0000" "$S/trash/instances-t-$(dead_pid)-1"
+	touch -d '2 hours ago' "$S/staging/q.0000"
+	mkdir -p "$S/locks"
+	snap() { (cd "$S" && find . -path ./locks -prune -o -printf '%p %s %T@\n' | sort); }
+	before=$(snap)
+	run -0 --separate-stderr pisb gc --hours 1 --dry-run --json
+	jq -e '.dryRun == true' <<<"$output"
+	item removed dead1
+	item removed stale
+	item cleaned intr
+	item cleaned staging/q.0000
+	[ "$(snap)" = "$before" ]
+	run -0 pisb inspect intr
+	jq -e '.status == "interrupted"' <<<"$output"
+	# the human form says "would"
+	run -0 --separate-stderr pisb gc --hours 1 --dry-run
+	[[ $output == *"would remove sandbox 'dead1': owner pid $owner is gone"* ]]
+	[[ $output == *"would clean staging 'staging/q.0000'"* ]]
+	[ "$(snap)" = "$before" ]
+	# and the real run does it
+	run -0 --separate-stderr pisb gc --hours 1 --json
+	item removed dead1
+	item removed stale
+	run -0 pisb list -q
+	[ "$output" = intr ]
+}
+
+@test "concurrent gc runs are safe: a held lock makes gc do nothing and exit 0; parallel runs sweep each item once" {
+	mkdir -p "$S/locks"
+	hold_lock "$S/locks/gc.lock"
+	for i in 1 2 3 4 5 6; do mkdir -p "$S/staging/old$i.0000/disk/upper/a/b"; touch -d '2 hours ago' "$S/staging/old$i.0000"; done
+	run -0 --separate-stderr pisb gc --json
+	jq -e '.busy == true and .cleaned == [] and .removed == []' <<<"$output"
+	run -0 --separate-stderr pisb gc
+	[[ $stderr == *"another pisb gc is running"* ]]
+	[ -d "$S/staging/old1.0000" ]
+	kill "$HOLDER"
+	wait "$HOLDER" 2>/dev/null || true
+	BGPIDS=()
+	for i in 1 2 3 4; do pisb gc --json > "$BATS_TEST_TMPDIR/gc$i.json" 2>/dev/null 3>&- & BGPIDS+=($!); done
+	for p in "${BGPIDS[@]}"; do wait "$p"; done
+	BGPIDS=()
+	n=$(cat "$BATS_TEST_TMPDIR"/gc[1-4].json | jq -s '[.[].cleaned[] | select(.kind == "staging")] | length')
+	[ "$n" = 6 ]
+	run -0 sh -c "ls '$S/staging' | wc -l"
+	[ "$output" = 0 ]
+}
+
+@test "sbx leftovers: stopped pi-sbx-* of dead owners are removed with sbx rm, only when the sbx CLI exists" {
+	run -0 --separate-stderr pisb gc -v --json
+	jq -e '.note | test("sbx CLI not found")' <<<"$output"
+	dead=$(dead_pid)
+	mkdir -p "$BATS_TEST_TMPDIR/bin"
+	cat > "$BATS_TEST_TMPDIR/bin/sbx" <<-EOF
+	#!/bin/sh
+	echo "\$* DOCKER_HOST=\${DOCKER_HOST:-unset}" >> "$BATS_TEST_TMPDIR/sbx.log"
+	case "\$1" in
+	ls) printf '%s\n' '{"sandboxes":[{"name":"pi-sbx-$dead-ab12","status":"stopped"},{"name":"pi-sbx-$$-cd34","status":"stopped"},{"name":"pi-sbx-$dead-ef56","status":"running"},{"name":"mine","status":"stopped"},{"name":"pi-sbx-myproj-1234abcd","status":"stopped"}]}' ;;
+	rm) exit 0 ;;
+	esac
+	EOF
+	chmod +x "$BATS_TEST_TMPDIR/bin/sbx"
+	PATH="$BATS_TEST_TMPDIR/bin:$PATH" DOCKER_HOST=tcp://203.0.113.1:2375 run -0 --separate-stderr pisb gc --dry-run --json
+	item removed "pi-sbx-$dead-ab12" | jq -e '.kind == "sbx"'
+	[ "$(grep -c '^rm' "$BATS_TEST_TMPDIR/sbx.log")" = 0 ]
+	PATH="$BATS_TEST_TMPDIR/bin:$PATH" DOCKER_HOST=tcp://203.0.113.1:2375 run -0 --separate-stderr pisb gc --json
+	item removed "pi-sbx-$dead-ab12" | jq -e '.reason | test("owner pid '"$dead"' is gone")'
+	item kept "pi-sbx-$$-cd34" | jq -e '.reason | test("alive")'
+	item kept "pi-sbx-$dead-ef56" | jq -e '.reason | test("running")'
+	item kept pi-sbx-myproj-1234abcd | jq -e '.reason | test("not a session sandbox")'
+	run -4 item kept mine
+	[ "$(grep '^rm' "$BATS_TEST_TMPDIR/sbx.log")" = "rm --force pi-sbx-$dead-ab12 DOCKER_HOST=unset" ]
+	# DOCKER_* never reaches the sbx CLI
+	run -1 grep -v 'DOCKER_HOST=unset' "$BATS_TEST_TMPDIR/sbx.log"
+}
