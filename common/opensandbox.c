@@ -1213,12 +1213,8 @@ int pisb_os_destroy(struct pisb_state *st, const char *name,
 	int oplk, rlk, ret;
 	const char *mode;
 
-	if (os_inst_open(st, name, &t, e) < 0) {
-		/* a record without a usable client (no key, broken record)
-		 * cannot kill: say so rather than orphan the sandbox */
-		return -1;
-	}
-	os_inst_release(&t);
+	/* a record without a usable client (no key, broken record) cannot
+	 * kill: that is an error, rather than an orphaned sandbox */
 	if (open_locked(st, name, o, &t, &oplk, &rlk, e) < 0)
 		return -1;
 	if (t.created) {

@@ -391,9 +391,8 @@ out:
 	pisb_http_resp_release(&r);
 	pisb_buf_release(&s.line);
 	pisb_buf_release(&s.raw);
-	if (ret == 0 && s.write_failed && o->out_fd >= 0) {
-		/* our stdout went away (EPIPE): the command ran nevertheless */
-	}
+	/* s.write_failed: our stdout went away; the command ran even so, and
+	 * its status is still the answer */
 	return ret;
 }
 

@@ -1026,8 +1026,7 @@ static bool is_under(const char *p, const char *a)
 
 /* The checkout's .gitignore files above dir (exclusive), top first, as
  * load_ancestors reads them: only when an ancestor (or dir) holds .git. */
-static void ancestors(struct os_inst *t, const char *dir, bool dir_has_git, struct pisb_ignore *ig,
-		      size_t *nframes)
+static void ancestors(struct os_inst *t, const char *dir, bool dir_has_git, struct pisb_ignore *ig)
 {
 	_cleanup_strv_ struct pisb_strv anc = PISB_STRV_INIT;
 	_cleanup_free_ char *p = xstrdup(dir);
@@ -1067,7 +1066,6 @@ static void ancestors(struct os_inst *t, const char *dir, bool dir_has_git, stru
 		long long size;
 		if (download(t, f, 0, &b, -1, &size, &ig2) == 0) {
 			pisb_ignore_push(ig, anc.v[i], b.s ? b.s : "", b.len);
-			(*nframes)++;
 		}
 	}
 }
@@ -1081,7 +1079,7 @@ static int walk_tree(struct os_inst *t, const char *dir, bool ignore, struct tre
 	struct pisb_json j;
 	struct pisb_ignore ig = PISB_IGNORE_INIT;
 	struct gi *gis = NULL;
-	size_t ngis = 0, nbase = 0, dl = strlen(dir);
+	size_t ngis = 0, dl = strlen(dir);
 	_cleanup_free_ char *ignored_dir = NULL;
 	_cleanup_strv_ struct pisb_strv stack = PISB_STRV_INIT;   /* dirs of pushed frames */
 	struct went *all = NULL;
@@ -1133,7 +1131,7 @@ static int walk_tree(struct os_inst *t, const char *dir, bool ignore, struct tre
 			}
 			gis[ngis++].dir = dir_name(all[k].path);
 		}
-		ancestors(t, dir, dir_has_git, &ig, &nbase);
+		ancestors(t, dir, dir_has_git, &ig);
 		{
 			const struct gi *g = gi_find(gis, ngis, dir);
 			if (g) {
@@ -1188,7 +1186,6 @@ static int walk_tree(struct os_inst *t, const char *dir, bool ignore, struct tre
 	}
 	free(gis);
 	pisb_ignore_release(&ig);
-	(void)nbase;
 	return 0;
 }
 

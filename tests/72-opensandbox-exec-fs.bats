@@ -198,6 +198,10 @@ teardown() {
 	run -0 pisb find box '*' --path src --limit 2 --json
 	jq -e '.matches == ["a.c","lib/"] and .truncated == true' <<<"$output"
 	run -3 pisb find box '*' --path nowhere
+	# the checkout's .gitignore above the search directory applies too
+	run -0 pisb exec box -- sh -c 'echo "*.log" >> .gitignore && touch src/lib/x.log src/lib/y.txt'
+	run -0 pisb find box '*' --path src/lib --json
+	jq -e '.matches == ["b.c","c.h","y.txt"]' <<<"$output"
 }
 
 @test "grep: regex, literal, -i, --glob, -C, --limit, and paths relative to the search dir" {
