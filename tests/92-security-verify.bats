@@ -25,10 +25,18 @@ small_limits() {
 	printf 'resources:\n  cpus: 1\n  memoryGiB: 1\n  pids: 64\n' > "$BATS_TEST_TMPDIR/small.yaml"
 }
 
+# a unix socket file at $1, like an ssh agent's
+make_sock() {
+	python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$1"
+}
+
 @test "every check passes on a fresh sandbox (root)" {
 	require_root
+	require_cmd python3
 	run -0 pisb create v
-	run -0 --separate-stderr pisb verify v
+	make_sock "$BATS_TEST_TMPDIR/agent.sock"
+	SSH_AUTH_SOCK=$BATS_TEST_TMPDIR/agent.sock run -0 --separate-stderr pisb verify v
+	[[ $output == *"the caller's SSH_AUTH_SOCK absent"* ]]
 	for c in $CHECKS; do
 		grep -q "^PASS  $c " <<<"$output" || { echo "no PASS for $c"; false; }
 	done
@@ -57,9 +65,11 @@ small_limits() {
 }
 
 @test "each check fails when its probe runs on the host (PISB_VERIFY_ON_HOST=1, test-only hook)" {
+	require_cmd python3
 	small_limits
 	run -0 pisb create v -f "$BATS_TEST_TMPDIR/small.yaml"
-	run -1 --separate-stderr env PISB_VERIFY_ON_HOST=1 pisb verify v --json
+	make_sock "$BATS_TEST_TMPDIR/agent.sock"
+	run -1 --separate-stderr env PISB_VERIFY_ON_HOST=1 SSH_AUTH_SOCK="$BATS_TEST_TMPDIR/agent.sock" pisb verify v --json
 	jq -e '.pass == false and .onHost == true and (.checks | length) == 10' <<<"$output"
 	for c in $CHECKS; do
 		jq -e --arg c "$c" '.checks[] | select(.check == $c) | .pass == false' <<<"$output" >/dev/null ||
@@ -72,6 +82,7 @@ small_limits() {
 	[[ $(ev network) == *"a route out exists"* ]]
 	[[ $(ev host-loopback) == *"connected to the host's listener"* ]]
 	[[ $(ev limits) == *"not all in force"* ]]
+	[[ $(ev host-sockets) == *"the caller's SSH_AUTH_SOCK '$BATS_TEST_TMPDIR/agent.sock' exists"* ]]
 	[[ $(ev host-sockets) == *".pisb-canary-"*".sock' is visible"* ]]
 	[[ $(ev host-processes) == *"not pisb-init"* ]]
 	[[ $(ev namespaces) == *"shared with the host: user,mnt,pid,net,ipc,uts,cgroup"* ]]
