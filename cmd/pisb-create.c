@@ -292,7 +292,7 @@ static int cmd_verify(struct pisb_ctx *c)
 
 static int cmd_doctor(struct pisb_ctx *c)
 {
-	return pisb_doctor_cmd(c->a.json, &c->err);
+	return pisb_doctor_cmd(c->a.state_dir, c->a.json, &c->err);
 }
 
 static int cmd_connect(struct pisb_ctx *c)

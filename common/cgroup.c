@@ -127,7 +127,7 @@ int pisb_cgroup_create(struct pisb_cgroup *cg, const char *rel, int cpus,
 unenforced:
 	if ((mem_bytes > 0 && !cg->mem) || (pids > 0 && !cg->pids) || (cpus > 0 && !cg->cpu)) {
 		snprintf(cg->note, sizeof(cg->note),
-			 "%s%s%s not enforced: cannot create or write cgroup v%d limits under %s as uid %u (run as root or delegate a cgroup; see 'pisb doctor')",
+			 "%s%s%snot enforced: cannot create or write cgroup v%d limits under %s as uid %u (run as root or delegate a cgroup; see 'pisb doctor')",
 			 mem_bytes > 0 && !cg->mem ? "memory " : "",
 			 cpus > 0 && !cg->cpu ? "cpus " : "",
 			 pids > 0 && !cg->pids ? "pids " : "",

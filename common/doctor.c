@@ -180,6 +180,7 @@ struct doctor {
 	char base[4096];   /* where throwaway probe dirs go */
 	char svc_bin[4096];
 	bool userns_ok;
+	const char *state_dir;  /* --state-dir, or NULL */
 };
 
 static void dadd(struct doctor *d, const char *name, int status, const char *fix,
@@ -754,7 +755,7 @@ static void check_docker(struct doctor *d)
 static void check_state(struct doctor *d)
 {
 	struct pisb_err e = PISB_ERR_INIT;
-	_cleanup_free_ char *path = pisb_state_path(NULL, &e);
+	_cleanup_free_ char *path = pisb_state_path(d->state_dir, &e);
 	const char *tmp = getenv("TMPDIR");
 	struct stat sb;
 
@@ -802,7 +803,7 @@ static void check_binaries(struct doctor *d)
 	dadd(d, "binaries", ST_PASS, NULL, "controller '%s'", d->svc_bin);
 }
 
-int pisb_doctor_cmd(bool json, struct pisb_err *e)
+int pisb_doctor_cmd(const char *state_dir, bool json, struct pisb_err *e)
 {
 	struct doctor d;
 	bool ok = true;
@@ -812,6 +813,7 @@ int pisb_doctor_cmd(bool json, struct pisb_err *e)
 
 	(void)e;
 	memset(&d, 0, sizeof(d));
+	d.state_dir = state_dir;
 	pisb_ids_for_caller(&d.ids);
 	check_state(&d);
 	check_binaries(&d);

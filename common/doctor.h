@@ -10,7 +10,7 @@ struct pisb_err;
 struct pisb_state;
 
 /* Returns the exit status (0 all PASS/WARN, 1 a FAIL), or -1 with e. */
-int pisb_doctor_cmd(bool json, struct pisb_err *e);
+int pisb_doctor_cmd(const char *state_dir, bool json, struct pisb_err *e);
 int pisb_verify_cmd(struct pisb_state *st, const char *name, bool json,
 		    struct pisb_err *e);
 

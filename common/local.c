@@ -77,7 +77,7 @@ static int make_disk(int idir, const struct pisb_ids *ids, struct pisb_err *e)
 	    pisb_mkdirs_at(idir, "disk/work", 0700, e) < 0)
 		return -1;
 	if (chown_base(idir, "disk/upper", ids) < 0 || chown_base(idir, "disk/work", ids) < 0)
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "chown disk");
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "chown the disk to the sandbox's root (see 'pisb doctor')");
 	return 0;
 }
 

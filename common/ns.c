@@ -438,7 +438,7 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 		int fd = openat(b->cgroup_dirfds[i], "cgroup.procs", O_WRONLY | O_CLOEXEC);
 		snprintf(me, sizeof(me), "%d", (int)getpid());
 		if (fd < 0 || pisb_write_all(fd, me, strlen(me)) < 0) {
-			pisb_err_sys(e, PISB_EXIT_FAIL, "join the sandbox cgroup");
+			pisb_err_sys(e, PISB_EXIT_FAIL, "join the sandbox cgroup (see 'pisb doctor')");
 			if (fd >= 0)
 				close(fd);
 			goto fail_sp;
@@ -462,7 +462,7 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 		if (reply[0] == 'E')
 			pisb_err_set(e, PISB_EXIT_FAIL, "boot the sandbox: %s (see 'pisb doctor')", reply + 1);
 		else
-			pisb_err_set(e, PISB_EXIT_FAIL, "boot the sandbox: its first process died");
+			pisb_err_set(e, PISB_EXIT_FAIL, "boot the sandbox: its first process died (see 'pisb doctor')");
 		goto fail_child;
 	}
 	/* id maps: written from outside, as only a process outside may */
@@ -473,13 +473,13 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)child);
 	snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)b->ids.uid_base, b->ids.count);
 	if (write_file(path, map) < 0) {
-		pisb_err_sys(e, PISB_EXIT_FAIL, "write uid_map");
+		pisb_err_sys(e, PISB_EXIT_FAIL, "write uid_map (see 'pisb doctor')");
 		goto fail_child;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)child);
 	snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)b->ids.gid_base, b->ids.count);
 	if (write_file(path, map) < 0) {
-		pisb_err_sys(e, PISB_EXIT_FAIL, "write gid_map");
+		pisb_err_sys(e, PISB_EXIT_FAIL, "write gid_map (see 'pisb doctor')");
 		goto fail_child;
 	}
 	if (pisb_write_all(sp[0], "M", 1) < 0) {
@@ -495,7 +495,7 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 			if (c == 'E' && read_msg(sp[0], reply, sizeof(reply), 1000) > 0)
 				pisb_err_set(e, PISB_EXIT_FAIL, "boot the sandbox: %s (see 'pisb doctor')", reply);
 			else
-				pisb_err_set(e, PISB_EXIT_FAIL, "boot the sandbox: no init was started");
+				pisb_err_set(e, PISB_EXIT_FAIL, "boot the sandbox: no init was started (see 'pisb doctor')");
 			goto fail_child;
 		}
 	}

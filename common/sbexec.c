@@ -162,7 +162,12 @@ pid_t pisb_sbx_spawn(const struct pisb_spawn *s, int *exec_errno,
 {
 	int p[2], err = 0, code = 0;
 	pid_t outer, inner = -1;
+	struct pisb_spawn copy = *s;
 
+	/* The command's parent is the short-lived process that joins the
+	 * namespaces: a parent-death signal would kill it at once. */
+	copy.pdeathsig = false;
+	s = &copy;
 	/* the command will be our grandchild: be its reaper */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if (pipe2(p, O_CLOEXEC) < 0)
