@@ -37,6 +37,8 @@ struct keyent {
 	char *file;                 /* apiKeyFile, NULL = the environment */
 	struct curl_slist *hdrs;    /* with the key; wiped at the end */
 	char *error;                /* the key could not be loaded */
+	bool have_key;
+	const char *source;
 };
 
 struct item {
@@ -47,6 +49,7 @@ struct item {
 	char *sid;
 	CURL *h;
 	char *url;
+	const struct keyent *key;
 	char body[96];
 	int64_t sent_at;
 	struct pisb_http_call call;
@@ -55,7 +58,7 @@ struct item {
 
 struct pass {
 	struct pisb_state *st;
-	struct keyent *keys;
+	struct keyent **keys;       /* each its own allocation: items point at them */
 	size_t nkeys;
 	struct pisb_strv renewed;
 	struct pisb_buf failed, skipped;   /* JSON members, comma-joined */
@@ -98,14 +101,13 @@ static const struct keyent *key_for(struct pass *p, const struct pisb_os_config 
 	struct pisb_err e = PISB_ERR_INIT;
 
 	for (size_t i = 0; i < p->nkeys; i++) {
-		k = &p->keys[i];
+		k = p->keys[i];
 		if ((!k->file && !os->api_key_file) ||
 		    (k->file && os->api_key_file && !strcmp(k->file, os->api_key_file)))
 			return k;
 	}
 	p->keys = xrealloc(p->keys, (p->nkeys + 1) * sizeof(*p->keys));
-	k = &p->keys[p->nkeys++];
-	memset(k, 0, sizeof(*k));
+	k = p->keys[p->nkeys++] = xcalloc(1, sizeof(*k));
 	k->file = os->api_key_file ? xstrdup(os->api_key_file) : NULL;
 	k->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
 	k->hdrs = curl_slist_append(k->hdrs, "Accept: application/json");
@@ -114,6 +116,8 @@ static const struct keyent *key_for(struct pass *p, const struct pisb_os_config 
 		k->error = xstrdup(e.msg);
 	} else if (key) {
 		_cleanup_free_ char *h = xasprintf("OPEN-SANDBOX-API-KEY: %s", key);
+		k->have_key = true;
+		k->source = src;
 		k->hdrs = curl_slist_append(k->hdrs, h);
 		explicit_bzero(h, strlen(h));
 		explicit_bzero(key, strlen(key));
@@ -125,11 +129,12 @@ static const struct keyent *key_for(struct pass *p, const struct pisb_os_config 
 static void keys_release(struct pass *p)
 {
 	for (size_t i = 0; i < p->nkeys; i++) {
-		for (struct curl_slist *s = p->keys[i].hdrs; s; s = s->next)
+		for (struct curl_slist *s = p->keys[i]->hdrs; s; s = s->next)
 			explicit_bzero(s->data, strlen(s->data));
-		curl_slist_free_all(p->keys[i].hdrs);
-		free(p->keys[i].file);
-		free(p->keys[i].error);
+		curl_slist_free_all(p->keys[i]->hdrs);
+		free(p->keys[i]->file);
+		free(p->keys[i]->error);
+		free(p->keys[i]);
 	}
 	free(p->keys);
 }
@@ -265,6 +270,7 @@ static int prepare(struct pass *p, struct item *it)
 	it->call.method = "POST";
 	it->call.url = it->url;
 	it->call.headers = k->hdrs;
+	it->key = k;
 	it->call.body = it->body;
 	it->call.nbody = strlen(it->body);
 	it->call.max_body = 1 << 20;
@@ -312,8 +318,8 @@ static void finish(struct pass *p, struct item *it, CURLcode rc)
 		struct os_conn c;
 		memset(&c, 0, sizeof(c));
 		c.what = what;
-		c.have_key = true;
-		c.key_source = it->cfg->os.api_key_file ? "opensandbox.apiKeyFile" : "OPEN_SANDBOX_API_KEY";
+		c.have_key = it->key->have_key;
+		c.key_source = it->key->source;
 		os_fail(&c, &it->r, "renew", &e);
 		outcome = 1;
 	}

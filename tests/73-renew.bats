@@ -133,6 +133,17 @@ fake_expiry() {
 	jq -e '.renewed == [] and (.skipped[0].reason | test("no automatic expiration"))' <<<"$output"
 }
 
+@test "renew without an API key in its environment says so (cron's environment is bare)" {
+	run -0 pisb create nokey -f "$BATS_TEST_TMPDIR/r.yaml"
+	make_due nokey
+	unset OPEN_SANDBOX_API_KEY
+	run -5 --separate-stderr pisb renew
+	[[ $stderr == *"renew 'nokey' failed"*"no API key was given"* ]]
+	export OPEN_SANDBOX_API_KEY=wrong
+	run -5 --separate-stderr pisb renew
+	[[ $stderr == *"rejected the API key from OPEN_SANDBOX_API_KEY"* ]]
+}
+
 @test "two passes at once never renew one sandbox twice" {
 	run -0 pisb create c1 -f "$BATS_TEST_TMPDIR/r.yaml"
 	make_due c1
