@@ -6,7 +6,10 @@ load helpers
 load fixtures/svc/lib
 
 setup() { svc_setup; }
-teardown() { svc_teardown; }
+teardown() {
+	[ -z "${OUTSIDE:-}" ] || kill "$OUTSIDE" 2>/dev/null || true
+	svc_teardown
+}
 
 @test "create starts the services; svc status shows state, pid, port, readiness and URL" {
 	f=$(svc_yaml s <<-'Y'
@@ -379,4 +382,26 @@ teardown() { svc_teardown; }
 	} >"$script"
 	[ "$(grep -c '^rc=' "$script")" -ge 12 ]
 	(cd "$TOP" && TMPDIR=$BATS_TEST_TMPDIR bash "$script")
+}
+
+@test "services, previews and egress work for an unprivileged user" {
+	st=$(mktemp -d /tmp/pisb-svcuser.XXXXXX); chmod 755 "$st"
+	chown pisbtest "$st" 2>/dev/null || { rm -rf "$st"; skip "machine lacks: the test user pisbtest"; }
+	printf 'network:\n  allowedHosts: [localhost]\nservices:\n  web:\n    command: exec python3 -m http.server $PORT\n    preview: true\n' > "$st/s.yaml"
+	chmod 644 "$st/s.yaml"
+	hp=$(host_free_port)
+	python3 -m http.server "$hp" --bind 127.0.0.1 --directory "$st" >/dev/null 2>&1 3>&- &
+	OUTSIDE=$!
+	run -0 as_user pisb --state-dir "$st/s" create u -f "$st/s.yaml"
+	run -0 as_user pisb --state-dir "$st/s" svc u status web --json
+	jq -e '.services[0].ready' <<<"$output"
+	run -0 curl -sS -o /dev/null -w '%{http_code}' "$(jq -r '.services[0].url' <<<"$output")/"
+	[ "$output" = 200 ]
+	printf 'services:\n  two: {command: exec sleep 100, health: process}\n' |
+		as_user pisb --state-dir "$st/s" exec u -- sh -c 'cat > /workspace/.sandbox.yaml'
+	run -0 as_user pisb --state-dir "$st/s" svc u ensure two
+	run -0 as_user pisb --state-dir "$st/s" exec u -- sh -c "unset NO_PROXY no_proxy; curl -sS -o /dev/null -w '%{http_code}' http://localhost:$hp/s.yaml"
+	[ "$output" = 200 ]
+	run -0 as_user pisb --state-dir "$st/s" destroy u --confirm u
+	rm -rf "$st"
 }

@@ -146,7 +146,7 @@ preview_box() {
 	[ "$(svc_field box web url)" = "$url" ]
 	run -0 pisb stop box
 	# someone else takes the port while the sandbox is stopped
-	python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); print("ready", flush=True); time.sleep(300)' "$port" > "$BATS_TEST_TMPDIR/sq" &
+	python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); print("ready", flush=True); time.sleep(300)' "$port" > "$BATS_TEST_TMPDIR/sq" 3>&- &
 	SQUATTER=$!
 	for i in $(seq 50); do grep -q ready "$BATS_TEST_TMPDIR/sq" && break; sleep 0.1; done
 	svc_start box

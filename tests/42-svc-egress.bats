@@ -12,7 +12,7 @@ setup() {
 	echo "hello from outside" > "$BATS_TEST_TMPDIR/www/hello.txt"
 	HP=$(host_free_port)
 	python3 -m http.server "$HP" --bind 127.0.0.1 --directory "$BATS_TEST_TMPDIR/www" \
-		>"$BATS_TEST_TMPDIR/outside.log" 2>&1 &
+		>"$BATS_TEST_TMPDIR/outside.log" 2>&1 3>&- &
 	OUTSIDE=$!
 	for i in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$HP/" && break; sleep 0.1; done
 }
@@ -72,7 +72,7 @@ allow_box() {
 	openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext subjectAltName=DNS:localhost \
 		-keyout "$BATS_TEST_TMPDIR/key.pem" -out "$BATS_TEST_TMPDIR/cert.pem" 2>/dev/null
 	TP=$(host_free_port)
-	python3 - "$TP" "$BATS_TEST_TMPDIR" >/dev/null 2>&1 <<-'P' &
+	python3 - "$TP" "$BATS_TEST_TMPDIR" >/dev/null 2>&1 3>&- <<-'P' &
 	import http.server, ssl, sys, os
 	os.chdir(sys.argv[2] + "/www")
 	srv = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), http.server.SimpleHTTPRequestHandler)
