@@ -364,12 +364,14 @@ static size_t utf8_cut(const char *s, size_t n, size_t room)
 	return k;
 }
 
-/* pisb_fs_read_text's line selection, over the bytes we have. */
+/* pisb_fs_read_text's line selection (whole lines up to the cap), over
+ * the bytes we have. */
 static int select_text(const char *abs, const char *buf, size_t len, long long offset,
 		       long long limit, size_t cap, struct pisb_fs_text *t, struct pisb_err *e)
 {
 	const char *p = buf, *end = buf + len;
 	long long line = 1, taken = 0;
+	size_t line_start = 0;
 	bool ended_nl = len ? end[-1] == '\n' : true;
 
 	if (offset < 1)
@@ -403,7 +405,13 @@ static int select_text(const char *abs, const char *buf, size_t len, long long o
 		n = (size_t)(seg - p);
 		room = cap - t->content.len;
 		if (n > room) {
-			pisb_buf_add(&t->content, p, utf8_cut(p, n, room));
+			/* whole lines only, unless not even one fits */
+			if (taken) {
+				t->content.len = line_start;
+				t->content.s[line_start] = '\0';
+			} else {
+				pisb_buf_add(&t->content, p, utf8_cut(p, n, room));
+			}
 			t->truncated = true;
 			t->next_offset = line;
 			break;
@@ -412,12 +420,11 @@ static int select_text(const char *abs, const char *buf, size_t len, long long o
 		if (nl) {
 			line++;
 			taken++;
+			line_start = t->content.len;
 		}
 		p = seg;
 	}
 	t->lines = taken + (t->content.len && t->content.s[t->content.len - 1] != '\n' ? 1 : 0);
-	if (t->truncated && t->content.len && t->content.s[t->content.len - 1] != '\n' && t->lines == 0)
-		t->lines = 1;
 	return 0;
 }
 

@@ -133,6 +133,10 @@ teardown() {
 	run -0 pisb exec box -- sh -c 'head -c 70000 /dev/zero | tr "\0" y > big.txt'
 	run -0 pisb read box big.txt --json
 	jq -e '.truncated == true and (.content | length) == 65536 and .bytes == 70000' <<<"$output"
+	# with lines, the cap cuts at a whole line
+	run -0 pisb exec box -- sh -c 'for i in $(seq 2000); do printf "%099d\n" $i; done > lines.txt'
+	run -0 pisb read box lines.txt --json
+	jq -e '.truncated == true and (.content | length) == 65500 and .lines == 655 and .nextOffset == 656' <<<"$output"
 }
 
 @test "read and write errors: missing is 3, a directory is 1, a missing parent needs --mkdir" {
