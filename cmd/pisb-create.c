@@ -4,6 +4,7 @@
 #include "../common/doctor.h"
 #include "../common/events.h"
 #include "../common/inspect.h"
+#include "../common/lifecycle.h"
 #include "../common/json.h"
 #include "../common/local.h"
 #include "../common/opensandbox.h"
@@ -32,12 +33,6 @@ static struct pisb_os_opts os_opts(struct pisb_ctx *c, const char *name)
 	o.wait_ms = c->a.wait_ms;
 	pisb_os_set_verbose(c->a.verbose);
 	return o;
-}
-
-/* 1 if NAME is a remote (opensandbox) sandbox, 0 if local, -1 if missing. */
-static int remote(struct pisb_ctx *c, const char *name)
-{
-	return pisb_os_owns(&c->st, name, &c->err);
 }
 
 static int print_inspect(struct pisb_ctx *c, const char *name, bool full)
@@ -165,40 +160,28 @@ out:
 	return ret;
 }
 
-/* --events-fd N: a "released" event once stop or destroy has happened. */
-static int released(struct pisb_ctx *c, const char *name, const char *mode)
-{
-	long long fd = -1;
-	struct pisb_event ev = { "released", name, "local", NULL, NULL, true, false, mode };
-
-	if (pisb_args_int(&c->a, "events-fd", 0, 65535, -1, &fd, &c->err) < 0)
-		return -1;
-	return fd >= 0 ? pisb_event_write((int)fd, &ev, &c->err) : 0;
-}
-
 static int cmd_start_stop(struct pisb_ctx *c)
 {
-	const char *name = c->a.pos[0], *verb = c->a.verb->name;
-	bool start = !strcmp(verb, "start");
-	int rem = remote(c, name), r;
+	const char *name = c->a.pos[0];
+	bool start = !strcmp(c->a.verb->name, "start");
+	struct pisb_os_opts oo = os_opts(c, name);
 
-	if (rem < 0)
+	if (pisb_lifecycle(&c->st, start ? PISB_LC_START : PISB_LC_STOP, name, &oo, &c->err) < 0)
 		return -1;
-	if (rem) {
-		struct pisb_os_opts oo = os_opts(c, name);
-		r = start ? pisb_os_start(&c->st, name, &oo, &c->err)
-			  : pisb_os_stop(&c->st, name, &oo, &c->err);
-	} else {
-		r = start ? pisb_local_start(&c->st, name, c->a.wait_ms, &c->err)
-			  : pisb_local_stop(&c->st, name, c->a.wait_ms, &c->err);
-		if (r == 0 && !start)
-			r = released(c, name, "stop");
-	}
-	if (r < 0)
-		return -1;
-	if (c->a.json)
+	if (c->a.json) {
+		/* stopping a connected sandbox disconnects it: nothing to inspect */
+		if (!start && faccessat(c->st.fd, "instances", F_OK, 0) == 0) {
+			_cleanup_free_ char *p = xasprintf("instances/%s", name);
+			if (faccessat(c->st.fd, p, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
+				_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+				pisb_buf_addf(&b, "{\"name\":\"%s\",\"status\":\"disconnected\"}", name);
+				pisb_front_out(&b);
+				return 0;
+			}
+		}
 		return print_inspect(c, name, false);
-	pisb_front_info(c, "%s sandbox '%s'", !strcmp(verb, "start") ? "started" : "stopped", name);
+	}
+	pisb_front_info(c, "%s sandbox '%s'", start ? "started" : "stopped", name);
 	return 0;
 }
 
@@ -206,25 +189,14 @@ static int cmd_destroy(struct pisb_ctx *c)
 {
 	const char *name = c->a.pos[0], *confirm = pisb_args_get(&c->a, "confirm");
 	bool tmpl = pisb_args_has(&c->a, "template");
+	struct pisb_os_opts oo = os_opts(c, name);
 
 	if (!confirm || strcmp(confirm, name))
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 				    "destroy removes '%s' for good: repeat its name with --confirm %s", name, name);
-	if (!tmpl) {
-		int rem = remote(c, name);
-		if (rem < 0)
-			return -1;
-		if (rem) {
-			struct pisb_os_opts oo = os_opts(c, name);
-			if (pisb_os_destroy(&c->st, name, &oo, &c->err) < 0)
-				return -1;
-			goto done;
-		}
-	}
-	if (pisb_local_destroy(&c->st, tmpl ? "templates" : "instances", name, c->a.wait_ms, &c->err) < 0 ||
-	    (!tmpl && released(c, name, "remove") < 0))
+	if ((tmpl ? pisb_local_destroy(&c->st, "templates", name, c->a.wait_ms, &c->err)
+		  : pisb_lifecycle(&c->st, PISB_LC_DESTROY, name, &oo, &c->err)) < 0)
 		return -1;
-done:
 	if (c->a.json) {
 		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 		pisb_buf_addf(&b, "{\"name\":\"%s\",\"destroyed\":true}", name);
@@ -271,7 +243,7 @@ static int cmd_list(struct pisb_ctx *c)
 
 static int cmd_inspect(struct pisb_ctx *c)
 {
-	int rem = remote(c, c->a.pos[0]);
+	int rem = pisb_os_owns(&c->st, c->a.pos[0], &c->err);
 
 	if (rem < 0)
 		return -1;

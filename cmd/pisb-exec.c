@@ -12,10 +12,13 @@ static int report(struct pisb_ctx *c, struct pisb_buf *b, int code, bool running
 {
 	struct pisb_json j;
 	int t;
+	/* a remote stream that dropped before the exit status: the result
+	 * (exitCode null) is printed, and the status is unknown: exit 5 */
+	bool unknown = !running && code == PISB_EXIT_BACKEND && c->err.msg[0];
 
 	if (c->a.json) {
 		pisb_front_out(b);
-		return 0;
+		return unknown ? -1 : 0;
 	}
 	if (pisb_json_parse(&j, b->s, b->len, &c->err) < 0)
 		return -1;
@@ -34,6 +37,8 @@ static int report(struct pisb_ctx *c, struct pisb_buf *b, int code, bool running
 			pisb_front_info(c, "still running: handle %s", h ? h : "");
 	}
 	pisb_json_release(&j);
+	if (unknown)
+		return -1;
 	return running ? 0 : code;
 }
 

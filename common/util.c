@@ -90,6 +90,7 @@ void pisb_buf_grow(struct pisb_buf *b, size_t extra)
 		need = 64;
 	b->s = xrealloc(b->s, need);
 	b->cap = need;
+	b->s[b->len] = '\0';
 }
 
 void pisb_buf_add(struct pisb_buf *b, const void *p, size_t n)

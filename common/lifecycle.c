@@ -1,0 +1,45 @@
+#include "lifecycle.h"
+#include "err.h"
+#include "events.h"
+#include "local.h"
+#include "opensandbox.h"
+
+#include <stddef.h>
+
+static int released(const struct pisb_os_opts *o, const char *name, const char *mode,
+		    struct pisb_err *e)
+{
+	struct pisb_event ev = { "released", name, "local", NULL, NULL, true, false, mode };
+
+	return o->events_fd >= 0 ? pisb_event_write(o->events_fd, &ev, e) : 0;
+}
+
+int pisb_lifecycle(struct pisb_state *st, enum pisb_lc_verb verb, const char *name,
+		   const struct pisb_os_opts *o, struct pisb_err *e)
+{
+	int rem = pisb_os_owns(st, name, e);
+
+	if (rem < 0)
+		return -1;
+	if (rem) {
+		switch (verb) {
+		case PISB_LC_START: return pisb_os_start(st, name, o, e);
+		case PISB_LC_STOP: return pisb_os_stop(st, name, o, e);
+		case PISB_LC_DESTROY: return pisb_os_destroy(st, name, o, e);
+		}
+		return -1;
+	}
+	switch (verb) {
+	case PISB_LC_START:
+		return pisb_local_start(st, name, o->wait_ms, e);
+	case PISB_LC_STOP:
+		if (pisb_local_stop(st, name, o->wait_ms, e) < 0)
+			return -1;
+		return released(o, name, "stop", e);
+	case PISB_LC_DESTROY:
+		if (pisb_local_destroy(st, "instances", name, o->wait_ms, e) < 0)
+			return -1;
+		return released(o, name, "remove", e);
+	}
+	return -1;
+}
