@@ -37,7 +37,8 @@ CFLAGS  += $(PKG_CFLAGS)
 # libcurl is dlopen()ed on first use (common/curl_lazy.c), never linked
 LIB_curl    := -ldl
 LIB_yaml    := $(shell pkg-config --libs yaml-0.1 2>/dev/null)
-LIB_archive := $(shell pkg-config --libs libarchive 2>/dev/null)
+# libarchive too is dlopen()ed on first use (common/archive_lazy.c)
+LIB_archive := -ldl
 
 # What each binary links (besides libpisb.a).
 LIBS_pisb        :=

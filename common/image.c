@@ -16,8 +16,7 @@
 #include "state.h"
 #include "util.h"
 
-#include <archive.h>
-#include <archive_entry.h>
+#include "archive_lazy.h"  /* libarchive: loaded on first use */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
