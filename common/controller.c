@@ -123,6 +123,14 @@ static int run_script(struct ctl *c, const char *script, int timeout_ms,
 	return pisb_wait_code(status);
 }
 
+/* Is <workspace>/.agents/NAME on the disk?  (The workspace lives in the
+ * overlay's upper layer, so a host-side look is enough to skip a shell.) */
+static bool agents_hook(struct ctl *c, const char *name)
+{
+	_cleanup_free_ char *p = xasprintf("disk/upper%s/.agents/%s", c->cfg->workspace, name);
+	return faccessat(c->idir, p, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 /* setup lines, then <workspace>/.agents/setup if executable; one deadline */
 static char *run_setup(struct ctl *c)
 {
@@ -142,6 +150,8 @@ static char *run_setup(struct ctl *c)
 			return code < 0 ? xasprintf("setup[%zu] '%s': %s", i, c->cfg->setup[i], e.msg)
 					: xasprintf("setup[%zu] '%s' exited with %d", i, c->cfg->setup[i], code);
 	}
+	if (!agents_hook(c, "setup"))
+		return NULL;
 	agents = xasprintf("f=%s/.agents/setup; if [ -x \"$f\" ]; then exec \"$f\"; fi", c->cfg->workspace);
 	{
 		int64_t left = deadline - pisb_mono_ms();
@@ -161,6 +171,8 @@ static void run_resume(struct ctl *c)
 	pid_t pid = 0;
 	int status;
 
+	if (!c->cfg->nresume && !agents_hook(c, "resume"))
+		return;
 	for (size_t i = 0; i < c->cfg->nresume; i++) {
 		pisb_buf_adds(&s, "/bin/sh -lc ");
 		/* single-quote the line for the outer shell */
