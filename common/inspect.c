@@ -46,6 +46,36 @@ static void limits(struct pisb_jw *w, const struct pisb_config *cfg,
 	pisb_jw_obj_end(w);
 }
 
+/* ports: [{service, port, hostPort}] from the services the controller runs */
+static void ports(struct pisb_jw *w, const char *services)
+{
+	struct pisb_err ig = PISB_ERR_INIT;
+	struct pisb_json j;
+
+	pisb_jw_key(w, "ports");
+	pisb_jw_arr(w);
+	if (services && pisb_json_parse(&j, services, strlen(services), &ig) == 0) {
+		for (int i = 0; j.tok[0].type == JSMN_ARRAY && i < j.tok[0].size; i++) {
+			int o = pisb_json_at(&j, 0, i);
+			_cleanup_free_ char *name = pisb_json_str(&j, pisb_json_get(&j, o, "name"));
+			long long port = 0, host = 0;
+			if (pisb_json_int(&j, pisb_json_get(&j, o, "port"), &port) < 0 || port <= 0)
+				continue;
+			pisb_jw_obj(w);
+			pisb_jw_kstr(w, "service", name);
+			pisb_jw_kint(w, "port", port);
+			pisb_jw_key(w, "hostPort");
+			if (pisb_json_int(&j, pisb_json_get(&j, o, "hostPort"), &host) == 0 && host > 0)
+				pisb_jw_int(w, host);
+			else
+				pisb_jw_null(w);
+			pisb_jw_obj_end(w);
+		}
+		pisb_json_release(&j);
+	}
+	pisb_jw_arr_end(w);
+}
+
 static void raw_or(struct pisb_jw *w, const char *key, const char *raw, const char *dflt)
 {
 	pisb_jw_key(w, key);
@@ -111,7 +141,7 @@ static int one(struct pisb_state *st, const char *kind, const char *name, bool f
 		pisb_jw_kstr(w, "sessionId", rec.session_id);
 		limits(w, cfg, &rt, running);
 		raw_or(w, "services", running ? rt.services_json : NULL, "[]");
-		raw_or(w, "ports", NULL, "[]");
+		ports(w, running ? rt.services_json : NULL);
 		raw_or(w, "previews", running ? rt.previews_json : NULL, "[]");
 		pisb_jw_key(w, "resumePid");
 		if (running && pisb_proc_id_alive(&rt.resume))
