@@ -4,6 +4,16 @@
 #include "../common/archive.h"
 #include "../common/fs.h"
 #include "../common/json.h"
+#include "../common/opensandbox.h"
+
+/* Is the sandbox a remote (opensandbox) one?  Its files go through execd. */
+static int is_os(struct pisb_ctx *c)
+{
+	struct pisb_err ig = PISB_ERR_INIT;
+
+	pisb_os_set_verbose(c->a.verbose);
+	return pisb_os_owns(&c->st, c->a.pos[0], &ig) == 1;
+}
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -46,6 +56,14 @@ static int cmd_read(struct pisb_ctx *c)
 		return -1;
 	if (pisb_args_has(&c->a, "raw") && (pisb_args_has(&c->a, "offset") || pisb_args_has(&c->a, "limit")))
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "--raw streams the whole file: drop --offset and --limit");
+	if (is_os(c)) {
+		if (pisb_args_has(&c->a, "raw")) {
+			ret = pisb_os_read_raw(&c->st, c->a.pos[0], c->a.pos[1], 1, &bytes, &c->err) < 0 ? -1 : 0;
+			goto out;
+		}
+		if (pisb_os_read_text(&c->st, c->a.pos[0], c->a.pos[1], off, lim, PISB_FS_READ_CAP, &abs, &t, &c->err) < 0)
+			goto out;
+	} else {
 	if (sandbox(c, &fs, true, true) < 0)
 		goto out;
 	abs = pisb_fs_abspath(&fs, c->a.pos[1]);
@@ -55,6 +73,7 @@ static int cmd_read(struct pisb_ctx *c)
 	}
 	if (pisb_fs_read_text(&fs, abs, off, lim, PISB_FS_READ_CAP, &t, &c->err) < 0)
 		goto out;
+	}
 	if (c->a.json) {
 		pisb_jw_init(&w, &b);
 		pisb_jw_obj(&w);
@@ -136,7 +155,7 @@ static int cmd_write(struct pisb_ctx *c)
 		return -1;
 	if (from && text)
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "give the content once: --from or --content");
-	if (sandbox(c, &fs, true, false) < 0)
+	if (!is_os(c) && sandbox(c, &fs, true, false) < 0)
 		goto out;
 	/* the host file is opened before entering the sandbox, never after */
 	if (from) {
@@ -156,11 +175,16 @@ static int cmd_write(struct pisb_ctx *c)
 		src.data = text;
 		src.n = strlen(text);
 	}
+	if (is_os(c)) {
+		if (pisb_os_write(&c->st, c->a.pos[0], c->a.pos[1], &src, mode, pisb_args_has(&c->a, "mkdir"), &abs, &bytes, &c->err) < 0)
+			goto out;
+	} else {
 	if (pisb_fs_enter(&fs, &c->err) < 0)
 		goto out;
 	abs = pisb_fs_abspath(&fs, c->a.pos[1]);
 	if (pisb_fs_write(&fs, abs, &src, mode, pisb_args_has(&c->a, "mkdir"), &bytes, &c->err) < 0)
 		goto out;
+	}
 	print_path_bytes(c, "wrote", abs, bytes, -1);
 	ret = 0;
 out:
@@ -212,11 +236,16 @@ static int cmd_edit(struct pisb_ctx *c)
 			     nold, nnew);
 		goto out;
 	}
+	if (is_os(c)) {
+		if (pisb_os_edit(&c->st, c->a.pos[0], c->a.pos[1], ed, n, &abs, &bytes, &c->err) < 0)
+			goto out;
+	} else {
 	if (sandbox(c, &fs, true, true) < 0)
 		goto out;
 	abs = pisb_fs_abspath(&fs, c->a.pos[1]);
 	if (pisb_fs_edit(&fs, abs, ed, n, &bytes, &c->err) < 0)
 		goto out;
+	}
 	print_path_bytes(c, "edited", abs, bytes, (long long)n);
 	ret = 0;
 out:
@@ -275,11 +304,16 @@ static int cmd_ls(struct pisb_ctx *c)
 	struct pisb_jw w;
 	int ret = -1;
 
+	if (is_os(c)) {
+		if (pisb_os_ls(&c->st, c->a.pos[0], c->a.npos > 1 ? c->a.pos[1] : NULL, &abs, &v, &n, &c->err) < 0)
+			goto out;
+	} else {
 	if (sandbox(c, &fs, true, true) < 0)
 		goto out;
 	abs = pisb_fs_abspath(&fs, c->a.npos > 1 ? c->a.pos[1] : fs.workspace);
 	if (pisb_fs_ls(&fs, abs, &v, &n, &c->err) < 0)
 		goto out;
+	}
 	if (c->a.json) {
 		pisb_jw_init(&w, &b);
 		pisb_jw_obj(&w);
@@ -315,11 +349,16 @@ static int cmd_stat(struct pisb_ctx *c)
 	struct pisb_jw w;
 	int ret = -1;
 
+	if (is_os(c)) {
+		if (pisb_os_stat(&c->st, c->a.pos[0], c->a.pos[1], &abs, &i, &c->err) < 0)
+			goto out;
+	} else {
 	if (sandbox(c, &fs, true, true) < 0)
 		goto out;
 	abs = pisb_fs_abspath(&fs, c->a.pos[1]);
 	if (pisb_fs_stat(&fs, abs, &i, &c->err) < 0)
 		goto out;
+	}
 	if (c->a.json) {
 		pisb_jw_init(&w, &b);
 		pisb_jw_obj(&w);
@@ -354,11 +393,16 @@ static int cmd_mkdir(struct pisb_ctx *c)
 	bool created = false;
 	int ret = -1;
 
+	if (is_os(c)) {
+		if (pisb_os_mkdir(&c->st, c->a.pos[0], c->a.pos[1], &abs, &created, &c->err) < 0)
+			goto out;
+	} else {
 	if (sandbox(c, &fs, true, true) < 0)
 		goto out;
 	abs = pisb_fs_abspath(&fs, c->a.pos[1]);
 	if (pisb_fs_mkdir(&fs, abs, &created, &c->err) < 0)
 		goto out;
+	}
 	if (c->a.json) {
 		pisb_jw_init(&w, &b);
 		pisb_jw_obj(&w);
@@ -407,10 +451,11 @@ static int cmd_find(struct pisb_ctx *c)
 
 	if (pisb_args_int(&c->a, "limit", 1, 1LL << 40, 1000, &f.limit, &c->err) < 0)
 		return -1;
-	if (sandbox(c, &fs, true, true) < 0)
+	bool os = is_os(c);
+	if (!os && sandbox(c, &fs, true, true) < 0)
 		goto out;
-	dir = pisb_fs_abspath(&fs, pisb_args_get(&c->a, "path") ? pisb_args_get(&c->a, "path") : fs.workspace);
-	f.dir = dir;
+	dir = os ? pisb_os_abspath(&c->st, c->a.pos[0], pisb_args_get(&c->a, "path"), &c->err) : pisb_fs_abspath(&fs, pisb_args_get(&c->a, "path") ? pisb_args_get(&c->a, "path") : fs.workspace);
+	f.dir = os ? pisb_args_get(&c->a, "path") : dir;
 	f.pattern = c->a.pos[1];
 	f.no_ignore = pisb_args_has(&c->a, "no-ignore");
 	if (c->a.json) {
@@ -420,7 +465,7 @@ static int cmd_find(struct pisb_ctx *c)
 		pisb_jw_key(&o.w, "matches");
 		pisb_jw_arr(&o.w);
 	}
-	if (pisb_fs_find(&fs, &f, find_line, &o, &truncated, &c->err) < 0)
+	if ((os ? pisb_os_find(&c->st, c->a.pos[0], &f, NULL, find_line, &o, &truncated, &c->err) : pisb_fs_find(&fs, &f, find_line, &o, &truncated, &c->err)) < 0)
 		goto out;
 	if (c->a.json) {
 		pisb_jw_arr_end(&o.w);
@@ -504,10 +549,11 @@ static int cmd_grep(struct pisb_ctx *c)
 	if (pisb_args_int(&c->a, "limit", 1, 1LL << 40, 100, &g.limit, &c->err) < 0 ||
 	    pisb_args_int(&c->a, "context", 0, 1000, 0, &ctx, &c->err) < 0)
 		return -1;
-	if (sandbox(c, &fs, true, true) < 0)
+	bool os = is_os(c);
+	if (!os && sandbox(c, &fs, true, true) < 0)
 		goto out;
-	path = pisb_fs_abspath(&fs, pisb_args_get(&c->a, "path") ? pisb_args_get(&c->a, "path") : fs.workspace);
-	g.path = path;
+	path = os ? pisb_os_abspath(&c->st, c->a.pos[0], pisb_args_get(&c->a, "path"), &c->err) : pisb_fs_abspath(&fs, pisb_args_get(&c->a, "path") ? pisb_args_get(&c->a, "path") : fs.workspace);
+	g.path = os ? pisb_args_get(&c->a, "path") : path;
 	g.pattern = c->a.pos[1];
 	g.glob = pisb_args_get(&c->a, "glob");
 	g.icase = pisb_args_has(&c->a, "ignore-case");
@@ -522,7 +568,7 @@ static int cmd_grep(struct pisb_ctx *c)
 		pisb_jw_key(&o.w, "matches");
 		pisb_jw_arr(&o.w);
 	}
-	if (pisb_fs_grep(&fs, &g, grep_line, &o, &r, &c->err) < 0)
+	if ((os ? pisb_os_grep(&c->st, c->a.pos[0], &g, NULL, grep_line, &o, &r, &c->err) : pisb_fs_grep(&fs, &g, grep_line, &o, &r, &c->err)) < 0)
 		goto out;
 	if (c->a.json) {
 		pisb_jw_arr_end(&o.w);
