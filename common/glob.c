@@ -118,6 +118,8 @@ bool pisb_glob_match(const char *pattern, const char *path)
 
 void pisb_pathglob_init(struct pisb_pathglob *g, const char *pattern)
 {
+	while (pattern[0] == '.' && pattern[1] == '/')
+		pattern += 2;   /* a leading "./" adds nothing */
 	if (!strchr(pattern, '/')) {
 		g->pat = xstrdup(pattern);
 		g->basename = true;

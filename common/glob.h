@@ -4,8 +4,9 @@
  *   ?      one character except '/'
  *   [...]  one character from a set: ranges a-z, negation [!...] or [^...];
  *          never '/'
- *   **     as a whole path component ("**", "**" "/x", "a/" "**" "/b",
- *          "a/" "**"): any number of components, none included
+ *   **     when it is a whole path component (alone, or between slashes,
+ *          or at the start or end next to one): any number of components,
+ *          none included
  *   \c     the character c itself
  *
  * Matching is byte-wise (no locale), case-sensitive, and anchored at both
