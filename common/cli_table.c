@@ -187,7 +187,7 @@ const struct pisb_verb pisb_verbs[] = {
 	  "replace a file atomically with stdin", write_opts),
 	V("edit", "pisb-fs", "NAME PATH --old TEXT --new TEXT...", "name", "path", NULL, 2, 2, false,
 	  "replace texts that each occur exactly once", edit_opts),
-	V("ls", "pisb-fs", "NAME PATH", "name", "path", NULL, 1, 2, false,
+	V("ls", "pisb-fs", "NAME [PATH]", "name", "path", NULL, 1, 2, false,
 	  "list a directory with types, sizes and modes", none_opts),
 	V("stat", "pisb-fs", "NAME PATH", "name", "path", NULL, 2, 2, false,
 	  "type, size, mode and access of a path", none_opts),
