@@ -7,7 +7,7 @@ set -uo pipefail
 section "files (median of $BENCH_RUNS; targets: read/write <= 2x nsenter, find/grep <= 1.5x)"
 pisb create bfs -q >/dev/null || { echo "  cannot create a sandbox"; exit 1; }
 init=$(pisb inspect bfs | jq -r .controller.initPid)
-ns=(nsenter -t "$init" -U -m -r -w --preserve-credentials)
+ns=(nsenter -t "$init" -U -m -r -w -S 0 -G 0)
 tmp=$(mktemp -d)
 head -c 65536 /dev/urandom > "$tmp/f64"
 pisb write bfs /workspace/f64 --from "$tmp/f64"
