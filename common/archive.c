@@ -11,7 +11,8 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
-#include <dlfcn.h>
+#include "archive_lazy.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -25,52 +26,8 @@
 
 extern char **environ;
 
-/* libarchive is loaded when push or pull runs, not at every start: with its
- * dependencies (libxml2, ICU, libstdc++ ...) it would triple the start-up
- * time of read and write, which must stay close to a bare nsenter + cat. */
-#define LA_FUNCS(X) \
-	X(archive_write_new) X(archive_write_set_format_pax_restricted) X(archive_write_set_bytes_per_block) \
-	X(archive_write_open) X(archive_write_free) X(archive_write_header) \
-	X(archive_write_data) X(archive_write_close) X(archive_error_string) \
-	X(archive_set_error) X(archive_entry_new) X(archive_entry_free) \
-	X(archive_entry_set_pathname) X(archive_entry_set_perm) X(archive_entry_set_mtime) \
-	X(archive_entry_set_uid) X(archive_entry_set_gid) X(archive_entry_set_filetype) \
-	X(archive_entry_set_symlink) X(archive_entry_set_size) X(archive_entry_pathname) \
-	X(archive_entry_hardlink) X(archive_entry_filetype) X(archive_entry_symlink) \
-	X(archive_entry_perm) X(archive_entry_size) X(archive_read_new) \
-	X(archive_read_support_format_tar) X(archive_read_open) X(archive_read_next_header) \
-	X(archive_read_data_block) X(archive_read_free) X(archive_write_disk_new) \
-	X(archive_write_disk_set_options) X(archive_write_data_block) X(archive_write_finish_entry)
-
-static struct {
-#define X(f) __typeof__(f) *f;
-	LA_FUNCS(X)
-#undef X
-} la;
-
-static int la_load(struct pisb_err *e)
-{
-	static void *h;
-	const char *miss = NULL;
-
-	if (h)
-		return 0;
-	h = dlopen("libarchive.so.13", RTLD_NOW | RTLD_LOCAL);
-	if (!h)
-		h = dlopen("libarchive.so", RTLD_NOW | RTLD_LOCAL);
-	if (!h)
-		return pisb_err_set(e, PISB_EXIT_FAIL, "push and pull need libarchive: %s", dlerror());
-#define X(f) if (!(la.f = (__typeof__(f) *)dlsym(h, #f)) && !miss) miss = #f;
-	LA_FUNCS(X)
-#undef X
-	if (miss) {
-		dlclose(h);
-		h = NULL;
-		return pisb_err_set(e, PISB_EXIT_FAIL, "libarchive lacks %s", miss);
-	}
-	return 0;
-}
-
+/* libarchive is loaded when push or pull runs, not at every start (see
+ * archive_lazy.h): read and write must stay close to a bare nsenter + cat. */
 
 void pisb_xfer_release(struct pisb_xfer *x)
 {
@@ -93,7 +50,7 @@ static la_ssize_t sink_write(struct archive *a, void *ctx, const void *buf, size
 
 	if (pisb_write_all(s->fd, buf, n) < 0) {
 		s->err = errno;
-		la.archive_set_error(a, errno, "write the archive: %s", strerror(errno));
+		archive_set_error(a, errno, "write the archive: %s", strerror(errno));
 		return -1;
 	}
 	pisb_sha256_update(&s->sha, buf, n);
@@ -103,16 +60,16 @@ static la_ssize_t sink_write(struct archive *a, void *ctx, const void *buf, size
 
 static struct archive *writer_open(struct sink *s, int fd)
 {
-	struct archive *a = la.archive_write_new();
+	struct archive *a = archive_write_new();
 
 	s->fd = fd;
 	s->n = 0;
 	s->err = 0;
 	pisb_sha256_init(&s->sha);
-	la.archive_write_set_format_pax_restricted(a);
-	la.archive_write_set_bytes_per_block(a, 0);   /* write through, no padding */
-	if (la.archive_write_open(a, s, NULL, sink_write, NULL) != ARCHIVE_OK) {
-		la.archive_write_free(a);
+	archive_write_set_format_pax_restricted(a);
+	archive_write_set_bytes_per_block(a, 0);   /* write through, no padding */
+	if (archive_write_open(a, s, NULL, sink_write, NULL) != ARCHIVE_OK) {
+		archive_write_free(a);
 		return NULL;
 	}
 	return a;
@@ -132,38 +89,38 @@ static int add_entry(struct archive *a, int dirfd, const char *name, const char 
 		return errno == ENOENT ? 0 : pisb_err_sys(e, PISB_EXIT_FAIL, "stat '%s'", arcname);
 	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
 		return 0;   /* devices, fifos, sockets do not travel */
-	en = la.archive_entry_new();
-	la.archive_entry_set_pathname(en, arcname);
-	la.archive_entry_set_perm(en, st.st_mode & 01777);
-	la.archive_entry_set_mtime(en, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-	la.archive_entry_set_uid(en, 0);
-	la.archive_entry_set_gid(en, 0);
+	en = archive_entry_new();
+	archive_entry_set_pathname(en, arcname);
+	archive_entry_set_perm(en, st.st_mode & 01777);
+	archive_entry_set_mtime(en, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+	archive_entry_set_uid(en, 0);
+	archive_entry_set_gid(en, 0);
 	if (S_ISDIR(st.st_mode)) {
-		la.archive_entry_set_filetype(en, AE_IFDIR);
+		archive_entry_set_filetype(en, AE_IFDIR);
 	} else if (S_ISLNK(st.st_mode)) {
 		ssize_t n = readlinkat(dirfd, name, link, sizeof(link) - 1);
 		if (n < 0) {
-			la.archive_entry_free(en);
+			archive_entry_free(en);
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "readlink '%s'", arcname);
 		}
 		link[n] = '\0';
-		la.archive_entry_set_filetype(en, AE_IFLNK);
-		la.archive_entry_set_symlink(en, link);
+		archive_entry_set_filetype(en, AE_IFLNK);
+		archive_entry_set_symlink(en, link);
 		x->files++;
 	} else {
 		fd = name[0] ? openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
 			     : fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
 		if (fd < 0) {
-			la.archive_entry_free(en);
+			archive_entry_free(en);
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", arcname);
 		}
-		la.archive_entry_set_filetype(en, AE_IFREG);
-		la.archive_entry_set_size(en, st.st_size);
+		archive_entry_set_filetype(en, AE_IFREG);
+		archive_entry_set_size(en, st.st_size);
 		x->files++;
 		x->bytes += st.st_size;
 	}
-	if (la.archive_write_header(a, en) != ARCHIVE_OK) {
-		ret = pisb_err_set(e, PISB_EXIT_FAIL, "archive '%s': %s", arcname, la.archive_error_string(a));
+	if (archive_write_header(a, en) != ARCHIVE_OK) {
+		ret = pisb_err_set(e, PISB_EXIT_FAIL, "archive '%s': %s", arcname, archive_error_string(a));
 		goto out;
 	}
 	if (fd >= 0) {
@@ -179,16 +136,16 @@ static int add_entry(struct archive *a, int dirfd, const char *name, const char 
 			}
 			if (r == 0)
 				break;   /* it shrank: the archive pads it with zeros */
-			if (la.archive_write_data(a, buf, (size_t)r) < 0) {
+			if (archive_write_data(a, buf, (size_t)r) < 0) {
 				ret = pisb_err_set(e, PISB_EXIT_FAIL, "archive '%s': %s", arcname,
-						   la.archive_error_string(a));
+						   archive_error_string(a));
 				goto out;
 			}
 			left -= r;
 		}
 	}
 out:
-	la.archive_entry_free(en);
+	archive_entry_free(en);
 	return ret;
 }
 
@@ -219,11 +176,11 @@ static int add_tree(struct archive *a, int dirfd, const char *path, struct pisb_
 static int writer_close(struct archive *a, struct sink *s, struct pisb_xfer *x, struct pisb_err *e)
 {
 	unsigned char d[32];
-	int r = la.archive_write_close(a);
+	int r = archive_write_close(a);
 
 	if (r != ARCHIVE_OK && !e->msg[0])
-		pisb_err_set(e, PISB_EXIT_FAIL, "finish the archive: %s", la.archive_error_string(a));
-	la.archive_write_free(a);
+		pisb_err_set(e, PISB_EXIT_FAIL, "finish the archive: %s", archive_error_string(a));
+	archive_write_free(a);
 	pisb_sha256_final(&s->sha, d);
 	pisb_sha256_hex(d, x->sha256);
 	x->archive_bytes = s->n;
@@ -248,7 +205,7 @@ static la_ssize_t source_read(struct archive *a, void *ctx, const void **out)
 		r = read(s->fd, s->buf, sizeof(s->buf));
 	while (r < 0 && errno == EINTR);
 	if (r < 0) {
-		la.archive_set_error(a, errno, "read the archive: %s", strerror(errno));
+		archive_set_error(a, errno, "read the archive: %s", strerror(errno));
 		return -1;
 	}
 	pisb_sha256_update(&s->sha, s->buf, (size_t)r);
@@ -311,7 +268,7 @@ static bool safe_link(const char *name, const char *t)
 static int extract(int fd, int destfd, bool any_symlink, struct pisb_xfer *x, char sha_hex[65],
 		   struct pisb_err *e)
 {
-	struct archive *a = la.archive_read_new(), *w = la.archive_write_disk_new();
+	struct archive *a = archive_read_new(), *w = archive_write_disk_new();
 	struct archive_entry *en;
 	struct source *src = xcalloc(1, sizeof(*src));
 	unsigned char d[32];
@@ -319,22 +276,22 @@ static int extract(int fd, int destfd, bool any_symlink, struct pisb_xfer *x, ch
 
 	src->fd = fd;
 	pisb_sha256_init(&src->sha);
-	la.archive_read_support_format_tar(a);
-	la.archive_write_disk_set_options(w, ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+	archive_read_support_format_tar(a);
+	archive_write_disk_set_options(w, ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
 					  ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_PERM |
 					  ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_NO_OVERWRITE);
 	if (fchdir(destfd) < 0) {
 		ret = pisb_err_sys(e, PISB_EXIT_FAIL, "enter the staging directory");
 		goto out;
 	}
-	if (la.archive_read_open(a, src, NULL, source_read, NULL) != ARCHIVE_OK) {
-		ret = pisb_err_set(e, PISB_EXIT_FAIL, "read the archive: %s", la.archive_error_string(a));
+	if (archive_read_open(a, src, NULL, source_read, NULL) != ARCHIVE_OK) {
+		ret = pisb_err_set(e, PISB_EXIT_FAIL, "read the archive: %s", archive_error_string(a));
 		goto out;
 	}
-	while ((r = la.archive_read_next_header(a, &en)) == ARCHIVE_OK) {
-		const char *name = la.archive_entry_pathname(en);
-		const char *hl = la.archive_entry_hardlink(en);
-		mode_t type = la.archive_entry_filetype(en);
+	while ((r = archive_read_next_header(a, &en)) == ARCHIVE_OK) {
+		const char *name = archive_entry_pathname(en);
+		const char *hl = archive_entry_hardlink(en);
+		mode_t type = archive_entry_filetype(en);
 
 		if (!name || !safe_name(name)) {
 			ret = pisb_err_set(e, PISB_EXIT_FAIL, "refusing archive entry '%s': absolute or '..' path",
@@ -351,43 +308,43 @@ static int extract(int fd, int destfd, bool any_symlink, struct pisb_xfer *x, ch
 					   name);
 			goto out;
 		}
-		if (type == AE_IFLNK && !any_symlink && !safe_link(name, la.archive_entry_symlink(en) ? la.archive_entry_symlink(en) : "")) {
+		if (type == AE_IFLNK && !any_symlink && !safe_link(name, archive_entry_symlink(en) ? archive_entry_symlink(en) : "")) {
 			ret = pisb_err_set(e, PISB_EXIT_FAIL, "refusing symlink '%s' -> '%s': it points outside",
-					   name, la.archive_entry_symlink(en) ? la.archive_entry_symlink(en) : "");
+					   name, archive_entry_symlink(en) ? archive_entry_symlink(en) : "");
 			goto out;
 		}
-		la.archive_entry_set_perm(en, la.archive_entry_perm(en) & 01777);
-		if (la.archive_write_header(w, en) != ARCHIVE_OK) {
-			ret = pisb_err_set(e, PISB_EXIT_FAIL, "extract '%s': %s", name, la.archive_error_string(w));
+		archive_entry_set_perm(en, archive_entry_perm(en) & 01777);
+		if (archive_write_header(w, en) != ARCHIVE_OK) {
+			ret = pisb_err_set(e, PISB_EXIT_FAIL, "extract '%s': %s", name, archive_error_string(w));
 			goto out;
 		}
 		if (type == AE_IFREG && !hl) {
 			const void *buf;
 			size_t size;
 			la_int64_t off;
-			while ((r = la.archive_read_data_block(a, &buf, &size, &off)) == ARCHIVE_OK) {
-				if (la.archive_write_data_block(w, buf, size, off) < 0) {
+			while ((r = archive_read_data_block(a, &buf, &size, &off)) == ARCHIVE_OK) {
+				if (archive_write_data_block(w, buf, size, off) < 0) {
 					ret = pisb_err_set(e, PISB_EXIT_FAIL, "extract '%s': %s", name,
-							   la.archive_error_string(w));
+							   archive_error_string(w));
 					goto out;
 				}
 			}
 			if (r != ARCHIVE_EOF) {
 				ret = pisb_err_set(e, PISB_EXIT_FAIL, "read '%s' from the archive: %s", name,
-						   la.archive_error_string(a));
+						   archive_error_string(a));
 				goto out;
 			}
-			x->bytes += la.archive_entry_size(en);
+			x->bytes += archive_entry_size(en);
 		}
-		if (la.archive_write_finish_entry(w) != ARCHIVE_OK) {
-			ret = pisb_err_set(e, PISB_EXIT_FAIL, "extract '%s': %s", name, la.archive_error_string(w));
+		if (archive_write_finish_entry(w) != ARCHIVE_OK) {
+			ret = pisb_err_set(e, PISB_EXIT_FAIL, "extract '%s': %s", name, archive_error_string(w));
 			goto out;
 		}
 		if (type != AE_IFDIR)
 			x->files++;
 	}
 	if (r != ARCHIVE_EOF) {
-		ret = pisb_err_set(e, PISB_EXIT_FAIL, "read the archive: %s", la.archive_error_string(a));
+		ret = pisb_err_set(e, PISB_EXIT_FAIL, "read the archive: %s", archive_error_string(a));
 		goto out;
 	}
 	/* what the reader left (end blocks) belongs to the digest too */
@@ -397,8 +354,8 @@ static int extract(int fd, int destfd, bool any_symlink, struct pisb_xfer *x, ch
 			break;
 	}
 out:
-	la.archive_read_free(a);
-	la.archive_write_free(w);
+	archive_read_free(a);
+	archive_write_free(w);
 	pisb_sha256_final(&src->sha, d);
 	pisb_sha256_hex(d, sha_hex);
 	x->archive_bytes = src->n;
@@ -746,7 +703,7 @@ int pisb_push(struct pisb_fs *fs, const char *hostdir, const char *to, bool all,
 	struct pisb_err werr = PISB_ERR_INIT;
 
 	memset(x, 0, sizeof(*x));
-	if (la_load(e) < 0)
+	if (pisb_archive_load(e) < 0)
 		return -1;
 	hostfd = open(hostdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (hostfd < 0)
@@ -915,7 +872,7 @@ int pisb_pull(struct pisb_fs *fs, const char *path, const char *hostdir, struct 
 	struct pisb_err ig = PISB_ERR_INIT;
 
 	memset(x, 0, sizeof(*x));
-	if (la_load(e) < 0)
+	if (pisb_archive_load(e) < 0)
 		return -1;
 	x->where = xstrdup(hostdir);
 	if (pisb_mkdirs_at(AT_FDCWD, hostdir, 0755, e) < 0)

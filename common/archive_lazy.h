@@ -4,9 +4,8 @@
  * them costs every pisb-create, pisb-fs and controller start milliseconds
  * and megabytes of RSS, though only image imports and push/pull use it.
  * So no binary links it; the first archive_* call dlopen()s it.  Include
- * this after <archive.h> and <archive_entry.h>.  If it cannot be loaded
- * the process ends with a message, as it would on out-of-memory: there is
- * no way to go on half-way through an archive.
+ * this after <archive.h> and <archive_entry.h>.  Call pisb_archive_load()
+ * before the first use to get an error instead of an exit if it is missing.
  */
 #ifndef PISB_ARCHIVE_LAZY_H
 #define PISB_ARCHIVE_LAZY_H
@@ -41,6 +40,12 @@ struct pisb_archive_api {
 #undef PISB_ARCHIVE_FIELD
 };
 
+struct pisb_err;
+
+/* Load it now: 0, or -1 with e (code 1) naming what is missing.  Callers
+ * that can report an error do this first; pisb_archive() (behind every
+ * archive_* call) ends the process if loading fails. */
+int pisb_archive_load(struct pisb_err *e);
 const struct pisb_archive_api *pisb_archive(void);
 
 #ifndef PISB_ARCHIVE_LAZY_IMPL

@@ -265,7 +265,7 @@ char *pisb_image_path(struct pisb_state *st, const char *path,
 		if (geteuid() == 0)
 			fchownat(st->fd, r, ids->uid_base, ids->gid_base, 0);
 	}
-	if (import(real, isdir, ids, tfd, e) < 0)
+	if (pisb_archive_load(e) < 0 || import(real, isdir, ids, tfd, e) < 0)
 		return NULL;
 	if (renameat(st->fd, tmp, st->fd, dir) < 0 ||
 	    pisb_atomic_write(st->fd, marker, "ok\n", 3, 0600, e) < 0) {
