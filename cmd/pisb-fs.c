@@ -673,6 +673,16 @@ out:
 	return ret;
 }
 
+/* push, pull and logs serve the local driver only */
+static int local_only(struct pisb_ctx *c)
+{
+	if (!is_os(c))
+		return !strcmp(c->a.verb->name, "logs") ? cmd_logs(c) : cmd_push_pull(c);
+	return pisb_err_set(&c->err, PISB_EXIT_FAIL,
+			    "%s: sandbox '%s' is an opensandbox sandbox; %s serves local sandboxes only",
+			    c->a.verb->name, c->a.pos[0], c->a.verb->name);
+}
+
 static const struct pisb_handler handlers[] = {
 	{ "read", cmd_read, true },
 	{ "write", cmd_write, true },
@@ -682,9 +692,9 @@ static const struct pisb_handler handlers[] = {
 	{ "mkdir", cmd_mkdir, true },
 	{ "find", cmd_find, true },
 	{ "grep", cmd_grep, true },
-	{ "logs", cmd_logs, true },
-	{ "push", cmd_push_pull, true },
-	{ "pull", cmd_push_pull, true },
+	{ "logs", local_only, true },
+	{ "push", local_only, true },
+	{ "pull", local_only, true },
 	{ NULL, NULL, false },
 };
 
