@@ -1521,7 +1521,7 @@ struct pisb_services *pisb_services_new(struct pisb_state *st, int idir,
 	signal(SIGPIPE, SIG_IGN);
 	/* every relayed connection takes six fds (two sockets, two pipes) */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+		rl.rlim_cur = rl.rlim_max > 16384 ? 16384 : rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	s->st = st;

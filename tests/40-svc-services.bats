@@ -193,14 +193,22 @@ teardown() {
 	pid1=$(svc_field box web pid)
 	svc_guest_yaml box <<-'Y'
 	services:
-	  web: {command: exec python3 -m http.server $PORT}
+	  web:
+	    command: exec python3 -m http.server $PORT
+	    previews: [{url: /new/, title: New link, description: added inside}]
 	  extra:
 	    command: exec sleep 1000
 	    health: process
 	Y
 	run -0 pisb svc box ensure --json
 	jq -e '.ok and ([.services[].name] | sort) == ["extra","web"] and all(.services[]; .ready)' <<<"$output"
+	# the live process is kept; its new preview link is there at once
 	[ "$(svc_field box web pid)" = "$pid1" ]
+	run -0 pisb inspect box
+	jq -e '.previews | length == 1 and .[0].title == "New link" and .[0].description == "added inside"
+		and (.[0].url | test("^http://127.0.0.1:[0-9]+/new/$"))' <<<"$output"
+	run -0 curl -sS -o /dev/null -w '%{http_code}' "$(jq -r '.previews[0].url' <<<"$output" | sed 's|/new/$|/|')"
+	[ "$output" = 200 ]
 	run -0 pisb svc box stop web
 	[ "$(svc_field box web state)" = stopped ]
 	run -0 pisb svc box ensure
