@@ -128,8 +128,9 @@ except OSError as e: print("refused", e.errno)'
 	[ "$inside" = 0 ] && [ "$outside" = "$(id -u pisbtest)" ] && [ "$count" = 1 ]
 	run -0 as_user pisb --state-dir "$st/s" exec u --sh 'ls -A /root | wc -l; ls -A /home | wc -l; ls /sys/class/net'
 	[ "$output" = "$(printf '0\n0\nlo')" ]
-	run as_user pisb --state-dir "$st/s" exec u -- cat /etc/shadow
-	[ "$status" -ne 0 ]
+	# masked: unreadable, or an empty file where the host has its hashes
+	run as_user pisb --state-dir "$st/s" exec u --sh 'cat /etc/shadow 2>/dev/null | wc -c'
+	[ "$output" = 0 ]
 	as_user pisb --state-dir "$st/s" destroy u --confirm u
 	rm -rf "$st"
 }
