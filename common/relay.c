@@ -15,6 +15,9 @@
 #define RELAY_PIPE_BYTES (1024 * 1024)
 /* Work done for one connection per wake-up, so others are not starved. */
 #define RELAY_ROUNDS 8
+/* Empty pipes kept for the next connections (creating and sizing two
+ * pipes is six system calls). */
+#define RELAY_PIPE_CACHE 64
 
 struct dir {
 	int p[2];           /* the pipe: p[0] read end, p[1] write end */
@@ -24,6 +27,7 @@ struct dir {
 	bool eof;           /* nothing more will come from the source */
 	bool shut;          /* done: EOF forwarded (or nowhere to forward it) */
 	bool discard;       /* the destination is gone: read and drop */
+	bool dirty;         /* the pipe may hold bytes that were dropped */
 };
 
 struct conn {
@@ -40,9 +44,16 @@ struct conn {
 	struct conn *prev, *next;
 };
 
+struct cached_pipe {
+	int p[2];
+	size_t cap;
+};
+
 struct pisb_relay {
 	struct conn *head;
 	size_t n;
+	struct cached_pipe cache[RELAY_PIPE_CACHE];
+	size_t ncache;
 };
 
 static char scratch[65536];
@@ -52,12 +63,21 @@ struct pisb_relay *pisb_relay_new(void)
 	return xcalloc(1, sizeof(struct pisb_relay));
 }
 
-static void dir_release(struct dir *d)
+/* Close d's pipe, or keep it for another connection (r not NULL) if it is
+ * surely empty. */
+static void dir_release(struct pisb_relay *r, struct dir *d)
 {
-	if (d->p[0] >= 0)
-		close(d->p[0]);
-	if (d->p[1] >= 0)
-		close(d->p[1]);
+	if (r && d->p[0] >= 0 && !d->dirty && d->inpipe == 0 && r->ncache < RELAY_PIPE_CACHE) {
+		struct cached_pipe *cp = &r->cache[r->ncache++];
+		cp->p[0] = d->p[0];
+		cp->p[1] = d->p[1];
+		cp->cap = d->cap;
+	} else {
+		if (d->p[0] >= 0)
+			close(d->p[0]);
+		if (d->p[1] >= 0)
+			close(d->p[1]);
+	}
 	d->p[0] = d->p[1] = -1;
 	free(d->pre);
 	d->pre = NULL;
@@ -68,7 +88,7 @@ static void conn_close(struct pisb_relay *r, struct conn *c)
 	for (int i = 0; i < 2; i++) {
 		if (c->fd[i] >= 0)
 			close(c->fd[i]);
-		dir_release(&c->d[i]);
+		dir_release(r, &c->d[i]);
 	}
 	free(c->fail);
 	if (c->prev)
@@ -87,6 +107,11 @@ void pisb_relay_free(struct pisb_relay *r)
 		return;
 	while (r->head)
 		conn_close(r, r->head);
+	while (r->ncache) {
+		struct cached_pipe *cp = &r->cache[--r->ncache];
+		close(cp->p[0]);
+		close(cp->p[1]);
+	}
 	free(r);
 }
 
@@ -106,17 +131,25 @@ void pisb_relay_close_tag(struct pisb_relay *r, const void *tag)
 	}
 }
 
-static int dir_pipe(struct dir *d)
+static int dir_pipe(struct pisb_relay *r, struct dir *d)
 {
 	int sz;
 
+	if (r->ncache) {
+		struct cached_pipe *cp = &r->cache[--r->ncache];
+		d->p[0] = cp->p[0];
+		d->p[1] = cp->p[1];
+		d->cap = cp->cap;
+		return 0;
+	}
 	if (pipe2(d->p, O_CLOEXEC | O_NONBLOCK) < 0) {
 		d->p[0] = d->p[1] = -1;
 		return -1;
 	}
 	/* may fail past the user's pipe quota: the default size still works */
-	fcntl(d->p[1], F_SETPIPE_SZ, RELAY_PIPE_BYTES);
-	sz = fcntl(d->p[1], F_GETPIPE_SZ);
+	sz = fcntl(d->p[1], F_SETPIPE_SZ, RELAY_PIPE_BYTES);
+	if (sz <= 0)
+		sz = fcntl(d->p[1], F_GETPIPE_SZ);
 	d->cap = sz > 0 ? (size_t)sz : 65536;
 	return 0;
 }
@@ -149,12 +182,31 @@ static void set_pre(struct dir *d, const void *p, size_t n)
 	d->pre_off = 0;
 }
 
+/* Finish a connect in progress: 0 connected, 1 still waiting, -1 failed. */
+static int finish_connect(struct conn *c)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (getsockopt(c->fd[1], SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	if (err == EINPROGRESS || err == EALREADY)
+		return 1;
+	if (err)
+		return -1;
+	c->connecting = false;
+	return 0;
+}
+
+static void become_reject(struct conn *c, const char *msg, size_t n);
+static void pump(struct conn *c, int j);
+
 int pisb_relay_add(struct pisb_relay *r, int a, int b,
 		   const struct pisb_relay_opts *o)
 {
 	struct conn *c = conn_new(r, a, b, o->tag);
 
-	if (dir_pipe(&c->d[0]) < 0 || dir_pipe(&c->d[1]) < 0) {
+	if (dir_pipe(r, &c->d[0]) < 0 || dir_pipe(r, &c->d[1]) < 0) {
 		conn_close(r, c);
 		return -1;
 	}
@@ -167,6 +219,24 @@ int pisb_relay_add(struct pisb_relay *r, int a, int b,
 		c->fail = xstrdup(o->fail);
 		c->fail_len = strlen(o->fail);
 	}
+	/* A loopback connect is often complete already, and the peer's first
+	 * bytes (a request) waiting: move them now, not one wake-up later. */
+	if (c->connecting) {
+		struct pollfd p = { b, POLLOUT, 0 };
+		if (poll(&p, 1, 0) != 1 || finish_connect(c) > 0)
+			return 0;
+		if (c->connecting) {
+			if (c->on_fail)
+				c->on_fail(c->arg, c->tag);
+			if (!c->fail) {
+				conn_close(r, c);
+				return 0;
+			}
+			become_reject(c, c->fail, c->fail_len);
+		}
+	}
+	pump(c, 0);
+	pump(c, 1);
 	return 0;
 }
 
@@ -177,8 +247,8 @@ static void become_reject(struct conn *c, const char *msg, size_t n)
 		close(c->fd[1]);
 	c->fd[1] = -1;
 	c->connecting = false;
-	dir_release(&c->d[0]);
-	dir_release(&c->d[1]);
+	dir_release(NULL, &c->d[0]);
+	dir_release(NULL, &c->d[1]);
 	c->d[0].discard = true;
 	c->d[0].inpipe = c->d[1].inpipe = 0;
 	c->d[1].eof = true;
@@ -198,6 +268,7 @@ void pisb_relay_reject(struct pisb_relay *r, int a, const char *msg, size_t n,
 static void dst_gone(struct conn *c, int j)
 {
 	c->d[j].discard = true;
+	c->d[j].dirty |= c->d[j].inpipe > 0;
 	c->d[j].inpipe = 0;
 }
 
@@ -303,22 +374,6 @@ int pisb_relay_pollfds(struct pisb_relay *r, struct pollfd *p, int max,
 		}
 	}
 	return n;
-}
-
-/* Finish a connect in progress: 0 connected, 1 still waiting, -1 failed. */
-static int finish_connect(struct conn *c)
-{
-	int err = 0;
-	socklen_t len = sizeof(err);
-
-	if (getsockopt(c->fd[1], SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-		err = errno;
-	if (err == EINPROGRESS || err == EALREADY)
-		return 1;
-	if (err)
-		return -1;
-	c->connecting = false;
-	return 0;
 }
 
 void pisb_relay_poll(struct pisb_relay *r, struct pollfd *p, int n)
