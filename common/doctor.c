@@ -81,69 +81,9 @@ static char *read_small(const char *path)
  * (not found), -2 on timeout. */
 static int run_cmd(char *const *argv, struct pisb_buf *out, int timeout_ms)
 {
-	int p[2], ep[2], status, en = 0;
-	int64_t deadline = pisb_mono_ms() + timeout_ms;
-	pid_t pid;
+	int en;
 
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -1;
-	if (pipe2(ep, O_CLOEXEC) < 0) {
-		close(p[0]);
-		close(p[1]);
-		return -1;
-	}
-	pid = fork();
-	if (pid < 0) {
-		close(p[0]); close(p[1]); close(ep[0]); close(ep[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		setpgid(0, 0);
-		dup2(null, 0);
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		execvp(argv[0], argv);
-		en = errno;
-		pisb_write_all(ep[1], &en, sizeof(en));
-		_exit(127);
-	}
-	close(p[1]);
-	close(ep[1]);
-	if (pisb_read_all(ep[0], &en, sizeof(en)) != sizeof(en))
-		en = 0;
-	close(ep[0]);
-	for (;;) {
-		struct pollfd pf = { p[0], POLLIN, 0 };
-		int64_t left = deadline - pisb_mono_ms();
-		ssize_t n;
-
-		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
-			break;
-		pisb_buf_grow(out, 4096);
-		n = read(p[0], out->s + out->len, out->cap - out->len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		out->len += (size_t)n;
-		out->s[out->len] = '\0';
-		if (out->len > (64 << 10))
-			break;
-	}
-	close(p[0]);
-	{
-		int64_t left = deadline - pisb_mono_ms();
-		if (pisb_wait_timeout(pid, &status, left > 0 ? (int)left : 0) <= 0) {
-			kill(-pid, SIGKILL);
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			return en ? -1 : -2;
-		}
-	}
-	if (en)
-		return -1;
-	return pisb_wait_code(status);
+	return pisb_run_capture(argv, NULL, true, 64 << 10, timeout_ms, out, &en);
 }
 
 /* First line of s (borrowed s is cut). */

@@ -502,62 +502,24 @@ static void sbx_env(struct pisb_strv *env)
 			pisb_strv_push(env, *p);
 }
 
-/* Run argv, collect stdout (1 MiB at most), wait at most timeout_ms.
- * Returns the exit code, or -1. */
+/* Run argv (sbx: DOCKER_* and COMPOSE_* stripped), collect stdout (1 MiB
+ * at most), wait at most timeout_ms.  Returns the exit code, or -1 + e. */
 static int run_capture(char *const *argv, struct pisb_buf *out, int timeout_ms,
 		       struct pisb_err *e)
 {
 	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT;
-	int p[2], status;
-	int64_t deadline = pisb_mono_ms() + timeout_ms;
-	pid_t pid;
+	int en, r;
 
 	sbx_env(&env);
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "pipe");
-	pid = fork();
-	if (pid < 0) {
-		close(p[0]);
-		close(p[1]);
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "fork");
-	}
-	if (pid == 0) {
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-		dup2(null, 0);
-		dup2(p[1], 1);
-		dup2(null, 2);
-		execve(argv[0], argv, env.v);
-		_exit(127);
-	}
-	close(p[1]);
-	for (;;) {
-		struct pollfd pf = { p[0], POLLIN, 0 };
-		int64_t left = deadline - pisb_mono_ms();
-		ssize_t n;
-
-		if (left <= 0)
-			break;
-		if (poll(&pf, 1, (int)left) <= 0)
-			continue;
-		pisb_buf_grow(out, 4096);
-		n = read(p[0], out->s + out->len, out->cap - out->len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		out->len += (size_t)n;
-		out->s[out->len] = '\0';
-		if (out->len > (1 << 20))
-			break;
-	}
-	close(p[0]);
-	if (pisb_wait_timeout(pid, &status, (int)(deadline > pisb_mono_ms() ? deadline - pisb_mono_ms() : 0)) <= 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &status, 0);
+	r = pisb_run_capture(argv, env.v, false, 1 << 20, timeout_ms, out, &en);
+	if (r == -2)
 		return pisb_err_set(e, PISB_EXIT_TIMEOUT, "'%s %s' did not finish within %d s",
 				    argv[0], argv[1], timeout_ms / 1000);
+	if (r == -1) {
+		errno = en;
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "run '%s'", argv[0]);
 	}
-	return pisb_wait_code(status);
+	return r;
 }
 
 /* pi-sbx-<pid>-<n>: the pid of the session that created it, or 0. */

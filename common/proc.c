@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +152,84 @@ pid_t pisb_wait_timeout(pid_t pid, int *status, int timeout_ms)
 		struct timespec ts = { 0, 2 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
+}
+
+int pisb_run_capture(char *const argv[], char *const envp[], bool merge,
+		     size_t max, int timeout_ms, struct pisb_buf *out,
+		     int *exec_errno)
+{
+	int p[2], ep[2], status, en = 0;
+	int64_t deadline = pisb_mono_ms() + timeout_ms;
+	pid_t pid;
+
+	*exec_errno = 0;
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		*exec_errno = errno;
+		return -1;
+	}
+	if (pipe2(ep, O_CLOEXEC) < 0) {
+		*exec_errno = errno;
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		*exec_errno = errno;
+		close(p[0]); close(p[1]); close(ep[0]); close(ep[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		setpgid(0, 0);
+		dup2(null, 0);
+		dup2(p[1], 1);
+		dup2(merge ? p[1] : null, 2);
+		if (envp)
+			execvpe(argv[0], argv, envp);
+		else
+			execvp(argv[0], argv);
+		en = errno;
+		pisb_write_all(ep[1], &en, sizeof(en));
+		_exit(127);
+	}
+	close(p[1]);
+	close(ep[1]);
+	/* EOF at once if the exec worked (the pipe is close-on-exec) */
+	if (pisb_read_all(ep[0], &en, sizeof(en)) != sizeof(en))
+		en = 0;
+	close(ep[0]);
+	for (;;) {
+		struct pollfd pf = { p[0], POLLIN, 0 };
+		int64_t left = deadline - pisb_mono_ms();
+		ssize_t n;
+
+		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+			break;
+		pisb_buf_grow(out, 4096);
+		n = read(p[0], out->s + out->len, out->cap - out->len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		out->len += (size_t)n;
+		out->s[out->len] = '\0';
+		if (out->len > max)
+			break;
+	}
+	close(p[0]);
+	{
+		int64_t left = deadline - pisb_mono_ms();
+		if (pisb_wait_timeout(pid, &status, left > 0 ? (int)left : 0) <= 0) {
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			*exec_errno = en;
+			return en ? -1 : -2;
+		}
+	}
+	*exec_errno = en;
+	return en ? -1 : pisb_wait_code(status);
 }
 
 void pisb_random_hex(char *out, size_t n)

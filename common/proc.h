@@ -23,6 +23,17 @@ int pisb_wait_code(int status);
 /* waitpid with a deadline (ms, <0 = forever); returns pid, 0 on timeout. */
 pid_t pisb_wait_timeout(pid_t pid, int *status, int timeout_ms);
 
+struct pisb_buf;
+
+/* Run argv (PATH lookup unless it has a '/') with envp (NULL: ours), stdin
+ * from /dev/null, stdout (and stderr too with merge) collected into out up
+ * to max bytes; wait at most timeout_ms, then kill its process group.
+ * Returns the exit code (128+N for a signal), -1 if it could not be run
+ * (*exec_errno says why), -2 on timeout. */
+int pisb_run_capture(char *const argv[], char *const envp[], bool merge,
+		     size_t max, int timeout_ms, struct pisb_buf *out,
+		     int *exec_errno);
+
 /* Random hex id of n chars (n < 64). */
 void pisb_random_hex(char *out, size_t n);
 
