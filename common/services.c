@@ -1050,11 +1050,10 @@ static const char *svc_error(const struct svc *v)
 	return v->rerr ? v->rerr : v->spawn_err ? v->spawn_err : v->lerr;
 }
 
-static void svc_json(const struct pisb_services *s, const struct svc *v, struct pisb_jw *w)
+static void svc_json(const struct svc *v, struct pisb_jw *w)
 {
 	_cleanup_free_ char *url = public_url(v);
 	_cleanup_free_ char *log = xasprintf("logs/%s.log", v->name);
-	(void)s;
 
 	pisb_jw_obj(w);
 	pisb_jw_kstr(w, "name", v->name);
@@ -1143,7 +1142,7 @@ char *pisb_services_status_json(struct pisb_services *s)
 	pisb_jw_arr(&w);
 	for (size_t i = 0; i < s->n; i++)
 		if (visible(s->v[i]))
-			svc_json(s, s->v[i], &w);
+			svc_json(s->v[i], &w);
 	pisb_jw_arr_end(&w);
 	return pisb_buf_detach(&b);
 }
@@ -1192,7 +1191,7 @@ static void reply_services(struct pisb_services *s, int fd, char **names, size_t
 	for (size_t i = 0; i < n; i++) {
 		struct svc *v = find(s, names[i]);
 		if (v)
-			svc_json(s, v, &w);
+			svc_json(v, &w);
 	}
 	pisb_jw_arr_end(&w);
 	pisb_jw_key(&w, "previews");
