@@ -65,6 +65,32 @@ static int cmd_validate(struct pisb_ctx *c)
 	return 0;
 }
 
+/* Say which services did not become ready (the sandbox runs anyway). */
+static void warn_unready(struct pisb_ctx *c, const char *name)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_err ig = PISB_ERR_INIT;
+	struct pisb_jw w;
+	struct pisb_json j;
+	int svcs;
+
+	pisb_jw_init(&w, &b);
+	if (pisb_inspect(&c->st, name, false, &w, &ig) < 0 || pisb_json_parse(&j, b.s, b.len, &ig) < 0)
+		return;
+	svcs = pisb_json_get(&j, 0, "services");
+	for (int i = 0; svcs >= 0 && i < j.tok[svcs].size; i++) {
+		int o = pisb_json_at(&j, svcs, i);
+		bool ready = true;
+		_cleanup_free_ char *sn = pisb_json_str(&j, pisb_json_get(&j, o, "name"));
+		_cleanup_free_ char *why = pisb_json_str(&j, pisb_json_get(&j, o, "error"));
+		pisb_json_bool(&j, pisb_json_get(&j, o, "ready"), &ready);
+		if (!ready)
+			pisb_front_warn("sandbox '%s': service '%s' is not ready%s%s (see 'pisb svc %s status', 'pisb logs %s %s')",
+					name, sn ? sn : "?", why ? ": " : "", why ? why : "", name, name, sn ? sn : "");
+	}
+	pisb_json_release(&j);
+}
+
 static int cmd_create(struct pisb_ctx *c)
 {
 	bool prepare = !strcmp(c->a.verb->name, "prepare");
@@ -137,6 +163,8 @@ static int cmd_create(struct pisb_ctx *c)
 	if (setup_error)
 		pisb_front_warn("sandbox '%s': setup failed: %s (the sandbox runs anyway; see 'pisb logs %s')",
 				name, setup_error, name);
+	if (!prepare)
+		warn_unready(c, name);
 	if (!prepare) {
 		struct pisb_event ev = { "ready", name, "local", NULL, cfg->workspace, true, false, NULL };
 		const char *hook = pisb_args_get(&c->a, "on-ready");

@@ -260,6 +260,12 @@ static void do_stop(struct ctl *c)
 				logf_("stop: the init did not exit in 5 s; killing it");
 				kill(c->rt.init.pid, SIGKILL);
 				killed = true;
+			} else if (killed && pisb_mono_ms() > deadline + 10000) {
+				/* a process outside that joined the sandbox and does not
+				 * reap its child keeps the pid namespace from ending;
+				 * do not hang the stop on it */
+				logf_("stop: the init still has not exited (a process that joined the sandbox is not reaping its child); stopping anyway");
+				break;
 			}
 			struct timespec ts = { 0, 2 * 1000 * 1000 };
 			nanosleep(&ts, NULL);

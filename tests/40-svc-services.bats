@@ -413,3 +413,12 @@ teardown() {
 	run -0 as_user pisb --state-dir "$st/s" destroy u --confirm u
 	rm -rf "$st"
 }
+
+@test "create warns about a service that did not become ready, and still creates" {
+	printf 'services:\n  late:\n    command: sleep 100\n    timeoutMs: 300\n' > "$BATS_TEST_TMPDIR/late.yaml"
+	run -0 --separate-stderr pisb create late -f "$BATS_TEST_TMPDIR/late.yaml"
+	[[ $stderr == *"service 'late' is not ready"* ]]
+	run -0 pisb inspect late
+	jq -e '.status == "running"' <<<"$output"
+	pisb destroy late --confirm late
+}
