@@ -135,28 +135,7 @@ int pisb_fs_enter(struct pisb_fs *fs, struct pisb_err *e)
 
 char *pisb_fs_abspath(const struct pisb_fs *fs, const char *path)
 {
-	struct pisb_buf b = PISB_BUF_INIT;
-	const char *p;
-
-	if (path[0] != '/')
-		pisb_buf_adds(&b, fs->workspace);
-	for (p = path; *p;) {
-		const char *s = strchr(p, '/');
-		size_t n = s ? (size_t)(s - p) : strlen(p);
-		if (n && !(n == 1 && p[0] == '.')) {
-			pisb_buf_addc(&b, '/');
-			pisb_buf_add(&b, p, n);
-		}
-		p += n;
-		while (*p == '/')
-			p++;
-	}
-	if (!b.len)
-		pisb_buf_addc(&b, '/');
-	/* a workspace with a trailing slash, or path "." */
-	while (b.len > 1 && b.s[b.len - 1] == '/')
-		b.s[--b.len] = '\0';
-	return pisb_buf_detach(&b);
+	return pisb_path_in(fs->workspace, path);
 }
 
 int pisb_fs_resolve(int rootfd, const char *path, int flags, mode_t mode)

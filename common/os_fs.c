@@ -48,29 +48,7 @@ static int open_ready(struct pisb_state *st, const char *name, struct os_inst *t
  * slashes and "." components dropped (as pisb_fs_abspath). */
 static char *abspath(const struct os_inst *t, const char *path)
 {
-	const char *ws = t->cfg->os.workspace ? t->cfg->os.workspace : "/workspace";
-	struct pisb_buf b = PISB_BUF_INIT;
-
-	if (!path || !*path)
-		path = ".";
-	if (path[0] != '/')
-		pisb_buf_adds(&b, ws);
-	for (const char *p = path; *p;) {
-		const char *s = strchr(p, '/');
-		size_t n = s ? (size_t)(s - p) : strlen(p);
-		if (n && !(n == 1 && p[0] == '.')) {
-			pisb_buf_addc(&b, '/');
-			pisb_buf_add(&b, p, n);
-		}
-		p += n;
-		while (*p == '/')
-			p++;
-	}
-	if (!b.len)
-		pisb_buf_addc(&b, '/');
-	while (b.len > 1 && b.s[b.len - 1] == '/')
-		b.s[--b.len] = '\0';
-	return pisb_buf_detach(&b);
+	return pisb_path_in(t->cfg->os.workspace ? t->cfg->os.workspace : "/workspace", path);
 }
 
 char *pisb_os_abspath(struct pisb_state *st, const char *name, const char *path,

@@ -321,3 +321,30 @@ void pisb_freep(void *p)
 {
 	free(*(void **)p);
 }
+
+char *pisb_path_in(const char *workspace, const char *path)
+{
+	struct pisb_buf b = PISB_BUF_INIT;
+
+	if (!path || !*path)
+		path = ".";
+	if (path[0] != '/')
+		pisb_buf_adds(&b, workspace);
+	for (const char *p = path; *p;) {
+		const char *s = strchr(p, '/');
+		size_t n = s ? (size_t)(s - p) : strlen(p);
+		if (n && !(n == 1 && p[0] == '.')) {
+			pisb_buf_addc(&b, '/');
+			pisb_buf_add(&b, p, n);
+		}
+		p += n;
+		while (*p == '/')
+			p++;
+	}
+	if (!b.len)
+		pisb_buf_addc(&b, '/');
+	/* a workspace with a trailing slash, or path "." */
+	while (b.len > 1 && b.s[b.len - 1] == '/')
+		b.s[--b.len] = '\0';
+	return pisb_buf_detach(&b);
+}

@@ -81,6 +81,11 @@ int64_t pisb_mono_ms(void);
 /* RFC 3339 UTC time for a unix time, e.g. 2026-11-29T10:12:57Z. */
 void pisb_time_rfc3339(int64_t t, char out[32]);
 
+/* A path inside a sandbox made absolute: relative means under workspace;
+ * empty and "." components and repeated slashes dropped (".." is kept:
+ * confinement is the resolver's job).  Caller frees. */
+char *pisb_path_in(const char *workspace, const char *path);
+
 /* Sandbox and template names: ^[a-z][a-z0-9-]{0,39}$ */
 bool pisb_name_valid(const char *name);
 
