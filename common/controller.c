@@ -41,20 +41,8 @@
 #define SETUP_DEADLINE_MS (20 * 60 * 1000)
 #define RESUME_WAIT_MS 10000
 
-static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void logf_(const char *fmt, ...)
-{
-	char ts[32];
-	va_list ap;
-
-	pisb_time_rfc3339(pisb_now_ms() / 1000, ts);
-	fprintf(stderr, "%s controller[%d]: ", ts, (int)getpid());
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	fflush(stderr);
-}
+/* The controller's log is its stderr (controller.log): one line per event. */
+#define logf_ pisb_svc_log
 
 struct ctl {
 	struct pisb_state *st;
