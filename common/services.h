@@ -74,7 +74,6 @@ bool pisb_services_changed(struct pisb_services *s);
 char *pisb_services_status_json(struct pisb_services *s);
 char *pisb_services_previews_json(struct pisb_services *s);
 
-/* A line in the controller's log (its stderr), like the controller's own. */
 /* A timestamped line in the controller's log (its stderr, controller.log):
  * the controller's own record, the one place besides reports that prints. */
 void pisb_svc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
