@@ -65,15 +65,17 @@ setup() {
 }
 
 @test "SIGINT and SIGTERM reach the sandboxed process group" {
-	pisb exec ex --sh 'trap "echo got-int; exit 3" INT; sleep 31 & wait' > "$BATS_TEST_TMPDIR/out" &
+	pisb exec ex -- rm -f /tmp/int-ready
+	pisb exec ex --sh 'trap "echo got-int; exit 3" INT; touch /tmp/int-ready; sleep 31 & wait' > "$BATS_TEST_TMPDIR/out" &
 	pid=$!
-	sleep 0.5
+	# signal only once the trap is in place
+	for i in $(seq 100); do pisb exec ex -- test -e /tmp/int-ready && break; sleep 0.1; done
 	kill -INT $pid
 	run -3 wait $pid
 	[ "$(cat "$BATS_TEST_TMPDIR/out")" = got-int ]
 	pisb exec ex --sh 'sleep 32' &
 	pid=$!
-	sleep 0.5
+	for i in $(seq 100); do pisb exec ex -- pgrep -f 'sleep 32' >/dev/null && break; sleep 0.1; done
 	kill -TERM $pid
 	run -143 wait $pid
 	run -1 pisb exec ex -- pgrep -f 'sleep 32'
