@@ -1180,75 +1180,29 @@ static int finish(const struct pisb_os_opts *o, struct os_inst *t, const char *m
 		    false, mode, e);
 }
 
-int pisb_os_stop(struct pisb_state *st, const char *name,
-		 const struct pisb_os_opts *o, struct pisb_err *e)
+/* stop, destroy and session shutdown: one shape.  A sandbox pisb created
+ * gets the policy (stop: pause, destroy: kill, release: the configured
+ * onSessionShutdown); one it only connected to is only disconnected.  The
+ * renewal lock is held throughout, so no renewal is in flight meanwhile. */
+static int end_use(struct pisb_state *st, const char *name, const struct pisb_os_opts *o,
+		   int policy, const char *verb, struct pisb_err *e)
 {
 	struct os_inst t;
-	int oplk, rlk, ret = -1;
-	const char *mode;
-
-	if (open_locked(st, name, o, &t, &oplk, &rlk, e) < 0)
-		return -1;
-	if (t.created) {
-		mode = "pause";
-		ret = do_pause(&t, e);
-	} else {
-		mode = "disconnect";
-		ret = disconnect(st, &t, e);
-	}
-	close(rlk);
-	close(oplk);
-	if (ret == 0)
-		ret = finish(o, &t, mode, e);
-	if (ret < 0)
-		pisb_err_prefix(e, "stop '%s'", name);
-	os_inst_release(&t);
-	return ret;
-}
-
-int pisb_os_destroy(struct pisb_state *st, const char *name,
-		    const struct pisb_os_opts *o, struct pisb_err *e)
-{
-	struct os_inst t;
-	int oplk, rlk, ret;
+	int oplk, rlk, ret = 0;
 	const char *mode;
 
 	/* a record without a usable client (no key, broken record) cannot
 	 * kill: that is an error, rather than an orphaned sandbox */
 	if (open_locked(st, name, o, &t, &oplk, &rlk, e) < 0)
 		return -1;
-	if (t.created) {
-		mode = "kill";
-		ret = do_kill(st, &t, e);
-	} else {
-		mode = "disconnect";
-		ret = disconnect(st, &t, e);
-	}
-	close(rlk);
-	close(oplk);
-	if (ret == 0)
-		ret = finish(o, &t, mode, e);
-	if (ret < 0)
-		pisb_err_prefix(e, "destroy '%s'", name);
-	os_inst_release(&t);
-	return ret;
-}
-
-int pisb_os_release(struct pisb_state *st, const char *name,
-		    const struct pisb_os_opts *o, struct pisb_err *e)
-{
-	struct os_inst t;
-	int oplk, rlk, ret = 0;
-	const char *mode;
-
-	if (open_locked(st, name, o, &t, &oplk, &rlk, e) < 0)
-		return -1;
+	if (policy < 0)
+		policy = (int)t.cfg->os.on_shutdown;
 	if (!t.created) {
 		mode = "disconnect";
 		ret = disconnect(st, &t, e);
 	} else {
-		mode = policy_word[t.cfg->os.on_shutdown];
-		switch (t.cfg->os.on_shutdown) {
+		mode = policy_word[policy];
+		switch ((enum pisb_policy)policy) {
 		case PISB_POLICY_KILL:
 			ret = do_kill(st, &t, e);
 			break;
@@ -1265,9 +1219,27 @@ int pisb_os_release(struct pisb_state *st, const char *name,
 	if (ret == 0)
 		ret = finish(o, &t, mode, e);
 	if (ret < 0)
-		pisb_err_prefix(e, "release '%s'", name);
+		pisb_err_prefix(e, "%s '%s'", verb, name);
 	os_inst_release(&t);
 	return ret;
+}
+
+int pisb_os_stop(struct pisb_state *st, const char *name,
+		 const struct pisb_os_opts *o, struct pisb_err *e)
+{
+	return end_use(st, name, o, PISB_POLICY_PAUSE, "stop", e);
+}
+
+int pisb_os_destroy(struct pisb_state *st, const char *name,
+		    const struct pisb_os_opts *o, struct pisb_err *e)
+{
+	return end_use(st, name, o, PISB_POLICY_KILL, "destroy", e);
+}
+
+int pisb_os_release(struct pisb_state *st, const char *name,
+		    const struct pisb_os_opts *o, struct pisb_err *e)
+{
+	return end_use(st, name, o, -1, "release", e);
 }
 
 /* ---- list / inspect ---- */
