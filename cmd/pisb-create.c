@@ -176,13 +176,13 @@ static int cmd_create(struct pisb_ctx *c)
 			goto out;
 		}
 	}
+	ret = 0;
 	if (prepare)
 		pisb_front_info(c, "prepared template '%s'", name);
 	else if (c->a.json)
 		ret = print_inspect(c, name, false);
 	else
 		pisb_front_info(c, "created sandbox '%s' (local, running)", name);
-	ret = ret < 0 && c->err.msg[0] ? -1 : 0;
 out:
 	pisb_config_free(cfg);
 	return ret;

@@ -102,7 +102,7 @@ int pisb_action_argv(const char *json, size_t len, struct pisb_strv *argv,
 	_cleanup_free_ char *name = NULL;
 	const struct pisb_verb *v;
 	int a, i, n, ret = -1;
-	bool have_timeout = false, have_cmd = false;
+	bool have_timeout = false;
 
 	if (pisb_json_parse(&j, json, len, e) < 0)
 		return pisb_err_prefix(e, "action");
@@ -168,7 +168,6 @@ int pisb_action_argv(const char *json, size_t len, struct pisb_strv *argv,
 				} else {
 					pisb_strv_push(&cmd, val.s);
 				}
-				have_cmd = true;
 				continue;
 			}
 			if (j.tok[t].type != JSMN_ARRAY) {
@@ -180,7 +179,6 @@ int pisb_action_argv(const char *json, size_t len, struct pisb_strv *argv,
 					goto outpos;
 				pisb_strv_push(&cmd, val.s ? val.s : "");
 			}
-			have_cmd = true;
 			continue;
 		}
 		o = opt_by_key(v, key, kl);
@@ -247,7 +245,6 @@ int pisb_action_argv(const char *json, size_t len, struct pisb_strv *argv,
 		pisb_strv_push(&opts, "--timeout-ms");
 		pisb_strv_push(&opts, "10000");
 	}
-	(void)have_cmd;
 	pisb_strv_push(argv, v->name);
 	if (v->dashdash) {
 		for (size_t q = 0; q < pos.n; q++)
