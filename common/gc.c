@@ -3,6 +3,7 @@
 #include "cgroup.h"
 #include "config.h"
 #include "err.h"
+#include "image.h"
 #include "instance.h"
 #include "json.h"
 #include "local.h"
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,7 +36,11 @@ struct gc {
 	const struct pisb_gc_opts *o;
 	struct pisb_gc_report *r;
 	int64_t now;             /* unix seconds */
-	bool rootfs_used;        /* some record uses `image: PATH` */
+	/* image caches still referenced: caches[i] ("KEY-UID") by users[i]
+	 * ("sandbox 'x'"); unknown says why none can be told apart (a record
+	 * that uses a rootfs image without naming its cache), or is NULL */
+	struct pisb_strv caches, users;
+	char *unknown;
 };
 
 static void add(struct pisb_gc_list *l, const char *kind, const char *name,
@@ -145,15 +151,39 @@ static bool uses_rootfs(const struct pisb_record *rec)
 	return r;
 }
 
-static void note_rootfs(struct gc *g, int dirfd)
+/* No cache can be told unreferenced any more: keep them all, saying why. */
+static void caches_unknown(struct gc *g, const char *who, const char *why)
+{
+	if (!g->unknown)
+		g->unknown = xasprintf("%s %s: every cache is kept", who, why);
+}
+
+/* The cache a record references, if any (who: "sandbox 'x'"). */
+static void note_record(struct gc *g, const struct pisb_record *rec, const char *who)
+{
+	if (rec->image_cache) {
+		pisb_strv_push(&g->caches, rec->image_cache);
+		pisb_strv_push(&g->users, who);
+	} else if (uses_rootfs(rec)) {
+		/* written before records named their cache */
+		caches_unknown(g, who, "uses a rootfs image, but its record.json has no imageCache");
+	}
+}
+
+/* The same for the record in dirfd; a directory without one (a create
+ * that has not written it yet) references nothing: the create itself
+ * holds the cache's lock. */
+static void note_dir(struct gc *g, int dirfd, const char *who)
 {
 	struct pisb_record rec;
-	struct pisb_err ig = PISB_ERR_INIT;
+	struct pisb_err e = PISB_ERR_INIT;
 
-	if (pisb_record_load(dirfd, &rec, &ig) < 0)
+	if (pisb_record_load(dirfd, &rec, &e) < 0) {
+		if (e.code != PISB_EXIT_NOTFOUND)
+			caches_unknown(g, who, "has an unreadable record.json");
 		return;
-	if (uses_rootfs(&rec))
-		g->rootfs_used = true;
+	}
+	note_record(g, &rec, who);
 	pisb_record_release(&rec);
 }
 
@@ -217,7 +247,7 @@ static void hours_ago(int64_t secs, char *out, size_t n)
  * sandbox that is running, and a user may start this one between our
  * look and the removal.  Holding op.lock shuts `start` out; under it we
  * check again that it is stopped, then do what destroy does. */
-static void destroy_stopped(struct gc *g, int idir, const char *name, const char *reason)
+static bool destroy_stopped(struct gc *g, int idir, const char *name, const char *reason)
 {
 	struct pisb_err e = PISB_ERR_INIT;
 	_cleanup_close_ int lock = -1;
@@ -225,7 +255,7 @@ static void destroy_stopped(struct gc *g, int idir, const char *name, const char
 
 	if (g->o->dry_run) {
 		add(&g->r->removed, "sandbox", name, "%s", reason);
-		return;
+		return true;
 	}
 	lock = op_lock(idir, name, &e);
 	if (lock < 0) {
@@ -233,20 +263,22 @@ static void destroy_stopped(struct gc *g, int idir, const char *name, const char
 			add(&g->r->kept, "sandbox", name, "busy: another pisb command holds its lock");
 		else
 			add(&g->r->failed, "sandbox", name, "%s", e.msg);
-		return;
+		return false;
 	}
 	if (pisb_lock_is_held(idir, "controller.lock")) {
 		add(&g->r->kept, "sandbox", name, "running (started while gc looked at it)");
-		return;
+		return false;
 	}
 	if (pisb_runtime_load(idir, &rt, &e) == 0) {
 		pisb_cgroup_remove(rt.cgroup);
 		pisb_runtime_release(&rt);
 	}
-	if (pisb_state_trash(g->st, "instances", name, &e) < 0)
+	if (pisb_state_trash(g->st, "instances", name, &e) < 0) {
 		add(&g->r->failed, "sandbox", name, "%s", e.msg);
-	else
-		add(&g->r->removed, "sandbox", name, "%s", reason);
+		return false;
+	}
+	add(&g->r->removed, "sandbox", name, "%s", reason);
+	return true;
 }
 
 static void sweep_instance(struct gc *g, const char *name)
@@ -255,13 +287,14 @@ static void sweep_instance(struct gc *g, const char *name)
 	_cleanup_close_ int idir = pisb_instance_open(g->st, "instances", name, &e);
 	struct pisb_record rec;
 	struct pisb_runtime rt;
-	bool owner_dead;
+	bool owner_dead, gone = false;
+	_cleanup_free_ char *who = xasprintf("sandbox '%s'", name);
 
 	if (idir < 0)
 		return; /* gone meanwhile (destroyed by someone else) */
 	if (pisb_record_load(idir, &rec, &e) < 0) {
 		add(&g->r->kept, "sandbox", name, "unreadable record (%s): not touched", e.msg);
-		g->rootfs_used = true; /* cannot tell what it uses */
+		caches_unknown(g, who, "has an unreadable record.json");
 		return;
 	}
 	owner_dead = rec.owner.pid > 0 && !pisb_proc_id_alive(&rec.owner);
@@ -272,13 +305,14 @@ static void sweep_instance(struct gc *g, const char *name)
 			    (int)rec.owner.pid, rec.driver, name, name);
 		else
 			add(&g->r->kept, "sandbox", name, "driver %s: left to its driver", rec.driver);
+		if (rec.image_cache)
+			note_record(g, &rec, who);
 		pisb_record_release(&rec);
 		return;
 	}
 	if (pisb_runtime_load(idir, &rt, &e) < 0) {
 		add(&g->r->kept, "sandbox", name, "unreadable status.json (%s): not touched", e.msg);
-		if (uses_rootfs(&rec))
-			g->rootfs_used = true;
+		note_record(g, &rec, who);
 		pisb_record_release(&rec);
 		return;
 	}
@@ -287,6 +321,7 @@ static void sweep_instance(struct gc *g, const char *name)
 		snprintf(reason, sizeof(reason), "owner pid %d is gone", (int)rec.owner.pid);
 		if (g->o->dry_run) {
 			add(&g->r->removed, "sandbox", name, "%s", reason);
+			gone = true;
 		} else if (pisb_local_destroy(g->st, "instances", name, 0, &e) < 0) {
 			if (e.code == PISB_EXIT_BUSY)
 				add(&g->r->kept, "sandbox", name, "%s, but it is busy (another pisb command holds its lock)", reason);
@@ -294,11 +329,10 @@ static void sweep_instance(struct gc *g, const char *name)
 				add(&g->r->failed, "sandbox", name, "%s: %s", reason, e.msg);
 		} else {
 			add(&g->r->removed, "sandbox", name, "%s", reason);
+			gone = true;
 		}
 		goto out;
 	}
-	if (uses_rootfs(&rec))
-		g->rootfs_used = true;
 	if (pisb_lock_is_held(idir, "controller.lock")) {
 		sweep_handles(g, idir, name, rt.generation);
 		add(&g->r->kept, "sandbox", name, "running");
@@ -330,7 +364,7 @@ static void sweep_instance(struct gc *g, const char *name)
 			pisb_time_rfc3339(since, ts);
 			snprintf(reason, sizeof(reason), "stopped for %s (since %s), more than --hours %d",
 				 ago, ts, g->o->hours);
-			destroy_stopped(g, idir, name, reason);
+			gone = destroy_stopped(g, idir, name, reason);
 			goto out;
 		}
 	}
@@ -348,6 +382,10 @@ static void sweep_instance(struct gc *g, const char *name)
 	}
 	add(&g->r->kept, "sandbox", name, "stopped");
 out:
+	/* a sandbox removed in this pass (or that a dry run would remove)
+	 * no longer keeps its image cache */
+	if (!gone)
+		note_record(g, &rec, who);
 	pisb_runtime_release(&rt);
 	pisb_record_release(&rec);
 }
@@ -364,6 +402,7 @@ static void sweep_staging(struct gc *g)
 	read_names(sdir, ".", &ns);
 	for (size_t i = 0; i < ns.n; i++) {
 		_cleanup_free_ char *what = xasprintf("staging/%s", ns.v[i]);
+		_cleanup_free_ char *who = xasprintf("the staged create '%s'", what);
 		_cleanup_close_ int d = openat(sdir, ns.v[i], O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		struct pisb_err e = PISB_ERR_INIT;
 		struct stat sb;
@@ -373,14 +412,13 @@ static void sweep_staging(struct gc *g)
 			continue;
 		if (d >= 0 && (pisb_lock_is_held(d, "op.lock") || pisb_lock_is_held(d, "controller.lock"))) {
 			add(&g->r->kept, "staging", what, "a create or prepare is using it");
-			if (d >= 0)
-				note_rootfs(g, d);
+			note_dir(g, d, who);
 			continue;
 		}
 		if (g->now - sb.st_mtime < STAGING_AGE_S) {
 			add(&g->r->kept, "staging", what, "younger than 1 hour");
 			if (d >= 0)
-				note_rootfs(g, d);
+				note_dir(g, d, who);
 			continue;
 		}
 		hours_ago(g->now - sb.st_mtime, ago, sizeof(ago));
@@ -436,28 +474,69 @@ static void sweep_trash(struct gc *g)
 	}
 }
 
+/* Take the lock of cache images/NAME exclusively, without waiting: a
+ * process that uses the cache holds it shared, an import exclusively (see
+ * image.h).  A dry run only probes, and creates no lock file.  Returns the
+ * fd (-2 for a dry run's free lock), -1 when busy or on error (e). */
+static int cache_lock(struct gc *g, const char *name, struct pisb_err *e)
+{
+	_cleanup_free_ char *lk = pisb_image_lock_path(name);
+	_cleanup_close_ int fd = -1;
+
+	if (!g->o->dry_run)
+		return pisb_lock_acquire(g->st->fd, lk, true, 0, "the image cache", e);
+	fd = openat(g->st->fd, lk, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -2; /* no lock file: nobody holds it */
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno == EINTR)
+			continue;
+		if (errno == EWOULDBLOCK)
+			return pisb_err_set(e, PISB_EXIT_BUSY, "busy");
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "lock '%s'", lk);
+	}
+	return -2; /* closing fd lets go of the probe */
+}
+
+static const char *cache_user(const struct gc *g, const char *name)
+{
+	for (size_t i = 0; i < g->caches.n; i++)
+		if (!strcmp(g->caches.v[i], name))
+			return g->users.v[i];
+	return NULL;
+}
+
+/* images/KEY-UID caches that no sandbox, template or staged create
+ * references, that no process uses and that no import is building. */
 static void sweep_images(struct gc *g)
 {
 	_cleanup_strv_ struct pisb_strv ns = PISB_STRV_INIT;
 	_cleanup_close_ int idir = openat(g->st->fd, "images", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	static const char why[] = "unreferenced: no sandbox or template uses it";
 
 	if (idir < 0)
 		return;
 	read_names(idir, ".", &ns);
 	for (size_t i = 0; i < ns.n; i++) {
 		_cleanup_free_ char *what = xasprintf("images/%s", ns.v[i]);
+		_cleanup_free_ char *marker = xasprintf("%s/complete", ns.v[i]);
+		_cleanup_close_ int lock = -1;
 		struct pisb_err e = PISB_ERR_INIT;
+		const char *user;
 		struct stat sb;
 
+		if (pisb_str_ends(ns.v[i], ".lock"))
+			continue; /* a cache's lock: never unlinked (lock.h) */
 		if (pisb_str_starts(ns.v[i], "host-")) {
 			add(&g->r->kept, "image", what, "host-image skeleton (a few empty directories)");
 			continue;
 		}
-		if (g->rootfs_used) {
-			/* the cache key of an image path is not recorded with the
-			 * sandbox, so while any sandbox uses a rootfs image we
-			 * cannot tell which caches are unreferenced */
-			add(&g->r->kept, "image", what, "a sandbox or template uses a rootfs image");
+		if ((user = cache_user(g, ns.v[i]))) {
+			add(&g->r->kept, "image", what, "used by %s", user);
+			continue;
+		}
+		if (g->unknown) {
+			add(&g->r->kept, "image", what, "%s", g->unknown);
 			continue;
 		}
 		if (fstatat(idir, ns.v[i], &sb, AT_SYMLINK_NOFOLLOW) < 0)
@@ -466,10 +545,27 @@ static void sweep_images(struct gc *g)
 			add(&g->r->kept, "image", what, "younger than 1 hour (an import may be under way)");
 			continue;
 		}
-		if (!g->o->dry_run && pisb_rm_rf_at(idir, ns.v[i], &e) < 0)
-			add(&g->r->failed, "image", what, "%s", e.msg);
-		else
-			add(&g->r->cleaned, "image", what, "unreferenced: no sandbox or template uses a rootfs image");
+		lock = cache_lock(g, ns.v[i], &e);
+		if (lock == -1) {
+			if (e.code == PISB_EXIT_BUSY)
+				add(&g->r->kept, "image", what, "in use or being imported (its lock is held)");
+			else
+				add(&g->r->failed, "image", what, "%s", e.msg);
+			continue;
+		}
+		if (g->o->dry_run) {
+			add(&g->r->cleaned, "image", what, "%s", why);
+			continue;
+		}
+		/* the marker first: a removal that stops half-way leaves an
+		 * incomplete cache, which the next user imports again */
+		if (unlinkat(idir, marker, 0) < 0 && errno != ENOENT)
+			pisb_err_sys(&e, PISB_EXIT_FAIL, "remove '%s'", marker);
+		else if (pisb_rm_rf_at(idir, ns.v[i], &e) == 0) {
+			add(&g->r->cleaned, "image", what, "%s", why);
+			continue;
+		}
+		add(&g->r->failed, "image", what, "%s", e.msg);
 	}
 }
 
@@ -632,8 +728,9 @@ int pisb_gc_run(struct pisb_state *st, const struct pisb_gc_opts *o,
 	read_names(st->fd, "templates", &tmpls);
 	for (size_t i = 0; i < tmpls.n; i++) {
 		_cleanup_close_ int t = pisb_instance_open(st, "templates", tmpls.v[i], &le);
+		_cleanup_free_ char *who = xasprintf("template '%s'", tmpls.v[i]);
 		if (t >= 0)
-			note_rootfs(&g, t);
+			note_dir(&g, t, who);
 	}
 	sweep_staging(&g);
 	sweep_trash(&g);
@@ -643,5 +740,8 @@ int pisb_gc_run(struct pisb_state *st, const struct pisb_gc_opts *o,
 			sweep_instance(&g, names.v[i]);
 	sweep_images(&g);
 	sweep_sbx(&g);
+	pisb_strv_release(&g.caches);
+	pisb_strv_release(&g.users);
+	free(g.unknown);
 	return 0;
 }

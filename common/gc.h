@@ -11,8 +11,12 @@
  *   - with hours >= 0: stopped sandboxes whose stoppedAt is older than that
  *   - exec handles of an earlier run (generation prefix) or of a stopped
  *     sandbox, whose runner no longer holds the handle's lock
- *   - rootfs image caches images/<key> (not host-UID skeletons) when no
- *     instance, template or staged create uses a rootfs image at all
+ *   - rootfs image caches images/KEY-UID (not host-UID skeletons) older
+ *     than an hour that no record names (record.json imageCache) and no
+ *     process uses or imports (images/KEY.lock, taken exclusively to
+ *     remove; see image.h); records removed in the same pass (or that a
+ *     dry run would remove) name nothing.  A record that uses a rootfs
+ *     image but predates imageCache keeps every cache
  *   - staging/ entries older than an hour that no create/prepare holds
  *   - trash/ entries whose destroying process is gone
  *   - `pi-sbx-*` sandboxes of the sbx CLI (only if `sbx` is on PATH) that

@@ -7,6 +7,10 @@
  * directory's top level re-imports it.  When pisb runs as root, owners are
  * shifted into the sandbox's id range (root inside = the range's base);
  * unprivileged, every file belongs to the caller, who is root inside.
+ *
+ * images/KEY.lock: exclusive while KEY is imported (or removed by gc),
+ * shared by every process that resolved the cache, for its whole life
+ * (the pins below), so a mounted cache is never removed under a sandbox.
  */
 #include "image.h"
 #include "err.h"
@@ -207,15 +211,98 @@ out:
 	return r;
 }
 
-char *pisb_image_path(struct pisb_state *st, const char *path,
-		      const struct pisb_ids *ids, struct pisb_err *e)
+/* The caches this process resolved, each pinned by a shared lock on
+ * images/KEY.lock that stays held until the process exits (see image.h). */
+struct pin {
+	char key[65];
+	int fd;
+};
+static struct pin *pins;
+static size_t npins;
+
+static struct pin *pin_find(const char *key)
+{
+	for (size_t i = 0; i < npins; i++)
+		if (!strcmp(pins[i].key, key))
+			return &pins[i];
+	return NULL;
+}
+
+static void pin_add(const char *key, int fd)
+{
+	pins = xrealloc(pins, (npins + 1) * sizeof(*pins));
+	snprintf(pins[npins].key, sizeof(pins[npins].key), "%s", key);
+	pins[npins].fd = fd;
+	npins++;
+}
+
+/* Drop our own pin on key: flock(2) locks belong to open files, so an
+ * exclusive lock taken through another fd would wait for it forever. */
+static void pin_drop(const char *key)
+{
+	struct pin *p = pin_find(key);
+
+	if (!p)
+		return;
+	close(p->fd);
+	*p = pins[--npins];
+}
+
+char *pisb_image_lock_path(const char *name)
+{
+	const char *dash = strrchr(name, '-');
+	size_t n = strlen(name);
+
+	/* KEY-UIDBASE: the lock is the KEY's, shared by every id base */
+	if (dash && dash[1] && strspn(dash + 1, "0123456789") == strlen(dash + 1))
+		n = (size_t)(dash - name);
+	return xasprintf("images/%.*s.lock", (int)n, name);
+}
+
+/* Build images/<dir> from path, under the key's exclusive lock. */
+static int import_cache(struct pisb_state *st, const char *real, bool isdir,
+			const struct pisb_ids *ids, const char *key, const char *dir,
+			const char *marker, struct pisb_err *e)
+{
+	_cleanup_free_ char *tmp = NULL, *r = NULL;
+	_cleanup_close_ int tfd = -1;
+
+	/* extract beside, publish with a rename */
+	{
+		char rnd[9];
+		struct pisb_err ig = PISB_ERR_INIT;
+		snprintf(rnd, sizeof(rnd), "%08x", (unsigned)getpid());
+		tmp = xasprintf("images/.import-%s-%s", key, rnd);
+		pisb_rm_rf_at(st->fd, tmp, &ig);
+		pisb_rm_rf_at(st->fd, dir, &ig);
+	}
+	r = xasprintf("%s/rootfs", tmp);
+	if (pisb_mkdirs_at(st->fd, r, 0755, e) < 0)
+		return -1;
+	tfd = openat(st->fd, r, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (tfd < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", r);
+	if (geteuid() == 0)
+		fchownat(st->fd, r, ids->uid_base, ids->gid_base, 0);
+	if (pisb_archive_load(e) < 0 || import(real, isdir, ids, tfd, e) < 0)
+		return -1;
+	if (renameat(st->fd, tmp, st->fd, dir) < 0 ||
+	    pisb_atomic_write(st->fd, marker, "ok\n", 3, 0600, e) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "publish image '%s'", real);
+	return 0;
+}
+
+char *pisb_image_get(struct pisb_state *st, const char *path,
+		     const struct pisb_ids *ids, char **cache, struct pisb_err *e)
 {
 	struct stat sb;
 	char key[65], real[PATH_MAX];
-	_cleanup_free_ char *dir = NULL, *marker = NULL, *tmp = NULL, *rootfs = NULL;
-	_cleanup_close_ int lock = -1, tfd = -1;
+	_cleanup_free_ char *dir = NULL, *marker = NULL, *rootfs = NULL, *lk = NULL;
 	bool isdir;
+	int lock = -1;
 
+	if (cache)
+		*cache = NULL;
 	if (stat(path, &sb) < 0 || !realpath(path, real)) {
 		pisb_err_sys(e, PISB_EXIT_NOTFOUND, "image '%s'", path);
 		return NULL;
@@ -232,45 +319,48 @@ char *pisb_image_path(struct pisb_state *st, const char *path,
 	dir = xasprintf("images/%s-%u", key, (unsigned)ids->uid_base);
 	marker = xasprintf("%s/complete", dir);
 	rootfs = xasprintf("%s/%s/rootfs", st->path, dir);
-	if (faccessat(st->fd, marker, F_OK, 0) == 0)
-		return PISB_STEAL(rootfs);
+	lk = xasprintf("images/%s.lock", key);
+	if (pin_find(key) && faccessat(st->fd, marker, F_OK, 0) == 0)
+		goto done;
+	pin_drop(key);
 	if (pisb_mkdirs_at(st->fd, "images", 0700, e) < 0)
 		return NULL;
-	{
-		_cleanup_free_ char *lk = xasprintf("images/%s.lock", key);
+	for (int tries = 0;; tries++) {
+		/* shared: waits out an import or a gc removal; under it the
+		 * marker can be trusted, and nobody can remove the cache */
+		lock = pisb_lock_acquire(st->fd, lk, false, -1, "the image cache", e);
+		if (lock < 0)
+			return NULL;
+		if (faccessat(st->fd, marker, F_OK, 0) == 0)
+			break;
+		close(lock);
+		if (tries == 3) {
+			pisb_err_set(e, PISB_EXIT_FAIL,
+				     "image '%s': its cache in '%s' keeps disappearing (is a pisb gc removing it?)",
+				     path, dir);
+			return NULL;
+		}
 		lock = pisb_lock_acquire(st->fd, lk, true, -1, "the image cache", e);
 		if (lock < 0)
 			return NULL;
-	}
-	if (faccessat(st->fd, marker, F_OK, 0) == 0)
-		return PISB_STEAL(rootfs);
-	/* extract beside, publish with a rename */
-	{
-		char rnd[9];
-		struct pisb_err ig = PISB_ERR_INIT;
-		snprintf(rnd, sizeof(rnd), "%08x", (unsigned)getpid());
-		tmp = xasprintf("images/.import-%s-%s", key, rnd);
-		pisb_rm_rf_at(st->fd, tmp, &ig);
-		pisb_rm_rf_at(st->fd, dir, &ig);
-	}
-	{
-		_cleanup_free_ char *r = xasprintf("%s/rootfs", tmp);
-		if (pisb_mkdirs_at(st->fd, r, 0755, e) < 0)
-			return NULL;
-		tfd = openat(st->fd, r, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (tfd < 0) {
-			pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", r);
+		if (faccessat(st->fd, marker, F_OK, 0) < 0 &&
+		    import_cache(st, real, isdir, ids, key, dir, marker, e) < 0) {
+			close(lock);
 			return NULL;
 		}
-		if (geteuid() == 0)
-			fchownat(st->fd, r, ids->uid_base, ids->gid_base, 0);
+		/* flock cannot turn exclusive into shared atomically: let go
+		 * and take it shared, then check again */
+		close(lock);
 	}
-	if (pisb_archive_load(e) < 0 || import(real, isdir, ids, tfd, e) < 0)
-		return NULL;
-	if (renameat(st->fd, tmp, st->fd, dir) < 0 ||
-	    pisb_atomic_write(st->fd, marker, "ok\n", 3, 0600, e) < 0) {
-		pisb_err_sys(e, PISB_EXIT_FAIL, "publish image '%s'", path);
-		return NULL;
-	}
+	pin_add(key, lock);
+done:
+	if (cache)
+		*cache = xasprintf("%s-%u", key, (unsigned)ids->uid_base);
 	return PISB_STEAL(rootfs);
+}
+
+char *pisb_image_path(struct pisb_state *st, const char *path,
+		      const struct pisb_ids *ids, struct pisb_err *e)
+{
+	return pisb_image_get(st, path, ids, NULL, e);
 }

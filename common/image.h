@@ -9,8 +9,23 @@ struct pisb_state;
 struct pisb_ids;
 
 /* Absolute path of the cached rootfs for path (importing it if needed);
- * caller frees.  NULL with e on failure. */
+ * caller frees.  NULL with e on failure.  When cache is not NULL it gets
+ * the cache's name in images/ ("KEY-UIDBASE", caller frees): what a
+ * sandbox's record.json keeps as imageCache, so that `pisb gc` knows
+ * which caches are still referenced.
+ *
+ * The cache is pinned for the rest of the calling process's life: a
+ * shared flock(2) on images/KEY.lock, which `pisb gc` must take
+ * exclusively to remove the cache (and an import holds exclusively while
+ * it builds one).  A controller that mounted a cache thus keeps it for as
+ * long as the sandbox runs. */
+char *pisb_image_get(struct pisb_state *st, const char *path,
+		     const struct pisb_ids *ids, char **cache, struct pisb_err *e);
+/* pisb_image_get without the cache's name. */
 char *pisb_image_path(struct pisb_state *st, const char *path,
 		      const struct pisb_ids *ids, struct pisb_err *e);
+/* The lock of cache images/NAME ("KEY-UIDBASE"): "images/KEY.lock"
+ * (caller frees); what `pisb gc` takes before removing it. */
+char *pisb_image_lock_path(const char *name);
 
 #endif

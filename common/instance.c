@@ -227,6 +227,7 @@ void pisb_record_release(struct pisb_record *r)
 	free(r->config_json);
 	free(r->session_id);
 	free(r->remote_json);
+	free(r->image_cache);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -251,6 +252,7 @@ int pisb_record_load(int idir, struct pisb_record *r, struct pisb_err *e)
 	get_pid(&j, 0, "owner", &r->owner);
 	r->config_json = get_raw(&j, "config");
 	r->remote_json = get_raw(&j, "remote");
+	r->image_cache = pisb_json_str(&j, pisb_json_get(&j, 0, "imageCache"));
 	pisb_json_release(&j);
 	if (!r->name || !r->driver || !r->config_json) {
 		pisb_record_release(r);
@@ -274,6 +276,7 @@ int pisb_record_save(int idir, const struct pisb_record *r, struct pisb_err *e)
 	put_pid(&w, "owner", &r->owner);
 	pisb_jw_kstr(&w, "sessionId", r->session_id);
 	put_raw(&w, "remote", r->remote_json);
+	pisb_jw_kstr(&w, "imageCache", r->image_cache);
 	put_raw(&w, "config", r->config_json);
 	pisb_jw_obj_end(&w);
 	pisb_buf_addc(&b, '\n');

@@ -81,6 +81,10 @@ struct pisb_record {
 	struct pisb_proc_id owner;  /* --owner-pid, pid 0 if none */
 	char *session_id;
 	char *remote_json;          /* driver-specific, e.g. opensandbox ids */
+	char *image_cache;          /* images/ entry of its rootfs image
+				     * ("KEY-UIDBASE"), or NULL: image: host,
+				     * a remote driver, or a record older
+				     * than the field */
 };
 void pisb_record_release(struct pisb_record *r);
 int pisb_record_load(int idir, struct pisb_record *r, struct pisb_err *e);

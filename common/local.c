@@ -200,7 +200,7 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 {
 	struct pisb_ids ids;
 	struct pisb_record rec;
-	_cleanup_free_ char *stage = NULL, *dest = NULL;
+	_cleanup_free_ char *stage = NULL, *dest = NULL, *cache = NULL;
 	_cleanup_close_ int sdir = -1, lock = -1, tdir = -1;
 	bool tmpl = o->prepare;
 	int ret = -1;
@@ -222,8 +222,8 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 	}
 	if (strcmp(cfg->image, "host")) {
 		/* import here, where a terminal can show progress; the controller
-		 * then finds it in the cache */
-		char *p = pisb_image_path(st, cfg->image, &ids, e);
+		 * then finds it in the cache, and the record names the cache */
+		char *p = pisb_image_get(st, cfg->image, &ids, &cache, e);
 		if (!p)
 			return -1;
 		free(p);
@@ -263,6 +263,7 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 	rec.owner.pid = o->owner_pid;
 	rec.owner.start = o->owner_pid > 0 ? pisb_proc_start(o->owner_pid) : 0;
 	rec.session_id = (char *)o->session_id;
+	rec.image_cache = cache;
 	if (pisb_record_save(sdir, &rec, e) < 0)
 		goto fail;
 	/* setup runs on the first boot of a fresh disk, never on a template copy */

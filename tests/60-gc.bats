@@ -165,23 +165,147 @@ remote_record() {
 	[ ! -e "$S/trash/instances-gone-$dead-1000" ]
 }
 
-@test "image caches: unreferenced ones go, host skeletons stay, and all stay while a sandbox uses a rootfs image" {
-	mkdir -p "$S/images/host-1000000000/usr" "$S/images/0123abcd/rootfs" "$S/images/fresh"
-	touch -d '3 hours ago' "$S/images/0123abcd"
+# a local record (no sandbox behind it) in $1 (instances/N or templates/N)
+# whose config uses a rootfs image; $2 = its imageCache, or "" for a record
+# written before records named their cache
+local_record() {
+	mkdir -p "$S/$1"
+	jq -n --arg n "${1#*/}" --arg c "$2" '{version:1,name:$n,driver:"local",createdAt:1,template:null,owner:{pid:0,start:0},sessionId:null,remote:null}
+		+ (if $c == "" then {} else {imageCache:$c} end) + {config:{version:1,image:"/srv/rootfs.tar"}}' > "$S/$1/record.json"
+}
+
+# a complete image cache images/$1 imported three hours ago
+old_cache() {
+	mkdir -p "$S/images/$1/rootfs/etc"
+	echo ok > "$S/images/$1/complete"
+	touch -d '3 hours ago' "$S/images/$1"
+}
+
+K1=1111111111111111111111111111111111111111111111111111111111111111
+K2=2222222222222222222222222222222222222222222222222222222222222222
+K3=3333333333333333333333333333333333333333333333333333333333333333
+
+@test "image caches: unreferenced ones go, referenced, fresh, in-use and importing ones and host skeletons stay" {
+	mkdir -p "$S/images/host-1000000000/usr" "$S/images/fresh/rootfs"
+	old_cache "$K1-1000"; old_cache "$K2-1000"; old_cache "$K3-1000"; old_cache "$K3-2000"
+	old_cache 0123abcd
+	local_record instances/a "$K1-1000"
+	local_record templates/t "$K2-1000"
+	local_record staging/s.0000 "$K1-2000"
+	old_cache "$K1-2000"
 	remote_record keeper opensandbox 0
-	# a local instance whose config names a rootfs image keeps every cache
-	mkdir -p "$S/instances/img"
-	jq -n '{version:1,name:"img",driver:"local",createdAt:1,template:null,owner:{pid:0,start:0},sessionId:null,remote:null,config:{version:1,image:"/srv/rootfs.tar"}}' > "$S/instances/img/record.json"
-	run -0 --separate-stderr pisb gc --json
-	item kept images/0123abcd | jq -e '.reason | test("uses a rootfs image")'
-	item kept images/host-1000000000 | jq -e '.kind == "image"'
+	# a process that uses $K3's caches holds their lock shared
+	bash -c 'exec 9>"$0"; flock -s 9; exec sleep 1000' "$S/images/$K3.lock" 3>&- &
+	BGPIDS+=($!)
+	for i in $(seq 100); do ! flock -n "$S/images/$K3.lock" true && break; sleep 0.02; done
+	run -0 --separate-stderr pisb gc --dry-run --json
+	item cleaned images/0123abcd | jq -e '.kind == "image" and (.reason | test("unreferenced"))'
 	[ -d "$S/images/0123abcd" ]
-	rm -rf "$S/instances/img"
 	run -0 --separate-stderr pisb gc --json
 	item cleaned images/0123abcd | jq -e '.reason | test("unreferenced")'
+	item kept "images/$K1-1000" | jq -e '.reason == "used by sandbox '\''a'\''"'
+	item kept "images/$K2-1000" | jq -e '.reason == "used by template '\''t'\''"'
+	item kept "images/$K1-2000" | jq -e '.reason == "used by the staged create '\''staging/s.0000'\''"'
+	item kept "images/$K3-1000" | jq -e '.reason | test("in use or being imported")'
+	item kept "images/$K3-2000" | jq -e '.reason | test("in use or being imported")'
 	item kept images/fresh | jq -e '.reason | test("younger than 1 hour")'
+	item kept images/host-1000000000 | jq -e '.kind == "image"'
 	[ ! -e "$S/images/0123abcd" ]
-	[ -d "$S/images/host-1000000000" ]
+	[ -f "$S/images/$K1-1000/complete" ] && [ -f "$S/images/$K2-1000/complete" ]
+	[ -f "$S/images/$K3-1000/complete" ] && [ -f "$S/images/$K3-2000/complete" ]
+	# a lock file is never removed (lock.h): only caches are listed
+	run -1 jq -e '[.cleaned[], .kept[]] | map(.name) | any(endswith(".lock"))' <<<"$output"
+	[ -e "$S/images/$K3.lock" ]
+	# an import in progress holds the lock exclusively
+	kill "${BGPIDS[-1]}"
+	hold_lock "$S/images/$K3.lock"
+	run -0 --separate-stderr pisb gc --json
+	item kept "images/$K3-1000" | jq -e '.reason | test("in use or being imported")'
+	kill "$HOLDER"
+	wait "$HOLDER" 2>/dev/null || true
+	# nobody holds it any more, nobody references it: it goes
+	run -0 --separate-stderr pisb gc --json
+	item cleaned "images/$K3-1000"
+	item cleaned "images/$K3-2000"
+	[ ! -e "$S/images/$K3-1000" ] && [ ! -e "$S/images/$K3-2000" ]
+	# once the template is gone, so is its cache
+	rm -rf "$S/templates/t"
+	run -0 --separate-stderr pisb gc --json
+	item cleaned "images/$K2-1000"
+	item kept "images/$K1-1000"
+}
+
+@test "image caches: a record from before imageCache that uses a rootfs image keeps every cache" {
+	old_cache "$K1-1000"; old_cache "$K2-1000"
+	local_record instances/new "$K1-1000"
+	local_record instances/img ""
+	run -0 --separate-stderr pisb gc --json
+	item kept "images/$K1-1000" | jq -e '.reason | test("used by sandbox")'
+	item kept "images/$K2-1000" | jq -e '.reason == "sandbox '\''img'\'' uses a rootfs image, but its record.json has no imageCache: every cache is kept"'
+	[ -d "$S/images/$K2-1000" ]
+	# an old-style record on image: host references nothing
+	jq '.config.image = "host"' "$S/instances/img/record.json" > "$BATS_TEST_TMPDIR/r.json"
+	cp "$BATS_TEST_TMPDIR/r.json" "$S/instances/img/record.json"
+	run -0 --separate-stderr pisb gc --json
+	item cleaned "images/$K2-1000" | jq -e '.reason | test("unreferenced")'
+	item kept "images/$K1-1000"
+	[ ! -e "$S/images/$K2-1000" ]
+}
+
+@test "image caches: two images, two sandboxes; destroying one lets gc remove exactly its cache" {
+	require_userns
+	command -v busybox >/dev/null || skip "machine lacks: busybox (apt-get install busybox-static)"
+	r="$BATS_TEST_TMPDIR/rootfs"
+	mkdir -p "$r/bin" "$r/etc" "$r/root"
+	cp "$(command -v busybox)" "$r/bin/busybox"
+	for c in sh cat; do ln -s busybox "$r/bin/$c"; done
+	for x in a b; do
+		echo "image-$x" > "$r/etc/marker"
+		tar --numeric-owner -C "$r" -czf "$BATS_TEST_TMPDIR/$x.tgz" .
+		printf 'image: %s\n' "$BATS_TEST_TMPDIR/$x.tgz" > "$BATS_TEST_TMPDIR/$x.yaml"
+	done
+	run -0 pisb create one -f "$BATS_TEST_TMPDIR/a.yaml"
+	run -0 pisb create two -f "$BATS_TEST_TMPDIR/b.yaml"
+	run -0 pisb prepare tpl -f "$BATS_TEST_TMPDIR/b.yaml"
+	c1=$(jq -r .imageCache "$S/instances/one/record.json")
+	c2=$(jq -r .imageCache "$S/instances/two/record.json")
+	[ "$(jq -r .imageCache "$S/templates/tpl/record.json")" = "$c2" ]
+	[[ $c1 =~ ^[0-9a-f]{64}-[0-9]+$ && $c2 =~ ^[0-9a-f]{64}-[0-9]+$ && $c1 != "$c2" ]]
+	[ -f "$S/images/$c1/complete" ] && [ -f "$S/images/$c2/complete" ]
+	touch -d '3 hours ago' "$S/images/$c1" "$S/images/$c2"
+	run -0 pisb destroy two --confirm two
+	run -0 pisb stop one
+	# the template still uses image b
+	run -0 --separate-stderr pisb gc --json
+	item kept "images/$c1" | jq -e '.reason == "used by sandbox '\''one'\''"'
+	item kept "images/$c2" | jq -e '.reason == "used by template '\''tpl'\''"'
+	run -0 pisb destroy tpl --template --confirm tpl
+	run -0 --separate-stderr pisb gc --dry-run --json
+	item cleaned "images/$c2" | jq -e '.reason | test("unreferenced")'
+	[ -d "$S/images/$c2" ]
+	run -0 --separate-stderr pisb gc
+	[ "$output" = "cleaned image 'images/$c2': unreferenced: no sandbox or template uses it" ]
+	[ ! -e "$S/images/$c2" ] && [ -f "$S/images/$c1/complete" ]
+	# the other sandbox still starts on its cache
+	run -0 pisb start one
+	run -0 pisb exec one -- cat /etc/marker
+	[ "$output" = image-a ]
+	# a running sandbox pins the cache it mounted, referenced or not
+	jq 'del(.imageCache)' "$S/instances/one/record.json" > "$BATS_TEST_TMPDIR/r.json"
+	jq '.config.image = "host"' "$BATS_TEST_TMPDIR/r.json" > "$S/instances/one/record.json"
+	run -0 --separate-stderr pisb gc --json
+	item kept "images/$c1" | jq -e '.reason | test("in use")'
+	[ -f "$S/images/$c1/complete" ]
+	# a sandbox whose removal gc decides keeps nothing: its cache goes in the same pass
+	cp "$BATS_TEST_TMPDIR/r.json" "$S/instances/one/record.json"
+	run -0 pisb stop one
+	jq '.stoppedAt = 1' "$S/instances/one/status.json" > "$BATS_TEST_TMPDIR/st.json"
+	cp "$BATS_TEST_TMPDIR/st.json" "$S/instances/one/status.json"
+	jq --arg c "$c1" '.imageCache = $c' "$BATS_TEST_TMPDIR/r.json" > "$S/instances/one/record.json"
+	run -0 --separate-stderr pisb gc --hours 1 --json
+	item removed one
+	item cleaned "images/$c1"
+	[ ! -e "$S/images/$c1" ]
 }
 
 @test "running sandboxes are untouched, whatever --hours says" {
