@@ -40,28 +40,32 @@ static int build_request(struct pisb_ctx *c, const char *op, const char *svc,
 			 struct pisb_buf *b, int *timeout_ms)
 {
 	bool start = !strcmp(op, "start"), preview = !strcmp(op, "preview");
+	bool remove = !strcmp(op, "remove");
 	struct pisb_jw w;
-	long long port = 0;
+	long long port = 0, deadline = 0;
 	const char *title = pisb_args_get(&c->a, "title"), *desc = pisb_args_get(&c->a, "description");
 
 	if (strcmp(op, "ensure") && strcmp(op, "status") && strcmp(op, "restart") &&
-	    strcmp(op, "stop") && !start && !preview)
+	    strcmp(op, "stop") && !start && !preview && !remove)
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
-				    "svc: unknown operation '%s' (ensure, status, restart, stop, start, preview)", op);
-	if (!start && (c->a.ncmd || pisb_args_has(&c->a, "port") || pisb_args_has(&c->a, "preview")))
+				    "svc: unknown operation '%s' (ensure, status, restart, stop, start, preview, remove)", op);
+	if (!start && (c->a.ncmd || pisb_args_has(&c->a, "port") || pisb_args_has(&c->a, "preview") ||
+		       pisb_args_has(&c->a, "timeout-ms")))
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
-				    "svc %s: --port, --preview and -- CMD go with 'start' only", op);
+				    "svc %s: --port, --preview, --timeout-ms and -- CMD go with 'start' only", op);
 	if (!start && !preview && (title || desc))
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 				    "svc %s: --title and --description go with 'start' and 'preview'", op);
-	if ((start || preview) && !svc)
+	if ((start || preview || remove) && !svc)
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE, start
 				    ? "svc start: SERVICE is required: pisb svc NAME start SERVICE -- CMD..."
+				    : remove ? "svc remove: SERVICE is required: pisb svc NAME remove SERVICE|PORT"
 				    : "svc preview: PORT is required: pisb svc NAME preview PORT");
 	if (start && !c->a.ncmd)
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 				    "svc start: the command is required: pisb svc NAME start %s -- CMD...", svc);
-	if (pisb_args_int(&c->a, "port", 1, 65535, 0, &port, &c->err) < 0)
+	if (pisb_args_int(&c->a, "port", 1, 65535, 0, &port, &c->err) < 0 ||
+	    pisb_args_int(&c->a, "timeout-ms", 100, 120000, 0, &deadline, &c->err) < 0)
 		return -1;
 	if (preview && pisb_parse_ll(svc, 1, 65535, &port) < 0)
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "svc preview: PORT must be 1-65535, not '%s'", svc);
@@ -83,14 +87,17 @@ static int build_request(struct pisb_ctx *c, const char *op, const char *svc,
 	}
 	if (port)
 		pisb_jw_kint(&w, "port", port);
+	if (deadline)
+		pisb_jw_kint(&w, "timeoutMs", deadline);
 	if (title)
 		pisb_jw_kstr(&w, "title", title);
 	if (desc)
 		pisb_jw_kstr(&w, "description", desc);
 	pisb_jw_obj_end(&w);
 	/* the controller answers when readiness is decided: timeoutMs is at
-	 * most 120 s per service, ad-hoc services wait 60 s */
-	*timeout_ms = start ? 75000 : !strcmp(op, "ensure") || !strcmp(op, "restart") ? 15 * 60000 : 30000;
+	 * most 120 s per service, ad-hoc services wait 60 s unless told */
+	*timeout_ms = start ? (int)(deadline ? deadline : 60000) + 15000
+		    : !strcmp(op, "ensure") || !strcmp(op, "restart") ? 15 * 60000 : 30000;
 	return 0;
 }
 
@@ -99,6 +106,11 @@ static void print_human(const char *op, const struct pisb_json *j)
 	int arr = pisb_json_get(j, 0, "services");
 	int n = arr >= 0 ? j->tok[arr].size : 0;
 
+	if (!strcmp(op, "remove")) {
+		_cleanup_free_ char *gone = pisb_json_str(j, pisb_json_get(j, 0, "removed"));
+		printf("removed %s\n", gone ? gone : "");
+		return;
+	}
 	if (!strcmp(op, "preview")) {
 		int pv = pisb_json_get(j, 0, "previews");
 		_cleanup_free_ char *svc = n ? pisb_json_str(j, pisb_json_get(j, pisb_json_at(j, arr, 0), "name")) : NULL;

@@ -130,6 +130,7 @@ static const struct pisb_opt svc_opts[] = {
 	FLAG("preview", 0, "give the ad-hoc service a preview URL"),
 	OPT("title", 0, "T", "preview title"),
 	OPT("description", 0, "D", "preview description"),
+	INT("timeout-ms", 0, "N", "readiness deadline of an ad-hoc service, 100-120000 ms (default 60000)"),
 	END,
 };
 static const struct pisb_opt gc_opts[] = {
@@ -203,7 +204,7 @@ const struct pisb_verb pisb_verbs[] = {
 	  "copy a host tree into the sandbox, verified", push_opts),
 	V("pull", "pisb-fs", "NAME PATH HOSTDIR", "name", "path", "hostDir", 3, 3, false,
 	  "copy a sandbox tree out to a host directory", none_opts),
-	V("svc", "pisb-svc", "NAME ensure|status|restart|stop|start|preview [SERVICE|PORT] [-- CMD...]", "name", "op", "service", 2, 3, true,
+	V("svc", "pisb-svc", "NAME ensure|status|restart|stop|start|preview|remove [SERVICE|PORT] [-- CMD...]", "name", "op", "service", 2, 3, true,
 	  "manage services and previews", svc_opts),
 	{ "supervise", "pisb-svc", "NAME", { "name", NULL }, 1, 1, false, true,
 	  "run a sandbox's controller (internal)", supervise_opts },

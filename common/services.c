@@ -65,12 +65,13 @@ enum kind { K_YAML, K_ADHOC, K_LINK };
 enum pstate { PS_STOPPED, PS_WAITING, PS_RUNNING, PS_BACKOFF, PS_STOPPING };
 enum rstate { RS_NONE, RS_PENDING, RS_READY, RS_FAILED };
 enum { PR_IDLE, PR_CONNECTING, PR_READING };
-enum { W_READY, W_STOPPED };
+enum { W_READY, W_STOPPED, W_REMOVED };
 
 struct svc {
 	char *name;
 	enum kind kind;
 	bool declared;          /* K_YAML: in the config last read */
+	bool removed;           /* svc remove: forgotten once its process is gone */
 	/* the definition */
 	char *command, *cwd;
 	struct pisb_map env;
@@ -292,7 +293,7 @@ static void persist(struct pisb_services *s)
 	for (size_t i = 0; i < s->n; i++) {
 		struct svc *v = s->v[i];
 
-		if (!v->port && !v->host_port)
+		if ((!v->port && !v->host_port) || v->removed)
 			continue;
 		pisb_jw_key(&w, v->name);
 		pisb_jw_obj(&w);
@@ -307,6 +308,7 @@ static void persist(struct pisb_services *s)
 			pisb_jw_kstr(&w, "title", v->nlinks ? v->links[0].title : NULL);
 			pisb_jw_kstr(&w, "description", v->nlinks ? v->links[0].description : NULL);
 			pisb_jw_kbool(&w, "stopped", !v->want);
+			pisb_jw_kint(&w, "timeoutMs", v->timeout_ms);
 			pisb_jw_obj_end(&w);
 		} else if (v->kind == K_LINK) {
 			pisb_jw_key(&w, "link");
@@ -378,7 +380,9 @@ static void load_persisted(struct pisb_services *s)
 			v->command = jstr(&j, ad, "command");
 			v->fixed_port = jbool(&j, ad, "fixedPort") ? v->port : 0;
 			v->preview = jbool(&j, ad, "preview");
-			v->timeout_ms = ADHOC_TIMEOUT_MS;
+			v->timeout_ms = (int)jint(&j, ad, "timeoutMs", ADHOC_TIMEOUT_MS);
+			if (v->timeout_ms < 100 || v->timeout_ms > 120000)
+				v->timeout_ms = ADHOC_TIMEOUT_MS;
 			v->want = !jbool(&j, ad, "stopped");
 			if (v->preview)
 				add_link(v, NULL, t ? t : name, d, NULL);
@@ -1172,9 +1176,10 @@ static void reply_line(int fd, struct pisb_buf *b)
 	pisb_write_all(fd, b->s, b->len);
 }
 
-/* {"ok":..,"services":[names..],"previews":[..]} */
-static void reply_services(struct pisb_services *s, int fd, char **names, size_t n,
-			   int code, const char *err)
+/* {"ok":..,"services":[names..],"previews":[..]}; after a removal
+ * {"ok":true,"removed":NAME,"services":[],"previews":[..]} */
+static void reply_list(struct pisb_services *s, int fd, char **names, size_t n,
+		       int code, const char *err, const char *removed)
 {
 	struct pisb_buf b = PISB_BUF_INIT;
 	struct pisb_jw w;
@@ -1186,9 +1191,11 @@ static void reply_services(struct pisb_services *s, int fd, char **names, size_t
 		pisb_jw_kint(&w, "code", code);
 		pisb_jw_kstr(&w, "error", err);
 	}
+	if (removed)
+		pisb_jw_kstr(&w, "removed", removed);
 	pisb_jw_key(&w, "services");
 	pisb_jw_arr(&w);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && !removed; i++) {
 		struct svc *v = find(s, names[i]);
 		if (v)
 			svc_json(v, &w);
@@ -1199,6 +1206,12 @@ static void reply_services(struct pisb_services *s, int fd, char **names, size_t
 	pisb_jw_obj_end(&w);
 	reply_line(fd, &b);
 	pisb_buf_release(&b);
+}
+
+static void reply_services(struct pisb_services *s, int fd, char **names, size_t n,
+			   int code, const char *err)
+{
+	reply_list(s, fd, names, n, code, err, NULL);
 }
 
 static void reply_error(int fd, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -1224,6 +1237,8 @@ static void reply_error(int fd, int code, const char *fmt, ...)
 
 static bool settled(const struct svc *v, int mode)
 {
+	if (mode == W_REMOVED)
+		return false;   /* until it is forgotten: find() fails */
 	if (mode == W_STOPPED)
 		return v->ps == PS_STOPPED;
 	if (v->kind == K_LINK || !v->enabled || !v->want)
@@ -1264,7 +1279,8 @@ static void check_waiters(struct pisb_services *s)
 				pisb_buf_adds(&err, f);
 			}
 		}
-		reply_services(s, w->fd, w->names, w->n, PISB_EXIT_FAIL, err.len ? err.s : NULL);
+		reply_list(s, w->fd, w->names, w->n, PISB_EXIT_FAIL, err.len ? err.s : NULL,
+			   w->mode == W_REMOVED ? w->names[0] : NULL);
 		pisb_buf_release(&err);
 		close(w->fd);
 		strv_free(w->names, w->n);
@@ -1306,10 +1322,31 @@ static bool deps_settled(struct pisb_services *s, const struct svc *v)
 	return true;
 }
 
+/* Forget the removed services whose process is gone. */
+static void sweep_removed(struct pisb_services *s)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		struct svc *v = s->v[i];
+
+		if (v->removed && v->pid <= 0) {
+			pisb_svc_log("services: '%s' removed", v->name);
+			pisb_relay_close_tag(s->relay, v);
+			svc_free(v);
+			s->changed = true;
+		} else {
+			s->v[k++] = v;
+		}
+	}
+	s->n = k;
+}
+
 static void tick(struct pisb_services *s)
 {
 	int64_t now = pisb_mono_ms();
 
+	sweep_removed(s);
 	for (size_t i = 0; i < s->n; i++) {
 		struct svc *v = s->v[i];
 
@@ -1561,6 +1598,8 @@ static size_t targets(struct pisb_services *s, const char *name, bool with_adhoc
 	*out = xcalloc(s->n + 1, sizeof(struct svc *));
 	for (size_t i = 0; i < s->n; i++) {
 		struct svc *v = s->v[i];
+		if (v->removed)
+			continue;
 		if (name ? !strcmp(v->name, name)
 			 : (v->kind == K_YAML && v->declared && v->enabled) ||
 			   (with_adhoc && v->kind == K_ADHOC && v->want))
@@ -1838,6 +1877,7 @@ static void op_start(struct pisb_services *s, const struct pisb_json *j, int fd)
 	_cleanup_free_ char *name = jstr(j, 0, "service"), *cmd = jstr(j, 0, "command");
 	_cleanup_free_ char *title = jstr(j, 0, "title"), *desc = jstr(j, 0, "description");
 	long long port = jint(j, 0, "port", 0);
+	long long deadline = jint(j, 0, "timeoutMs", ADHOC_TIMEOUT_MS);
 	bool preview = jbool(j, 0, "preview");
 	struct pisb_err e = PISB_ERR_INIT;
 	struct svc *v;
@@ -1853,6 +1893,10 @@ static void op_start(struct pisb_services *s, const struct pisb_json *j, int fd)
 	}
 	if (port < 0 || port > 65535) {
 		reply_error(fd, PISB_EXIT_USAGE, "--port: must be 1-65535");
+		return;
+	}
+	if (deadline < 100 || deadline > 120000) {
+		reply_error(fd, PISB_EXIT_USAGE, "--timeout-ms: must be 100-120000");
 		return;
 	}
 	{
@@ -1873,6 +1917,10 @@ static void op_start(struct pisb_services *s, const struct pisb_json *j, int fd)
 		reply_error(fd, PISB_EXIT_BUSY, "'%s' is a preview link, not a service", name);
 		return;
 	}
+	if (v && v->removed) {
+		reply_error(fd, PISB_EXIT_BUSY, "service '%s' is being removed; try again in a moment", name);
+		return;
+	}
 	if (port) {
 		for (size_t i = 0; i < s->n; i++) {
 			struct svc *o = s->v[i];
@@ -1887,7 +1935,7 @@ static void op_start(struct pisb_services *s, const struct pisb_json *j, int fd)
 	v->kind = K_ADHOC;
 	set_str(&v->command, cmd);
 	v->health = PISB_HEALTH_TCP;
-	v->timeout_ms = ADHOC_TIMEOUT_MS;
+	v->timeout_ms = (int)deadline;
 	if (port) {
 		v->fixed_port = (int)port;
 	} else if (v->fixed_port) {
@@ -1953,6 +2001,49 @@ static void op_preview(struct pisb_services *s, const struct pisb_json *j, int f
 	}
 }
 
+/* Forget an ad-hoc service or a preview link: stop its process, close its
+ * preview and that preview's connections, free its ports.  Services the
+ * YAML declares are the YAML's to remove. */
+static void op_remove(struct pisb_services *s, const char *name, int fd)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+	struct svc *v;
+
+	if (!name) {
+		reply_error(fd, PISB_EXIT_USAGE, "svc remove: SERVICE is required");
+		return;
+	}
+	if (refresh_config(s, &e) < 0) {
+		reply_error(fd, e.code ? e.code : PISB_EXIT_FAIL, "%s", e.msg);
+		return;
+	}
+	v = find(s, name);
+	if (!v && strspn(name, "0123456789") == strlen(name)) {
+		char link[32];
+		snprintf(link, sizeof(link), "port-%.20s", name);
+		v = find(s, link);
+	}
+	if (!v || v->removed) {
+		reply_error(fd, PISB_EXIT_NOTFOUND, "no service or preview link '%s' in sandbox '%s'", name, s->name);
+		return;
+	}
+	if (v->kind == K_YAML && v->declared) {
+		reply_error(fd, PISB_EXIT_BUSY, "service '%s' is declared in %s/.sandbox.yaml: delete it there first "
+			    "(then 'pisb svc %s remove %s' forgets it)", v->name, s->cfg->workspace, s->name, v->name);
+		return;
+	}
+	v->removed = true;
+	v->preview = false;
+	open_listener(s, v);
+	pisb_relay_close_tag(s->relay, v);
+	if (v->kind != K_LINK)
+		stop_svc(s, v, false);
+	persist(s);
+	/* answered once it is forgotten: when its process group is gone */
+	add_waiter(s, fd, W_REMOVED, &v, 1);
+	tick(s);
+}
+
 void pisb_services_request(struct pisb_services *s, const char *op,
 			   const struct pisb_json *req, int fd)
 {
@@ -1974,6 +2065,8 @@ void pisb_services_request(struct pisb_services *s, const char *op,
 		op_start(s, req, fd);
 	else if (!strcmp(op, "svc.preview"))
 		op_preview(s, req, fd);
+	else if (!strcmp(op, "svc.remove"))
+		op_remove(s, name, fd);
 	else
 		reply_error(fd, PISB_EXIT_USAGE, "unknown op '%s'", op);
 }

@@ -31,7 +31,7 @@ _pisb() {
     logs) opts="--lines -n" ;;
     push) opts="--to --all" ;;
     pull) opts="" ;;
-    svc) opts="--port --preview --title --description" ;;
+    svc) opts="--port --preview --title --description --timeout-ms" ;;
     docker) opts="" ;;
     gc) opts="--hours --dry-run" ;;
     renew) opts="--watch --interval" ;;

@@ -112,6 +112,7 @@ complete -c pisb -n '__fish_seen_subcommand_from svc' -l port -r -d 'guest port 
 complete -c pisb -n '__fish_seen_subcommand_from svc' -l preview -d 'give the ad-hoc service a preview URL'
 complete -c pisb -n '__fish_seen_subcommand_from svc' -l title -r -d 'preview title'
 complete -c pisb -n '__fish_seen_subcommand_from svc' -l description -r -d 'preview description'
+complete -c pisb -n '__fish_seen_subcommand_from svc' -l timeout-ms -r -d 'readiness deadline of an ad-hoc service, 100-120000 ms (default 60000)'
 complete -c pisb -n '__fish_seen_subcommand_from svc' -a '(pisb list -q 2>/dev/null)'
 complete -c pisb -n '__fish_seen_subcommand_from docker' -a '(pisb list -q 2>/dev/null)'
 complete -c pisb -n '__fish_seen_subcommand_from gc' -l hours -r -d 'also remove stopped sandboxes idle for more than N hours'

@@ -313,6 +313,77 @@ teardown() {
 	run -2 pisb svc box preview 70000
 }
 
+@test "an ad-hoc service that never becomes ready: --timeout-ms, the service named, the sandbox up, the deadline kept" {
+	svc_create box "$(svc_yaml s <<<'version: 1')"
+	t0=$(date +%s%N)
+	run -1 --separate-stderr pisb svc box start never --timeout-ms 800 -- 'echo starting; exec sleep 1000'
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	[[ $stderr == *"service 'never' is not ready: not ready within 800 ms: nothing accepts connections on port"* ]]
+	[[ $stderr == *"pisb logs box never"* ]]
+	# it answered at the deadline, not after the default 60 s
+	[ "$ms" -lt 20000 ]
+	run -0 svc_json box never
+	jq -e '.readiness == "failed" and .state == "starting" and (.pid | type == "number")' <<<"$output"
+	run -0 pisb logs box never
+	[[ $output == *starting* && $output == *"not ready within 800 ms"* ]]
+	run -0 pisb exec box -- true
+	# the deadline is part of the service, across stop/start
+	run -0 jq -e '.never.adhoc.timeoutMs == 800' "$PI_SANDBOX_HOME/instances/box/services.json"
+	run -2 --separate-stderr pisb svc box start x --timeout-ms 50 -- true
+	[[ $stderr == *"--timeout-ms"*"100-120000"* ]]
+	run -2 --separate-stderr pisb svc box stop never --timeout-ms 900
+	[[ $stderr == *"go with 'start' only"* ]]
+}
+
+@test "svc remove forgets ad-hoc services and preview links, refuses declared ones" {
+	f=$(svc_yaml s <<-'Y'
+	services:
+	  web: {command: exec python3 -m http.server $PORT --bind 127.0.0.1, preview: true}
+	Y
+	)
+	svc_create box "$f"
+	# an ad-hoc service that ignores TERM: remove waits for the KILL
+	run -0 pisb svc box start dev --preview --port 8600 -- 'trap "" TERM; exec python3 -m http.server 8600 --bind 127.0.0.1'
+	url=$(svc_field box dev url)
+	run -0 curl -sS -o /dev/null -w '%{http_code}' "$url/"
+	# a connection held open through the preview is closed by the removal
+	exec 7<>"/dev/tcp/127.0.0.1/${url##*:}"
+	run -0 pisb exec box -- sh -c 'setsid python3 -m http.server 4567 --bind 127.0.0.1 >/dev/null 2>&1 < /dev/null & sleep 0.5'
+	run -0 pisb svc box preview 4567
+	link=$output
+	run -0 pisb svc box remove dev --json
+	jq -e '.ok and .removed == "dev" and .services == [] and ([.previews[].service] | index("dev") == null)' <<<"$output"
+	run -0 timeout 5 cat <&7
+	exec 7<&-
+	run -0 pisb exec box -- sh -c 'for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr "\0" " "; echo; done'
+	[[ $output != *"http.server 8600"* ]]
+	run -7 curl -sS -o /dev/null "$url/"
+	run -3 pisb svc box status dev
+	[ "$(jq 'has("dev")' "$PI_SANDBOX_HOME/instances/box/services.json")" = false ]
+	# its port is free again, for a new service of the same name
+	run -0 pisb svc box start dev --port 8600 -- 'exec python3 -m http.server 8600 --bind 127.0.0.1'
+	# a link by its port, or by its name
+	run -0 pisb svc box remove 4567
+	[ "$output" = "removed port-4567" ]
+	run -7 curl -sS -o /dev/null "$link"
+	run -3 --separate-stderr pisb svc box remove port-4567
+	[[ $stderr == *"no service or preview link 'port-4567' in sandbox 'box'"* ]]
+	# the server it pointed at was never pisb's: it still runs
+	run -0 pisb exec box -- python3 -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:4567/")'
+	# declared in the YAML: the YAML's to remove
+	run -4 --separate-stderr pisb svc box remove web
+	[[ $stderr == *"service 'web' is declared in /workspace/.sandbox.yaml: delete it there first"* ]]
+	printf 'version: 1\n' | svc_guest_yaml box
+	run -0 pisb svc box remove web
+	[ "$output" = "removed web" ]
+	run -2 pisb svc box remove
+	# forgotten for good: not back after stop/start
+	run -0 pisb stop box
+	svc_start box
+	run -0 pisb svc box status --json
+	jq -e '[.services[].name] == ["dev"]' <<<"$output"
+}
+
 @test "a service whose platforms leave out linux is declared but not started" {
 	f=$(svc_yaml s <<-'Y'
 	services:
