@@ -10,6 +10,12 @@
 #               the host's loopback is shown too: it is faster than any
 #               server inside, whose memory is charged to the sandbox's
 #               cgroup, relay or not.
+#   cpu         where the CPU goes during those downloads: CPU seconds per
+#               GiB of the client (curl), the server and the relay (the
+#               controller), from getrusage and /proc/PID/stat.  On a
+#               machine with few cores the three share them, so the relay's
+#               cost shows up as the client's and server's lost throughput:
+#               this line says how much.
 #   latency     p50 of REQS requests on fresh connections, the same pairs;
 #               goal: under 0.2 ms added by the preview
 #   ensure      `pisb svc NAME ensure web` (web: python3 -m http.server,
@@ -57,10 +63,11 @@ inside=http://127.0.0.1:$(jq -r '.services[0].port' <<<"$out")
 # run a host command in the sandbox's network namespace only
 init=$(pisb inspect bench | jq -r .controller.initPid)
 if [ "$(id -u)" = 0 ]; then
-	innet() { nsenter -t "$init" -n -- "$@"; }
+	innet_cmd=(nsenter -t "$init" -n --)
 else
-	innet() { nsenter -t "$init" -U -n --preserve-credentials -- "$@"; }
+	innet_cmd=(nsenter -t "$init" -U -n --preserve-credentials --)
 fi
+innet() { "${innet_cmd[@]}" "$@"; }
 
 # the same server and the same file on both sides
 pisb exec bench -- sh -c "head -c ${SIZE_MB}M /dev/zero > /tmp/big.bin"
@@ -90,6 +97,33 @@ pct=$(awk -v r="$r" -v d="$d" 'BEGIN {printf "%.0f", 100 * r / d}')
 printf 'throughput: direct in the sandbox %s MB/s, preview %s MB/s: %s%% (goal >= 80%%); same server on host loopback %s MB/s\n' \
 	"$(mb "$d")" "$(mb "$r")" "$pct" "$(mb "$h")"
 [ "$pct" -ge 80 ] || fail=1
+
+# ---- cpu per GiB: client, server, relay ----
+srvpid=$(pisb svc bench status srv --json | jq -r '.services[0].hostPid')
+ctlpid=$(pisb inspect bench | jq -r .controller.pid)
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+# one download; prints client CPU seconds (children's rusage)
+client_cpu() {
+	python3 - "$@" <<-'EOF'
+	import resource, subprocess, sys
+	subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
+	r = resource.getrusage(resource.RUSAGE_CHILDREN)
+	print("%.3f" % (r.ru_utime + r.ru_stime))
+	EOF
+}
+cpu_of() { # label, client command...
+	local label=$1 s0 c0 cl
+	shift
+	s0=$(ticks "$srvpid") c0=$(ticks "$ctlpid")
+	cl=$(client_cpu "$@")
+	awk -v l="$label" -v cl="$cl" -v s="$(( $(ticks "$srvpid") - s0 ))" -v c="$(( $(ticks "$ctlpid") - c0 ))" \
+		-v hz="$hz" -v gb="$(awk -v m="$SIZE_MB" 'BEGIN {print m / 1024}')" \
+		'BEGIN {printf "%s: client %.2f s, server %.2f s, relay %.2f s", l, cl / gb, s / hz / gb, c / hz / gb}'
+}
+printf 'cpu per GiB (%s cores): %s; %s\n' "$(nproc)" \
+	"$(cpu_of direct "${innet_cmd[@]}" curl -s -o /dev/null "$inside/file?path=/tmp/big.bin")" \
+	"$(cpu_of preview curl -s -o /dev/null "$url/file?path=/tmp/big.bin")"
 
 # ---- latency ----
 : >"$work/lat.host"
