@@ -660,6 +660,15 @@ static int cmd_push_pull(struct pisb_ctx *c)
 	bool hook = !push && getenv("PISB_TEST_PULL_ARCHIVE") && *getenv("PISB_TEST_PULL_ARCHIVE");
 	int ret = -1;
 
+	if (is_os(c)) {
+		if (push ? pisb_os_push(&c->st, c->a.pos[0], c->a.pos[1], pisb_args_get(&c->a, "to"),
+					pisb_args_has(&c->a, "all"), &x, &c->err)
+			 : pisb_os_pull(&c->st, c->a.pos[0], c->a.pos[1], c->a.pos[2], &x, &c->err))
+			goto out;
+		print_xfer(c, &x, push);
+		ret = 0;
+		goto out;
+	}
 	if (sandbox(c, &fs, !hook, false) < 0)
 		goto out;
 	if (push ? pisb_push(&fs, c->a.pos[1], pisb_args_get(&c->a, "to"), pisb_args_has(&c->a, "all"), &x, &c->err)
@@ -673,11 +682,11 @@ out:
 	return ret;
 }
 
-/* push, pull and logs serve the local driver only */
+/* logs serves the local driver only */
 static int local_only(struct pisb_ctx *c)
 {
 	if (!is_os(c))
-		return !strcmp(c->a.verb->name, "logs") ? cmd_logs(c) : cmd_push_pull(c);
+		return cmd_logs(c);
 	return pisb_err_set(&c->err, PISB_EXIT_FAIL,
 			    "%s: sandbox '%s' is an opensandbox sandbox; %s serves local sandboxes only",
 			    c->a.verb->name, c->a.pos[0], c->a.verb->name);
@@ -693,8 +702,8 @@ static const struct pisb_handler handlers[] = {
 	{ "find", cmd_find, true },
 	{ "grep", cmd_grep, true },
 	{ "logs", local_only, true },
-	{ "push", local_only, true },
-	{ "pull", local_only, true },
+	{ "push", cmd_push_pull, true },
+	{ "pull", cmd_push_pull, true },
 	{ NULL, NULL, false },
 };
 

@@ -264,9 +264,10 @@ static bool safe_link(const char *name, const char *t)
  * becomes destfd).  The digest of every byte read goes into sha_hex.
  * any_symlink: symlinks may point anywhere (inside a sandbox, where
  * "anywhere" is still the sandbox, and nothing is written through them);
- * else one that leaves the tree is refused. */
-static int extract(int fd, int destfd, bool any_symlink, struct pisb_xfer *x, char sha_hex[65],
-		   struct pisb_err *e)
+ * else one that leaves the tree is refused.  skip_special: devices, fifos
+ * and sockets are left out instead of refused. */
+static int extract(int fd, int destfd, bool any_symlink, bool skip_special, struct pisb_xfer *x,
+		   char sha_hex[65], struct pisb_err *e)
 {
 	struct archive *a = archive_read_new(), *w = archive_write_disk_new();
 	struct archive_entry *en;
@@ -303,6 +304,8 @@ static int extract(int fd, int destfd, bool any_symlink, struct pisb_xfer *x, ch
 					   name, hl);
 			goto out;
 		}
+		if (!hl && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && skip_special)
+			continue;   /* as the local side's archives: specials do not travel */
 		if (!hl && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
 			ret = pisb_err_set(e, PISB_EXIT_FAIL, "refusing archive entry '%s': not a file, directory or link",
 					   name);
@@ -633,7 +636,7 @@ static int push_child(struct pisb_fs *fs, const char *target, int fd, int hashfd
 		pisb_err_sys(e, PISB_EXIT_FAIL, "open the staging directory");
 		goto fail;
 	}
-	if (extract(fd, sfd, true, x, x->sha256, e) < 0)
+	if (extract(fd, sfd, true, false, x, x->sha256, e) < 0)
 		goto fail;
 	if (pisb_read_all(hashfd, want, 64) != 64) {
 		pisb_err_set(e, PISB_EXIT_FAIL, "the host side did not finish the transfer");
@@ -859,12 +862,14 @@ static int merge(int src, int dst, const char *rel, bool dry, struct pisb_err *e
 	return ret;
 }
 
-int pisb_pull(struct pisb_fs *fs, const char *path, const char *hostdir, struct pisb_xfer *x,
-	      struct pisb_err *e)
+/* Pull into hostdir: the archive on afd when afd >= 0 (its digest compared
+ * with want when want is given; skip_special as extract()), else one made
+ * in sandbox fs from path by a child. */
+static int pull_into(struct pisb_fs *fs, const char *path, int afd, const char *want,
+		     bool skip_special, const char *hostdir, struct pisb_xfer *x, struct pisb_err *e)
 {
 	_cleanup_close_ int hostfd = -1, sfd = -1, cwd = -1;
 	_cleanup_free_ char *abs = NULL;
-	const char *hook = getenv("PISB_TEST_PULL_ARCHIVE");
 	char stage[64], got[65] = "", sha[65];
 	int data[2] = { -1, -1 }, res[2] = { -1, -1 };
 	pid_t pid = -1;
@@ -893,14 +898,14 @@ int pisb_pull(struct pisb_fs *fs, const char *path, const char *hostdir, struct 
 		pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s/%s'", hostdir, stage);
 		goto out;
 	}
-	if (hook && *hook) {
-		_cleanup_close_ int afd = open(hook, O_RDONLY | O_CLOEXEC);
-		if (afd < 0) {
-			pisb_err_sys(e, PISB_EXIT_FAIL, "PISB_TEST_PULL_ARCHIVE '%s'", hook);
+	if (afd >= 0) {
+		if (extract(afd, sfd, false, skip_special, x, sha, e) < 0)
+			goto out;
+		if (want && strcmp(want, sha)) {
+			pisb_err_set(e, PISB_EXIT_FAIL, "checksum mismatch: sent %s, received %s; nothing was written",
+				     want, sha);
 			goto out;
 		}
-		if (extract(afd, sfd, false, x, sha, e) < 0)
-			goto out;
 		memcpy(x->sha256, sha, 65);
 	} else {
 		abs = pisb_fs_abspath(fs, path);
@@ -931,7 +936,7 @@ int pisb_pull(struct pisb_fs *fs, const char *path, const char *hostdir, struct 
 		close(data[1]);
 		close(res[1]);
 		data[1] = res[1] = -1;
-		r = extract(data[0], sfd, false, x, sha, e);
+		r = extract(data[0], sfd, false, false, x, sha, e);
 		close(data[0]);
 		data[0] = -1;
 		{
@@ -974,4 +979,40 @@ out:
 			;
 	pisb_rm_rf_at(hostfd, stage, &ig);
 	return ret;
+}
+
+int pisb_pull(struct pisb_fs *fs, const char *path, const char *hostdir, struct pisb_xfer *x,
+	      struct pisb_err *e)
+{
+	const char *hook = getenv("PISB_TEST_PULL_ARCHIVE");
+	_cleanup_close_ int afd = -1;
+
+	if (hook && *hook) {
+		memset(x, 0, sizeof(*x));
+		afd = open(hook, O_RDONLY | O_CLOEXEC);
+		if (afd < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "PISB_TEST_PULL_ARCHIVE '%s'", hook);
+	}
+	return pull_into(fs, path, afd, NULL, false, hostdir, x, e);
+}
+
+int pisb_pull_archive(int fd, const char *want, const char *hostdir, struct pisb_xfer *x,
+		      struct pisb_err *e)
+{
+	return pull_into(NULL, NULL, fd, want, true, hostdir, x, e);
+}
+
+int pisb_push_archive(const char *hostdir, bool all, int fd, struct pisb_xfer *x,
+		      struct pisb_err *e)
+{
+	_cleanup_close_ int hostfd = -1;
+
+	memset(x, 0, sizeof(*x));
+	if (pisb_archive_load(e) < 0)
+		return -1;
+	hostfd = open(hostdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (hostfd < 0)
+		return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
+				    "open host directory '%s'", hostdir);
+	return push_write(hostfd, hostdir, all, fd, x, e);
 }

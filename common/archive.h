@@ -57,4 +57,17 @@ int pisb_push(struct pisb_fs *fs, const char *hostdir, const char *to, bool all,
 int pisb_pull(struct pisb_fs *fs, const char *path, const char *hostdir,
 	      struct pisb_xfer *x, struct pisb_err *e);
 
+/* The two halves a remote driver needs (opensandbox: the archive travels
+ * over HTTP, made or unpacked by tar inside the sandbox).
+ * pisb_push_archive: push's archive of hostdir (the same file selection)
+ * onto fd; x gets files, bytes, archive_bytes and sha256.
+ * pisb_pull_archive: pull's host side for the archive on fd: extracted
+ * into a staging directory inside hostdir by the rules above (devices,
+ * fifos and sockets are left out, as the local side leaves them out), its
+ * digest compared with want (64 hex) before anything is moved into place. */
+int pisb_push_archive(const char *hostdir, bool all, int fd, struct pisb_xfer *x,
+		      struct pisb_err *e);
+int pisb_pull_archive(int fd, const char *want, const char *hostdir,
+		      struct pisb_xfer *x, struct pisb_err *e);
+
 #endif

@@ -47,6 +47,7 @@ struct pisb_record;
 struct pisb_jw;
 struct pisb_buf;
 struct pisb_exec_req;
+struct pisb_xfer;
 
 /* Options of the lifecycle verbs (create, connect, start, stop, destroy,
  * release).  Zero-initialise, then set events_fd = -1 unless given. */
@@ -199,6 +200,20 @@ int pisb_os_find(struct pisb_state *st, const char *name, const struct pisb_fs_f
 int pisb_os_grep(struct pisb_state *st, const char *name, const struct pisb_fs_grep *o,
 		 char **abs, pisb_fs_grep_fn fn, void *arg,
 		 struct pisb_fs_grep_result *r, struct pisb_err *e);
+
+/* ---- push / pull (pisb-fs): archive.h's contracts ----
+ *
+ * One tar archive each way: made on the host by libarchive and unpacked
+ * by tar inside the sandbox (push), or the reverse (pull), its SHA-256
+ * compared at the receiving end before anything is replaced.  push
+ * swaps the new tree in whole (or entry by entry where the target cannot
+ * move) and leaves the old one on any failure; pull stages on the host.
+ * The sandbox needs tar and sha256sum (or busybox, shasum, openssl):
+ * without them, exit 5 and nothing changed. */
+int pisb_os_push(struct pisb_state *st, const char *name, const char *hostdir,
+		 const char *to, bool all, struct pisb_xfer *x, struct pisb_err *e);
+int pisb_os_pull(struct pisb_state *st, const char *name, const char *path,
+		 const char *hostdir, struct pisb_xfer *x, struct pisb_err *e);
 
 /* ---- renewal (pisb-renew) ---- */
 

@@ -9,6 +9,7 @@
  */
 #include "opensandbox.h"
 #include "os_internal.h"
+#include "archive.h"
 #include "err.h"
 #include "fs.h"
 #include "glob.h"
@@ -21,11 +22,15 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define FIND_DEPTH 64            /* directories/list depth for find/grep */
 #define MAX_GITIGNORES 256       /* .gitignore files read per walk */
@@ -1465,6 +1470,354 @@ int pisb_os_grep(struct pisb_state *st, const char *name, const struct pisb_fs_g
 	a = abspath(&t, o->path);
 	ret = grep_in(&t, a, o, fn, arg, r, e);
 	set_abs(abs, a);
+	os_inst_release(&t);
+	return ret;
+}
+
+/* ---- push / pull ----
+ *
+ * The tree travels as one tar archive, made and unpacked by libarchive on
+ * the host (archive.h: the same file selection, refusal rules and digest
+ * as the local driver) and by tar inside the sandbox, with one upload or
+ * download and one command:
+ *
+ *   push  the archive goes up beside the target (/files/upload, streamed
+ *         from a host temp file); a script then checks its sha256sum
+ *         against the host's digest, unpacks it into a fresh directory
+ *         next to the target (inside it when the target is a mount point),
+ *         and swaps the trees (two renames, the old one moved back on a
+ *         failure; entry by entry when the target cannot move), so the
+ *         target holds the old tree or the new one, never a mix.
+ *   pull  a script tars PATH into /tmp and prints its sha256sum; the
+ *         archive comes down (/files/download) into an unlinked host temp
+ *         file, is removed in the sandbox, and goes through pull's host
+ *         side: staged, checked, compared with that digest, moved into
+ *         place.
+ *
+ * The sandbox needs tar and sha256sum (or busybox, shasum, openssl); when
+ * it lacks them the verb fails (exit 5) saying so, and nothing changed. */
+
+/* Shell helpers shared by both scripts: fail CODE MSG (cleans up), the
+ * tools. */
+static const char xfer_prelude[] =
+	"cleanup() { rm -f -- \"$A\"; if [ -n \"$S\" ]; then rm -rf -- \"$S\"; fi; }\n"
+	"fail() { c=$1; shift; printf '%s\\n' \"$*\" >&2; cleanup; exit \"$c\"; }\n"
+	"have() { command -v \"$1\" >/dev/null 2>&1; }\n"
+	"if have tar; then TAR=tar; elif have busybox; then TAR='busybox tar';\n"
+	"else fail 127 'tar is not installed in the sandbox'; fi\n"
+	"if have sha256sum; then SUM=sha256sum; elif have busybox; then SUM='busybox sha256sum';\n"
+	"elif have shasum; then SUM='shasum -a 256'; elif have openssl; then SUM='openssl dgst -sha256 -r';\n"
+	"else fail 127 'sha256sum is not installed in the sandbox'; fi\n"
+	"digest() { d=$($SUM < \"$A\") || fail 1 'cannot compute the digest of the archive in the sandbox'; d=${d%% *}; }\n";
+
+/* push: A archive, T target, W the host's digest, H random, K 1 when the
+ * target is the workspace (its .sandbox.yaml is kept unless the tree has
+ * one).  Prints "pisb-ok KEPT". */
+static const char push_script[] =
+	"digest\n"
+	"[ \"$d\" = \"$W\" ] || fail 1 \"checksum mismatch: sent $W, received $d; nothing was replaced\"\n"
+	"P=${T%/*}; PP=$P; [ -n \"$P\" ] || P=/; B=${T##*/}\n"
+	"if [ -L \"$T\" ] || { [ -e \"$T\" ] && [ ! -d \"$T\" ]; }; then fail 1 \"'$T' exists and is not a directory\"; fi\n"
+	"mkdir -p -- \"$P\" || fail 1 \"cannot create '$P'\"\n"
+	"E=0; [ -d \"$T\" ] && E=1\n"
+	"IN=0\n"
+	"if [ $E = 1 ]; then\n"
+	"  dt=$(stat -L -c %d -- \"$T\" 2>/dev/null); dp=$(stat -L -c %d -- \"$P\" 2>/dev/null)\n"
+	"  [ -n \"$dt\" ] && [ \"$dt\" != \"$dp\" ] && IN=1\n"   /* a mount point cannot move */
+	"fi\n"
+	"if [ $IN = 1 ]; then S=\"$T/.pisb-push-$H\"; else S=\"$PP/.$B.pisb-push-$H\"; fi\n"
+	"mkdir -m 700 -- \"$S\" || { S=; fail 1 \"cannot create the staging directory next to '$T'\"; }\n"
+	"PO=; case \"$($TAR --version 2>/dev/null)\" in *GNU*|*bsdtar*) PO=-p;; esac\n"
+	"$TAR -x $PO -o -f \"$A\" -C \"$S\" || fail 1 \"unpacking the archive in the sandbox failed; nothing was replaced\"\n"
+	"rm -f -- \"$A\"\n"
+	"K2=0\n"
+	"if [ \"$K\" = 1 ] && [ $E = 1 ] && [ ! -e \"$S/.sandbox.yaml\" ] && [ ! -L \"$S/.sandbox.yaml\" ] &&\n"
+	"   { [ -e \"$T/.sandbox.yaml\" ] || [ -L \"$T/.sandbox.yaml\" ]; }; then K2=1; fi\n"
+	"if [ $E = 0 ]; then\n"
+	"  chmod 755 -- \"$S\"; mv -- \"$S\" \"$T\" || fail 1 \"cannot move the new tree to '$T'\"\n"
+	"  echo 'pisb-ok 0'; exit 0\n"
+	"fi\n"
+	"if [ $IN = 0 ]; then\n"
+	"  chmod \"$(stat -c %a -- \"$T\")\" -- \"$S\" 2>/dev/null; chown \"$(stat -c %u:%g -- \"$T\")\" -- \"$S\" 2>/dev/null\n"
+	"  if [ $K2 = 1 ]; then cp -P -p -- \"$T/.sandbox.yaml\" \"$S/.sandbox.yaml\" || fail 1 \"cannot keep '$T/.sandbox.yaml'\"; fi\n"
+	"  O=\"$PP/.$B.pisb-old-$H\"\n"
+	"  if mv -- \"$T\" \"$O\" 2>/dev/null; then\n"
+	"    if mv -- \"$S\" \"$T\"; then rm -rf -- \"$O\"; echo \"pisb-ok $K2\"; exit 0; fi\n"
+	"    mv -- \"$O\" \"$T\"; fail 1 \"cannot move the new tree to '$T'; the old one is back\"\n"
+	"  fi\n"
+	"  rm -rf -- \"$O\"\n"
+	"  [ $K2 = 1 ] && rm -f -- \"$S/.sandbox.yaml\"\n"
+	"fi\n"
+	/* the target cannot move: its entries go aside, the new ones in */
+	"O=\"$T/.pisb-old-$H\"\n"
+	"mkdir -m 700 -- \"$O\" || fail 1 \"cannot create '$O'\"\n"
+	"skip() { [ \"$1\" = \"$O\" ] || [ \"$1\" = \"$S\" ] || { [ $K2 = 1 ] && [ \"$1\" = \"$T/.sandbox.yaml\" ]; }; }\n"
+	"moveall() {\n"
+	"  for e in \"$1\"/* \"$1\"/.[!.]* \"$1\"/..?*; do\n"
+	"    { [ -e \"$e\" ] || [ -L \"$e\" ]; } || continue\n"
+	"    skip \"$e\" && continue\n"
+	"    mv -- \"$e\" \"$2/\" || return 1\n"
+	"  done\n"
+	"}\n"
+	"if ! moveall \"$T\" \"$O\"; then moveall \"$O\" \"$T\"; rm -rf -- \"$O\"; fail 1 \"cannot move the old entries of '$T' aside; nothing was replaced\"; fi\n"
+	"if ! moveall \"$S\" \"$T\"; then moveall \"$T\" \"$S\"; moveall \"$O\" \"$T\"; rm -rf -- \"$O\"; fail 1 \"cannot move the new entries into '$T'; the old ones are back\"; fi\n"
+	"rm -rf -- \"$O\"; rm -rf -- \"$S\"\n"
+	"echo \"pisb-ok $K2\"\n";
+
+/* pull: Q the path, A the archive to make.  Prints "pisb-ok SHA". */
+static const char pull_script[] =
+	"mkdir -p -- \"${A%/*}\" 2>/dev/null\n"
+	"if [ -d \"$Q\" ]; then\n"
+	"  X=; case \"$A\" in \"${Q%/}\"/*) X=\"--exclude=${A##*/}\";; esac\n"
+	"  $TAR -c -f \"$A\" -C \"$Q\" $X . || fail 1 \"archiving '$Q' in the sandbox failed\"\n"
+	"elif [ -f \"$Q\" ]; then\n"
+	"  D=${Q%/*}; [ -n \"$D\" ] || D=/\n"
+	"  $TAR -c -h -f \"$A\" -C \"$D\" \"./${Q##*/}\" || fail 1 \"archiving '$Q' in the sandbox failed\"\n"
+	"elif [ -e \"$Q\" ]; then fail 1 \"'$Q' is not a file or directory\"\n"
+	"else fail 3 \"no such file or directory '$Q'\"; fi\n"
+	"digest\n"
+	"echo \"pisb-ok $d\"\n";
+
+static void sh_var(struct pisb_buf *b, const char *k, const char *v)
+{
+	pisb_buf_adds(b, k);
+	pisb_buf_addc(b, '=');
+	os_sq(b, v);
+	pisb_buf_addc(b, '\n');
+}
+
+/* Run a transfer script; *ok gets what follows "pisb-ok " on its output.
+ * Its exit status picks the error: 3 not found, 127 a missing tool (5),
+ * else 1, with the script's stderr as the message. */
+static int xfer_run(struct os_inst *t, const char *verb, const char *script, char ok[80],
+		    struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT, err = PISB_BUF_INIT;
+	struct os_run o = { .out_fd = -1, .err_fd = -1, .out = &out, .err = &err, .cap = 65536 };
+	const char *p;
+	int code = 0;
+
+	ok[0] = '\0';
+	if (os_run_cmd(&t->c, script, "/", NULL, 0, &o, &code, e) < 0)
+		return pisb_err_prefix(e, "%s", verb);
+	while (err.len && err.s[err.len - 1] == '\n')
+		err.s[--err.len] = '\0';
+	if (code == 127)
+		return pisb_err_set(e, PISB_EXIT_BACKEND, "%s: %s (push and pull need tar and sha256sum inside the sandbox); nothing was changed",
+				    verb, err.len ? err.s : "a tool is missing in the sandbox");
+	if (code != 0)
+		return pisb_err_set(e, code == 3 ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL, "%s: %s", verb,
+				    err.len ? err.s : "the command in the sandbox failed");
+	p = out.s ? strstr(out.s, "pisb-ok ") : NULL;
+	if (!p)
+		return pisb_err_set(e, PISB_EXIT_BACKEND, "%s: the sandbox did not confirm the transfer", verb);
+	p += 8;
+	snprintf(ok, 80, "%.*s", (int)strcspn(p, "\r\n"), p);
+	return 0;
+}
+
+/* An unlinked read-write temp file in dir. */
+static int temp_fd(const char *dir, struct pisb_err *e)
+{
+	_cleanup_free_ char *tmpl = xasprintf("%s/.pisb-xfer-XXXXXX", dir);
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd >= 0)
+		return fd;
+	fd = mkostemp(tmpl, O_CLOEXEC);
+	if (fd < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "create a temporary file in '%s'", dir);
+	unlink(tmpl);
+	return fd;
+}
+
+/* POST /files/upload of fd's body (prefix + file + suffix, as written
+ * there), mapped rather than copied. */
+static int upload_fd(struct os_inst *t, const char *boundary, int fd, struct pisb_err *e)
+{
+	_cleanup_free_ char *url = xasprintf("%s/files/upload", t->c.execd);
+	_cleanup_free_ char *ct = xasprintf("Content-Type: multipart/form-data; boundary=%s", boundary);
+	struct curl_slist *h = NULL;
+	struct pisb_http_call call = { 0 };
+	struct pisb_http_resp r;
+	struct stat st;
+	void *map;
+	int ret = -1;
+
+	if (fstat(fd, &st) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "stat the archive");
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "map the archive");
+	for (struct curl_slist *x = t->c.ex_hdrs; x; x = x->next)
+		h = curl_slist_append(h, x->data);
+	h = curl_slist_append(h, ct);
+	h = curl_slist_append(h, "Expect:");
+	call.method = "POST";
+	call.url = url;
+	call.headers = h;
+	call.body = map;
+	call.nbody = (size_t)st.st_size;
+	call.stall_ms = 120000;
+	pisb_http_resp_init(&r);
+	if (pisb_http_run(t->c.h, &call, &r, "the sandbox's execd", e) < 0)
+		goto out;
+	if (r.status != 200) {
+		os_fail(&t->c, &r, "upload the archive", e);
+		e->code = PISB_EXIT_BACKEND;
+		goto out;
+	}
+	ret = 0;
+out:
+	munmap(map, (size_t)st.st_size);
+	curl_slist_free_all(h);
+	pisb_http_resp_release(&r);
+	return ret;
+}
+
+static int push_in(struct os_inst *t, const char *hostdir, const char *target, bool all,
+		   struct pisb_xfer *x, struct pisb_err *e)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_buf_ struct pisb_buf head = PISB_BUF_INIT, tail = PISB_BUF_INIT, meta = PISB_BUF_INIT;
+	_cleanup_buf_ struct pisb_buf script = PISB_BUF_INIT;
+	_cleanup_free_ char *dir = dir_name(target), *arch = NULL;
+	const char *tmp = getenv("TMPDIR");
+	char hex[17], boundary[48], ok[80];
+	struct pisb_jw w;
+	char *where = x->where;
+	const char *ws = t->cfg->os.workspace ? t->cfg->os.workspace : "/workspace";
+	int r;
+
+	pisb_random_hex(hex, 16);
+	snprintf(boundary, sizeof(boundary), "pisb-%s-boundary", hex);
+	arch = xasprintf("%s/.%s.pisb-push-%s.tar", strcmp(dir, "/") ? dir : "", base_name(target), hex);
+	fd = temp_fd(tmp && *tmp ? tmp : "/tmp", e);
+	if (fd < 0)
+		return -1;
+	/* the multipart body is written whole into the temp file: metadata
+	 * part, file part head, the archive, the closing boundary */
+	pisb_jw_init(&w, &meta);
+	pisb_jw_obj(&w);
+	pisb_jw_kstr(&w, "path", arch);
+	pisb_jw_kint(&w, "mode", 600);
+	pisb_jw_obj_end(&w);
+	pisb_buf_addf(&head, "--%s\r\nContent-Disposition: form-data; name=\"metadata\"; filename=\"metadata\"\r\n"
+		      "Content-Type: application/json\r\n\r\n%s\r\n--%s\r\nContent-Disposition: form-data; "
+		      "name=\"file\"; filename=\"archive.tar\"\r\nContent-Type: application/octet-stream\r\n\r\n",
+		      boundary, meta.s, boundary);
+	pisb_buf_addf(&tail, "\r\n--%s--\r\n", boundary);
+	if (pisb_write_all(fd, head.s, head.len) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "write the archive");
+	x->where = NULL;
+	r = pisb_push_archive(hostdir, all, fd, x, e);
+	x->where = where;
+	if (r < 0)
+		return -1;
+	if (pisb_write_all(fd, tail.s, tail.len) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "write the archive");
+	if (upload_fd(t, boundary, fd, e) < 0) {
+		delete_file(t, arch);
+		return pisb_err_prefix(e, "push");
+	}
+	sh_var(&script, "A", arch);
+	sh_var(&script, "T", target);
+	sh_var(&script, "W", x->sha256);
+	sh_var(&script, "H", hex);
+	sh_var(&script, "K", !strcmp(target, ws) ? "1" : "0");
+	pisb_buf_adds(&script, "S=\n");
+	pisb_buf_adds(&script, xfer_prelude);
+	pisb_buf_adds(&script, push_script);
+	if (xfer_run(t, "push", script.s, ok, e) < 0) {
+		delete_file(t, arch);   /* when the script never ran */
+		return -1;
+	}
+	x->kept_config = ok[0] == '1';
+	return 0;
+}
+
+int pisb_os_push(struct pisb_state *st, const char *name, const char *hostdir, const char *to,
+		 bool all, struct pisb_xfer *x, struct pisb_err *e)
+{
+	struct os_inst t;
+	int ret;
+
+	memset(x, 0, sizeof(*x));
+	{
+		/* the host side first: a missing HOSTDIR needs no sandbox */
+		struct stat sb;
+		if (stat(hostdir, &sb) < 0)
+			return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
+					    "open host directory '%s'", hostdir);
+		if (!S_ISDIR(sb.st_mode))
+			return pisb_err_set(e, PISB_EXIT_FAIL, "open host directory '%s': Not a directory", hostdir);
+	}
+	if (open_ready(st, name, &t, e) < 0)
+		return -1;
+	x->where = abspath(&t, to);
+	if (!strcmp(x->where, "/"))
+		ret = pisb_err_set(e, PISB_EXIT_USAGE, "refusing to replace the sandbox's root directory");
+	else
+		ret = push_in(&t, hostdir, x->where, all, x, e);
+	os_inst_release(&t);
+	return ret;
+}
+
+static int pull_in(struct os_inst *t, const char *path, const char *hostdir, struct pisb_xfer *x,
+		   struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf script = PISB_BUF_INIT;
+	_cleanup_free_ char *arch = NULL;
+	_cleanup_close_ int fd = -1;
+	char hex[17], ok[80];
+	long long size = 0;
+	int r;
+
+	pisb_random_hex(hex, 16);
+	arch = xasprintf("/tmp/.pisb-pull-%s.tar", hex);
+	sh_var(&script, "Q", path);
+	sh_var(&script, "A", arch);
+	pisb_buf_adds(&script, "S=\n");
+	pisb_buf_adds(&script, xfer_prelude);
+	pisb_buf_adds(&script, pull_script);
+	if (xfer_run(t, "pull", script.s, ok, e) < 0) {
+		delete_file(t, arch);
+		return -1;
+	}
+	if (strlen(ok) != 64) {
+		delete_file(t, arch);
+		return pisb_err_set(e, PISB_EXIT_BACKEND, "pull: the sandbox's digest '%s' is not a SHA-256", ok);
+	}
+	if (pisb_mkdirs_at(AT_FDCWD, hostdir, 0755, e) < 0) {
+		delete_file(t, arch);
+		return -1;
+	}
+	fd = temp_fd(hostdir, e);
+	if (fd < 0) {
+		delete_file(t, arch);
+		return -1;
+	}
+	r = download(t, arch, 0, NULL, fd, &size, e);
+	delete_file(t, arch);
+	if (r < 0)
+		return pisb_err_prefix(e, "pull");
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "rewind the archive");
+	return pisb_pull_archive(fd, ok, hostdir, x, e);
+}
+
+int pisb_os_pull(struct pisb_state *st, const char *name, const char *path, const char *hostdir,
+		 struct pisb_xfer *x, struct pisb_err *e)
+{
+	struct os_inst t;
+	_cleanup_free_ char *a = NULL;
+	int ret;
+
+	memset(x, 0, sizeof(*x));
+	if (open_ready(st, name, &t, e) < 0)
+		return -1;
+	a = abspath(&t, path);
+	ret = pull_in(&t, a, hostdir, x, e);
 	os_inst_release(&t);
 	return ret;
 }

@@ -386,12 +386,15 @@ DEFAULT_SETTINGS = {
     "paused_hang_ms": 30000,
     "min_timeout": 60,          # create: timeout below this is 422 (server: 60)
     "max_timeout": None,        # create: timeout above this is 400 (server config)
+    "command_path": None,       # PATH of commands (sandbox paths, ':'-separated): what the image has;
+                                # None = the host's PATH
+    "corrupt_uploads": 0,       # the next N uploaded files get one byte flipped (a damaged transfer)
 }
 
 SETTING_TYPES = {
     "latency_ms": int, "pending_ms": int, "pausing_ms": int, "resuming_ms": int,
     "stream_grace_ms": int, "ping_interval_ms": int, "paused_hang_ms": int,
-    "min_timeout": int, "execd_token": bool,
+    "min_timeout": int, "execd_token": bool, "corrupt_uploads": int,
 }
 
 
@@ -429,7 +432,8 @@ class Fake:
     # ---- exec mode -------------------------------------------------------
 
     def _bwrap_argv(self, root, cwd):
-        argv = ["bwrap", "--die-with-parent", "--bind", root, "/"]
+        # absolute: a command's PATH (command_path) need not hold bwrap
+        argv = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--bind", root, "/"]
         for d in HOST_RO_DIRS:
             if os.path.islink(d):
                 if not os.path.lexists(os.path.join(root, d[1:])):
@@ -529,6 +533,10 @@ class Fake:
                 elif k == "max_timeout":
                     if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
                         raise ValueError("max_timeout must be an integer or null")
+                    self.settings[k] = v
+                elif k == "command_path":
+                    if v is not None and (not isinstance(v, str) or not v):
+                        raise ValueError("command_path must be a non-empty string or null")
                     self.settings[k] = v
                 elif k == "paused_execd":
                     if v not in ("error", "hang"):
@@ -1620,6 +1628,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_body(200, b"")
 
     def x_upload(self):
+        fake = self.server.fake
         ctype = self.headers.get("Content-Type", "")
         try:
             parts = parse_multipart(self.body, ctype)
@@ -1645,6 +1654,13 @@ class Handler(BaseHTTPRequestHandler):
             if not path:
                 raise ex_error(400, "INVALID_FILE_METADATA", "metadata path is empty")
             hp = self.hpath(path)
+            with fake.lock:
+                corrupt = fake.settings["corrupt_uploads"] > 0 and len(data) > 0
+                if corrupt:
+                    fake.settings["corrupt_uploads"] -= 1
+            if corrupt:
+                data = bytearray(data)
+                data[len(data) // 2] ^= 0x01
             try:
                 os.makedirs(os.path.dirname(hp), exist_ok=True)
             except OSError as e:
@@ -1856,7 +1872,12 @@ class Handler(BaseHTTPRequestHandler):
         background = bool(req.get("background"))
         cmd = Command(uuid.uuid4().hex, command, background)
 
-        env = {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "LANG": "C.UTF-8",
+        path = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+        if fake.settings["command_path"]:
+            path = fake.settings["command_path"]
+            if fake.exec_mode != "bwrap":
+                path = ":".join(self.hpath(d) for d in path.split(":"))
+        env = {"PATH": path, "LANG": "C.UTF-8",
                "HOME": "/root" if fake.exec_mode == "bwrap" else os.path.join(sbx.root, "root"),
                "OPENSANDBOX_FAKE_ROOT": "/" if fake.exec_mode == "bwrap" else sbx.root,
                "OPENSANDBOX_SANDBOX_ID": sbx.id}
