@@ -87,7 +87,7 @@ $(BIN)/%: $(OUT)/cmd/%.o $(FRONT) $(LIBA)
 
 # ---- set-up: install what is missing (Debian/Ubuntu) ----
 DEB_BUILD := gcc make pkg-config libcurl4-openssl-dev libyaml-dev libarchive-dev libjsmn-dev
-DEB_TEST  := bats jq groff-base man-db python3 curl iproute2 util-linux procps psmisc git xz-utils zstd bzip2 busybox-static bsdextrautils tmux hyperfine
+DEB_TEST  := bats jq groff-base man-db python3 curl iproute2 util-linux procps psmisc git xz-utils zstd bzip2 busybox-static bsdextrautils tmux hyperfine zsh fish
 deps:
 	@missing=""; \
 	for p in $(DEB_BUILD) $(DEB_TEST); do \

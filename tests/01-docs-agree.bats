@@ -133,7 +133,7 @@ check_completions() {
 		grep -Eq "compgen -W \"([^\"]* )?$verb( [^\"]*)?\"" "$comp/pisb.bash" ||
 			{ echo "verb '$verb' is not offered by pisb.bash"; bad=1; }
 		grep -Fq "    '$verb:" "$comp/_pisb" || { echo "verb '$verb' is not offered by _pisb"; bad=1; }
-		grep -Fq "'__fish_use_subcommand' -a $verb " "$comp/pisb.fish" ||
+		grep -Fq "'__pisb_verb' -a $verb " "$comp/pisb.fish" ||
 			{ echo "verb '$verb' is not offered by pisb.fish"; bad=1; }
 		is_dispatcher_verb "$verb" && continue
 		line=$(grep -E "^    $verb\) opts=\"" "$comp/pisb.bash") || { echo "pisb.bash has no case for '$verb'"; bad=1; continue; }
@@ -147,7 +147,7 @@ check_completions() {
 			fi
 			grep -Eq "^    $verb\) _arguments .*'--$o\[" "$comp/_pisb" ||
 				{ echo "option --$o of '$verb' is not in _pisb"; bad=1; }
-			grep -Fq "__fish_seen_subcommand_from $verb' -l $o " "$comp/pisb.fish" ||
+			grep -Fq "__pisb_is $verb' -l $o " "$comp/pisb.fish" ||
 				{ echo "option --$o of '$verb' is not in pisb.fish"; bad=1; }
 		done
 	done
@@ -223,7 +223,7 @@ run_examples() {
 		c pisb create de
 		c pisb grep demo -
 		c pisb ""' _ "$TOP"
-	[ "${lines[0]}" = "complete -o default -F _pisb pisb" ]
+	[ "${lines[0]}" = "complete -F _pisb pisb" ]
 	[ "${lines[1]}" = "exec exec-status exec-kill" ]
 	[ "${lines[2]}" = "--timeout-ms" ]
 	[ "${lines[3]}" = "demo" ]
@@ -244,7 +244,7 @@ run_examples() {
 	[[ $output == *"exec-status:new output and status of a detached command"* ]]
 	[[ $output == *"verify:audit a running sandbox's isolation live"* ]]
 	[[ $output == *"--timeout-ms[wait at most N ms (0-60000), then return a handle"* ]]
-	[[ $output == *"*:name:_pisb_names"* ]]
+	[[ $output == *"1:sandbox:_pisb_names"* ]]
 }
 
 @test "fish completion parses, and completes verbs and a verb's options" {
@@ -432,7 +432,7 @@ run_examples() {
 	cp -r "$TOP/completions" "$BATS_TEST_TMPDIR/comp"
 	sed -i 's/ --dry-run//' "$BATS_TEST_TMPDIR/comp/pisb.bash"
 	sed -i "/'exec-kill:/d" "$BATS_TEST_TMPDIR/comp/_pisb"
-	sed -i "/from grep' -l ignore-case/d" "$BATS_TEST_TMPDIR/comp/pisb.fish"
+	sed -i "/__pisb_is grep' -l ignore-case/d" "$BATS_TEST_TMPDIR/comp/pisb.fish"
 	run check_completions "$BATS_TEST_TMPDIR/comp"
 	[ "$status" -eq 1 ]
 	[[ $output == *"option --dry-run of 'create' is not in pisb.bash"* ]]
