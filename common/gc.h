@@ -13,7 +13,7 @@
  *     sandbox, whose runner no longer holds the handle's lock
  *   - rootfs image caches images/KEY-UID (not host-UID skeletons) older
  *     than an hour that no record names (record.json imageCache) and no
- *     process uses or imports (images/KEY.lock, taken exclusively to
+ *     process uses or imports (images/KEY-UID.lock, taken exclusively to
  *     remove; see image.h); records removed in the same pass (or that a
  *     dry run would remove) name nothing.  A record that uses a rootfs
  *     image but predates imageCache keeps every cache

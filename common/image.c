@@ -8,9 +8,10 @@
  * shifted into the sandbox's id range (root inside = the range's base);
  * unprivileged, every file belongs to the caller, who is root inside.
  *
- * images/KEY.lock: exclusive while KEY is imported (or removed by gc),
- * shared by every process that resolved the cache, for its whole life
- * (the pins below), so a mounted cache is never removed under a sandbox.
+ * images/KEY-UIDBASE.lock: exclusive while that cache is imported (or
+ * removed by gc), shared by every process that resolved it, for its whole
+ * life (the pins below), so a mounted cache is never removed under a
+ * sandbox.
  */
 #include "image.h"
 #include "err.h"
@@ -212,35 +213,36 @@ out:
 }
 
 /* The caches this process resolved, each pinned by a shared lock on
- * images/KEY.lock that stays held until the process exits (see image.h). */
+ * images/KEY-UIDBASE.lock that stays held until the process exits (see
+ * image.h). */
 struct pin {
-	char key[65];
+	char name[96];
 	int fd;
 };
 static struct pin *pins;
 static size_t npins;
 
-static struct pin *pin_find(const char *key)
+static struct pin *pin_find(const char *name)
 {
 	for (size_t i = 0; i < npins; i++)
-		if (!strcmp(pins[i].key, key))
+		if (!strcmp(pins[i].name, name))
 			return &pins[i];
 	return NULL;
 }
 
-static void pin_add(const char *key, int fd)
+static void pin_add(const char *name, int fd)
 {
 	pins = xrealloc(pins, (npins + 1) * sizeof(*pins));
-	snprintf(pins[npins].key, sizeof(pins[npins].key), "%s", key);
+	snprintf(pins[npins].name, sizeof(pins[npins].name), "%s", name);
 	pins[npins].fd = fd;
 	npins++;
 }
 
-/* Drop our own pin on key: flock(2) locks belong to open files, so an
+/* Drop our own pin on a cache: flock(2) locks belong to open files, so an
  * exclusive lock taken through another fd would wait for it forever. */
-static void pin_drop(const char *key)
+static void pin_drop(const char *name)
 {
-	struct pin *p = pin_find(key);
+	struct pin *p = pin_find(name);
 
 	if (!p)
 		return;
@@ -250,16 +252,10 @@ static void pin_drop(const char *key)
 
 char *pisb_image_lock_path(const char *name)
 {
-	const char *dash = strrchr(name, '-');
-	size_t n = strlen(name);
-
-	/* KEY-UIDBASE: the lock is the KEY's, shared by every id base */
-	if (dash && dash[1] && strspn(dash + 1, "0123456789") == strlen(dash + 1))
-		n = (size_t)(dash - name);
-	return xasprintf("images/%.*s.lock", (int)n, name);
+	return xasprintf("images/%s.lock", name);
 }
 
-/* Build images/<dir> from path, under the key's exclusive lock. */
+/* Build images/<dir> from path, under its exclusive lock. */
 static int import_cache(struct pisb_state *st, const char *real, bool isdir,
 			const struct pisb_ids *ids, const char *key, const char *dir,
 			const char *marker, struct pisb_err *e)
@@ -297,7 +293,7 @@ char *pisb_image_get(struct pisb_state *st, const char *path,
 {
 	struct stat sb;
 	char key[65], real[PATH_MAX];
-	_cleanup_free_ char *dir = NULL, *marker = NULL, *rootfs = NULL, *lk = NULL;
+	_cleanup_free_ char *name = NULL, *dir = NULL, *marker = NULL, *rootfs = NULL, *lk = NULL;
 	bool isdir;
 	int lock = -1;
 
@@ -316,13 +312,14 @@ char *pisb_image_get(struct pisb_state *st, const char *path,
 		hash_identity(real, &sb, key);
 	else if (hash_file(real, key, e) < 0)
 		return NULL;
-	dir = xasprintf("images/%s-%u", key, (unsigned)ids->uid_base);
+	name = xasprintf("%s-%u", key, (unsigned)ids->uid_base);
+	dir = xasprintf("images/%s", name);
 	marker = xasprintf("%s/complete", dir);
 	rootfs = xasprintf("%s/%s/rootfs", st->path, dir);
-	lk = xasprintf("images/%s.lock", key);
-	if (pin_find(key) && faccessat(st->fd, marker, F_OK, 0) == 0)
+	lk = pisb_image_lock_path(name);
+	if (pin_find(name) && faccessat(st->fd, marker, F_OK, 0) == 0)
 		goto done;
-	pin_drop(key);
+	pin_drop(name);
 	if (pisb_mkdirs_at(st->fd, "images", 0700, e) < 0)
 		return NULL;
 	for (int tries = 0;; tries++) {
@@ -352,10 +349,10 @@ char *pisb_image_get(struct pisb_state *st, const char *path,
 		 * and take it shared, then check again */
 		close(lock);
 	}
-	pin_add(key, lock);
+	pin_add(name, lock);
 done:
 	if (cache)
-		*cache = xasprintf("%s-%u", key, (unsigned)ids->uid_base);
+		*cache = PISB_STEAL(name);
 	return PISB_STEAL(rootfs);
 }
 

@@ -15,17 +15,17 @@ struct pisb_ids;
  * which caches are still referenced.
  *
  * The cache is pinned for the rest of the calling process's life: a
- * shared flock(2) on images/KEY.lock, which `pisb gc` must take
+ * shared flock(2) on images/KEY-UIDBASE.lock, which `pisb gc` must take
  * exclusively to remove the cache (and an import holds exclusively while
- * it builds one).  A controller that mounted a cache thus keeps it for as
+ * it builds it).  A controller that mounted a cache thus keeps it for as
  * long as the sandbox runs. */
 char *pisb_image_get(struct pisb_state *st, const char *path,
 		     const struct pisb_ids *ids, char **cache, struct pisb_err *e);
 /* pisb_image_get without the cache's name. */
 char *pisb_image_path(struct pisb_state *st, const char *path,
 		      const struct pisb_ids *ids, struct pisb_err *e);
-/* The lock of cache images/NAME ("KEY-UIDBASE"): "images/KEY.lock"
- * (caller frees); what `pisb gc` takes before removing it. */
+/* The lock of cache images/NAME: "images/NAME.lock" (caller frees); what
+ * `pisb gc` takes before removing it. */
 char *pisb_image_lock_path(const char *name);
 
 #endif
