@@ -687,9 +687,10 @@ static int local_only(struct pisb_ctx *c)
 {
 	if (!is_os(c))
 		return cmd_logs(c);
+	/* no controller, no services: nothing there is what logs shows */
 	return pisb_err_set(&c->err, PISB_EXIT_FAIL,
-			    "%s: sandbox '%s' is an opensandbox sandbox; %s serves local sandboxes only",
-			    c->a.verb->name, c->a.pos[0], c->a.verb->name);
+			    "%s: sandbox '%s' is an opensandbox sandbox; %s serves local sandboxes only (pisb's record of its lifecycle steps is instances/%s/remote.log in the state directory)",
+			    c->a.verb->name, c->a.pos[0], c->a.verb->name, c->a.pos[0]);
 }
 
 static const struct pisb_handler handlers[] = {

@@ -349,10 +349,54 @@ no_leftovers() {
 	no_leftovers
 }
 
-@test "push refuses the sandbox's root and a target that is a file" {
+@test "a target that cannot be renamed (a mount point, say) is replaced entry by entry, or left whole" {
+	local src="$BATS_TEST_TMPDIR/src" mv
+	mv=$(command -v mv)
+	mkdir -p "$src/old-dir"
+	echo v1 >"$src/f.txt"
+	echo o >"$src/old-dir/o.txt"
+	run -0 pisb push box "$src" --to /workspace/keep
+	# the sandbox's mv cannot move the target itself, nor (second round) a new entry named zz
+	mkdir -p "$ROOT/busy"
+	cat >"$ROOT/busy/mv" <<-SH
+	#!/bin/sh
+	[ "\$2" = /workspace/keep ] && { echo "mv: cannot move '\$2': Device or resource busy" >&2; exit 1; }
+	case "\$2" in *pisb-push-*/zz) [ -e /busy/fail-zz ] && { echo "mv: cannot move '\$2': Input/output error" >&2; exit 1; };; esac
+	exec $mv "\$@"
+	SH
+	chmod 755 "$ROOT/busy/mv"
+	os_admin POST /_fake/faults '{"command_path":"/busy:/usr/local/bin:/usr/bin:/bin"}' >/dev/null
+	rm -r "$src/old-dir"
+	echo v2 >"$src/f.txt"
+	mkdir -p "$src/zz"
+	echo z >"$src/zz/z.txt"
+	run -0 pisb push box "$src" --to /workspace/keep
+	[ "$(names keep)" = "f.txt zz" ]
+	[ "$(cat "$ROOT/workspace/keep/f.txt")" = v2 ]
+	no_leftovers
+	# a failure half-way through moving the new entries in puts the old ones back
+	: >"$ROOT/busy/fail-zz"
+	echo v3 >"$src/f.txt"
+	echo a >"$src/a.txt"
+	run -1 --separate-stderr pisb push box "$src" --to /workspace/keep
+	[[ $stderr == *"cannot move the new entries into '/workspace/keep'; the old ones are back"* ]]
+	[ "$(names keep)" = "f.txt zz" ]
+	[ "$(cat "$ROOT/workspace/keep/f.txt")" = v2 ]
+	no_leftovers
+}
+
+@test "push refuses the sandbox's root (also spelt with ..) and a target that is a file" {
 	mkdir -p "$BATS_TEST_TMPDIR/src"
 	run -2 --separate-stderr pisb push box "$BATS_TEST_TMPDIR/src" --to /
 	[[ $stderr == *"refusing to replace the sandbox's root directory"* ]]
+	run -2 --separate-stderr pisb push box "$BATS_TEST_TMPDIR/src" --to ..
+	[[ $stderr == *"refusing to replace the sandbox's root directory"* ]]
+	run -2 pisb push box "$BATS_TEST_TMPDIR/src" --to /workspace/a/../..
+	# '..' resolves by name: /workspace/sub/.. is the workspace
+	pisb write box w.txt --content w
+	run -0 pisb push box "$BATS_TEST_TMPDIR/src" --to sub/.. --json
+	jq -e '.to == "/workspace"' <<<"$output"
+	[ "$(names /workspace)" = "" ]
 	pisb write box afile --content x
 	run -1 --separate-stderr pisb push box "$BATS_TEST_TMPDIR/src" --to afile
 	[[ $stderr == *"'/workspace/afile' exists and is not a directory"* ]]
@@ -362,5 +406,5 @@ no_leftovers() {
 
 @test "logs of an opensandbox sandbox: a clear refusal" {
 	run -1 --separate-stderr pisb logs box
-	[[ $stderr == *"opensandbox sandbox; logs serves local sandboxes only"* ]]
+	[[ $stderr == *"opensandbox sandbox; logs serves local sandboxes only (pisb's record of its lifecycle steps is instances/box/remote.log in the state directory)"* ]]
 }
