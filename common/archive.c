@@ -695,6 +695,36 @@ fail:
 	return -1;
 }
 
+char *pisb_push_target(const char *abs)
+{
+	_cleanup_strv_ struct pisb_strv parts = PISB_STRV_INIT;
+	struct pisb_buf b = PISB_BUF_INIT;
+
+	for (const char *p = abs; *p;) {
+		size_t n = strcspn(p, "/");
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			if (parts.n) {
+				free(parts.v[--parts.n]);
+				parts.v[parts.n] = NULL;
+			}
+		} else if (n && !(n == 1 && p[0] == '.')) {
+			char *c = xstrndup(p, n);
+			pisb_strv_push(&parts, c);
+			free(c);
+		}
+		p += n;
+		while (*p == '/')
+			p++;
+	}
+	for (size_t i = 0; i < parts.n; i++) {
+		pisb_buf_addc(&b, '/');
+		pisb_buf_adds(&b, parts.v[i]);
+	}
+	if (!b.len)
+		pisb_buf_addc(&b, '/');
+	return pisb_buf_detach(&b);
+}
+
 int pisb_push(struct pisb_fs *fs, const char *hostdir, const char *to, bool all,
 	      struct pisb_xfer *x, struct pisb_err *e)
 {
@@ -712,7 +742,10 @@ int pisb_push(struct pisb_fs *fs, const char *hostdir, const char *to, bool all,
 	if (hostfd < 0)
 		return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
 				    "open host directory '%s'", hostdir);
-	x->where = pisb_fs_abspath(fs, to ? to : fs->workspace);
+	{
+		_cleanup_free_ char *a = pisb_fs_abspath(fs, to ? to : fs->workspace);
+		x->where = pisb_push_target(a);
+	}
 	if (!strcmp(x->where, "/"))
 		return pisb_err_set(e, PISB_EXIT_USAGE, "refusing to replace the sandbox's root directory");
 	if (pipe2(data, O_CLOEXEC) < 0 || pipe2(hash, O_CLOEXEC) < 0 || pipe2(res, O_CLOEXEC) < 0) {

@@ -48,6 +48,11 @@ void pisb_xfer_release(struct pisb_xfer *x);
  * false, else every file under hostdir. */
 int pisb_push(struct pisb_fs *fs, const char *hostdir, const char *to, bool all,
 	      struct pisb_xfer *x, struct pisb_err *e);
+/* The directory push replaces, for an absolute path: ".." components
+ * resolved by name ("/a/b/.." is "/a", never above "/"), so "--to .."
+ * names the directory it will replace (and "/" is refused as such).
+ * Caller frees. */
+char *pisb_push_target(const char *abs);
 /* path: a directory (its contents land in hostdir) or a file (it lands as
  * hostdir/NAME).  hostdir is created if missing.
  * Test hook: with $PISB_TEST_PULL_ARCHIVE set to a file, that archive is

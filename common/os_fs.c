@@ -1736,39 +1736,6 @@ static int push_in(struct os_inst *t, const char *hostdir, const char *target, b
 	return 0;
 }
 
-/* An absolute path with its ".." components resolved by name ("/a/b/.."
- * is "/a", never above "/"): the target of push must name what it will
- * replace, so that "--to .." cannot stand for the directory above. */
-static char *lexical(const char *abs)
-{
-	_cleanup_strv_ struct pisb_strv parts = PISB_STRV_INIT;
-	struct pisb_buf b = PISB_BUF_INIT;
-
-	for (const char *p = abs; *p;) {
-		size_t n = strcspn(p, "/");
-		if (n == 2 && p[0] == '.' && p[1] == '.') {
-			if (parts.n) {
-				free(parts.v[--parts.n]);
-				parts.v[parts.n] = NULL;
-			}
-		} else if (n && !(n == 1 && p[0] == '.')) {
-			char *c = xstrndup(p, n);
-			pisb_strv_push(&parts, c);
-			free(c);
-		}
-		p += n;
-		while (*p == '/')
-			p++;
-	}
-	for (size_t i = 0; i < parts.n; i++) {
-		pisb_buf_addc(&b, '/');
-		pisb_buf_adds(&b, parts.v[i]);
-	}
-	if (!b.len)
-		pisb_buf_addc(&b, '/');
-	return pisb_buf_detach(&b);
-}
-
 int pisb_os_push(struct pisb_state *st, const char *name, const char *hostdir, const char *to,
 		 bool all, struct pisb_xfer *x, struct pisb_err *e)
 {
@@ -1789,7 +1756,7 @@ int pisb_os_push(struct pisb_state *st, const char *name, const char *hostdir, c
 		return -1;
 	{
 		_cleanup_free_ char *a = abspath(&t, to);
-		x->where = lexical(a);
+		x->where = pisb_push_target(a);
 	}
 	if (!strcmp(x->where, "/"))
 		ret = pisb_err_set(e, PISB_EXIT_USAGE, "refusing to replace the sandbox's root directory");
