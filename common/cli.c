@@ -594,10 +594,12 @@ static void zsh_opts(struct pisb_buf *b, const struct pisb_opt *o, bool global)
 		if (o->flags & PISB_OPT_HIDDEN)
 			continue;
 		for (int s = 0; s < (o->shrt ? 2 : 1); s++) {
+			/* a value in the next word or joined: --file=F, -fF */
 			if (s)
-				pisb_buf_addf(b, " '-%c[", o->shrt);
+				pisb_buf_addf(b, " '-%c%s[", o->shrt, o->arg == PISB_ARG_REQ ? "+" : "");
 			else
-				pisb_buf_addf(b, " '--%s%s[", o->name, o->arg == PISB_ARG_OPT ? "=-" : "");
+				pisb_buf_addf(b, " '--%s%s[", o->name,
+					      o->arg == PISB_ARG_OPT ? "=-" : o->arg == PISB_ARG_REQ ? "=" : "");
 			zsh_help(b, o->help);
 			pisb_buf_adds(b, "]");
 			if (o->arg != PISB_ARG_NONE) {
@@ -683,6 +685,15 @@ static void comp_zsh(struct pisb_buf *b)
 	pisb_buf_adds(b, ") ]]; then\n      _arguments -s");
 	zsh_opts(b, pisb_global_opts, true);
 	pisb_buf_adds(b, "\n    else\n      _describe verb verbs\n    fi\n    return\n  fi\n"
+			 "  # the state dir given on the line, for the sandbox names\n"
+			 "  local -a sd\n"
+			 "  local j\n"
+			 "  for (( j = 2; j < CURRENT; j++ )); do\n"
+			 "    case $words[j] in\n"
+			 "      (--state-dir) sd=(--state-dir ${(Q)words[j+1]}) ;;\n"
+			 "      (--state-dir=*) sd=(--state-dir ${(Q)words[j]#*=}) ;;\n"
+			 "    esac\n"
+			 "  done\n"
 			 "  local verb=$words[i]\n"
 			 "  shift $(( i - 1 )) words\n"
 			 "  (( CURRENT -= i - 1 ))\n"
@@ -699,7 +710,7 @@ static void comp_zsh(struct pisb_buf *b)
 	pisb_buf_adds(b, "    help) _describe verb verbs ;;\n"
 			 "    completion) _arguments '1:shell:(bash zsh fish)' ;;\n"
 			 "  esac\n}\n"
-			 "_pisb_names() { local -a n; n=(${(f)\"$(pisb list -q 2>/dev/null)\"}); _describe sandbox n; }\n"
+			 "_pisb_names() { local -a n; n=(${(f)\"$(pisb list -q $sd 2>/dev/null)\"}); _describe sandbox n; }\n"
 			 "_pisb \"$@\"\n");
 }
 
@@ -831,7 +842,17 @@ static void comp_fish(struct pisb_buf *b)
 			 "    test \"$s[1]\" = $verb -a \"$s[2]\" = $n\n"
 			 "end\n"
 			 "function __pisb_names\n"
-			 "    pisb list -q 2>/dev/null\n"
+			 "    set -l toks (commandline -opc)\n"
+			 "    set -l sd\n"
+			 "    for i in (seq (count $toks))\n"
+			 "        switch $toks[$i]\n"
+			 "            case --state-dir\n"
+			 "                test $i -lt (count $toks); and set sd --state-dir $toks[(math $i + 1)]\n"
+			 "            case '--state-dir=*'\n"
+			 "                set sd --state-dir (string replace -- --state-dir= '' $toks[$i])\n"
+			 "        end\n"
+			 "    end\n"
+			 "    pisb list -q $sd 2>/dev/null\n"
 			 "end\n"
 			 "complete -c pisb -f\n");
 	for (const struct pisb_verb *v = pisb_verbs; v->name; v++)

@@ -57,7 +57,17 @@ function __pisb_pos -a verb n
     test "$s[1]" = $verb -a "$s[2]" = $n
 end
 function __pisb_names
-    pisb list -q 2>/dev/null
+    set -l toks (commandline -opc)
+    set -l sd
+    for i in (seq (count $toks))
+        switch $toks[$i]
+            case --state-dir
+                test $i -lt (count $toks); and set sd --state-dir $toks[(math $i + 1)]
+            case '--state-dir=*'
+                set sd --state-dir (string replace -- --state-dir= '' $toks[$i])
+        end
+    end
+    pisb list -q $sd 2>/dev/null
 end
 complete -c pisb -f
 complete -c pisb -n '__pisb_verb' -a create -d 'create a sandbox: new disk, boot, setup, services'

@@ -145,7 +145,7 @@ check_completions() {
 				echo "option -$s of '$verb' is not in pisb.bash"
 				bad=1
 			fi
-			grep -Eq "^    $verb\) _arguments .*'--$o\[" "$comp/_pisb" ||
+			grep -Eq "^    $verb\) _arguments .*'--$o=?\[" "$comp/_pisb" ||
 				{ echo "option --$o of '$verb' is not in _pisb"; bad=1; }
 			grep -Fq "__pisb_is $verb' -l $o " "$comp/pisb.fish" ||
 				{ echo "option --$o of '$verb' is not in pisb.fish"; bad=1; }
@@ -243,7 +243,7 @@ run_examples() {
 		words=(pisb exec ""); CURRENT=3; source "$1/completions/_pisb"' _ "$TOP"
 	[[ $output == *"exec-status:new output and status of a detached command"* ]]
 	[[ $output == *"verify:audit a running sandbox's isolation live"* ]]
-	[[ $output == *"--timeout-ms[wait at most N ms (0-60000), then return a handle"* ]]
+	[[ $output == *"--timeout-ms=[wait at most N ms (0-60000), then return a handle"* ]]
 	[[ $output == *"1:sandbox:_pisb_names"* ]]
 }
 

@@ -177,7 +177,9 @@ fish_comp() {
 		"pisb svc demo st" \
 		"pisb svc demo stop --ev" \
 		"pisb exec demo -- " \
-		"pisb completion "
+		"pisb completion " \
+		"pisb --state-dir $OTHER exec " \
+		"pisb exec --state-dir=$OTHER "
 	[ "${lines[0]}" = "--timeout-ms" ]
 	[ "${lines[1]}" = "--timeout-ms" ]
 	[ "${lines[2]}" = "exec exec-kill exec-status" ]
@@ -197,7 +199,10 @@ fish_comp() {
 	[ "${lines[15]}" = - ]
 	[ "${lines[16]}" = - ]
 	[ "${lines[17]}" = "bash fish zsh" ]
-	[ "${#lines[@]}" = 18 ]
+	# the names come from the state dir given on the line
+	[ "${lines[18]}" = elsewhere ]
+	[ "${lines[19]}" = elsewhere ]
+	[ "${#lines[@]}" = 20 ]
 }
 
 # ---- zsh: what _pisb hands to the completion system ---------------------------------
@@ -220,7 +225,7 @@ zsh_comp() {
 	# verb's words only
 	run -0 --separate-stderr zsh_comp pisb --json --state-dir /tmp exec --ti
 	[ "${lines[0]}" = "words=(exec --ti) CURRENT=2" ]
-	grep -q '^--timeout-ms\[.*\]:N: $' <<<"$output"
+	grep -q '^--timeout-ms=\[.*\]:N: $' <<<"$output"
 	grep -qx '1:sandbox:_pisb_names' <<<"$output"
 	run -0 --separate-stderr zsh_comp pisb --state-dir /tmp ""
 	[ "$output" = "describe verb" ]
@@ -228,18 +233,18 @@ zsh_comp() {
 	[ "$output" = "describe verb" ]
 	# a global option's value: a host directory
 	run -0 --separate-stderr zsh_comp pisb --state-dir ""
-	grep -q '^--state-dir\[.*\]:DIR:_files -/$' <<<"$output"
+	grep -q '^--state-dir=\[.*\]:DIR:_files -/$' <<<"$output"
 	# FILE values are files, numbers and sandbox paths complete nothing
 	run -0 --separate-stderr zsh_comp pisb create x -f ""
-	grep -q '^--file\[.*\]:FILE:_files$' <<<"$output"
-	grep -q '^-f\[.*\]:FILE:_files$' <<<"$output"
-	grep -q '^--owner-pid\[.*\]:PID: $' <<<"$output"
+	grep -q '^--file=\[.*\]:FILE:_files$' <<<"$output"
+	grep -q '^-f+\[.*\]:FILE:_files$' <<<"$output"
+	grep -q '^--owner-pid=\[.*\]:PID: $' <<<"$output"
 	run -0 --separate-stderr zsh_comp pisb edit demo /a --old-file ""
-	grep -q '^--old-file\[.*\]:FILE:_files$' <<<"$output"
+	grep -q '^--old-file=\[.*\]:FILE:_files$' <<<"$output"
 	run -0 --separate-stderr zsh_comp pisb exec demo --cwd ""
-	grep -q '^--cwd\[.*\]:DIR: $' <<<"$output"
+	grep -q '^--cwd=\[.*\]:DIR: $' <<<"$output"
 	run -0 --separate-stderr zsh_comp pisb destroy demo --confirm ""
-	grep -q '^--confirm\[.*\]:NAME:_pisb_names$' <<<"$output"
+	grep -q '^--confirm=\[.*\]:NAME:_pisb_names$' <<<"$output"
 	# positionals: names for NAME only, directories for HOSTDIR, choices
 	run -0 --separate-stderr zsh_comp pisb pull demo /src ""
 	grep -qx '1:sandbox:_pisb_names' <<<"$output"
@@ -253,4 +258,93 @@ zsh_comp() {
 	grep -qx '3::SERVICE|PORT: ' <<<"$output"
 	run -0 --separate-stderr zsh_comp pisb shell demo ""
 	grep -qx '2::USER: ' <<<"$output"
+}
+
+# zsh for real: an interactive zsh in a pseudo-terminal (zpty) with
+# compinit and completions/_pisb on fpath is sent LINE and a TAB; compadd
+# is wrapped to print the matches it adds, between markers printed by the
+# completion system's pre and post hooks.  Prints the matches, sorted.
+zsh_real() {
+	cat >"$BATS_TEST_TMPDIR/capture.zsh" <<-'EOF'
+	zmodload zsh/zpty || exit 2
+	top=$1 line=$2 init=$3
+	cat >$init <<END
+	PROMPT= RPROMPT=
+	fpath=(${(q)top}/completions \$fpath)
+	autoload -Uz compinit; compinit -u -D
+	bindkey '^I' complete-word
+	zstyle ':completion:*' insert-tab false
+	compprefuncs=(_cap_begin) comppostfuncs=(_cap_end)
+	_cap_begin() { print -r -- '<cap-begin>'; }
+	_cap_end() { print -r -- '<cap-end>'; exit; }
+	compadd() {
+		local a
+		for a in "\$@"; do
+			case \$a in (-O|-A|-D) builtin compadd "\$@"; return;; (-) break;; esac
+		done
+		local -a got
+		builtin compadd -O got "\$@"
+		(( \$#got )) && print -rl -- "<m>"\${^got}
+		builtin compadd "\$@"
+	}
+	print -r -- '<cap-ready>'
+	END
+	zpty cap zsh -f -i
+	zpty -w cap "source ${(q)init}"
+	zpty -r cap out '*<cap-ready>*' >/dev/null || exit 3
+	zpty -w -n cap "$line"$'\t'
+	on=0
+	while zpty -r cap out; do
+		case $out in
+		(*'<cap-begin>'*) on=1 ;;
+		(*'<cap-end>'*) break ;;
+		(*'<m>'*) (( on )) && print -r -- ${${out#*<m>}%$'\r'*} ;;
+		esac
+	done
+	zpty -d cap
+	EOF
+	local l
+	for l in "$@"; do
+		timeout 30 zsh -f "$BATS_TEST_TMPDIR/capture.zsh" "$TOP" "$l" "$BATS_TEST_TMPDIR/init.zsh" |
+			sort -u | paste -sd' ' | sed 's/^$/-/'
+	done
+}
+
+@test "zsh, completing for real: the verb after global options, values and positionals by placeholder" {
+	require_cmd zsh
+	zsh -fc 'zmodload zsh/zpty' || skip "machine lacks: the zsh/zpty module"
+	run -0 zsh_real \
+		"pisb --json exec --ti" \
+		"pisb --state-dir $W ex" \
+		"pisb --state-dir " \
+		"pisb create x -f co" \
+		"pisb create x --file=co" \
+		"pisb exec demo --timeout-ms " \
+		"pisb exec demo --cwd " \
+		"pisb destroy demo --confirm d" \
+		"pisb exec d" \
+		"pisb read demo " \
+		"pisb push demo " \
+		"pisb pull demo /src " \
+		"pisb svc demo st" \
+		"pisb exec demo -- " \
+		"pisb exec --state-dir $OTHER " \
+		"pisb --state-dir=$OTHER exec "
+	[ "${lines[0]}" = "--timeout-ms" ]
+	[ "${lines[1]}" = "exec exec-kill exec-status" ]
+	[ "${lines[2]}" = "cache\\ dir conf.d" ]
+	[ "${lines[3]}" = "conf.d config.yaml" ]
+	[ "${lines[4]}" = "conf.d config.yaml" ]
+	[ "${lines[5]}" = - ]
+	[ "${lines[6]}" = - ]
+	[ "${lines[7]}" = "demo dev" ]
+	[ "${lines[8]}" = "demo dev" ]
+	[ "${lines[9]}" = - ]
+	[ "${lines[10]}" = "cache\\ dir conf.d" ]
+	[ "${lines[11]}" = "cache\\ dir conf.d" ]
+	[ "${lines[12]}" = "start status stop" ]
+	[ "${lines[13]}" = - ]
+	[ "${lines[14]}" = elsewhere ]
+	[ "${lines[15]}" = elsewhere ]
+	[ "${#lines[@]}" = 16 ]
 }
