@@ -94,7 +94,10 @@ _pisb() {
             [ -n "$dd" ] && { COMPREPLY=(); return; }
           fi
           continue ;;
-      --*=* | =) continue ;;
+      --*=*) continue ;;
+      # the rest of a word bash split at an = (K=V): part of it
+      =) ((i + 1 >= COMP_CWORD)) && { COMPREPLY=(); return; }
+         i=$((i + 1)); continue ;;
       -*) k=" $vals "; k=${k#* "$w":}
           [ "$k" = " $vals " ] && continue   # takes no value
           k=${k%% *}

@@ -104,6 +104,10 @@ offers() {
 	offers "" pisb create x --template ""
 	# after a value, options again
 	offers "--driver --dry-run" pisb create x -f config.yaml --dr
+	# a value bash split at its = (K=V) is one value
+	offers "demo dev" pisb exec -e K = V d
+	offers "" pisb exec demo -e K = ""
+	offers "" pisb exec demo -e K = V ""
 }
 
 @test "bash: positionals: sandbox names only for NAME, host directories for HOSTDIR, choices, else nothing" {
