@@ -118,7 +118,8 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void read_names(int dirfd, const char *path, struct pisb_strv *out)
+static void read_names_with(int dirfd, const char *path, const char *prefix,
+			    struct pisb_strv *out)
 {
 	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -130,11 +131,16 @@ static void read_names(int dirfd, const char *path, struct pisb_strv *out)
 		return;
 	}
 	while ((de = readdir(d)))
-		if (de->d_name[0] != '.')
+		if (prefix ? pisb_str_starts(de->d_name, prefix) : de->d_name[0] != '.')
 			pisb_strv_push(out, de->d_name);
 	closedir(d);
 	if (out->n)
 		qsort(out->v, out->n, sizeof(char *), cmp_str);
+}
+
+static void read_names(int dirfd, const char *path, struct pisb_strv *out)
+{
+	read_names_with(dirfd, path, NULL, out);
 }
 
 /* Does this record's config use a rootfs image (not `image: host`)? */
@@ -506,6 +512,49 @@ static const char *cache_user(const struct gc *g, const char *name)
 	return NULL;
 }
 
+/* images/.import-KEY-PID (image.c's names, PID in hex): an import
+ * whose process died before it published the cache. */
+static void sweep_imports(struct gc *g, int idir)
+{
+	_cleanup_strv_ struct pisb_strv ns = PISB_STRV_INIT;
+
+	read_names_with(idir, ".", ".import-", &ns);
+	for (size_t i = 0; i < ns.n; i++) {
+		_cleanup_free_ char *what = xasprintf("images/%s", ns.v[i]);
+		const char *dash = strrchr(ns.v[i], '-');
+		struct pisb_err e = PISB_ERR_INIT;
+		unsigned long pid = 0;
+		struct stat sb;
+		char *end;
+
+		if (dash && dash[1]) {
+			errno = 0;
+			pid = strtoul(dash + 1, &end, 16);
+			if (errno || *end || pid > 1UL << 31)
+				pid = 0;
+		}
+		if (fstatat(idir, ns.v[i], &sb, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (!pid) {
+			add(&g->r->kept, "image", what, "not an import pisb started (no pid in its name)");
+			continue;
+		}
+		if (kill((pid_t)pid, 0) == 0 || errno == EPERM) {
+			add(&g->r->kept, "image", what, "an import is under way (pid %lu)", pid);
+			continue;
+		}
+		if (g->now - sb.st_mtime < IMAGE_AGE_S) {
+			add(&g->r->kept, "image", what, "younger than 1 hour");
+			continue;
+		}
+		if (!g->o->dry_run && pisb_rm_rf_at(idir, ns.v[i], &e) < 0)
+			add(&g->r->failed, "image", what, "%s", e.msg);
+		else
+			add(&g->r->cleaned, "image", what,
+			    "left over from an interrupted import (pid %lu is gone)", pid);
+	}
+}
+
 /* images/KEY-UID caches that no sandbox, template or staged create
  * references, that no process uses and that no import is building. */
 static void sweep_images(struct gc *g)
@@ -567,6 +616,7 @@ static void sweep_images(struct gc *g)
 		}
 		add(&g->r->failed, "image", what, "%s", e.msg);
 	}
+	sweep_imports(g, idir);
 }
 
 /* ---------- sbx leftovers ---------- */

@@ -17,6 +17,8 @@
  *     remove; see image.h); records removed in the same pass (or that a
  *     dry run would remove) name nothing.  A record that uses a rootfs
  *     image but predates imageCache keeps every cache
+ *   - images/.import-KEY-PID directories older than an hour whose
+ *     importing process is gone
  *   - staging/ entries older than an hour that no create/prepare holds
  *   - trash/ entries whose destroying process is gone
  *   - `pi-sbx-*` sandboxes of the sbx CLI (only if `sbx` is on PATH) that

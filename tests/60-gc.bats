@@ -185,7 +185,7 @@ K1=1111111111111111111111111111111111111111111111111111111111111111
 K2=2222222222222222222222222222222222222222222222222222222222222222
 K3=3333333333333333333333333333333333333333333333333333333333333333
 
-@test "image caches: unreferenced ones go, referenced, fresh, in-use and importing ones and host skeletons stay" {
+@test "image caches: unreferenced ones and dead imports go; referenced, fresh, in-use and importing ones and host skeletons stay" {
 	mkdir -p "$S/images/host-1000000000/usr" "$S/images/fresh/rootfs"
 	old_cache "$K1-1000"; old_cache "$K2-1000"; old_cache "$K3-1000"
 	old_cache 0123abcd
@@ -231,6 +231,16 @@ K3=3333333333333333333333333333333333333333333333333333333333333333
 	run -0 --separate-stderr pisb gc --json
 	item cleaned "images/$K2-1000"
 	item kept "images/$K1-1000"
+	# an import whose process died before it published; one under way
+	dead=$(printf '%x' "$(dead_pid)")
+	mkdir -p "$S/images/.import-$K1-$dead/rootfs" "$S/images/.import-$K2-$(printf '%x' $$)/rootfs" \
+		"$S/images/.import-$K3-$dead/rootfs"
+	touch -d '3 hours ago' "$S/images/.import-$K1-$dead" "$S/images/.import-$K2-$(printf '%x' $$)"
+	run -0 --separate-stderr pisb gc --json
+	item cleaned "images/.import-$K1-$dead" | jq -e '.reason | test("interrupted import")'
+	item kept "images/.import-$K2-$(printf '%x' $$)" | jq -e '.reason | test("under way")'
+	item kept "images/.import-$K3-$dead" | jq -e '.reason | test("younger than 1 hour")'
+	[ ! -e "$S/images/.import-$K1-$dead" ] && [ -d "$S/images/.import-$K3-$dead" ]
 }
 
 @test "image caches: a record from before imageCache that uses a rootfs image keeps every cache" {
