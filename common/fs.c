@@ -192,17 +192,116 @@ static int open_file(const struct pisb_fs *fs, const char *abs, struct stat *st,
 
 /* ---- read ---- */
 
-/* How many bytes of p[0..n) to keep so that a cut at the end does not
- * split a UTF-8 sequence (only backs off over continuation bytes). */
-static size_t utf8_cut(const char *p, size_t n, size_t avail)
+/* How many bytes of p[0..n) fit in room without splitting a UTF-8
+ * sequence at the cut (backs off over continuation bytes). */
+static size_t utf8_cut(const char *p, size_t n, size_t room)
 {
-	size_t k = n;
+	size_t k;
 
-	if (n >= avail)
-		return avail;
-	for (int i = 0; i < 3 && k > 0 && ((unsigned char)p[k] & 0xC0) == 0x80; i++)
+	if (n <= room)
+		return n;
+	k = room;
+	while (k > 0 && ((unsigned char)p[k] & 0xC0) == 0x80)
 		k--;
-	return ((unsigned char)p[k] & 0xC0) == 0x80 ? n : k;
+	return k;
+}
+
+/* The cut fell inside a sequence that began in an earlier piece: drop
+ * its first bytes from the end of b too. */
+static void utf8_trim(struct pisb_buf *b)
+{
+	size_t m = b->len;
+
+	for (int i = 0; i < 3 && m > 0 && ((unsigned char)b->s[m - 1] & 0xC0) == 0x80; i++)
+		m--;
+	if (m > 0 && ((unsigned char)b->s[m - 1] & 0xC0) == 0xC0)
+		m--;
+	b->len = m;
+	b->s[m] = '\0';
+}
+
+void pisb_fs_window_init(struct pisb_fs_window *w, struct pisb_fs_text *t, long long offset,
+			 long long limit, size_t cap)
+{
+	memset(w, 0, sizeof(*w));
+	w->t = t;
+	w->collecting = offset <= 1;
+	w->offset = offset < 1 ? 1 : offset;
+	w->limit = limit;
+	w->cap = cap;
+	w->line = 1;
+	w->ended_nl = true;
+	t->offset = w->offset;
+	pisb_buf_grow(&t->content, 1);
+}
+
+bool pisb_fs_window_feed(struct pisb_fs_window *w, const char *p, size_t n)
+{
+	struct pisb_fs_text *t = w->t;
+	const char *end = p + n;
+
+	if (w->done || !n)
+		return w->done;
+	w->ended_nl = end[-1] == '\n';
+	if (!w->collecting) {
+		while (w->line < w->offset) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			if (!nl)
+				return false;
+			w->line++;
+			p = nl + 1;
+		}
+		w->collecting = true;
+	}
+	while (p < end) {
+		const char *nl, *seg;
+		size_t len, room;
+
+		if (w->limit && w->taken >= w->limit) {
+			t->next_offset = w->line;
+			return w->done = true;
+		}
+		nl = memchr(p, '\n', (size_t)(end - p));
+		seg = nl ? nl + 1 : end;
+		len = (size_t)(seg - p);
+		room = w->cap - t->content.len;
+		if (len > room) {
+			/* whole lines only, unless not even one fits */
+			if (w->taken) {
+				t->content.len = w->line_start;   /* drop a line begun in an earlier piece */
+				t->content.s[w->line_start] = '\0';
+			} else {
+				size_t k = utf8_cut(p, len, room);
+				pisb_buf_add(&t->content, p, k);
+				if (k == 0 && ((unsigned char)p[0] & 0xC0) == 0x80)
+					utf8_trim(&t->content);
+			}
+			t->truncated = true;
+			t->next_offset = w->line;
+			return w->done = true;
+		}
+		pisb_buf_add(&t->content, p, len);
+		if (nl) {
+			w->line++;
+			w->taken++;
+			w->line_start = t->content.len;
+		}
+		p = seg;
+	}
+	return false;
+}
+
+int pisb_fs_window_end(struct pisb_fs_window *w, const char *abs, struct pisb_err *e)
+{
+	struct pisb_fs_text *t = w->t;
+
+	if (!w->collecting) {
+		long long total = w->line - (w->ended_nl ? 1 : 0);
+		return pisb_err_set(e, PISB_EXIT_FAIL, "offset %lld is beyond the end of '%s' (%lld line%s)",
+				    w->offset, abs, total, total == 1 ? "" : "s");
+	}
+	t->lines = w->taken + (t->content.len && t->content.s[t->content.len - 1] != '\n' ? 1 : 0);
+	return 0;
 }
 
 void pisb_fs_text_release(struct pisb_fs_text *t)
@@ -216,91 +315,29 @@ int pisb_fs_read_text(const struct pisb_fs *fs, const char *abs, long long offse
 {
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *chunk = NULL;
+	struct pisb_fs_window w;
 	struct stat st;
-	long long line = 1, taken = 0;
-	size_t line_start = 0;
-	bool collecting = offset <= 1, done = false, ended_nl = true;
 	const size_t csz = 64 * 1024;
 
 	memset(t, 0, sizeof(*t));
-	if (offset < 1)
-		offset = 1;
 	fd = open_file(fs, abs, &st, e);
 	if (fd < 0)
 		return -1;
 	t->bytes = st.st_size;
-	t->offset = offset;
+	pisb_fs_window_init(&w, t, offset, limit, cap);
 	chunk = xmalloc(csz);
-	pisb_buf_grow(&t->content, 1);
-	while (!done) {
+	for (;;) {
 		ssize_t r = read(fd, chunk, csz);
-		const char *p = chunk, *end;
 
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "read '%s'", abs);
 		}
-		if (r == 0)
+		if (r == 0 || pisb_fs_window_feed(&w, chunk, (size_t)r))
 			break;
-		end = chunk + r;
-		ended_nl = end[-1] == '\n';
-		if (!collecting) {
-			while (line < offset) {
-				const char *nl = memchr(p, '\n', (size_t)(end - p));
-				if (!nl) {
-					p = end;
-					break;
-				}
-				line++;
-				p = nl + 1;
-			}
-			if (line < offset)
-				continue;
-			collecting = true;
-		}
-		while (p < end) {
-			const char *nl, *seg;
-			size_t len, room;
-
-			if (limit && taken >= limit) {
-				t->next_offset = line;
-				done = true;
-				break;
-			}
-			nl = memchr(p, '\n', (size_t)(end - p));
-			seg = nl ? nl + 1 : end;
-			len = (size_t)(seg - p);
-			room = cap - t->content.len;
-			if (len > room) {
-				/* whole lines only, unless not even one fits */
-				if (taken) {
-					t->content.len = line_start;   /* drop a line begun in an earlier chunk */
-					t->content.s[line_start] = '\0';
-				} else {
-					pisb_buf_add(&t->content, p, utf8_cut(p, len, room));
-				}
-				t->truncated = true;
-				t->next_offset = line;
-				done = true;
-				break;
-			}
-			pisb_buf_add(&t->content, p, len);
-			if (nl) {
-				line++;
-				taken++;
-				line_start = t->content.len;
-			}
-			p = seg;
-		}
 	}
-	if (!collecting) {
-		long long total = line - (ended_nl ? 1 : 0);
-		return pisb_err_set(e, PISB_EXIT_FAIL, "offset %lld is beyond the end of '%s' (%lld line%s)",
-				    offset, abs, total, total == 1 ? "" : "s");
-	}
-	t->lines = taken + (t->content.len && t->content.s[t->content.len - 1] != '\n' ? 1 : 0);
-	return 0;
+	return pisb_fs_window_end(&w, abs, e);
 }
 
 int pisb_fs_read_raw(const struct pisb_fs *fs, const char *abs, int outfd,

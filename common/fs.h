@@ -66,6 +66,24 @@ int pisb_fs_read_text(const struct pisb_fs *fs, const char *abs, long long offse
 		      long long limit, size_t cap, struct pisb_fs_text *t,
 		      struct pisb_err *e);
 void pisb_fs_text_release(struct pisb_fs_text *t);
+/* read's line window over a file's bytes fed in pieces, the one rule both
+ * drivers use (the local one feeds the file, opensandbox a download):
+ * whole lines from offset on, at most limit lines, at most cap bytes, a
+ * lone first line cut to the cap (never inside a UTF-8 sequence). */
+struct pisb_fs_window {
+	struct pisb_fs_text *t;   /* borrowed: filled as bytes come */
+	long long offset, limit, line, taken;
+	size_t cap, line_start;
+	bool collecting, done, ended_nl;
+};
+/* t zeroed by the caller (t->bytes is the caller's to set). */
+void pisb_fs_window_init(struct pisb_fs_window *w, struct pisb_fs_text *t,
+			 long long offset, long long limit, size_t cap);
+/* The next n bytes; true once the window needs no more. */
+bool pisb_fs_window_feed(struct pisb_fs_window *w, const char *p, size_t n);
+/* After the last piece: t->lines set; an offset past the end is an error
+ * (code 1) naming abs. */
+int pisb_fs_window_end(struct pisb_fs_window *w, const char *abs, struct pisb_err *e);
 /* read --raw: copy the whole file to outfd. */
 int pisb_fs_read_raw(const struct pisb_fs *fs, const char *abs, int outfd,
 		     long long *bytes, struct pisb_err *e);

@@ -334,83 +334,6 @@ out:
 	return ret;
 }
 
-/* Cut n bytes of s to at most room, not inside a UTF-8 sequence. */
-static size_t utf8_cut(const char *s, size_t n, size_t room)
-{
-	size_t k;
-
-	if (n <= room)
-		return n;
-	k = room;
-	while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80)
-		k--;
-	return k;
-}
-
-/* pisb_fs_read_text's line selection (whole lines up to the cap), over
- * the bytes we have. */
-static int select_text(const char *abs, const char *buf, size_t len, long long offset,
-		       long long limit, size_t cap, struct pisb_fs_text *t, struct pisb_err *e)
-{
-	const char *p = buf, *end = buf + len;
-	long long line = 1, taken = 0;
-	size_t line_start = 0;
-	bool ended_nl = len ? end[-1] == '\n' : true;
-
-	if (offset < 1)
-		offset = 1;
-	t->offset = offset;
-	pisb_buf_grow(&t->content, 1);
-	while (line < offset && p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		if (!nl) {
-			p = end;
-			break;
-		}
-		line++;
-		p = nl + 1;
-	}
-	if (line < offset) {
-		long long total = line - (ended_nl ? 1 : 0);
-		return pisb_err_set(e, PISB_EXIT_FAIL, "offset %lld is beyond the end of '%s' (%lld line%s)",
-				    offset, abs, total, total == 1 ? "" : "s");
-	}
-	while (p < end) {
-		const char *nl, *seg;
-		size_t n, room;
-
-		if (limit && taken >= limit) {
-			t->next_offset = line;
-			break;
-		}
-		nl = memchr(p, '\n', (size_t)(end - p));
-		seg = nl ? nl + 1 : end;
-		n = (size_t)(seg - p);
-		room = cap - t->content.len;
-		if (n > room) {
-			/* whole lines only, unless not even one fits */
-			if (taken) {
-				t->content.len = line_start;
-				t->content.s[line_start] = '\0';
-			} else {
-				pisb_buf_add(&t->content, p, utf8_cut(p, n, room));
-			}
-			t->truncated = true;
-			t->next_offset = line;
-			break;
-		}
-		pisb_buf_add(&t->content, p, n);
-		if (nl) {
-			line++;
-			taken++;
-			line_start = t->content.len;
-		}
-		p = seg;
-	}
-	t->lines = taken + (t->content.len && t->content.s[t->content.len - 1] != '\n' ? 1 : 0);
-	return 0;
-}
-
 static void set_abs(char **abs, char *v)
 {
 	if (abs)
@@ -425,6 +348,7 @@ int pisb_os_read_text(struct pisb_state *st, const char *name, const char *path,
 {
 	struct os_inst in;
 	_cleanup_buf_ struct pisb_buf all = PISB_BUF_INIT;
+	struct pisb_fs_window w;
 	char *a;
 	int ret = -1;
 
@@ -436,8 +360,11 @@ int pisb_os_read_text(struct pisb_state *st, const char *name, const char *path,
 	a = abspath(&in, path);
 	set_abs(abs, a);
 	/* from the first line on, cap+1 bytes tell all there is to tell */
-	if (download(&in, a, offset <= 1 ? (long long)cap + 1 : 0, &all, -1, &t->bytes, e) < 0 ||
-	    select_text(a, all.s ? all.s : "", all.len, offset, limit, cap, t, e) < 0) {
+	if (download(&in, a, offset <= 1 ? (long long)cap + 1 : 0, &all, -1, &t->bytes, e) < 0)
+		goto out;
+	pisb_fs_window_init(&w, t, offset, limit, cap);
+	pisb_fs_window_feed(&w, all.s ? all.s : "", all.len);
+	if (pisb_fs_window_end(&w, a, e) < 0) {
 		pisb_fs_text_release(t);
 		goto out;
 	}

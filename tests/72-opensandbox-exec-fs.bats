@@ -139,6 +139,15 @@ teardown() {
 	jq -e '.truncated == true and (.content | length) == 65500 and .lines == 655 and .nextOffset == 656' <<<"$output"
 }
 
+@test "read cuts a lone long line at 64 KiB, never inside a UTF-8 sequence (the local driver's window)" {
+	# 65535 bytes of 'a', then a 2-byte character across the 64 KiB mark
+	run -0 pisb exec box -- sh -c 'head -c 65535 /dev/zero | tr "\0" a > u.txt; printf "\303\251tail\n" >> u.txt'
+	pisb read box u.txt >"$BATS_TEST_TMPDIR/out" 2>/dev/null
+	[ "$(wc -c <"$BATS_TEST_TMPDIR/out")" -eq 65535 ]
+	run -0 pisb read box u.txt --json
+	jq -e '.truncated == true and (.content | length) == 65535 and .nextOffset == 1 and .lines == 1' <<<"$output"
+}
+
 @test "read and write errors: missing is 3, a directory is 1, a missing parent needs --mkdir" {
 	run -3 --separate-stderr pisb read box nope.txt
 	[[ $stderr == *"no such file or directory '/workspace/nope.txt'"* ]]
