@@ -274,18 +274,30 @@ static int import_cache(struct pisb_state *st, const char *real, bool isdir,
 	}
 	r = xasprintf("%s/rootfs", tmp);
 	if (pisb_mkdirs_at(st->fd, r, 0755, e) < 0)
-		return -1;
+		goto fail;
 	tfd = openat(st->fd, r, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (tfd < 0)
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", r);
+	if (tfd < 0) {
+		pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", r);
+		goto fail;
+	}
 	if (geteuid() == 0)
 		fchownat(st->fd, r, ids->uid_base, ids->gid_base, 0);
 	if (pisb_archive_load(e) < 0 || import(real, isdir, ids, tfd, e) < 0)
-		return -1;
-	if (renameat(st->fd, tmp, st->fd, dir) < 0 ||
-	    pisb_atomic_write(st->fd, marker, "ok\n", 3, 0600, e) < 0)
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "publish image '%s'", real);
+		goto fail;
+	if (renameat(st->fd, tmp, st->fd, dir) < 0) {
+		pisb_err_sys(e, PISB_EXIT_FAIL, "publish image '%s'", real);
+		goto fail;
+	}
+	/* without the marker, the next user imports it again */
+	if (pisb_atomic_write(st->fd, marker, "ok\n", 3, 0600, e) < 0)
+		return pisb_err_prefix(e, "publish image '%s'", real);
 	return 0;
+fail:
+	{
+		struct pisb_err ig = PISB_ERR_INIT;
+		pisb_rm_rf_at(st->fd, tmp, &ig);
+	}
+	return -1;
 }
 
 char *pisb_image_get(struct pisb_state *st, const char *path,
