@@ -8,6 +8,7 @@
 #include "../common/json.h"
 #include "../common/local.h"
 #include "../common/opensandbox.h"
+#include "../common/sbx.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -145,8 +146,17 @@ static int cmd_create(struct pisb_ctx *c)
 			pisb_front_info(c, "created sandbox '%s' (opensandbox)", name);
 		goto out;
 	}
+	if (!strcmp(cfg->driver, "sbx") && !prepare) {
+		struct pisb_os_opts oo = os_opts(c, name);
+		if (pisb_sbx_create(&c->st, cfg, js.s, &oo, &c->err) < 0)
+			goto out;
+		ret = 0;
+		if (!c->a.json)
+			pisb_front_info(c, "created sandbox '%s' (sbx)", name);
+		goto out;
+	}
 	if (strcmp(cfg->driver, "local")) {
-		pisb_err_set(&c->err, PISB_EXIT_FAIL, "%s: driver '%s' is not available in this build (use driver: local or opensandbox)",
+		pisb_err_set(&c->err, PISB_EXIT_FAIL, "%s: driver '%s' is not available in this build (use driver: local, opensandbox or sbx)",
 			     prepare ? "prepare" : "create", cfg->driver);
 		goto out;
 	}
@@ -280,6 +290,9 @@ static int cmd_inspect(struct pisb_ctx *c)
 		struct pisb_err ig = PISB_ERR_INIT;
 		pisb_os_set_verbose(c->a.verbose);
 		pisb_os_refresh(&c->st, c->a.pos[0], 3000, &ig);
+	} else if (pisb_sbx_owns(&c->st, c->a.pos[0], &c->err) == 1) {
+		struct pisb_err ig = PISB_ERR_INIT;
+		pisb_sbx_refresh(&c->st, c->a.pos[0], &ig);
 	}
 	/* inspect always prints JSON: it is the machine-readable view */
 	return print_inspect(c, c->a.pos[0], true);

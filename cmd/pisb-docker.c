@@ -1,14 +1,16 @@
 /* pisb-docker - docker inside a sandbox's own daemon; see man/pisb-docker.1
  *
  * Only a sandbox of the sbx driver (a microVM with a private dockerd) has a
- * daemon of its own, and that driver is not in this build.  So every verb
- * refuses, naming the driver, after checking the sandbox exists.  This
- * binary never runs docker and never looks at DOCKER_HOST or the host's
- * docker socket: docker for a sandbox must never reach the host's daemon.
+ * daemon of its own: every verb runs docker inside it through `sbx exec`
+ * (common/sbx_docker.c).  Any other sandbox is refused, naming its driver.
+ * This binary never runs a docker client on the host and never looks at
+ * DOCKER_HOST or the host's docker socket.
  */
 #include "front.h"
-#include "../common/instance.h"
+#include "../common/json.h"
+#include "../common/sbx.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const char *const verbs[] = {
@@ -17,12 +19,73 @@ static const char *const verbs[] = {
 	"curl", NULL,
 };
 
+/* Human form of status, verify and resources. */
+static void human(const char *verb, struct pisb_buf *b)
+{
+	struct pisb_json j;
+	struct pisb_err ig = PISB_ERR_INIT;
+
+	if (pisb_json_parse(&j, b->s, b->len, &ig) < 0)
+		return;
+	if (!strcmp(verb, "verify")) {
+		int arr = pisb_json_get(&j, 0, "checks");
+		bool all = false;
+		for (int i = 0; arr >= 0 && i < j.tok[arr].size; i++) {
+			int o = pisb_json_at(&j, arr, i);
+			bool pass = false;
+			_cleanup_free_ char *n = pisb_json_str(&j, pisb_json_get(&j, o, "check"));
+			_cleanup_free_ char *ev = pisb_json_str(&j, pisb_json_get(&j, o, "evidence"));
+			pisb_json_bool(&j, pisb_json_get(&j, o, "pass"), &pass);
+			printf("[%s] %s\n    %s\n", pass ? "PASS" : "FAIL", n ? n : "?", ev ? ev : "");
+		}
+		pisb_json_bool(&j, pisb_json_get(&j, 0, "pass"), &all);
+		printf("%s\n", all ? "all checks passed" : "some checks FAILED");
+	} else if (!strcmp(verb, "status")) {
+		int d = pisb_json_get(&j, 0, "daemon"), ports = pisb_json_get(&j, 0, "ports");
+		bool up = false;
+		_cleanup_free_ char *n = pisb_json_str(&j, pisb_json_get(&j, 0, "name"));
+		_cleanup_free_ char *sx = pisb_json_str(&j, pisb_json_get(&j, 0, "sbxName"));
+		_cleanup_free_ char *stt = pisb_json_str(&j, pisb_json_get(&j, 0, "status"));
+		_cleanup_free_ char *ver = pisb_json_str(&j, pisb_json_get(&j, d, "version"));
+		_cleanup_free_ char *id = pisb_json_str(&j, pisb_json_get(&j, d, "id"));
+		_cleanup_free_ char *err = pisb_json_str(&j, pisb_json_get(&j, d, "error"));
+		pisb_json_bool(&j, pisb_json_get(&j, d, "reachable"), &up);
+		printf("sandbox %s (sbx %s): %s\n", n ? n : "?", sx ? sx : "?", stt ? stt : "?");
+		if (up)
+			printf("docker daemon inside: %s (id %s)\n", ver ? ver : "?", id ? id : "?");
+		else
+			printf("docker daemon inside: not reachable: %s\n", err ? err : "?");
+		for (int i = 0; ports >= 0 && i < j.tok[ports].size; i++) {
+			int o = pisb_json_at(&j, ports, i);
+			long long h = 0, s = 0;
+			pisb_json_int(&j, pisb_json_get(&j, o, "hostPort"), &h);
+			pisb_json_int(&j, pisb_json_get(&j, o, "sandboxPort"), &s);
+			printf("published: 127.0.0.1:%lld -> %lld\n", h, s);
+		}
+	} else {
+		static const char *const keys[] = { "cpus", "memory", "disk", "docker", NULL };
+		for (int k = 0; keys[k]; k++) {
+			int t = pisb_json_get(&j, 0, keys[k]);
+			size_t n = 0;
+			const char *raw = pisb_json_raw(&j, t, &n);
+			_cleanup_free_ char *s = pisb_json_str(&j, t);
+			if (s)
+				printf("%s:\n%s\n", keys[k], s);
+			else
+				printf("%s: %.*s\n", keys[k], raw ? (int)n : 1, raw ? raw : "-");
+		}
+	}
+	pisb_json_release(&j);
+}
+
 static int cmd_docker(struct pisb_ctx *c)
 {
 	const char *name = c->a.pos[0], *verb = c->a.pos[1];
-	_cleanup_close_ int idir = -1;
-	struct pisb_record rec;
-	int i;
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	_cleanup_strv_ struct pisb_strv notes = PISB_STRV_INIT;
+	struct pisb_jw w;
+	bool json = false;
+	int i, code = 0;
 
 	for (i = 0; verbs[i] && strcmp(verbs[i], verb); i++)
 		;
@@ -30,21 +93,19 @@ static int cmd_docker(struct pisb_ctx *c)
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 				    "docker: unknown verb '%s' (status, verify, resources, prune, ps, images, pull, load, run, logs, exec, build, init, compose, stop, start, rm, curl)",
 				    verb);
-	idir = pisb_instance_open(&c->st, "instances", name, &c->err);
-	if (idir < 0)
+	pisb_jw_init(&w, &b);
+	if (pisb_sbx_docker(&c->st, name, verb, c->a.cmd, c->a.ncmd, &w, &json, &code, &notes,
+			    &c->err) < 0)
 		return -1;
-	if (pisb_record_load(idir, &rec, &c->err) < 0)
-		return pisb_err_prefix(&c->err, "sandbox '%s'", name);
-	if (!strcmp(rec.driver, "sbx"))
-		pisb_err_set(&c->err, PISB_EXIT_FAIL,
-			     "sandbox '%s' uses driver sbx, which this build does not provide yet; pisb docker will not fall back to the host's docker daemon",
-			     name);
-	else
-		pisb_err_set(&c->err, PISB_EXIT_FAIL,
-			     "sandbox '%s' (driver %s) has no docker daemon of its own; pisb docker needs a sbx sandbox (driver: sbx), which this build does not provide yet",
-			     name, rec.driver);
-	pisb_record_release(&rec);
-	return -1;
+	for (size_t k = 0; k < notes.n; k++)
+		pisb_front_info(c, "%s", notes.v[k]);
+	if (json) {
+		if (c->a.json)
+			pisb_front_out(&b);
+		else
+			human(verb, &b);
+	}
+	return code;
 }
 
 static const struct pisb_handler handlers[] = {

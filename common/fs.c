@@ -70,9 +70,9 @@ int pisb_fs_open(struct pisb_fs *fs, const struct pisb_state *st, const char *na
 	if (!running)
 		return 0;
 	if (driver && strcmp(driver, "local"))
-		return pisb_err_set(e, PISB_EXIT_BACKEND,
-				    "sandbox '%s': file access for driver '%s' is not available in this build",
-				    name, driver);
+		return pisb_err_set(e, PISB_EXIT_FAIL,
+				    "sandbox '%s' uses driver %s, whose files pisb cannot reach in this build (use 'pisb exec %s -- CMD')",
+				    name, driver, name);
 	if (!pisb_lock_is_held(fs->idir, "controller.lock"))
 		goto not_running;
 	if (pisb_runtime_load(fs->idir, &rt, e) < 0)

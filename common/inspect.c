@@ -5,6 +5,7 @@
 #include "instance.h"
 #include "json.h"
 #include "opensandbox.h"
+#include "sbx.h"
 #include "state.h"
 #include "util.h"
 
@@ -113,6 +114,8 @@ static int one(struct pisb_state *st, const char *kind, const char *name, bool f
 		s = PISB_ST_STOPPED;
 	else if (!strcmp(rec.driver, "opensandbox"))
 		s = pisb_os_status(idir, &rec);
+	else if (!strcmp(rec.driver, "sbx"))
+		s = pisb_sbx_status(idir);
 	else
 		s = pisb_instance_status(idir, &rt);
 	running = s == PISB_ST_RUNNING || s == PISB_ST_STARTING || s == PISB_ST_UNAVAILABLE;
@@ -124,6 +127,10 @@ static int one(struct pisb_state *st, const char *kind, const char *name, bool f
 		pisb_jw_kstr(w, "image", cfg->os.image ? cfg->os.image :
 				       cfg->os.snapshot_id ? cfg->os.snapshot_id : cfg->os.sandbox_id);
 		pisb_jw_kstr(w, "workspace", cfg->os.workspace ? cfg->os.workspace : cfg->workspace);
+	} else if (!strcmp(rec.driver, "sbx")) {
+		_cleanup_free_ char *ws = pisb_sbx_workspace(&rec);
+		pisb_jw_kstr(w, "image", cfg->sbx.template_ ? cfg->sbx.template_ : "sbx shell");
+		pisb_jw_kstr(w, "workspace", ws);
 	} else {
 		pisb_jw_kstr(w, "image", cfg->image);
 		pisb_jw_kstr(w, "workspace", cfg->workspace);

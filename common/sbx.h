@@ -1,0 +1,106 @@
+/* sbx.h - the sbx driver: a Docker Sandboxes microVM (its own kernel and
+ * its own docker daemon), driven only through the `sbx` CLI.
+ *
+ * pisb starts `sbx` with posix_spawn, an argv array (never a shell
+ * string) and a scrubbed environment: HOME PATH USER LOGNAME TMPDIR SHELL
+ * LANG TERM plus the names in sbx.envAllowlist; every DOCKER_* and
+ * COMPOSE_* variable is always left out.  Nothing here reads DOCKER_HOST
+ * or talks to the host's docker socket: the docker client that runs is
+ * the one inside the sandbox, pinned to the sandbox's own daemon with
+ * `-H unix:///var/run/docker.sock`.
+ *
+ * The sbx sandbox is named pi-sbx-<pid>-<n>: pid is --owner-pid (0 for a
+ * sandbox without an owner, which pisb gc never takes for a dead
+ * session's), n the first number not in use.  Its workspace is the host
+ * directory instances/NAME/workspace, which sbx mounts at the same
+ * absolute path inside (with sbx.workspaceReadOnly: read-only, beside a
+ * writable scratch directory instances/NAME/scratch as the primary
+ * workspace, as sbx requires one).
+ *
+ * Files in instances/NAME/ (besides record.json, status.json):
+ *   op.lock     held by create/start/stop/destroy and by the watchdog's
+ *               teardown (busy -> 4)
+ *   watch.lock  held by the watchdog while it lives
+ *   sbx.log     one line per sbx lifecycle command and its status, and
+ *               setup output
+ *   workspace/  (scratch/) the mounted directories
+ *
+ * record.json's "remote": {"sbxName","createdByPisb","workspace",
+ * "teardown","keepalive"}.  status.json's state: creating, running,
+ * stopped or gone; its "extra" (inspect: "remote"): {"sbxName","state"
+ * (sbx's word), "checkedAt"}.
+ *
+ * Fail closed: sbx missing or failing is exit 5; nothing ever runs on the
+ * host instead.
+ */
+#ifndef PISB_SBX_H
+#define PISB_SBX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "instance.h"
+
+struct pisb_err;
+struct pisb_state;
+struct pisb_config;
+struct pisb_os_opts;
+struct pisb_exec_req;
+struct pisb_jw;
+struct pisb_strv;
+
+/* 1 if instance NAME uses this driver, 0 if another, -1 (e) if missing. */
+int pisb_sbx_owns(struct pisb_state *st, const char *name, struct pisb_err *e);
+
+/* create: `sbx create --quiet --name SBX [--cpus N] [--memory M]
+ * [--template T] shell WORKSPACE`, checked with `sbx ls --json`; then
+ * setup[] through `sbx exec` (a failure is kept in setupError; the
+ * sandbox stays); a watchdog when there is an owner (teardown policy at
+ * its death) or keepalive; "ready" event.  Services and
+ * network.allowedHosts are refused (sbx has its own network policy).
+ * Any failure removes the sbx sandbox (if made) and the instance. */
+int pisb_sbx_create(struct pisb_state *st, const struct pisb_config *cfg,
+		    const char *config_json, const struct pisb_os_opts *o,
+		    struct pisb_err *e);
+/* start: `sbx exec SBX true` (sbx starts a stopped sandbox on exec). */
+int pisb_sbx_start(struct pisb_state *st, const char *name,
+		   const struct pisb_os_opts *o, struct pisb_err *e);
+/* stop: `sbx stop SBX` (state kept); "released" mode stop. */
+int pisb_sbx_stop(struct pisb_state *st, const char *name,
+		  const struct pisb_os_opts *o, struct pisb_err *e);
+/* destroy: `sbx rm --force SBX` (already gone is fine), then the
+ * instance; "released" mode remove. */
+int pisb_sbx_destroy(struct pisb_state *st, const char *name,
+		     const struct pisb_os_opts *o, struct pisb_err *e);
+
+/* For list: from status.json, no sbx call. */
+enum pisb_status pisb_sbx_status(int idir);
+/* For inspect: `sbx ls --json` and status.json updated (gone when sbx
+ * no longer lists it). */
+int pisb_sbx_refresh(struct pisb_state *st, const char *name, struct pisb_err *e);
+/* The host path of the workspace (caller frees), from the record. */
+char *pisb_sbx_workspace(const struct pisb_record *rec);
+
+/* exec attached: `sbx exec -i -w CWD [-e K=V]... SBX -- CMD...`, with
+ * stdio streamed and SIGINT/TERM/HUP/QUIT forwarded; *code is the
+ * command's status.  cwd relative = under the workspace.  env: the
+ * config's env, sbx.envPassthrough's host values, then r->env.  A
+ * failure of sbx itself (the sandbox cannot start, is gone) is -1 with
+ * exit 5, recognised by its messages on stderr. */
+int pisb_sbx_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
+			   int *code, struct pisb_err *e);
+/* An interactive terminal: `sbx exec -i -t [-u USER] SBX -- bash -l`. */
+int pisb_sbx_shell(struct pisb_state *st, const char *name, const char *user,
+		   int *code, struct pisb_err *e);
+
+/* pisb docker NAME VERB ARGS...  A sandbox of another driver: exit 1
+ * naming it.  status, verify and resources write one JSON object to w
+ * (*json_out set); every other verb runs `docker -H
+ * unix:///var/run/docker.sock VERB ARGS...` inside through `sbx exec`,
+ * streaming, and *code is docker's status.  notes gets lines for the
+ * caller to show on stderr (ports published after run). */
+int pisb_sbx_docker(struct pisb_state *st, const char *name, const char *verb,
+		    char *const *args, size_t nargs, struct pisb_jw *w, bool *json_out,
+		    int *code, struct pisb_strv *notes, struct pisb_err *e);
+
+#endif

@@ -1,0 +1,661 @@
+/* sbx_docker.c - pisb docker for sbx sandboxes: every docker command runs
+ * inside the sandbox (`sbx exec SBX -- docker -H unix:///var/run/docker.sock
+ * ...`), against the sandbox's own daemon.  Nothing here reads
+ * DOCKER_HOST or opens a docker socket on the host; the only host-side
+ * network access is `curl`, to 127.0.0.1 on a port this sandbox
+ * published (checked with `sbx ports`).
+ */
+#include "sbx.h"
+#include "sbx_internal.h"
+#include "config.h"
+#include "err.h"
+#include "instance.h"
+#include "json.h"
+#include "proc.h"
+#include "state.h"
+#include "util.h"
+
+#include <arpa/inet.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define CURL_CAP (64 * 1024)
+
+/* sbx exec [-i] -w WS [-e K=V]... SBX -- */
+static void exec_prefix(const struct sbx_inst *t, bool in, struct pisb_strv *av)
+{
+	pisb_strv_push(av, "sbx");
+	pisb_strv_push(av, "exec");
+	if (in)
+		pisb_strv_push(av, "-i");
+	pisb_strv_push(av, "-w");
+	pisb_strv_push(av, t->ws);
+	sbx_exec_env(t->cfg, av);
+	pisb_strv_push(av, t->sbx);
+	pisb_strv_push(av, "--");
+}
+
+/* Run av collecting stdout+stderr; *code its status.  -1 + e (exit 5)
+ * when sbx itself failed. */
+static int capture(struct sbx_inst *t, char *const *av, struct pisb_buf *out, int *code,
+		   struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf err = PISB_BUF_INIT;
+	struct sbx_run o = { .in_fd = -1, .out_fd = -1, .merge = true, .out = out, .err = &err,
+			     .timeout_ms = SBX_LC_TIMEOUT_MS };
+
+	if (sbx_run(t->bin, av, t->env.v, &o, code, e) < 0)
+		return pisb_err_prefix(e, "sandbox '%s'", t->name);
+	if (*code != 0 && sbx_failed_itself(err.s, t->sbx)) {
+		if (strstr(err.s, "not found"))
+			sbx_mark(t, "gone", NULL);
+		return pisb_err_set(e, PISB_EXIT_BACKEND, "sandbox '%s': 'sbx exec %s' failed: %s",
+				    t->name, t->sbx, sbx_last_line(err.s));
+	}
+	return 0;
+}
+
+/* The text between "marker\n" and the next "__" marker line. */
+static char *section(const char *s, const char *marker)
+{
+	_cleanup_free_ char *m = xasprintf("%s\n", marker);
+	const char *p = s ? strstr(s, m) : NULL, *q;
+
+	if (!p)
+		return NULL;
+	p += strlen(m);
+	for (q = p; *q; q = strchr(q, '\n') ? strchr(q, '\n') + 1 : q + strlen(q))
+		if (pisb_str_starts(q, "__"))
+			break;
+	while (q > p && q[-1] == '\n')
+		q--;
+	return xstrndup(p, (size_t)(q - p));
+}
+
+/* ---- sbx ports ---- */
+
+struct port { char ip[64]; int host, cport; char proto[8]; };
+
+/* The sandbox's published ports: `sbx ports SBX --json`, else the text
+ * table (lines "IP HOST SANDBOX PROTO"). */
+static int ports_list(struct sbx_inst *t, struct port **out, size_t *n, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT, err = PISB_BUF_INIT;
+	char *argv[] = { "sbx", "ports", t->sbx, NULL };
+	struct sbx_run o = { .in_fd = -1, .out_fd = -1, .out = &b, .err = &err,
+			     .timeout_ms = SBX_LS_TIMEOUT_MS };
+	int code = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (sbx_run(t->bin, argv, t->env.v, &o, &code, e) < 0)
+		return -1;
+	if (code != 0)
+		return pisb_err_set(e, PISB_EXIT_BACKEND, "'sbx ports %s' failed with status %d: %s",
+				    t->sbx, code, sbx_last_line(err.s));
+	for (char *line = b.s; line && *line;) {
+		char *nl = strchr(line, '\n');
+		struct port p;
+		if (nl)
+			*nl = '\0';
+		memset(&p, 0, sizeof(p));
+		if (sscanf(line, "%63s %d %d %7s", p.ip, &p.host, &p.cport, p.proto) == 4 &&
+		    p.host > 0 && p.cport > 0) {
+			*out = xrealloc(*out, (*n + 1) * sizeof(**out));
+			(*out)[(*n)++] = p;
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	return 0;
+}
+
+/* After `docker run -p H:C[/proto]`: publish each on the host's loopback
+ * (sbx does not forward docker's own -p). */
+static void publish(struct sbx_inst *t, char *const *args, size_t n, struct pisb_strv *notes)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *spec = NULL, *a = args[i];
+		if ((!strcmp(a, "-p") || !strcmp(a, "--publish")) && i + 1 < n)
+			spec = args[++i];
+		else if (pisb_str_starts(a, "--publish="))
+			spec = a + 10;
+		else if (pisb_str_starts(a, "-p") && a[2])
+			spec = a + 2;
+		else if (!strcmp(a, "--"))
+			break;
+		if (!spec)
+			continue;
+		{
+			/* drop a host IP: sbx publishes on loopback only */
+			const char *c1 = strchr(spec, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+			const char *s = c2 ? c1 + 1 : spec;
+			char *argv[] = { "sbx", "ports", t->sbx, "--publish", (char *)s, NULL };
+			struct pisb_err e = PISB_ERR_INIT;
+			_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT, err = PISB_BUF_INIT;
+			struct sbx_run o = { .in_fd = -1, .out_fd = -1, .out = &out, .err = &err,
+					     .timeout_ms = SBX_LS_TIMEOUT_MS };
+			int code = 0;
+			if (sbx_run(t->bin, argv, t->env.v, &o, &code, &e) < 0)
+				pisb_strv_pushf(notes, "warning: could not publish %s: %s", s, e.msg);
+			else if (code)
+				pisb_strv_pushf(notes, "warning: 'sbx ports %s --publish %s' failed: %s",
+						t->sbx, s, sbx_last_line(err.s));
+			else
+				pisb_strv_pushf(notes, "published %s on 127.0.0.1 (see 'pisb docker %s status')",
+						s, t->name);
+		}
+	}
+}
+
+/* ---- status / verify / resources ---- */
+
+static int do_status(struct sbx_inst *t, struct pisb_jw *w, struct pisb_err *e)
+{
+	_cleanup_free_ char *word = NULL;
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
+	struct port *ports = NULL;
+	size_t np = 0;
+	int code = -1;
+	bool up;
+
+	{
+		char *argv[] = { "sbx", "ls", "--json", NULL };
+		_cleanup_buf_ struct pisb_buf ls = PISB_BUF_INIT, err = PISB_BUF_INIT;
+		struct sbx_run o = { .in_fd = -1, .out_fd = -1, .out = &ls, .err = &err,
+				     .timeout_ms = SBX_LS_TIMEOUT_MS };
+		struct pisb_json j;
+		int rc = 0, arr;
+		if (sbx_run(t->bin, argv, t->env.v, &o, &rc, e) < 0)
+			return -1;
+		if (rc != 0)
+			return pisb_err_set(e, PISB_EXIT_BACKEND, "sandbox '%s': 'sbx ls --json' failed with status %d: %s",
+					    t->name, rc, sbx_last_line(err.s));
+		if (pisb_json_parse(&j, ls.s, ls.len, e) < 0)
+			return pisb_err_prefix(e, "'sbx ls --json'");
+		arr = j.tok[0].type == JSMN_ARRAY ? 0 : pisb_json_get(&j, 0, "sandboxes");
+		for (int i = 0; arr >= 0 && i < j.tok[arr].size && !word; i++) {
+			int o2 = pisb_json_at(&j, arr, i);
+			if (pisb_json_eq(&j, pisb_json_get(&j, o2, "name"), t->sbx)) {
+				word = pisb_json_str(&j, pisb_json_get(&j, o2, "status"));
+				if (!word)
+					word = xstrdup("unknown");
+			}
+		}
+		pisb_json_release(&j);
+	}
+	if (!word)
+		sbx_mark(t, "gone", NULL);
+	else
+		sbx_mark(t, !strcasecmp(word, "running") ? "running" : "stopped", word);
+	up = word && !strcasecmp(word, "running");
+	/* a stopped sandbox is not started just to be looked at */
+	if (up) {
+		exec_prefix(t, false, &av);
+		pisb_strv_push(&av, "docker");
+		pisb_strv_push(&av, "-H");
+		pisb_strv_push(&av, SBX_DOCKER_SOCK);
+		pisb_strv_push(&av, "info");
+		pisb_strv_push(&av, "--format");
+		pisb_strv_push(&av, "{{.ID}} {{.ServerVersion}}");
+		if (capture(t, av.v, &out, &code, e) < 0)
+			return -1;
+		ports_list(t, &ports, &np, e);
+	}
+	pisb_jw_obj(w);
+	pisb_jw_kstr(w, "name", t->name);
+	pisb_jw_kstr(w, "driver", "sbx");
+	pisb_jw_kstr(w, "sbxName", t->sbx);
+	pisb_jw_kstr(w, "status", word ? word : "gone");
+	pisb_jw_kstr(w, "workspace", t->ws);
+	pisb_jw_key(w, "daemon");
+	pisb_jw_obj(w);
+	pisb_jw_kstr(w, "socket", SBX_DOCKER_SOCK " (inside the sandbox)");
+	pisb_jw_kbool(w, "reachable", up && code == 0);
+	{
+		char id[256] = "", ver[128] = "";
+		if (up && code == 0)
+			sscanf(out.s ? out.s : "", "%255s %127s", id, ver);
+		pisb_jw_kstr(w, "id", id[0] ? id : NULL);
+		pisb_jw_kstr(w, "version", ver[0] ? ver : NULL);
+		if (up && code != 0)
+			pisb_jw_kstr(w, "error", sbx_last_line(out.s));
+		else if (!up)
+			pisb_jw_kstr(w, "error", word ? "the sandbox is not running (pisb start, or any pisb exec, starts it)"
+						       : "sbx no longer lists the sandbox");
+	}
+	pisb_jw_obj_end(w);
+	pisb_jw_key(w, "ports");
+	pisb_jw_arr(w);
+	for (size_t i = 0; i < np; i++) {
+		pisb_jw_obj(w);
+		pisb_jw_kstr(w, "hostIp", ports[i].ip);
+		pisb_jw_kint(w, "hostPort", ports[i].host);
+		pisb_jw_kint(w, "sandboxPort", ports[i].cport);
+		pisb_jw_kstr(w, "protocol", ports[i].proto);
+		pisb_jw_obj_end(w);
+	}
+	pisb_jw_arr_end(w);
+	pisb_jw_kstr(w, "env", t->cfg->sbx.nenv_allowlist ? "allowlist" : "strict");
+	pisb_jw_obj_end(w);
+	free(ports);
+	return 0;
+}
+
+static void check(struct pisb_jw *w, const char *name, bool pass, const char *evidence, bool *all)
+{
+	pisb_jw_obj(w);
+	pisb_jw_kstr(w, "check", name);
+	pisb_jw_kbool(w, "pass", pass);
+	pisb_jw_kstr(w, "evidence", evidence);
+	pisb_jw_obj_end(w);
+	*all &= pass;
+}
+
+static int do_verify(struct sbx_inst *t, struct pisb_jw *w, int *code, struct pisb_err *e)
+{
+	static const char script[] =
+		"echo __ENV__; env | grep -E '^(DOCKER_|COMPOSE_|PISB_VERIFY_PROBE_)'; "
+		"echo __MOUNTS__; ls -d \"$1\" \"$2\" 2>/dev/null; "
+		"echo __DAEMON__; docker -H " SBX_DOCKER_SOCK " info --format '{{.ID}}' 2>&1; rc=$?; echo __RC__; echo $rc; "
+		"echo __CONTEXTS__; docker -H " SBX_DOCKER_SOCK " context ls --format '{{.Name}}' 2>&1; "
+		"echo __END__";
+	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+	_cleanup_free_ char *envs = NULL, *mounts = NULL, *daemon = NULL, *ctx = NULL, *drc = NULL;
+	_cleanup_free_ char *hd = NULL, *hs = NULL, *ev = NULL;
+	const char *home = getenv("HOME");
+	char rnd[9], sentinel[64], probe[64];
+	struct port *ports = NULL;
+	size_t np = 0;
+	bool all = true;
+	int rc = 0;
+
+	/* canaries in our own environment: the scrub must keep them out */
+	pisb_random_hex(rnd, 8);
+	snprintf(sentinel, sizeof(sentinel), "unix:///pisb-verify-%s.sock", rnd);
+	snprintf(probe, sizeof(probe), "PISB_VERIFY_PROBE_%s", rnd);
+	setenv("DOCKER_HOST", sentinel, 1);
+	setenv("COMPOSE_PROJECT_NAME", rnd, 1);
+	setenv(probe, "1", 1);
+	pisb_strv_release(&t->env);
+	sbx_env(&t->cfg->sbx, &t->env);
+	hd = xasprintf("%s/.docker", home ? home : "/nonexistent");
+	hs = xasprintf("%s/.ssh", home ? home : "/nonexistent");
+	exec_prefix(t, false, &av);
+	pisb_strv_push(&av, "/bin/sh");
+	pisb_strv_push(&av, "-c");
+	pisb_strv_push(&av, script);
+	pisb_strv_push(&av, "sh");
+	pisb_strv_push(&av, hd);
+	pisb_strv_push(&av, hs);
+	rc = capture(t, av.v, &out, code, e);
+	unsetenv("DOCKER_HOST");
+	unsetenv("COMPOSE_PROJECT_NAME");
+	unsetenv(probe);
+	if (rc < 0)
+		return -1;
+	if (*code != 0 || !strstr(out.s ? out.s : "", "__END__"))
+		return pisb_err_set(e, PISB_EXIT_BACKEND, "verify '%s': the probe inside the sandbox failed (status %d): %s",
+				    t->name, *code, sbx_last_line(out.s));
+	envs = section(out.s, "__ENV__");
+	mounts = section(out.s, "__MOUNTS__");
+	daemon = section(out.s, "__DAEMON__");
+	drc = section(out.s, "__RC__");
+	ctx = section(out.s, "__CONTEXTS__");
+	pisb_jw_obj(w);
+	pisb_jw_kstr(w, "name", t->name);
+	pisb_jw_kstr(w, "sbxName", t->sbx);
+	pisb_jw_key(w, "checks");
+	pisb_jw_arr(w);
+	check(w, "transport", true,
+	      "pisb runs only the sbx CLI (posix_spawn, argv arrays); it has no docker client and opens no docker socket on the host",
+	      &all);
+	ev = xasprintf("DOCKER_HOST=%s and COMPOSE_PROJECT_NAME set for pisb; inside: %s", sentinel,
+		       envs && *envs ? envs : "no DOCKER_* or COMPOSE_* variable");
+	check(w, "env-scrub", envs && !strstr(envs, "DOCKER_") && !strstr(envs, "COMPOSE_"), ev, &all);
+	free(ev);
+	ev = NULL;
+	ev = xasprintf("%s set for pisb (not allowlisted): %s inside", probe,
+		       envs && strstr(envs, probe) ? "present" : "absent");
+	check(w, "env-forwarding", !(envs && strstr(envs, probe)), ev, &all);
+	free(ev);
+	ev = NULL;
+	{
+		char id[256] = "";
+		bool ok = daemon && drc && !strcmp(drc, "0") && sscanf(daemon, "%255s", id) == 1;
+		ev = ok ? xasprintf("docker -H %s inside answers: daemon %s", SBX_DOCKER_SOCK, id)
+			: xasprintf("docker -H %s inside: %s", SBX_DOCKER_SOCK, daemon ? daemon : "no answer");
+		check(w, "daemon", ok, ev, &all);
+		free(ev);
+	ev = NULL;
+	}
+	ev = xasprintf("%s and %s: %s", hd, hs, mounts && *mounts ? mounts : "not visible inside");
+	check(w, "host-mounts", !(mounts && *mounts), ev, &all);
+	free(ev);
+	ev = NULL;
+	ev = xasprintf("docker contexts inside: %s", ctx && *ctx ? ctx : "(none)");
+	check(w, "contexts", ctx && !strcmp(ctx, "default"), ev, &all);
+	free(ev);
+	ev = NULL;
+	if (ports_list(t, &ports, &np, e) < 0) {
+		check(w, "port-binds", false, e->msg, &all);
+	} else {
+		struct pisb_buf b = PISB_BUF_INIT;
+		bool ok = true;
+		for (size_t i = 0; i < np; i++) {
+			bool lo = !strcmp(ports[i].ip, "127.0.0.1") || !strcmp(ports[i].ip, "::1") ||
+				  !strcmp(ports[i].ip, "[::1]");
+			ok &= lo;
+			pisb_buf_addf(&b, "%s%s:%d->%d", i ? ", " : "", ports[i].ip, ports[i].host, ports[i].cport);
+		}
+		check(w, "port-binds", ok, np ? b.s : "no published ports", &all);
+		pisb_buf_release(&b);
+	}
+	free(ports);
+	pisb_jw_arr_end(w);
+	pisb_jw_kbool(w, "pass", all);
+	pisb_jw_obj_end(w);
+	*code = all ? 0 : PISB_EXIT_FAIL;
+	return 0;
+}
+
+static int do_resources(struct sbx_inst *t, struct pisb_jw *w, struct pisb_err *e)
+{
+	static const char script[] =
+		"echo __CPUS__; nproc 2>&1; echo __MEMORY__; free -m 2>&1; echo __DISK__; df -h / 2>&1; "
+		"echo __DOCKER__; docker -H " SBX_DOCKER_SOCK " system df 2>&1; echo __END__";
+	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+	_cleanup_free_ char *cpus = NULL, *mem = NULL, *disk = NULL, *dock = NULL;
+	long long n = 0;
+	int code = 0;
+
+	exec_prefix(t, false, &av);
+	pisb_strv_push(&av, "/bin/sh");
+	pisb_strv_push(&av, "-c");
+	pisb_strv_push(&av, script);
+	if (capture(t, av.v, &out, &code, e) < 0)
+		return -1;
+	if (!strstr(out.s ? out.s : "", "__END__"))
+		return pisb_err_set(e, PISB_EXIT_BACKEND, "resources '%s': the probe inside the sandbox failed (status %d): %s",
+				    t->name, code, sbx_last_line(out.s));
+	cpus = section(out.s, "__CPUS__");
+	mem = section(out.s, "__MEMORY__");
+	disk = section(out.s, "__DISK__");
+	dock = section(out.s, "__DOCKER__");
+	pisb_jw_obj(w);
+	pisb_jw_kstr(w, "name", t->name);
+	pisb_jw_kstr(w, "sbxName", t->sbx);
+	pisb_jw_key(w, "cpus");
+	if (cpus && pisb_parse_ll(cpus, 1, 1 << 20, &n) == 0)
+		pisb_jw_int(w, n);
+	else
+		pisb_jw_null(w);
+	pisb_jw_kstr(w, "memory", mem);
+	pisb_jw_kstr(w, "disk", disk);
+	pisb_jw_kstr(w, "docker", dock);
+	pisb_jw_obj_end(w);
+	return 0;
+}
+
+/* ---- init: a starting Dockerfile, written from the host into the
+ * workspace (the same directory the sandbox mounts) ---- */
+
+static int do_init(struct sbx_inst *t, char *const *args, size_t n, struct pisb_strv *notes,
+		   struct pisb_err *e)
+{
+	const char *dir = n ? args[0] : ".";
+	_cleanup_close_ int wfd = -1, dfd = -1, fd = -1;
+	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+	const char *kind = "generic", *text;
+	static const char node[] = "FROM node:22-alpine\nWORKDIR /app\nCOPY package*.json ./\nRUN npm install\nCOPY . .\nEXPOSE 3000\nCMD [\"npm\", \"start\"]\n";
+	static const char py[] = "FROM python:3.12-slim\nWORKDIR /app\nCOPY requirements.txt ./\nRUN pip install --no-cache-dir -r requirements.txt\nCOPY . .\nEXPOSE 8000\nCMD [\"python\", \"main.py\"]\n";
+	static const char go[] = "FROM golang:1.23-alpine AS build\nWORKDIR /src\nCOPY . .\nRUN go build -o /app .\nFROM alpine:3\nCOPY --from=build /app /app\nEXPOSE 8080\nCMD [\"/app\"]\n";
+	static const char gen[] = "FROM alpine:3\nWORKDIR /app\nCOPY . .\nEXPOSE 8080\nCMD [\"sh\"]\n";
+
+	if (n > 1)
+		return pisb_err_set(e, PISB_EXIT_USAGE, "docker init: at most one DIR (relative to the workspace)");
+	wfd = open(t->ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (wfd < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "sandbox '%s': open the workspace '%s'", t->name, t->ws);
+	/* confined to the workspace: .. and symlinks cannot leave it */
+	{
+		const char *rel = dir;
+		if (pisb_str_starts(rel, t->ws) && (rel[strlen(t->ws)] == '/' || !rel[strlen(t->ws)]))
+			rel += strlen(t->ws);
+		while (*rel == '/')
+			rel++;
+		dfd = (int)syscall(SYS_openat2, wfd, *rel ? rel : ".", &how, sizeof(how));
+	}
+	if (dfd < 0)
+		return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
+				    "docker init: '%s' in the workspace", dir);
+	if (faccessat(dfd, "package.json", F_OK, 0) == 0)
+		kind = "node", text = node;
+	else if (faccessat(dfd, "requirements.txt", F_OK, 0) == 0)
+		kind = "python", text = py;
+	else if (faccessat(dfd, "go.mod", F_OK, 0) == 0)
+		kind = "go", text = go;
+	else
+		text = gen;
+	fd = openat(dfd, "Dockerfile", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return pisb_err_sys(e, errno == EEXIST ? PISB_EXIT_BUSY : PISB_EXIT_FAIL,
+				    "docker init: '%s/Dockerfile'", dir);
+	if (pisb_write_all(fd, text, strlen(text)) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "docker init: write '%s/Dockerfile'", dir);
+	{
+		_cleanup_close_ int di = openat(dfd, ".dockerignore", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+		if (di >= 0)
+			pisb_write_all(di, ".git\nnode_modules\n", 18);
+	}
+	pisb_strv_pushf(notes, "wrote %s/Dockerfile (%s); build it with 'pisb docker %s build -- -t NAME %s'",
+			dir, kind, t->name, dir);
+	return 0;
+}
+
+/* ---- curl: host side, loopback, only this sandbox's published ports ---- */
+
+static int do_curl(struct sbx_inst *t, char *const *args, size_t n, int *code, struct pisb_err *e)
+{
+	const char *method = "GET", *body = NULL, *target = NULL;
+	struct port *ports = NULL;
+	size_t np = 0;
+	long long port = 0;
+	_cleanup_free_ char *path = NULL;
+	_cleanup_buf_ struct pisb_buf req = PISB_BUF_INIT, resp = PISB_BUF_INIT;
+	_cleanup_close_ int s = -1;
+	struct sockaddr_in sa;
+	bool ok = false;
+	int64_t deadline;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(args[i], "-X") && i + 1 < n)
+			method = args[++i];
+		else if (!strcmp(args[i], "-d") && i + 1 < n)
+			body = args[++i];
+		else if (!target && args[i][0] != '-')
+			target = args[i];
+		else
+			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: unexpected '%s' (usage: curl -- [-X METHOD] [-d BODY] PORT[/PATH] or http://127.0.0.1:PORT/PATH)", args[i]);
+	}
+	if (!target)
+		return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: a PORT[/PATH] or http://127.0.0.1:PORT/PATH is required");
+	for (const char *m = method; *m; m++)
+		if (!isupper((unsigned char)*m))
+			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: bad method '%s'", method);
+	{
+		const char *p = target, *slash;
+		_cleanup_free_ char *num = NULL;
+		if (pisb_str_starts(p, "http://"))
+			p += 7;
+		if (pisb_str_starts(p, "127.0.0.1:"))
+			p += 10;
+		else if (pisb_str_starts(p, "localhost:"))
+			p += 10;
+		else if (p != target)
+			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: only http://127.0.0.1:PORT/ or localhost (the sandbox's published ports), not '%s'", target);
+		slash = strchr(p, '/');
+		num = slash ? xstrndup(p, (size_t)(slash - p)) : xstrdup(p);
+		if (pisb_parse_ll(num, 1, 65535, &port) < 0)
+			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: bad port in '%s'", target);
+		path = xstrdup(slash ? slash : "/");
+	}
+	if (ports_list(t, &ports, &np, e) < 0)
+		return pisb_err_prefix(e, "docker curl");
+	for (size_t i = 0; i < np; i++)
+		ok |= ports[i].host == port && !strcmp(ports[i].ip, "127.0.0.1") && !pisb_str_starts(ports[i].proto, "udp");
+	free(ports);
+	if (!ok)
+		return pisb_err_set(e, PISB_EXIT_FAIL,
+				    "docker curl: 127.0.0.1:%lld is not a port sandbox '%s' published (see 'pisb docker %s status')",
+				    port, t->name, t->name);
+	pisb_buf_addf(&req, "%s %s HTTP/1.0\r\nHost: 127.0.0.1:%lld\r\nUser-Agent: pisb\r\nConnection: close\r\n",
+		      method, path, port);
+	if (body)
+		pisb_buf_addf(&req, "Content-Type: application/json\r\nContent-Length: %zu\r\n", strlen(body));
+	pisb_buf_adds(&req, "\r\n");
+	if (body)
+		pisb_buf_adds(&req, body);
+	s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "docker curl: connect 127.0.0.1:%lld", port);
+	if (pisb_write_all(s, req.s, req.len) < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "docker curl: send");
+	deadline = pisb_mono_ms() + 10000;
+	for (;;) {
+		struct pollfd pf = { s, POLLIN, 0 };
+		int64_t left = deadline - pisb_mono_ms();
+		ssize_t k;
+		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+			return pisb_err_set(e, PISB_EXIT_TIMEOUT, "docker curl: no complete answer from 127.0.0.1:%lld within 10 s", port);
+		pisb_buf_grow(&resp, 4096);
+		k = read(s, resp.s + resp.len, resp.cap - resp.len - 1);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		resp.len += (size_t)k;
+		resp.s[resp.len] = '\0';
+		if (resp.len > CURL_CAP)
+			break;
+	}
+	{
+		int status = 0;
+		const char *b = resp.s ? strstr(resp.s, "\r\n\r\n") : NULL;
+		if (!resp.s || sscanf(resp.s, "HTTP/%*s %d", &status) != 1)
+			return pisb_err_set(e, PISB_EXIT_BACKEND, "docker curl: not an HTTP answer from 127.0.0.1:%lld", port);
+		b = b ? b + 4 : resp.s + resp.len;
+		pisb_write_all(1, b, resp.len - (size_t)(b - resp.s) > CURL_CAP ? CURL_CAP : resp.len - (size_t)(b - resp.s));
+		*code = status >= 200 && status < 400 ? 0 : PISB_EXIT_FAIL;
+	}
+	return 0;
+}
+
+/* ---- the verbs ---- */
+
+static int stream(struct sbx_inst *t, const char *verb, char *const *args, size_t n, int *code,
+		  struct pisb_strv *notes, struct pisb_err *e)
+{
+	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
+	_cleanup_buf_ struct pisb_buf err = PISB_BUF_INIT;
+	struct sbx_run o = { .in_fd = 0, .out_fd = 1, .tee_err = true, .err = &err, .forward = true };
+
+	exec_prefix(t, true, &av);
+	pisb_strv_push(&av, "docker");
+	pisb_strv_push(&av, "-H");
+	pisb_strv_push(&av, SBX_DOCKER_SOCK);
+	if (!strcmp(verb, "prune")) {
+		pisb_strv_push(&av, "system");
+		pisb_strv_push(&av, "prune");
+		pisb_strv_push(&av, "--all");
+		pisb_strv_push(&av, "--force");
+	} else {
+		pisb_strv_push(&av, verb);
+	}
+	for (size_t i = 0; i < n; i++)
+		pisb_strv_push(&av, args[i]);
+	if (sbx_run(t->bin, av.v, t->env.v, &o, code, e) < 0)
+		return pisb_err_prefix(e, "sandbox '%s'", t->name);
+	if (*code != 0 && sbx_failed_itself(err.s, t->sbx)) {
+		if (strstr(err.s, "not found"))
+			sbx_mark(t, "gone", NULL);
+		return pisb_err_set(e, PISB_EXIT_BACKEND, "sandbox '%s': 'sbx exec %s' failed: %s",
+				    t->name, t->sbx, sbx_last_line(err.s));
+	}
+	if (strcmp(t->rt.state, "running"))
+		sbx_mark(t, "running", "running");
+	if (*code == 0 && !strcmp(verb, "run"))
+		publish(t, args, n, notes);
+	return 0;
+}
+
+int pisb_sbx_docker(struct pisb_state *st, const char *name, const char *verb,
+		    char *const *args, size_t nargs, struct pisb_jw *w, bool *json_out,
+		    int *code, struct pisb_strv *notes, struct pisb_err *e)
+{
+	struct sbx_inst t;
+	int ret = -1;
+
+	*json_out = false;
+	*code = 0;
+	{
+		_cleanup_close_ int idir = pisb_instance_open(st, "instances", name, e);
+		struct pisb_record rec;
+		if (idir < 0)
+			return -1;
+		if (pisb_record_load(idir, &rec, e) < 0)
+			return pisb_err_prefix(e, "sandbox '%s'", name);
+		if (strcmp(rec.driver, "sbx")) {
+			pisb_err_set(e, PISB_EXIT_FAIL,
+				     "sandbox '%s' (driver %s) has no docker daemon of its own; pisb docker needs a sbx sandbox (driver: sbx) and never falls back to the host's docker daemon",
+				     name, rec.driver);
+			pisb_record_release(&rec);
+			return -1;
+		}
+		pisb_record_release(&rec);
+	}
+	if (sbx_inst_open(st, name, &t, e) < 0)
+		return -1;
+	if (!strcmp(t.rt.state, "gone")) {
+		pisb_err_set(e, PISB_EXIT_BACKEND,
+			     "sandbox '%s': its sbx sandbox '%s' no longer exists (destroy it with 'pisb destroy %s --confirm %s')",
+			     name, t.sbx, name, name);
+		goto out;
+	}
+	if (!strcmp(verb, "status")) {
+		*json_out = true;
+		ret = do_status(&t, w, e);
+	} else if (!strcmp(verb, "verify")) {
+		*json_out = true;
+		ret = do_verify(&t, w, code, e);
+	} else if (!strcmp(verb, "resources")) {
+		*json_out = true;
+		ret = do_resources(&t, w, e);
+	} else if (!strcmp(verb, "init")) {
+		ret = do_init(&t, args, nargs, notes, e);
+	} else if (!strcmp(verb, "curl")) {
+		ret = do_curl(&t, args, nargs, code, e);
+	} else {
+		ret = stream(&t, verb, args, nargs, code, notes, e);
+	}
+out:
+	sbx_inst_release(&t);
+	return ret;
+}

@@ -1,0 +1,68 @@
+/* sbx_internal.h - shared inside the sbx driver (sbx.c, sbx_docker.c);
+ * not a public interface. */
+#ifndef PISB_SBX_INTERNAL_H
+#define PISB_SBX_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "instance.h"
+#include "util.h"
+
+struct pisb_err;
+struct pisb_state;
+
+#define SBX_DOCKER_SOCK "unix:///var/run/docker.sock"
+#define SBX_LS_TIMEOUT_MS 30000
+#define SBX_CREATE_TIMEOUT_MS 600000
+#define SBX_LC_TIMEOUT_MS 120000
+
+/* How one sbx process is run. */
+struct sbx_run {
+	int in_fd;                /* -1: /dev/null */
+	int out_fd;               /* -1: collect into out */
+	bool tee_err;             /* stderr copied to our fd 2 as it comes */
+	bool merge;               /* stderr collected into out too */
+	struct pisb_buf *out;     /* collected stdout (may be NULL: dropped) */
+	struct pisb_buf *err;     /* collected stderr, first 64 KiB (may be NULL) */
+	int timeout_ms;           /* 0: none */
+	bool forward;             /* forward SIGINT/TERM/HUP/QUIT to it */
+};
+
+/* The sbx binary on PATH; exit 5 naming what to install if missing. */
+int sbx_find(char *out, size_t n, struct pisb_err *e);
+/* The scrubbed environment (see sbx.h). */
+void sbx_env(const struct pisb_sbx_config *x, struct pisb_strv *out);
+/* Run bin with argv (argv[0] = "sbx"); *code = exit status (128+N for a
+ * signal).  -1 + e when it could not be run or timed out (exit 6). */
+int sbx_run(const char *bin, char *const *argv, char *const *envp,
+	    const struct sbx_run *o, int *code, struct pisb_err *e);
+/* "sbx create --name X ..." for messages (values after -e hidden). */
+char *sbx_argv_text(char *const *argv);
+/* Does sbx's stderr say the sandbox itself failed (not the command)? */
+bool sbx_failed_itself(const char *err, const char *sbxname);
+/* The last non-empty line of s (static buffer). */
+const char *sbx_last_line(const char *s);
+
+struct sbx_inst {
+	int idir;
+	char *name;
+	struct pisb_record rec;
+	struct pisb_runtime rt;
+	struct pisb_config *cfg;
+	char *sbx;                /* the sbx sandbox name */
+	char *ws;                 /* host path of the workspace */
+	char bin[4096];
+	struct pisb_strv env;     /* for sbx */
+};
+int sbx_inst_open(struct pisb_state *st, const char *name, struct sbx_inst *t,
+		  struct pisb_err *e);
+void sbx_inst_release(struct sbx_inst *t);
+/* "-e K=V" for the config's env and the passthrough names. */
+void sbx_exec_env(const struct pisb_config *cfg, struct pisb_strv *av);
+/* Mark the instance's state (running|stopped|gone) in status.json. */
+void sbx_mark(struct sbx_inst *t, const char *state, const char *word);
+void sbx_log(int idir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,288 @@
+#!/usr/bin/env bats
+# The sbx driver against the fake sbx CLI (tests/fakes/sbx: the real one is
+# proprietary and needs KVM and a Docker login).  What pisb passes to sbx
+# (argv, environment), lifecycle, teardown policies, exec, exit codes.
+load helpers
+
+setup() {
+	pisb_test_setup
+	require_cmd jq
+	require_cmd python3
+	export HOME=$BATS_TEST_TMPDIR/home
+	mkdir -p "$HOME" "$BATS_TEST_TMPDIR/hostbin"
+	SBXS=$HOME/.local/share/docker-sandboxes-fake
+	# a host docker that would leave a mark, after the fakes on PATH
+	printf '#!/bin/sh\necho "$0 $*" >> %s/host-docker-ran\nexit 99\n' "$BATS_TEST_TMPDIR" \
+		> "$BATS_TEST_TMPDIR/hostbin/docker"
+	chmod +x "$BATS_TEST_TMPDIR/hostbin/docker"
+	export PATH="$TOP/tests/fakes:$PATH:$BATS_TEST_TMPDIR/hostbin"
+	export PISB_SBX_POLL_MS=100 PISB_SBX_KEEPALIVE_MS=300
+}
+
+teardown() {
+	for n in $(pisb list -q 2>/dev/null); do pisb destroy "$n" --confirm "$n" >/dev/null 2>&1 || true; done
+	[ ! -e "$BATS_TEST_TMPDIR/host-docker-ran" ] || { echo "a host docker ran:"; cat "$BATS_TEST_TMPDIR/host-docker-ran"; false; }
+}
+
+# argv the fake got (without argv[0]), one JSON array a line
+calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
+last_call() { calls | grep -F "\"$1\"" | tail -1; }
+sbxname() { jq -r .remote.sbxName "$PI_SANDBOX_HOME/instances/$1/record.json"; }
+wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eval "$1"; }
+
+@test "fake sbx: documented argv shapes, outputs and exit codes" {
+	ws=$BATS_TEST_TMPDIR/ws
+	mkdir -p "$ws"
+	run -0 sbx create --name a shell "$ws"
+	[ "$output" = "Created sandbox 'a'" ]
+	run -0 sbx create -q --name b --cpus 2 --memory 2g -t tmpl:1 shell "$ws"
+	[ -z "$output" ]
+	run -1 sbx create --name a shell "$ws"
+	[[ $output == *"already exists"* ]]
+	run -1 sbx create --name c shell "$ws:ro"
+	run -1 sbx create --name c --memory 512m shell "$ws"
+	run -0 sbx ls --json
+	jq -e '.sandboxes | map(.name) == ["a","b"] and all(.status == "running")' <<<"$output"
+	run -0 sbx ls -q
+	[ "$output" = "$(printf 'a\nb')" ]
+	run -3 sbx exec a -- sh -c 'exit 3'
+	run -0 sbx exec a -- pwd
+	[ "$output" = "$ws" ]
+	run -127 sbx exec a nosuchcommand
+	[[ $output == *'executable file not found in $PATH'* ]]
+	run -0 sbx stop a
+	run -0 sbx ls --json
+	jq -e '.sandboxes[0].status == "stopped"' <<<"$output"
+	# exec starts a stopped sandbox
+	run -0 sbx exec a -- true
+	run -0 sbx ls --json
+	jq -e '.sandboxes[0].status == "running"' <<<"$output"
+	run -0 sbx ports a --publish 8080:3000
+	run -0 sbx ports a
+	[[ $output == *"127.0.0.1    8080       3000          tcp"* ]]
+	run -1 sbx ports a --publish 8080:4000
+	[[ $output == *"port is already allocated"* ]]
+	run -1 sbx rm a </dev/null
+	run -0 sbx rm --force a b
+	run -1 sbx exec a -- true
+	[[ $output == *"sandbox 'a' not found"* ]]
+	run -1 sbx frobnicate
+	[[ $output == *'unknown command "frobnicate" for "sbx"'* ]]
+}
+
+@test "create --driver sbx: argv, names pi-sbx-<pid>-<n>, record and status; list and inspect" {
+	run -0 --separate-stderr pisb create box --driver sbx
+	[ "$stderr" = "created sandbox 'box' (sbx)" ]
+	ws=$PI_SANDBOX_HOME/instances/box/workspace
+	[ -d "$ws" ]
+	[ "$(sbxname box)" = pi-sbx-0-1 ]
+	[ "$(last_call create)" = "[\"create\",\"--quiet\",\"--name\",\"pi-sbx-0-1\",\"shell\",\"$ws\"]" ]
+	run -0 pisb list --json
+	jq -e '.[0] | .name == "box" and .driver == "sbx" and .status == "running"' <<<"$output"
+	run -0 pisb inspect box
+	jq -e --arg ws "$ws" '.driver == "sbx" and .status == "running" and .workspace == $ws
+		and .remote.sbxName == "pi-sbx-0-1" and .remote.state == "running"' <<<"$output"
+	jq -e '.remote | .sbxName == "pi-sbx-0-1" and .createdByPisb and .teardown == "remove"' \
+		"$PI_SANDBOX_HOME/instances/box/record.json"
+	[ "$(stat -c %a "$PI_SANDBOX_HOME/instances/box/record.json")" = 600 ]
+	# a second one gets the next number; an owner's pid goes into the name
+	sleep 60 & owner=$!
+	run -0 pisb create two --driver sbx --owner-pid "$owner"
+	[ "$(sbxname two)" = "pi-sbx-$owner-1" ]
+	run -0 pisb create three --driver sbx
+	[ "$(sbxname three)" = pi-sbx-0-2 ]
+	kill "$owner"
+	# the name is taken: 4; no such sandbox: 3
+	run -4 --separate-stderr pisb create box --driver sbx
+	[[ $stderr == *"sandbox 'box' already exists"* ]]
+	run -3 pisb stop nosuch
+}
+
+@test "sandbox.yaml sbx: cpus, memory, template, workspaceReadOnly reach sbx create" {
+	cat > "$BATS_TEST_TMPDIR/s.yaml" <<-EOF
+	driver: sbx
+	sbx: {cpus: 3, memory: 6g, template: "docker.io/me/tmpl:1", workspaceReadOnly: true}
+	EOF
+	run -0 pisb create ro -f "$BATS_TEST_TMPDIR/s.yaml"
+	d=$PI_SANDBOX_HOME/instances/ro
+	[ "$(last_call create)" = "[\"create\",\"--quiet\",\"--name\",\"pi-sbx-0-1\",\"--cpus\",\"3\",\"--memory\",\"6g\",\"--template\",\"docker.io/me/tmpl:1\",\"shell\",\"$d/scratch\",\"$d/workspace:ro\"]" ]
+	run -0 pisb inspect ro
+	jq -e '.image == "docker.io/me/tmpl:1"' <<<"$output"
+	# resources without sbx.cpus/memory are used as the sandbox's size
+	printf 'driver: sbx\nresources: {cpus: 4, memoryGiB: 8}\n' > "$BATS_TEST_TMPDIR/r.yaml"
+	run -0 pisb create sized -f "$BATS_TEST_TMPDIR/r.yaml"
+	[[ $(last_call create) == *'"--cpus","4","--memory","8g"'* ]]
+	# setup runs in the workspace through sbx exec; a failure is kept, the sandbox stays
+	printf 'driver: sbx\nsetup: ["echo made > f", "exit 7"]\n' > "$BATS_TEST_TMPDIR/setup.yaml"
+	run -0 pisb create st -f "$BATS_TEST_TMPDIR/setup.yaml"
+	[ "$(cat "$PI_SANDBOX_HOME/instances/st/workspace/f")" = made ]
+	run -0 pisb inspect st
+	jq -e '.setupError == "setup[1] '"'exit 7'"' exited with 7"' <<<"$output"
+	# what sbx cannot do is refused, naming the driver
+	printf 'driver: sbx\nservices: {web: {command: "sleep 1"}}\n' > "$BATS_TEST_TMPDIR/svc.yaml"
+	run -1 --separate-stderr pisb create svc -f "$BATS_TEST_TMPDIR/svc.yaml"
+	[[ $stderr == *"driver sbx does not run services"* ]]
+	printf 'driver: sbx\nnetwork: {allowedHosts: [example.com]}\n' > "$BATS_TEST_TMPDIR/net.yaml"
+	run -1 --separate-stderr pisb create net -f "$BATS_TEST_TMPDIR/net.yaml"
+	[[ $stderr == *"sbx policy"* ]]
+	[ ! -e "$PI_SANDBOX_HOME/instances/svc" ] && [ ! -e "$PI_SANDBOX_HOME/instances/net" ]
+}
+
+@test "the sbx CLI gets a scrubbed environment: DOCKER_* and COMPOSE_* never, others only when allowlisted" {
+	cat > "$BATS_TEST_TMPDIR/e.yaml" <<-EOF
+	driver: sbx
+	env: {FROM_CONFIG: yes}
+	sbx: {envAllowlist: [ALLOWED_ONE], envPassthrough: [PASSED_ONE]}
+	EOF
+	export DOCKER_HOST=unix:///host-docker.sock DOCKER_CONTEXT=evil COMPOSE_FILE=/etc/x.yml
+	export SECRET_TOKEN=s3cret ALLOWED_ONE=a1 PASSED_ONE=p1
+	run -0 pisb create env -f "$BATS_TEST_TMPDIR/e.yaml"
+	run -0 pisb exec env -- env
+	inside=$output
+	# every sbx invocation: nothing of the host's docker or secrets
+	run -0 jq -s -e 'all(.[]; .env | (keys | map(select(test("^(DOCKER_|COMPOSE_)"))) | length == 0)
+		and (has("SECRET_TOKEN") | not) and .ALLOWED_ONE == "a1" and (has("PASSED_ONE") | not))' "$SBXS/calls.log"
+	# inside: config env and passthrough through -e; no DOCKER_HOST
+	[[ $inside == *"FROM_CONFIG=yes"* ]]
+	[[ $inside == *"PASSED_ONE=p1"* ]]
+	[[ $inside != *"DOCKER_HOST"* ]]
+	[[ $inside != *"s3cret"* ]]
+	[[ $(last_call exec) == *'"-e","FROM_CONFIG=yes","-e","PASSED_ONE=p1"'* ]]
+	# DOCKER_* cannot be allowlisted at all
+	printf 'driver: sbx\nsbx: {envAllowlist: [DOCKER_HOST]}\n' > "$BATS_TEST_TMPDIR/bad.yaml"
+	run -2 pisb create bad -f "$BATS_TEST_TMPDIR/bad.yaml"
+}
+
+@test "exec: status passed through, stdin/stdout/stderr streamed, --cwd, --env, --sh" {
+	run -0 pisb create box --driver sbx
+	ws=$PI_SANDBOX_HOME/instances/box/workspace
+	run -42 --separate-stderr pisb exec box -- sh -c 'echo out; echo err >&2; exit 42'
+	[ "$output" = out ] && [ "$stderr" = err ]
+	run -0 bash -c 'printf "a\nb\n" | pisb exec box -- wc -l'
+	[ "$output" = 2 ]
+	mkdir -p "$ws/sub"
+	run -0 pisb exec box --cwd sub --env K=v -- sh -c 'pwd; echo $K'
+	[ "$output" = "$(printf '%s\nv' "$ws/sub")" ]
+	[[ $(last_call exec) == "[\"exec\",\"-i\",\"-w\",\"$ws/sub\",\"-e\",\"K=v\",\"pi-sbx-0-1\",\"--\",\"sh\",\"-c\""* ]]
+	run -0 pisb exec box --sh 'echo $((6*7))'
+	[ "$output" = 42 ]
+	run -127 pisb exec box -- no-such-command
+	# handles are not there yet: refused, naming the driver
+	run -1 --separate-stderr pisb exec box --timeout-ms 100 -- true
+	[[ $stderr == *"driver sbx"* ]]
+	run -1 pisb exec-status box abc-123
+	# files: refused clearly, exit 1, naming the driver
+	run -1 --separate-stderr pisb read box f
+	[[ $stderr == *"uses driver sbx"* ]]
+	run -1 pisb ls box
+}
+
+@test "exec forwards signals to the command" {
+	run -0 pisb create box --driver sbx
+	pisb exec box -- sh -c 'trap "echo got-term; exit 7" TERM; echo up; while :; do sleep 0.1; done' \
+		> "$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+	pid=$!
+	wait_for "grep -q up '$BATS_TEST_TMPDIR/out'"
+	kill -TERM "$pid"
+	rc=0
+	wait "$pid" || rc=$?
+	[ "$rc" = 7 ]
+	grep -q got-term "$BATS_TEST_TMPDIR/out"
+}
+
+@test "stop, start, destroy: the sbx commands and the status they leave" {
+	run -0 pisb create box --driver sbx --events-fd 3 3>"$BATS_TEST_TMPDIR/ev"
+	jq -e '.event == "ready" and .driver == "sbx" and .sandboxId == "pi-sbx-0-1"' "$BATS_TEST_TMPDIR/ev"
+	run -0 pisb stop box
+	[ "$(last_call stop)" = '["stop","pi-sbx-0-1"]' ]
+	run -0 pisb list --json
+	jq -e '.[0].status == "stopped"' <<<"$output"
+	run -0 pisb start box
+	[ "$(calls | tail -1)" = '["exec","pi-sbx-0-1","--","true"]' ]
+	run -0 pisb list --json
+	jq -e '.[0].status == "running"' <<<"$output"
+	# inspect asks sbx: stopped behind pisb's back shows
+	sbx stop pi-sbx-0-1
+	run -0 pisb inspect box
+	jq -e '.status == "stopped" and .remote.state == "stopped"' <<<"$output"
+	run -0 pisb destroy box --confirm box --events-fd 3 3>"$BATS_TEST_TMPDIR/ev2"
+	[ "$(last_call rm)" = '["rm","--force","pi-sbx-0-1"]' ]
+	jq -e '.event == "released" and .mode == "remove"' "$BATS_TEST_TMPDIR/ev2"
+	[ ! -e "$PI_SANDBOX_HOME/instances/box" ]
+	run -0 sbx ls --json
+	jq -e '.sandboxes == []' <<<"$output"
+	# removed from sbx behind pisb's back: exec fails closed (5), destroy still works
+	run -0 pisb create gone --driver sbx
+	sbx rm --force pi-sbx-0-1
+	run -5 --separate-stderr pisb exec gone -- true
+	[[ $stderr == *"sandbox 'gone'"* ]]
+	run -0 pisb destroy gone --confirm gone
+}
+
+@test "exit codes: sbx missing (5), sbx failing (5, naming the command), timeout-free busy (4)" {
+	# no sbx on PATH at all
+	run -5 --separate-stderr env PATH=/usr/bin:/bin "$PISB_BIN_DIR/pisb" create box --driver sbx
+	[[ $stderr == *"the sbx CLI is not on PATH"* ]]
+	[ ! -e "$PI_SANDBOX_HOME/instances/box" ]
+	# sbx create fails: 5, the message names the sandbox and the sbx command; nothing stays
+	mkdir -p "$SBXS"
+	echo '{"create":{"exit":1,"stderr":"Error: failed to start sandbox: start runtime: request failed: 500","count":1}}' > "$SBXS/faults.json"
+	run -5 --separate-stderr pisb create box --driver sbx
+	[[ $stderr == *"create 'box'"* ]]
+	[[ $stderr == *"'sbx create --quiet --name pi-sbx-0-1 shell "* ]]
+	[[ $stderr == *"failed with status 1: Error: failed to start sandbox"* ]]
+	[ ! -e "$PI_SANDBOX_HOME/instances/box" ]
+	# exec: sbx cannot start the sandbox -> 5, not the command's status
+	run -0 pisb create box --driver sbx
+	echo '{"exec":{"exit":1,"stderr":"Error: failed to start sandbox: start runtime: request failed: 500","count":1}}' > "$SBXS/faults.json"
+	run -5 --separate-stderr pisb exec box -- true
+	[[ $stderr == *"sandbox 'box': 'sbx exec pi-sbx-0-1' failed"* ]]
+	# stop fails: 5 naming sbx stop
+	echo '{"stop":{"exit":1,"stderr":"Error: daemon unavailable","count":1}}' > "$SBXS/faults.json"
+	run -5 --separate-stderr pisb stop box
+	[[ $stderr == *"stop 'box': 'sbx stop pi-sbx-0-1' failed with status 1: Error: daemon unavailable"* ]]
+	# busy: a lifecycle command holds op.lock
+	exec 9>"$PI_SANDBOX_HOME/instances/box/op.lock"
+	flock 9
+	run -4 pisb stop box
+	exec 9>&-
+}
+
+@test "teardown policies: the owner's death removes, stops or keeps the sandbox" {
+	for policy in remove stop none; do
+		printf 'driver: sbx\nsbx: {teardown: %s}\n' "$policy" > "$BATS_TEST_TMPDIR/$policy.yaml"
+		sleep 60 & owner=$!
+		run -0 pisb create "t-$policy" -f "$BATS_TEST_TMPDIR/$policy.yaml" --owner-pid "$owner"
+		name=$(sbxname "t-$policy")
+		[ "$name" = "pi-sbx-$owner-1" ]
+		wait_for "pisb inspect t-$policy >/dev/null && [ -n \"\$(grep watchdog '$PI_SANDBOX_HOME/instances/t-$policy/sbx.log')\" ]"
+		kill "$owner"
+		case $policy in
+		remove)
+			wait_for "[ ! -e '$PI_SANDBOX_HOME/instances/t-remove' ]"
+			[ "$(last_call rm)" = "[\"rm\",\"--force\",\"$name\"]" ]
+			run -0 sbx ls -q
+			[ -z "$output" ] ;;
+		stop)
+			wait_for "calls | grep -qF '[\"stop\",\"$name\"]'"
+			wait_for "[ \"\$(pisb list --json | jq -r '.[] | select(.name==\"t-stop\") | .status')\" = stopped ]" ;;
+		none)
+			wait_for "grep -q 'teardown none' '$PI_SANDBOX_HOME/instances/t-none/sbx.log'"
+			run -0 pisb list --json
+			jq -e '.[] | select(.name == "t-none") | .status == "running"' <<<"$output"
+			! calls | grep -E '^\["(rm|stop)"' | grep -qF "$name" ;;
+		esac
+	done
+}
+
+@test "keepalive pokes a running sandbox, never a stopped one" {
+	printf 'driver: sbx\nsbx: {keepalive: true}\n' > "$BATS_TEST_TMPDIR/k.yaml"
+	run -0 pisb create k -f "$BATS_TEST_TMPDIR/k.yaml"
+	wait_for "[ \$(calls | grep -cF '[\"exec\",\"pi-sbx-0-1\",\"--\",\"true\"]') -ge 2 ]"
+	run -0 pisb stop k
+	n=$(calls | grep -cF '["exec","pi-sbx-0-1","--","true"]')
+	sleep 1
+	[ "$(calls | grep -cF '["exec","pi-sbx-0-1","--","true"]')" = "$n" ]
+	run -0 sbx ls --json
+	jq -e '.sandboxes[0].status == "stopped"' <<<"$output"
+}
