@@ -443,7 +443,14 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 			goto out_failed;
 		lower = xasprintf("%s/%s", st->path, skel);
 	} else {
-		lower = pisb_image_path(st, c.cfg->image, &c.ids, e);
+		/* the image the sandbox was created from, not what the path
+		 * holds now; a record from before imageCache, or a cache that
+		 * was deleted by hand, resolves the path again */
+		struct pisb_err ce = PISB_ERR_INIT;
+		if (c.rec.image_cache && !(lower = pisb_image_cached(st, c.rec.image_cache, &ce)))
+			pisb_svc_log("image: %s; importing '%s' again", ce.msg, c.cfg->image);
+		if (!lower)
+			lower = pisb_image_path(st, c.cfg->image, &c.ids, e);
 		if (!lower)
 			goto out_failed;
 	}

@@ -368,6 +368,35 @@ done:
 	return PISB_STEAL(rootfs);
 }
 
+char *pisb_image_cached(struct pisb_state *st, const char *cache, struct pisb_err *e)
+{
+	_cleanup_free_ char *marker = NULL, *lk = NULL;
+	int lock;
+
+	if (!*cache || strchr(cache, '/') || cache[0] == '.') {
+		pisb_err_set(e, PISB_EXIT_USAGE, "image cache '%s': not a cache name", cache);
+		return NULL;
+	}
+	marker = xasprintf("images/%s/complete", cache);
+	if (!pin_find(cache)) {
+		lk = pisb_image_lock_path(cache);
+		/* shared, as for a resolved path: gc cannot remove it now */
+		if (faccessat(st->fd, marker, F_OK, 0) < 0 ||
+		    (lock = pisb_lock_acquire(st->fd, lk, false, -1, "the image cache", e)) < 0) {
+			if (!e->code)
+				pisb_err_set(e, PISB_EXIT_NOTFOUND, "image cache 'images/%s' is gone", cache);
+			return NULL;
+		}
+		if (faccessat(st->fd, marker, F_OK, 0) < 0) {
+			close(lock);
+			pisb_err_set(e, PISB_EXIT_NOTFOUND, "image cache 'images/%s' is gone", cache);
+			return NULL;
+		}
+		pin_add(cache, lock);
+	}
+	return xasprintf("%s/images/%s/rootfs", st->path, cache);
+}
+
 char *pisb_image_path(struct pisb_state *st, const char *path,
 		      const struct pisb_ids *ids, struct pisb_err *e)
 {

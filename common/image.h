@@ -21,6 +21,11 @@ struct pisb_ids;
  * long as the sandbox runs. */
 char *pisb_image_get(struct pisb_state *st, const char *path,
 		     const struct pisb_ids *ids, char **cache, struct pisb_err *e);
+/* The rootfs of cache images/CACHE (a record's imageCache), pinned like
+ * pisb_image_get's; NULL with e (PISB_EXIT_NOTFOUND when it is gone).  A
+ * sandbox keeps the image it was created from even if the file at its
+ * image path changes later, and a start does not hash the image again. */
+char *pisb_image_cached(struct pisb_state *st, const char *cache, struct pisb_err *e);
 /* pisb_image_get without the cache's name. */
 char *pisb_image_path(struct pisb_state *st, const char *path,
 		      const struct pisb_ids *ids, struct pisb_err *e);

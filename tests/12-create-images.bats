@@ -47,6 +47,31 @@ teardown() {
 	[ "$output" = from-image ]
 }
 
+@test "a sandbox keeps the image it was created from when the file changes; a lost cache is imported again" {
+	tar --numeric-owner -C "$r" -czf "$BATS_TEST_TMPDIR/a.tgz" .
+	printf 'image: %s\n' "$BATS_TEST_TMPDIR/a.tgz" > "$BATS_TEST_TMPDIR/a.yaml"
+	run -0 pisb create keep -f "$BATS_TEST_TMPDIR/a.yaml"
+	cache=$(jq -r .imageCache "$PI_SANDBOX_HOME/instances/keep/record.json")
+	[ -f "$PI_SANDBOX_HOME/images/$cache/complete" ]
+	run -0 pisb stop keep
+	# the tarball at the same path now holds something else
+	echo changed-image > "$r/etc/marker"
+	tar --numeric-owner -C "$r" -czf "$BATS_TEST_TMPDIR/a.tgz" .
+	run -0 pisb start keep
+	run -0 pisb exec keep -- cat /etc/marker
+	[ "$output" = from-image ]
+	# and the start neither hashed nor imported the new file
+	[ "$(ls -d "$PI_SANDBOX_HOME"/images/*/rootfs | wc -l)" = 1 ]
+	# a cache deleted by hand: the path is imported again, and the log says so
+	run -0 pisb stop keep
+	rm -rf "${PI_SANDBOX_HOME:?}/images/$cache"
+	run -0 pisb start keep
+	run -0 pisb exec keep -- cat /etc/marker
+	[ "$output" = changed-image ]
+	run -0 pisb logs keep
+	[[ $output == *"image cache 'images/$cache' is gone; importing '$BATS_TEST_TMPDIR/a.tgz' again"* ]]
+}
+
 @test "a directory image boots" {
 	printf 'image: %s\n' "$r" > "$BATS_TEST_TMPDIR/c.yaml"
 	run -0 pisb create dir -f "$BATS_TEST_TMPDIR/c.yaml"
