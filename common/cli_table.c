@@ -197,7 +197,7 @@ const struct pisb_verb pisb_verbs[] = {
 	V("find", "pisb-fs", "NAME GLOB [--path DIR] [--limit N]", "name", "glob", NULL, 2, 2, false,
 	  "find files by glob (** allowed)", find_opts),
 	V("grep", "pisb-fs", "NAME REGEX [--path DIR] [--glob G] [-i] [--literal] [-C N] [--limit N]", "name", "pattern", NULL, 2, 2, false,
-	  "search file contents", grep_opts),
+	  "search file contents (REGEX in ripgrep's syntax)", grep_opts),
 	V("logs", "pisb-fs", "NAME [SERVICE] [--lines N]", "name", "service", NULL, 1, 2, false,
 	  "last lines of the controller's or a service's log", logs_opts),
 	V("push", "pisb-fs", "NAME HOSTDIR [--to DIR] [--all]", "name", "hostDir", NULL, 2, 2, false,

@@ -92,7 +92,7 @@ complete -c pisb -n '__pisb_verb' -a ls -d 'list a directory with types, sizes a
 complete -c pisb -n '__pisb_verb' -a stat -d 'type, size, mode and access of a path'
 complete -c pisb -n '__pisb_verb' -a mkdir -d 'create a directory and its parents'
 complete -c pisb -n '__pisb_verb' -a find -d 'find files by glob (** allowed)'
-complete -c pisb -n '__pisb_verb' -a grep -d 'search file contents'
+complete -c pisb -n '__pisb_verb' -a grep -d 'search file contents (REGEX in ripgrep\'s syntax)'
 complete -c pisb -n '__pisb_verb' -a logs -d 'last lines of the controller\'s or a service\'s log'
 complete -c pisb -n '__pisb_verb' -a push -d 'copy a host tree into the sandbox, verified'
 complete -c pisb -n '__pisb_verb' -a pull -d 'copy a sandbox tree out to a host directory'

@@ -158,6 +158,43 @@ setup() {
 	jq -e '.matches == [{"path":"src/sub/helper.c","line":1,"text":"static int helper(void);","kind":"match"}]' <<<"$output"
 }
 
+@test "grep takes ripgrep's syntax: escapes in and out of classes, (?i), groups, lazy repeats, UTF-8" {
+	run -0 pisb exec fs -- sh -c 'printf "const x = 42;\nfunction fooBar(a) {\n  h\303\251llo w\303\266rld\ntab\there\nkebab-case_name\nTODO later\n\${HOME}/x\n" > /workspace/tree/rg.txt'
+	g() { pisb grep fs "$1" --path tree/rg.txt --json | jq -c '[.matches[].line]'; }
+	[ "$(g '\d+')" = '[1]' ]
+	[ "$(g '\D\d+;$')" = '[1]' ]
+	[ "$(g 'function\s+\w+\(')" = '[2]' ]
+	[ "$(g '^[\w-]+$')" = '[5]' ]
+	[ "$(g '^[^\s\d]+-')" = '[5]' ]
+	[ "$(g '(?i)todo')" = '[6]' ]
+	[ "$(g '(?:foo|bar)Bar')" = '[2]' ]
+	[ "$(g '(?P<v>x) = \d{2}')" = '[1]' ]
+	[ "$(g 'f.*?Bar')" = '[2]' ]
+	[ "$(g '\bx\b')" = '[1,7]' ]
+	[ "$(g '\t')" = '[4]' ]
+	[ "$(g 'tab\x09here')" = '[4]' ]
+	[ "$(g '\$\{HOME\}')" = '[7]' ]
+	# . and \w take a whole character, é is two bytes
+	[ "$(g 'h.llo')" = '[3]' ]
+	[ "$(g 'w\wrld')" = '[3]' ]
+	[ "$(g 'h\x{e9}llo')" = '[3]' ]
+	[ "$(g 'h[é]llo')" = '[3]' ]
+	# a brace that starts no repetition is a brace, as for grep -E
+	[ "$(g 'Bar\(a\) {')" = '[2]' ]
+	# what ripgrep refuses is refused, naming the construct
+	run -2 --separate-stderr pisb grep fs '(?=x)' --path tree/rg.txt
+	[[ $stderr == *"look-around is not supported"* ]]
+	run -2 --separate-stderr pisb grep fs '(a)\1' --path tree/rg.txt
+	[[ $stderr == *"backreferences are not supported"* ]]
+	run -2 --separate-stderr pisb grep fs '\p{Greek}' --path tree/rg.txt
+	[[ $stderr == *"Unicode classes"* ]]
+	run -2 --separate-stderr pisb grep fs 'x(?i)y' --path tree/rg.txt
+	[[ $stderr == *"only at the start"* ]]
+	# --literal takes the text as it is
+	run -0 pisb grep fs '${HOME}' --literal --path tree/rg.txt
+	[ "$output" = 'rg.txt:7:${HOME}/x' ]
+}
+
 @test "grep -C: context lines, merged groups, -- separators" {
 	run -0 pisb grep fs MATCH --path tree/ctx.txt -C 1
 	[ "$output" = "ctx.txt-4-line 4

@@ -235,6 +235,11 @@ teardown() {
 	jq -e '.matches[0].path == "m.c"' <<<"$output"
 	run -2 pisb grep box '(' --json
 	run -3 pisb grep box x --path nowhere
+	# ripgrep's syntax, as locally: the sandbox's grep -E gets the translation
+	run -0 pisb grep box '\d;$' --json
+	jq -e '.matches == [{"path":"src/m.c","line":3,"text":"  return 0;","kind":"match"}]' <<<"$output"
+	run -0 pisb grep box '(?i)^MAIN\s\w+$' --json
+	jq -e '[.matches[].path] == ["README"]' <<<"$output"
 }
 
 @test "grep cuts lines at 500 characters" {
