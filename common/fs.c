@@ -7,6 +7,7 @@
 #include "json.h"
 #include "lock.h"
 #include "ns.h"
+#include "sbx.h"
 #include "state.h"
 #include "util.h"
 
@@ -67,6 +68,13 @@ int pisb_fs_open(struct pisb_fs *fs, const struct pisb_state *st, const char *na
 	fs->workspace = record_workspace(fs->idir, &driver, e);
 	if (!fs->workspace)
 		return -1;
+	if (driver && !strcmp(driver, "sbx")) {
+		/* the workspace sbx shares with the VM, on this host */
+		free(fs->workspace);
+		fs->workspace = pisb_sbx_fs_workspace(fs->idir, e);
+		fs->sbx = true;
+		return fs->workspace ? 0 : pisb_err_prefix(e, "sandbox '%s'", name);
+	}
 	if (!running)
 		return 0;
 	if (driver && strcmp(driver, "local"))
@@ -113,8 +121,12 @@ int pisb_fs_enter(struct pisb_fs *fs, struct pisb_err *e)
 		__lsan_do_leak_check();
 
 	/* user + mount are all file access needs: the mount namespace gives the
-	 * sandbox's view, the user namespace makes us root of its files only */
-	if (pisb_sandbox_enter_ns(fs->init_pid, fs->init_start, PISB_NS_USER | PISB_NS_MNT, e) < 0 ||
+	 * sandbox's view, the user namespace makes us root of its files only
+	 * (sbx: a root of our own holding only the shared workspace) */
+	if (fs->sbx) {
+		if (pisb_sbx_fs_enter(fs->workspace, e) < 0)
+			return pisb_err_prefix(e, "sandbox '%s'", fs->name);
+	} else if (pisb_sandbox_enter_ns(fs->init_pid, fs->init_start, PISB_NS_USER | PISB_NS_MNT, e) < 0 ||
 	    pisb_sandbox_become_root(privileged, e) < 0) {
 		if (e->code == PISB_EXIT_BACKEND && strstr(e->msg, "not running"))
 			pisb_err_set(e, PISB_EXIT_BACKEND,

@@ -34,11 +34,13 @@ struct pisb_fs {
 	pid_t init_pid;           /* the sandbox's pid 1 ... */
 	unsigned long long init_start;   /* ... and its start time */
 	int root;                 /* after pisb_fs_enter: O_PATH fd of "/" */
+	bool sbx;                 /* driver sbx: the shared workspace only */
 };
-#define PISB_FS_INIT { -1, NULL, NULL, 0, 0, -1 }
+#define PISB_FS_INIT { -1, NULL, NULL, 0, 0, -1, false }
 
 /* Look up sandbox NAME: missing -> 3; with running, not running -> 5
- * ("sandbox 'NAME' is not running (start it with 'pisb start NAME')"). */
+ * ("sandbox 'NAME' is not running (start it with 'pisb start NAME')").
+ * A sbx sandbox: its workspace on this host (sbx.h), whatever its state. */
 int pisb_fs_open(struct pisb_fs *fs, const struct pisb_state *st,
 		 const char *name, bool running, struct pisb_err *e);
 void pisb_fs_release(struct pisb_fs *fs);

@@ -34,6 +34,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1220,4 +1222,76 @@ int pisb_sbx_shell(struct pisb_state *st, const char *name, const char *user,
 	ret = attached(&t, av.v, code, e);
 	sbx_inst_release(&t);
 	return ret;
+}
+
+/* ---- files ---- */
+
+char *pisb_sbx_fs_workspace(int idir, struct pisb_err *e)
+{
+	struct pisb_record rec;
+	char *ws;
+
+	if (pisb_record_load(idir, &rec, e) < 0)
+		return NULL;
+	ws = remote_get(rec.remote_json, "workspace");
+	pisb_record_release(&rec);
+	if (!ws || ws[0] != '/') {
+		free(ws);
+		pisb_err_set(e, PISB_EXIT_FAIL, "the sandbox's record names no sbx workspace");
+		return NULL;
+	}
+	return ws;
+}
+
+static int write_proc(const char *file, const char *text)
+{
+	_cleanup_close_ int fd = open(file, O_WRONLY | O_CLOEXEC);
+	return fd < 0 || pisb_write_all(fd, text, strlen(text)) < 0 ? -1 : 0;
+}
+
+int pisb_sbx_fs_enter(const char *ws, struct pisb_err *e)
+{
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	_cleanup_close_ int wfd = -1;
+	char map[64], src[64];
+	_cleanup_free_ char *dst = NULL;
+
+	if (access(ws, F_OK) < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "the sbx workspace '%s'", ws);
+	/* our own user namespace (root inside = us outside) and mount
+	 * namespace: the tmpfs root below exists for this process only */
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "files of an sbx sandbox need a user namespace: unshare");
+	snprintf(map, sizeof(map), "0 %u 1", (unsigned)uid);
+	if (write_proc("/proc/self/setgroups", "deny") < 0 && errno != ENOENT)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "write /proc/self/setgroups");
+	if (write_proc("/proc/self/uid_map", map) < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "write /proc/self/uid_map");
+	snprintf(map, sizeof(map), "0 %u 1", (unsigned)gid);
+	if (write_proc("/proc/self/gid_map", map) < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "write /proc/self/gid_map");
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "make mounts private");
+	/* opened in the new namespace: a bind source must be one of its mounts */
+	wfd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (wfd < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "open the sbx workspace '%s'", ws);
+	/* a tmpfs over the workspace's own path (we hold it open) becomes the
+	 * root; the workspace is bound back at its path inside it */
+	if (mount("pisb-sbx-root", ws, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "mount a tmpfs root");
+	dst = xasprintf("%s%s", ws, ws);
+	{
+		_cleanup_close_ int top = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (top < 0 || pisb_mkdirs_at(top, ws + 1, 0755, e) < 0)
+			return pisb_err_sys(e, PISB_EXIT_BACKEND, "make '%s' in the tmpfs root", ws);
+	}
+	snprintf(src, sizeof(src), "/proc/self/fd/%d", wfd);
+	/* not recursive: the tmpfs now on top of it would come along */
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "bind the workspace");
+	if (chdir(ws) < 0 || chroot(".") < 0 || chdir("/") < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "chroot into the workspace's root");
+	return 0;
 }

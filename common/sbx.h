@@ -81,6 +81,16 @@ int pisb_sbx_refresh(struct pisb_state *st, const char *name, struct pisb_err *e
 /* The host path of the workspace (caller frees), from the record. */
 char *pisb_sbx_workspace(const struct pisb_record *rec);
 
+/* Files (pisb-fs): sbx shares the workspace with the VM at the same
+ * absolute path, so the file verbs work on that host directory, confined
+ * to it.  pisb_sbx_fs_workspace: the record's workspace (caller frees),
+ * NULL + e if the record has none.  pisb_sbx_fs_enter: a new user and
+ * mount namespace whose root is a tmpfs holding only the workspace, bound
+ * at its own path; then chroot there.  Paths outside the workspace do not
+ * exist (3): they are the VM's, reachable with pisb exec only. */
+char *pisb_sbx_fs_workspace(int idir, struct pisb_err *e);
+int pisb_sbx_fs_enter(const char *workspace, struct pisb_err *e);
+
 /* exec attached: `sbx exec -i -w CWD [-e K=V]... SBX -- CMD...`, with
  * stdio streamed and SIGINT/TERM/HUP/QUIT forwarded; *code is the
  * command's status.  cwd relative = under the workspace.  env: the

@@ -171,10 +171,42 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	run -1 --separate-stderr pisb exec box --timeout-ms 100 -- true
 	[[ $stderr == *"driver sbx"* ]]
 	run -1 pisb exec-status box abc-123
-	# files: refused clearly, exit 1, naming the driver
-	run -1 --separate-stderr pisb read box f
-	[[ $stderr == *"uses driver sbx"* ]]
-	run -1 pisb ls box
+}
+
+@test "file verbs work on the workspace sbx shares with the VM, and nothing outside it" {
+	require_userns
+	run -0 pisb create box --driver sbx
+	ws=$PI_SANDBOX_HOME/instances/box/workspace
+	run -0 bash -c 'printf "one\ntwo\n" | pisb write box d/f.txt --mkdir'
+	# the VM sees what pisb wrote, and the other way round
+	run -0 pisb exec box -- cat d/f.txt
+	[ "$output" = "$(printf 'one\ntwo')" ]
+	pisb exec box -- sh -c 'echo from-vm > d/g.txt'
+	run -0 pisb read box "$ws/d/g.txt"
+	[ "$output" = from-vm ]
+	run -0 pisb ls box d --json
+	jq -e '.entries | map(.name) == ["f.txt","g.txt"]' <<<"$output"
+	run -0 pisb edit box d/f.txt --old two --new three
+	run -0 pisb grep box three
+	[ "$output" = "d/f.txt:2:three" ]
+	run -0 pisb find box '**/*.txt'
+	run -0 pisb mkdir box e/f
+	run -0 pisb stat box e/f --json
+	jq -e '.type == "dir"' <<<"$output"
+	# outside the workspace nothing exists: the host's files stay out of reach
+	run -3 pisb read box /etc/passwd
+	run -3 pisb read box ../../../../../../../etc/passwd
+	pisb exec box -- ln -s /etc/passwd pw
+	run -3 pisb read box pw
+	run -0 pisb write box x < /dev/null
+	[ ! -e /x ]
+	# push and pull go through the same workspace
+	mkdir -p "$BATS_TEST_TMPDIR/src" && echo pushed > "$BATS_TEST_TMPDIR/src/p"
+	run -0 pisb push box "$BATS_TEST_TMPDIR/src" --to in
+	run -0 pisb exec box -- cat in/p
+	[ "$output" = pushed ]
+	run -0 pisb pull box d "$BATS_TEST_TMPDIR/out"
+	[ "$(cat "$BATS_TEST_TMPDIR/out/f.txt")" = "$(printf 'one\nthree')" ]
 }
 
 @test "exec forwards signals to the command" {
