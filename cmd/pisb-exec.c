@@ -72,23 +72,17 @@ static int cmd_exec(struct pisb_ctx *c)
 	if ((rem = pisb_os_owns(&c->st, r.name, &c->err)) < 0)
 		return -1;
 	pisb_os_set_verbose(c->a.verbose);
-	if (!rem && pisb_sbx_owns(&c->st, r.name, &c->err) == 1) {
-		if (tmo >= 0 || c->a.json)
-			return pisb_err_set(&c->err, PISB_EXIT_FAIL,
-					    "exec --timeout-ms: sandbox '%s' uses driver sbx, which runs attached commands only (no handles yet)",
-					    r.name);
-		if (pisb_sbx_exec_attached(&c->st, &r, &code, &c->err) < 0)
-			return -1;
-		return code;
-	}
+	if (!rem && pisb_sbx_owns(&c->st, r.name, &c->err) == 1)
+		rem = 2;
 	if (tmo < 0) {
 		if (c->a.json)
 			return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 					    "exec --json needs --timeout-ms (streamed output is not JSON)");
 		/* before the command runs, errors keep their own codes (3, 5...);
 		 * after, the command's status is ours */
-		if ((rem ? pisb_os_exec_attached(&c->st, &r, &code, &c->err)
-			 : pisb_exec_attached(&c->st, &r, &code, &c->err)) < 0)
+		if ((rem == 2 ? pisb_sbx_exec_attached(&c->st, &r, &code, &c->err)
+		     : rem ? pisb_os_exec_attached(&c->st, &r, &code, &c->err)
+			   : pisb_exec_attached(&c->st, &r, &code, &c->err)) < 0)
 			return -1;
 		return code;
 	}
@@ -98,8 +92,9 @@ static int cmd_exec(struct pisb_ctx *c)
 		bool running = false;
 		r.timeout_ms = (int)tmo;
 		pisb_jw_init(&w, &b);
-		if ((rem ? pisb_os_exec_handle(&c->st, &r, &w, &code, &running, &c->err)
-			 : pisb_exec_handle(&c->st, &r, &w, &code, &running, &c->err)) < 0)
+		if ((rem == 2 ? pisb_sbx_exec_handle(&c->st, &r, &w, &code, &running, &c->err)
+		     : rem ? pisb_os_exec_handle(&c->st, &r, &w, &code, &running, &c->err)
+			   : pisb_exec_handle(&c->st, &r, &w, &code, &running, &c->err)) < 0)
 			return -1;
 		return report(c, &b, code, running);
 	}
@@ -118,18 +113,19 @@ static int cmd_status_kill(struct pisb_ctx *c)
 	if (rem < 0)
 		return -1;
 	if (!rem && pisb_sbx_owns(&c->st, c->a.pos[0], &c->err) == 1)
-		return pisb_err_set(&c->err, PISB_EXIT_FAIL,
-				    "%s: sandbox '%s' uses driver sbx, which has no exec handles yet",
-				    c->a.verb->name, c->a.pos[0]);
+		rem = 2;
 	pisb_os_set_verbose(c->a.verbose);
 	pisb_jw_init(&w, &b);
 	if (!strcmp(c->a.verb->name, "exec-kill")) {
-		r = rem ? pisb_os_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err)
-			: pisb_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err);
+		r = rem == 2 ? pisb_sbx_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err)
+		    : rem ? pisb_os_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err)
+			  : pisb_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err);
 	} else {
 		if (pisb_args_int(&c->a, "timeout-ms", 0, 60000, 0, &tmo, &c->err) < 0)
 			return -1;
-		r = rem ? pisb_os_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w, &code,
+		r = rem == 2 ? pisb_sbx_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w,
+						    &code, &running, &c->err)
+		    : rem ? pisb_os_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w, &code,
 					      &running, &c->err)
 			: pisb_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w, &code,
 					   &running, &c->err);

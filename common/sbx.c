@@ -172,7 +172,7 @@ int sbx_run(const char *bin, char *const *argv, char *const *envp,
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, o->in_fd >= 0 ? o->in_fd : null, 0);
 	posix_spawn_file_actions_adddup2(&fa, o->out_fd >= 0 ? o->out_fd : op[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, ep[1], 2);
+	posix_spawn_file_actions_adddup2(&fa, o->err_fd > 0 ? o->err_fd : ep[1], 2);
 	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
 	posix_spawnattr_init(&at);
 	sigemptyset(&none);
@@ -427,6 +427,8 @@ void sbx_mark(struct sbx_inst *t, const char *state, const char *word)
 
 void sbx_inst_release(struct sbx_inst *t)
 {
+	if (t->poke > 0)
+		close(t->poke);
 	if (t->idir >= 0)
 		close(t->idir);
 	pisb_record_release(&t->rec);
@@ -653,11 +655,18 @@ static void __attribute__((noreturn)) watch_loop(struct pisb_state *st, const ch
 		}
 		if (t.cfg->sbx.keepalive && pisb_mono_ms() >= next_poke) {
 			next_poke = pisb_mono_ms() + keep_ms;
-			/* only a running sandbox: exec would start a stopped one */
-			if (!strcmp(t.rt.state, "running") && !pisb_lock_is_held(t.idir, "op.lock")) {
-				char *argv[] = { "sbx", "exec", t.sbx, "--", "true", NULL };
-				struct pisb_err ig = PISB_ERR_INIT;
-				sbx_call(t.bin, argv, t.env.v, SBX_LC_TIMEOUT_MS, NULL, -1, &ig);
+			/* only a running sandbox: exec would start a stopped one.
+			 * poke.lock: stop/destroy wait for a poke in flight, and
+			 * the state is read again under it */
+			struct pisb_err ig = PISB_ERR_INIT;
+			_cleanup_close_ int pk = pisb_lock_acquire(t.idir, "poke.lock", true, 0, "keepalive", &ig);
+			struct pisb_runtime rt;
+			if (pk >= 0 && pisb_runtime_load(t.idir, &rt, &ig) == 0) {
+				if (!strcmp(rt.state, "running")) {
+					char *argv[] = { "sbx", "exec", t.sbx, "--", "true", NULL };
+					sbx_call(t.bin, argv, t.env.v, SBX_LC_TIMEOUT_MS, NULL, -1, &ig);
+				}
+				pisb_runtime_release(&rt);
 			}
 		} else if (!t.cfg->sbx.keepalive && t.rec.owner.pid <= 0) {
 			sbx_inst_release(&t);
@@ -967,6 +976,9 @@ out:
 
 /* ---- start / stop / destroy ---- */
 
+/* op.lock, then poke.lock (a keepalive poke in flight finishes first;
+ * none starts until the state is written).  *lk holds both: closing the
+ * op.lock fd is what callers do; the poke lock goes with t. */
 static int open_locked(struct pisb_state *st, const char *name, const struct pisb_os_opts *o,
 		       struct sbx_inst *t, int *lk, struct pisb_err *e)
 {
@@ -977,7 +989,12 @@ static int open_locked(struct pisb_state *st, const char *name, const struct pis
 		return -1;
 	snprintf(what, sizeof(what), "sandbox '%s'", name);
 	*lk = pisb_lock_acquire(t->idir, "op.lock", true, o ? o->wait_ms : 0, what, e);
-	if (*lk < 0) {
+	if (*lk >= 0)
+		t->poke = pisb_lock_acquire(t->idir, "poke.lock", true, SBX_LC_TIMEOUT_MS, "keepalive", e);
+	if (*lk < 0 || t->poke < 0) {
+		if (*lk >= 0)
+			close(*lk);
+		*lk = -1;
 		sbx_inst_release(t);
 		return -1;
 	}

@@ -21,6 +21,9 @@
  *   op.lock     held by create/start/stop/destroy and by the watchdog's
  *               teardown (busy -> 4)
  *   watch.lock  held by the watchdog while it lives
+ *   poke.lock   held by a keepalive poke, and by start/stop/destroy after
+ *               op.lock (a poke never restarts a sandbox being stopped)
+ *   exec/H/     detached commands (handles), see pisb_sbx_exec_handle
  *   sbx.log     one line per sbx lifecycle command and its status, and
  *               setup output
  *   workspace/  (scratch/) the mounted directories
@@ -99,6 +102,20 @@ int pisb_sbx_fs_enter(const char *workspace, struct pisb_err *e);
  * exit 5, recognised by its messages on stderr. */
 int pisb_sbx_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 			   int *code, struct pisb_err *e);
+/* Handles (exec --timeout-ms, exec-status, exec-kill): the same contract
+ * and JSON as exec.h.  A handle "sbx-XXXXXXXX" is a detached host-side
+ * supervisor running `sbx exec` with the output in
+ * instances/NAME/exec/HANDLE/; kill TERMs the command inside (its pid is
+ * kept in /tmp/.pisb-exec-HANDLE there), KILL after 2 s, then its sbx
+ * client.  A supervisor that died without a status: running false,
+ * exitCode null, *code 5 and e->msg set (the call still returns 0). */
+int pisb_sbx_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
+			 struct pisb_jw *w, int *code, bool *running, struct pisb_err *e);
+int pisb_sbx_exec_status(struct pisb_state *st, const char *name, const char *handle,
+			 int timeout_ms, struct pisb_jw *w, int *code, bool *running,
+			 struct pisb_err *e);
+int pisb_sbx_exec_kill(struct pisb_state *st, const char *name, const char *handle,
+		       struct pisb_jw *w, int *code, struct pisb_err *e);
 /* An interactive terminal: `sbx exec -i -t [-u USER] SBX -- bash -l`. */
 int pisb_sbx_shell(struct pisb_state *st, const char *name, const char *user,
 		   int *code, struct pisb_err *e);

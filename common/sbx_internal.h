@@ -22,6 +22,7 @@ struct pisb_state;
 struct sbx_run {
 	int in_fd;                /* -1: /dev/null */
 	int out_fd;               /* -1: collect into out */
+	int err_fd;               /* > 0: stderr goes straight there (not collected) */
 	bool tee_err;             /* stderr copied to our fd 2 as it comes */
 	bool merge;               /* stderr collected into out too */
 	struct pisb_buf *out;     /* collected stdout (may be NULL: dropped) */
@@ -55,6 +56,7 @@ struct sbx_inst {
 	char *ws;                 /* host path of the workspace */
 	char bin[4096];
 	struct pisb_strv env;     /* for sbx */
+	int poke;                 /* poke.lock, when held (> 0) */
 };
 int sbx_inst_open(struct pisb_state *st, const char *name, struct sbx_inst *t,
 		  struct pisb_err *e);

@@ -167,10 +167,40 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	run -0 pisb exec box --sh 'echo $((6*7))'
 	[ "$output" = 42 ]
 	run -127 pisb exec box -- no-such-command
-	# handles are not there yet: refused, naming the driver
-	run -1 --separate-stderr pisb exec box --timeout-ms 100 -- true
-	[[ $stderr == *"driver sbx"* ]]
-	run -1 pisb exec-status box abc-123
+}
+
+@test "exec handles: --timeout-ms, exec-status, exec-kill; the action surface" {
+	run -0 pisb create box --driver sbx
+	run -0 pisb exec box --timeout-ms 5000 --json -- sh -c 'echo hi; exit 4'
+	jq -e '.running == false and .output == "hi\n" and .exitCode == 4 and (.pid | test("^sbx-[0-9a-f]{8}$"))' <<<"$output"
+	run -4 pisb exec box --timeout-ms 5000 -- sh -c 'exit 4'
+	run -0 pisb exec box --timeout-ms 0 --json -- sh -c 'echo start; sleep 1; echo end; exit 2'
+	h=$(jq -r .pid <<<"$output")
+	jq -e '.running and .exitCode == null' <<<"$output"
+	run -0 pisb exec-status box "$h" --timeout-ms 10000 --json
+	jq -e '.running == false and .exitCode == 2 and (.output | test("end\n$"))' <<<"$output"
+	# new output only
+	run -0 pisb exec-status box "$h" --json
+	jq -e '.output == "" and .exitCode == 2' <<<"$output"
+	# kill: TERM reaches the command inside
+	run -0 pisb exec box --timeout-ms 0 --json -- sh -c 'trap "echo termed; exit 9" TERM; echo up; while :; do sleep 0.1; done'
+	h=$(jq -r .pid <<<"$output")
+	wait_for "pisb exec-status box $h --json | jq -e '.output == \"up\n\"' >/dev/null || grep -q up '$PI_SANDBOX_HOME/instances/box/exec/$h/output'"
+	run -0 pisb exec-kill box "$h" --json
+	jq -e '.running == false and .exitCode == 9' <<<"$output"
+	run -3 pisb exec-status box sbx-00000000
+	run -3 pisb exec-status box ../../x
+	# Pi's sandbox tool: exec through pisb action
+	run -0 pisb action '{"action":"exec","name":"box","command":"echo via action"}'
+	jq -e '.output == "via action\n" and .exitCode == 0' <<<"$output"
+	# a supervisor killed without a status: unknown, 5
+	run -0 pisb exec box --timeout-ms 0 --json -- sleep 30
+	h=$(jq -r .pid <<<"$output")
+	kill -KILL "$(cat "$PI_SANDBOX_HOME/instances/box/exec/$h/pid")"
+	wait_for "flock -n '$PI_SANDBOX_HOME/instances/box/exec/$h/lock' true"
+	run -5 --separate-stderr pisb exec-status box "$h" --json
+	jq -e '.running == false and .exitCode == null' <<<"$output"
+	[[ $stderr == *"exit status unknown"* ]]
 }
 
 @test "file verbs work on the workspace sbx shares with the VM, and nothing outside it" {
