@@ -300,6 +300,26 @@ static int cmd_inspect(struct pisb_ctx *c)
 
 static int cmd_verify(struct pisb_ctx *c)
 {
+	if (pisb_sbx_owns(&c->st, c->a.pos[0], &c->err) == 1) {
+		/* a sbx sandbox: the audit of pisb docker NAME verify */
+		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT, t = PISB_BUF_INIT;
+		_cleanup_strv_ struct pisb_strv notes = PISB_STRV_INIT;
+		struct pisb_jw w;
+		bool json = false;
+		int code = 0;
+
+		pisb_jw_init(&w, &b);
+		if (pisb_sbx_docker(&c->st, c->a.pos[0], "verify", NULL, 0, &w, &json, &code, &notes,
+				    &c->err) < 0)
+			return -1;
+		if (c->a.json) {
+			pisb_front_out(&b);
+		} else {
+			pisb_sbx_verify_text(b.s, b.len, &t);
+			pisb_write_all(1, t.s ? t.s : "", t.len);
+		}
+		return code;
+	}
 	return pisb_verify_cmd(&c->st, c->a.pos[0], c->a.json, &c->err);
 }
 

@@ -28,18 +28,9 @@ static void human(const char *verb, struct pisb_buf *b)
 	if (pisb_json_parse(&j, b->s, b->len, &ig) < 0)
 		return;
 	if (!strcmp(verb, "verify")) {
-		int arr = pisb_json_get(&j, 0, "checks");
-		bool all = false;
-		for (int i = 0; arr >= 0 && i < j.tok[arr].size; i++) {
-			int o = pisb_json_at(&j, arr, i);
-			bool pass = false;
-			_cleanup_free_ char *n = pisb_json_str(&j, pisb_json_get(&j, o, "check"));
-			_cleanup_free_ char *ev = pisb_json_str(&j, pisb_json_get(&j, o, "evidence"));
-			pisb_json_bool(&j, pisb_json_get(&j, o, "pass"), &pass);
-			printf("[%s] %s\n    %s\n", pass ? "PASS" : "FAIL", n ? n : "?", ev ? ev : "");
-		}
-		pisb_json_bool(&j, pisb_json_get(&j, 0, "pass"), &all);
-		printf("%s\n", all ? "all checks passed" : "some checks FAILED");
+		_cleanup_buf_ struct pisb_buf t = PISB_BUF_INIT;
+		pisb_sbx_verify_text(b->s, b->len, &t);
+		pisb_write_all(1, t.s ? t.s : "", t.len);
 	} else if (!strcmp(verb, "status")) {
 		int d = pisb_json_get(&j, 0, "daemon"), ports = pisb_json_get(&j, 0, "ports");
 		bool up = false;

@@ -51,6 +51,7 @@ struct pisb_os_opts;
 struct pisb_exec_req;
 struct pisb_jw;
 struct pisb_strv;
+struct pisb_buf;
 
 /* 1 if instance NAME uses this driver, 0 if another, -1 (e) if missing. */
 int pisb_sbx_owns(struct pisb_state *st, const char *name, struct pisb_err *e);
@@ -129,5 +130,9 @@ int pisb_sbx_shell(struct pisb_state *st, const char *name, const char *user,
 int pisb_sbx_docker(struct pisb_state *st, const char *name, const char *verb,
 		    char *const *args, size_t nargs, struct pisb_jw *w, bool *json_out,
 		    int *code, struct pisb_strv *notes, struct pisb_err *e);
+
+/* The human form of verify's JSON: "[PASS] check\n    evidence" lines and
+ * a summary line, into out. */
+void pisb_sbx_verify_text(const char *json, size_t n, struct pisb_buf *out);
 
 #endif

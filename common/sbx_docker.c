@@ -157,6 +157,68 @@ static void publish(struct sbx_inst *t, char *const *args, size_t n, struct pisb
 	}
 }
 
+/* Before `docker rm`: the host ports the containers named in args
+ * publish (`docker port REF`: "3000/tcp -> 0.0.0.0:8080"), as
+ * "HOST:CONTAINER/PROTO" specs for `sbx ports --unpublish`. */
+static void ports_of(struct sbx_inst *t, char *const *args, size_t n, struct pisb_strv *specs)
+{
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
+		_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+		struct pisb_err ig = PISB_ERR_INIT;
+		int code = 0;
+
+		if (args[i][0] == '-')
+			continue;
+		exec_prefix(t, false, &av);
+		pisb_strv_push(&av, "docker");
+		pisb_strv_push(&av, "-H");
+		pisb_strv_push(&av, SBX_DOCKER_SOCK);
+		pisb_strv_push(&av, "port");
+		pisb_strv_push(&av, args[i]);
+		if (capture(t, av.v, &out, &code, &ig) < 0 || code != 0)
+			continue;
+		for (char *line = out.s; line && *line;) {
+			char *nl = strchr(line, '\n');
+			int cport = 0, hport = 0;
+			char proto[8] = "";
+			const char *colon;
+			if (nl)
+				*nl = '\0';
+			colon = strrchr(line, ':');
+			if (sscanf(line, "%d/%7[a-z0-9] ->", &cport, proto) == 2 && colon &&
+			    sscanf(colon + 1, "%d", &hport) == 1 && hport > 0) {
+				bool dup = false;
+				char spec[64];
+				snprintf(spec, sizeof(spec), "%d:%d/%s", hport, cport, proto);
+				for (size_t k = 0; k < specs->n; k++)
+					dup |= !strcmp(specs->v[k], spec);
+				if (!dup)
+					pisb_strv_push(specs, spec);
+			}
+			line = nl ? nl + 1 : NULL;
+		}
+	}
+}
+
+static void unpublish(struct sbx_inst *t, const struct pisb_strv *specs, struct pisb_strv *notes)
+{
+	for (size_t i = 0; i < specs->n; i++) {
+		char *argv[] = { "sbx", "ports", t->sbx, "--unpublish", specs->v[i], NULL };
+		_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT, err = PISB_BUF_INIT;
+		struct sbx_run o = { .in_fd = -1, .out_fd = -1, .out = &out, .err = &err,
+				     .timeout_ms = SBX_LS_TIMEOUT_MS };
+		struct pisb_err e = PISB_ERR_INIT;
+		int code = 0;
+
+		if (sbx_run(t->bin, argv, t->env.v, &o, &code, &e) < 0 || code)
+			pisb_strv_pushf(notes, "warning: 'sbx ports %s --unpublish %s' failed: %s", t->sbx,
+					specs->v[i], code ? sbx_last_line(err.s) : e.msg);
+		else
+			pisb_strv_pushf(notes, "unpublished %s", specs->v[i]);
+	}
+}
+
 /* ---- status / verify / resources ---- */
 
 static int do_status(struct sbx_inst *t, struct pisb_jw *w, struct pisb_err *e)
@@ -576,7 +638,11 @@ static int stream(struct sbx_inst *t, const char *verb, char *const *args, size_
 	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
 	_cleanup_buf_ struct pisb_buf err = PISB_BUF_INIT;
 	struct sbx_run o = { .in_fd = 0, .out_fd = 1, .tee_err = true, .err = &err, .forward = true };
+	_cleanup_strv_ struct pisb_strv specs = PISB_STRV_INIT;
 
+	/* sbx leaves stale mappings behind a removed container */
+	if (!strcmp(verb, "rm"))
+		ports_of(t, args, n, &specs);
 	exec_prefix(t, true, &av);
 	pisb_strv_push(&av, "docker");
 	pisb_strv_push(&av, "-H");
@@ -603,6 +669,8 @@ static int stream(struct sbx_inst *t, const char *verb, char *const *args, size_
 		sbx_mark(t, "running", "running");
 	if (*code == 0 && !strcmp(verb, "run"))
 		publish(t, args, n, notes);
+	if (*code == 0 && specs.n)
+		unpublish(t, &specs, notes);
 	return 0;
 }
 
@@ -658,4 +726,27 @@ int pisb_sbx_docker(struct pisb_state *st, const char *name, const char *verb,
 out:
 	sbx_inst_release(&t);
 	return ret;
+}
+
+void pisb_sbx_verify_text(const char *json, size_t len, struct pisb_buf *out)
+{
+	struct pisb_json j;
+	struct pisb_err ig = PISB_ERR_INIT;
+	int arr;
+	bool all = false;
+
+	if (pisb_json_parse(&j, json, len, &ig) < 0)
+		return;
+	arr = pisb_json_get(&j, 0, "checks");
+	for (int i = 0; arr >= 0 && i < j.tok[arr].size; i++) {
+		int o = pisb_json_at(&j, arr, i);
+		bool pass = false;
+		_cleanup_free_ char *n = pisb_json_str(&j, pisb_json_get(&j, o, "check"));
+		_cleanup_free_ char *ev = pisb_json_str(&j, pisb_json_get(&j, o, "evidence"));
+		pisb_json_bool(&j, pisb_json_get(&j, o, "pass"), &pass);
+		pisb_buf_addf(out, "[%s] %s\n    %s\n", pass ? "PASS" : "FAIL", n ? n : "?", ev ? ev : "");
+	}
+	pisb_json_bool(&j, pisb_json_get(&j, 0, "pass"), &all);
+	pisb_buf_addf(out, "%s\n", all ? "all checks passed" : "some checks FAILED");
+	pisb_json_release(&j);
 }

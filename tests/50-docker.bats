@@ -123,6 +123,12 @@ sbx_calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
 	[[ $stderr == *"127.0.0.1:1 is not a port sandbox 'box' published"* ]]
 	run -2 pisb docker box curl -- http://example.com:80/
 	run -2 pisb docker box curl
+	# rm unpublishes what the container published (sbx would leave it stale)
+	run -0 --separate-stderr pisb docker box rm -- -f web
+	[[ $stderr == *"unpublished $port:3000/tcp"* ]]
+	[ "$(sbx_calls | tail -1)" = "[\"ports\",\"pi-sbx-0-1\",\"--unpublish\",\"$port:3000/tcp\"]" ]
+	run -0 pisb docker box status --json
+	jq -e '.ports == []' <<<"$output"
 }
 
 @test "init writes a starting Dockerfile inside the workspace, never outside it" {

@@ -267,6 +267,9 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	sbx stop pi-sbx-0-1
 	run -0 pisb inspect box
 	jq -e '.status == "stopped" and .remote.state == "stopped"' <<<"$output"
+	# pisb verify audits a sbx sandbox as pisb docker verify does
+	run -0 pisb verify box --json
+	jq -e '.pass and (.checks | length) == 7' <<<"$output"
 	run -0 pisb destroy box --confirm box --events-fd 3 3>"$BATS_TEST_TMPDIR/ev2"
 	[ "$(last_call rm)" = '["rm","--force","pi-sbx-0-1"]' ]
 	jq -e '.event == "released" and .mode == "remove"' "$BATS_TEST_TMPDIR/ev2"
