@@ -148,6 +148,11 @@ static int cmd_create(struct pisb_ctx *c)
 	}
 	if (!strcmp(cfg->driver, "sbx") && !prepare) {
 		struct pisb_os_opts oo = os_opts(c, name);
+		if (pisb_args_get(&c->a, "template")) {
+			pisb_err_set(&c->err, PISB_EXIT_USAGE,
+				     "--template: pisb templates are local disks; a sbx sandbox starts from sbx.template");
+			goto out;
+		}
 		if (pisb_sbx_create(&c->st, cfg, js.s, &oo, &c->err) < 0)
 			goto out;
 		ret = 0;

@@ -760,6 +760,14 @@ static int refuse_unsupported(const struct pisb_config *cfg, const char *name, s
 		return pisb_err_set(e, PISB_EXIT_FAIL,
 				    "create '%s': driver sbx does not run services (services: %s%s); remove them or use driver local",
 				    name, cfg->services[0].name, cfg->nservices > 1 ? ", ..." : "");
+	if (cfg->disk_explicit)
+		return pisb_err_set(e, PISB_EXIT_FAIL,
+				    "create '%s': driver sbx cannot enforce diskGiB (sbx sizes its disks itself); remove it",
+				    name);
+	if (cfg->image && strcmp(cfg->image, "host"))
+		return pisb_err_set(e, PISB_EXIT_FAIL,
+				    "create '%s': driver sbx does not use image (%s); its sandboxes start from sbx.template",
+				    name, cfg->image);
 	if (cfg->nallowed_hosts)
 		return pisb_err_set(e, PISB_EXIT_FAIL,
 				    "create '%s': driver sbx cannot apply network.allowedHosts: its egress follows the host's 'sbx policy' rules",
@@ -927,8 +935,14 @@ int pisb_sbx_create(struct pisb_state *st, const struct pisb_config *cfg,
 	} else {
 		pisb_strv_push(&av, ws);
 	}
-	if (sbx_call(bin, av.v, env.v, SBX_CREATE_TIMEOUT_MS, NULL, sdir, e) < 0)
+	if (sbx_call(bin, av.v, env.v, SBX_CREATE_TIMEOUT_MS, NULL, sdir, e) < 0) {
+		/* another create took the name since sbx ls: sbx said so and made
+		 * nothing; the record names it, so fail rather than guess */
+		if (strstr(e->msg, "already exists"))
+			pisb_err_set(e, PISB_EXIT_BUSY, "%s (another sandbox took the name '%s' meanwhile: try again)",
+				     e->msg, sbxname);
 		goto out;
+	}
 	made = true;
 	free(word);
 	word = NULL;

@@ -126,6 +126,19 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	run -1 --separate-stderr pisb create net -f "$BATS_TEST_TMPDIR/net.yaml"
 	[[ $stderr == *"sbx policy"* ]]
 	[ ! -e "$PI_SANDBOX_HOME/instances/svc" ] && [ ! -e "$PI_SANDBOX_HOME/instances/net" ]
+	printf 'driver: sbx\ndiskGiB: 20\n' > "$BATS_TEST_TMPDIR/disk.yaml"
+	run -1 --separate-stderr pisb create disk -f "$BATS_TEST_TMPDIR/disk.yaml"
+	[[ $stderr == *"cannot enforce diskGiB"* ]]
+	run -2 --separate-stderr pisb create t --driver sbx --template foo
+	[[ $stderr == *"sbx.template"* ]]
+}
+
+@test "shell: an interactive login shell through sbx exec -i" {
+	run -0 pisb create box --driver sbx
+	ws=$PI_SANDBOX_HOME/instances/box/workspace
+	run -0 bash -c 'echo "echo in-shell; exit 5" | pisb shell box; echo "rc=$?"'
+	[[ $output == *"in-shell"* ]] && [[ $output == *"rc=5"* ]]
+	[ "$(last_call exec)" = "[\"exec\",\"-i\",\"-w\",\"$ws\",\"pi-sbx-0-1\",\"--\",\"/bin/bash\",\"-l\"]" ]
 }
 
 @test "the sbx CLI gets a scrubbed environment: DOCKER_* and COMPOSE_* never, others only when allowlisted" {
