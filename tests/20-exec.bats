@@ -71,13 +71,17 @@ setup() {
 	# signal only once the trap is in place
 	for i in $(seq 100); do pisb exec ex -- test -e /tmp/int-ready && break; sleep 0.1; done
 	kill -INT $pid
-	run -3 wait $pid
+	# wait in this shell: `run wait` would wait from a subshell, which
+	# only knows the job's status if it ended before the fork
+	rc=0; wait $pid || rc=$?
+	[ "$rc" = 3 ]
 	[ "$(cat "$BATS_TEST_TMPDIR/out")" = got-int ]
 	pisb exec ex --sh 'sleep 32' &
 	pid=$!
 	for i in $(seq 100); do pisb exec ex -- pgrep -f 'sleep 32' >/dev/null && break; sleep 0.1; done
 	kill -TERM $pid
-	run -143 wait $pid
+	rc=0; wait $pid || rc=$?
+	[ "$rc" = 143 ]
 	run -1 pisb exec ex -- pgrep -f 'sleep 32'
 	pisb exec ex -- pkill sleep || true
 }
