@@ -47,6 +47,48 @@ static void limits(struct pisb_jw *w, const struct pisb_config *cfg,
 	pisb_jw_obj_end(w);
 }
 
+/* sbx: the microVM's size as passed to sbx create (null: sbx decided) */
+static void sbx_limits(struct pisb_jw *w, const struct pisb_config *cfg, bool running)
+{
+	const struct pisb_sbx_config *x = &cfg->sbx;
+	bool sized = cfg->resources_explicit || cfg->profile_explicit;
+	long long mem = 0;
+
+	if (x->memory) {
+		size_t n = strlen(x->memory);
+		mem = atoll(x->memory);
+		if (x->memory[n - 1] == 'm')
+			mem /= 1024;
+	} else if (sized) {
+		mem = cfg->memory_gib;
+	}
+	pisb_jw_key(w, "limits");
+	pisb_jw_obj(w);
+	pisb_jw_key(w, "cpus");
+	if (x->cpus || sized)
+		pisb_jw_int(w, x->cpus ? x->cpus : cfg->cpus);
+	else
+		pisb_jw_null(w);
+	pisb_jw_key(w, "memoryGiB");
+	if (mem > 0)
+		pisb_jw_int(w, mem);
+	else
+		pisb_jw_null(w);
+	pisb_jw_key(w, "pids");
+	pisb_jw_null(w);
+	pisb_jw_key(w, "diskGiB");
+	pisb_jw_null(w);
+	pisb_jw_key(w, "enforced");
+	pisb_jw_obj(w);
+	pisb_jw_kbool(w, "cpus", running && (x->cpus || sized));
+	pisb_jw_kbool(w, "memory", running && mem > 0);
+	pisb_jw_kbool(w, "pids", false);
+	pisb_jw_kbool(w, "disk", false);
+	pisb_jw_obj_end(w);
+	pisb_jw_kstr(w, "note", "the microVM's size as given to sbx create (null: sbx's default); pids and disk are sbx's own");
+	pisb_jw_obj_end(w);
+}
+
 /* ports: [{service, port, hostPort}] from the services the controller runs */
 static void ports(struct pisb_jw *w, const char *services)
 {
@@ -146,7 +188,10 @@ static int one(struct pisb_state *st, const char *kind, const char *name, bool f
 			pisb_jw_null(w);
 		pisb_jw_kbool(w, "ownerAlive", rec.owner.pid > 0 && pisb_proc_id_alive(&rec.owner));
 		pisb_jw_kstr(w, "sessionId", rec.session_id);
-		limits(w, cfg, &rt, running);
+		if (!strcmp(rec.driver, "sbx"))
+			sbx_limits(w, cfg, running);
+		else
+			limits(w, cfg, &rt, running);
 		raw_or(w, "services", running ? rt.services_json : NULL, "[]");
 		ports(w, running ? rt.services_json : NULL);
 		raw_or(w, "previews", running ? rt.previews_json : NULL, "[]");

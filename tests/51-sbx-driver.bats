@@ -107,7 +107,8 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	d=$PI_SANDBOX_HOME/instances/ro
 	[ "$(last_call create)" = "[\"create\",\"--quiet\",\"--name\",\"pi-sbx-0-1\",\"--cpus\",\"3\",\"--memory\",\"6g\",\"--template\",\"docker.io/me/tmpl:1\",\"shell\",\"$d/scratch\",\"$d/workspace:ro\"]" ]
 	run -0 pisb inspect ro
-	jq -e '.image == "docker.io/me/tmpl:1"' <<<"$output"
+	jq -e '.image == "docker.io/me/tmpl:1" and .limits.cpus == 3 and .limits.memoryGiB == 6
+		and .limits.enforced.memory and .limits.diskGiB == null' <<<"$output"
 	# resources without sbx.cpus/memory are used as the sandbox's size
 	printf 'driver: sbx\nresources: {cpus: 4, memoryGiB: 8}\n' > "$BATS_TEST_TMPDIR/r.yaml"
 	run -0 pisb create sized -f "$BATS_TEST_TMPDIR/r.yaml"
