@@ -314,6 +314,19 @@ fail_fds:
 	return -1;
 }
 
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+bool sbx_transient(const char *err)
+{
+	return err && (strstr(err, "failed to start sandbox: start runtime:") ||
+		       strstr(err, "start runtime: request failed: 5"));
+}
+
 /* Run an sbx command whose output pisb reads; a non-zero status is an
  * error (exit 5) naming the sandbox and the command.  Returns 0, or -1. */
 static int sbx_call(const char *bin, char *const *argv, char *const *envp, int timeout_ms,
@@ -323,9 +336,24 @@ static int sbx_call(const char *bin, char *const *argv, char *const *envp, int t
 	_cleanup_free_ char *text = sbx_argv_text(argv);
 	struct sbx_run o = { .in_fd = -1, .out_fd = -1, .out = out, .err = &err,
 			     .timeout_ms = timeout_ms };
-	int code = 0;
+	int code = 0, rr = 0;
 
-	if (sbx_run(bin, argv, envp, &o, &code, e) < 0) {
+	/* `sbx exec ... true` and the probes may be retried when sbx could not
+	 * start the VM (nothing ran then): after 250 ms and 1 s */
+	for (int i = 0; i < 3; i++) {
+		if (i) {
+			if (idir >= 0)
+				sbx_log(idir, "%s -> %d: %s (retrying)", text, code, sbx_last_line(err.s));
+			sleep_ms(i == 1 ? 250 : 1000);
+			pisb_buf_reset(&err);
+			if (out)
+				pisb_buf_reset(out);
+		}
+		rr = sbx_run(bin, argv, envp, &o, &code, e);
+		if (rr < 0 || code == 0 || strcmp(argv[1], "exec") || !sbx_transient(err.s))
+			break;
+	}
+	if (rr < 0) {
 		if (idir >= 0)
 			sbx_log(idir, "%s: %s", text, e->msg);
 		return pisb_err_prefix(e, "'%s'", text);
@@ -571,12 +599,6 @@ static int env_ms(const char *var, int dflt)
 	return v && pisb_parse_ll(v, 10, 3600000, &n) == 0 ? (int)n : dflt;
 }
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
 
 /* The owner is gone: apply the teardown policy, 5 tries 2 s apart. */
 static void watch_teardown(struct pisb_state *st, struct sbx_inst *t)

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CURL_CAP (64 * 1024)
@@ -54,8 +55,20 @@ static int capture(struct sbx_inst *t, char *const *av, struct pisb_buf *out, in
 	struct sbx_run o = { .in_fd = -1, .out_fd = -1, .merge = true, .out = out, .err = &err,
 			     .timeout_ms = SBX_LC_TIMEOUT_MS };
 
-	if (sbx_run(t->bin, av, t->env.v, &o, code, e) < 0)
-		return pisb_err_prefix(e, "sandbox '%s'", t->name);
+	/* a probe may be retried when sbx could not start the VM (nothing
+	 * ran): after 250 ms and 1 s */
+	for (int i = 0; i < 3; i++) {
+		if (i) {
+			struct timespec ts = { i == 1 ? 0 : 1, i == 1 ? 250000000L : 0 };
+			nanosleep(&ts, NULL);
+			pisb_buf_reset(&err);
+			pisb_buf_reset(out);
+		}
+		if (sbx_run(t->bin, av, t->env.v, &o, code, e) < 0)
+			return pisb_err_prefix(e, "sandbox '%s'", t->name);
+		if (*code == 0 || !sbx_transient(err.s))
+			break;
+	}
 	if (*code != 0 && sbx_failed_itself(err.s, t->sbx)) {
 		if (strstr(err.s, "not found"))
 			sbx_mark(t, "gone", NULL);

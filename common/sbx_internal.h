@@ -41,6 +41,8 @@ int sbx_run(const char *bin, char *const *argv, char *const *envp,
 	    const struct sbx_run *o, int *code, struct pisb_err *e);
 /* "sbx create --name X ..." for messages (values after -e hidden). */
 char *sbx_argv_text(char *const *argv);
+/* sbx could not start the VM (a 5xx from its runtime): nothing ran. */
+bool sbx_transient(const char *err);
 /* Does sbx's stderr say the sandbox itself failed (not the command)? */
 bool sbx_failed_itself(const char *err, const char *sbxname);
 /* The last non-empty line of s (static buffer). */

@@ -316,6 +316,13 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	echo '{"exec":{"exit":1,"stderr":"Error: failed to start sandbox: start runtime: request failed: 500","count":1}}' > "$SBXS/faults.json"
 	run -5 --separate-stderr pisb exec box -- true
 	[[ $stderr == *"sandbox 'box': 'sbx exec pi-sbx-0-1' failed"* ]]
+	# a VM that fails to start is retried (250 ms, 1 s) where nothing ran: start, probes
+	run -0 pisb stop box
+	echo '{"exec":{"exit":1,"stderr":"Error: failed to start sandbox: start runtime: request failed: 500","count":2}}' > "$SBXS/faults.json"
+	run -0 pisb start box
+	grep -q 'retrying' "$PI_SANDBOX_HOME/instances/box/sbx.log"
+	echo '{"exec":{"exit":1,"stderr":"Error: failed to start sandbox: start runtime: request failed: 500","count":3}}' > "$SBXS/faults.json"
+	run -5 pisb start box
 	# stop fails: 5 naming sbx stop
 	echo '{"stop":{"exit":1,"stderr":"Error: daemon unavailable","count":1}}' > "$SBXS/faults.json"
 	run -5 --separate-stderr pisb stop box
