@@ -334,8 +334,9 @@ static int sbx_call(const char *bin, char *const *argv, char *const *envp, int t
 {
 	_cleanup_buf_ struct pisb_buf err = PISB_BUF_INIT;
 	_cleanup_free_ char *text = sbx_argv_text(argv);
+	/* forward: a Ctrl-C ends sbx too, and the caller cleans up */
 	struct sbx_run o = { .in_fd = -1, .out_fd = -1, .out = out, .err = &err,
-			     .timeout_ms = timeout_ms };
+			     .timeout_ms = timeout_ms, .forward = true };
 	int code = 0, rr = 0;
 
 	/* `sbx exec ... true` and the probes may be retried when sbx could not
@@ -963,6 +964,8 @@ int pisb_sbx_create(struct pisb_state *st, const struct pisb_config *cfg,
 		if (strstr(e->msg, "already exists"))
 			pisb_err_set(e, PISB_EXIT_BUSY, "%s (another sandbox took the name '%s' meanwhile: try again)",
 				     e->msg, sbxname);
+		else
+			made = true;   /* interrupted or failed half-way: remove what may exist */
 		goto out;
 	}
 	made = true;
@@ -992,7 +995,8 @@ out:
 		if (made) {
 			char *rm[] = { "sbx", "rm", "--force", sbxname, NULL };
 			struct pisb_err re = PISB_ERR_INIT;
-			if (sbx_call(bin, rm, env.v, SBX_LC_TIMEOUT_MS, NULL, -1, &re) < 0)
+			if (sbx_call(bin, rm, env.v, SBX_LC_TIMEOUT_MS, NULL, -1, &re) < 0 &&
+			    !strstr(re.msg, "not found"))
 				pisb_err_set(e, e->code, "%s (and removing '%s' failed too: %s)", e->msg, sbxname, re.msg);
 		}
 		if (lock >= 0) {
@@ -1003,8 +1007,7 @@ out:
 			pisb_state_trash(st, "instances", o->name, &ig);
 		else if (stg)
 			pisb_rm_rf_at(st->fd, stg, &ig);
-		pisb_err_prefix(e, "create '%s'%s", o->name,
-				made ? " (the sbx sandbox was removed again)" : "");
+		pisb_err_prefix(e, "create '%s'", o->name);
 	}
 	sbx_inst_release(&t);
 	return ret;
