@@ -134,18 +134,38 @@ static int ports_list(struct sbx_inst *t, struct port **out, size_t *n, struct p
 
 /* After `docker run -p H:C[/proto]`: publish each on the host's loopback
  * (sbx does not forward docker's own -p). */
+/* docker run's options that take a value as the next argument: the
+ * options end at the first other word (the image). */
+static bool takes_value(const char *a)
+{
+	static const char *const v[] = { "--name", "-p", "--publish", "-e", "--env", "--env-file",
+		"-v", "--volume", "--mount", "-l", "--label", "--label-file", "--restart", "--network",
+		"--net", "-m", "--memory", "-w", "--workdir", "--entrypoint", "-u", "--user", "--cpus",
+		"--add-host", "-h", "--hostname", "--platform", "--pull", "--log-driver", "--log-opt",
+		"--health-cmd", "--device", "--cap-add", "--cap-drop", "--security-opt", "--tmpfs",
+		"--ulimit", "--shm-size", "--stop-signal", "--stop-timeout", "--ip", "--dns", "--expose",
+		"--gpus", "--memory-swap", "--pid", "--ipc", "--uts", "--userns", "--cgroupns",
+		"--runtime", "--isolation", "--network-alias", "--volumes-from", "--link", NULL };
+	for (size_t i = 0; v[i]; i++)
+		if (!strcmp(a, v[i]))
+			return true;
+	return false;
+}
+
 static void publish(struct sbx_inst *t, char *const *args, size_t n, struct pisb_strv *notes)
 {
 	for (size_t i = 0; i < n; i++) {
 		const char *spec = NULL, *a = args[i];
+		if (a[0] != '-' || !strcmp(a, "--"))
+			break;   /* the image: what follows is the container's */
 		if ((!strcmp(a, "-p") || !strcmp(a, "--publish")) && i + 1 < n)
 			spec = args[++i];
 		else if (pisb_str_starts(a, "--publish="))
 			spec = a + 10;
 		else if (pisb_str_starts(a, "-p") && a[2])
 			spec = a + 2;
-		else if (!strcmp(a, "--"))
-			break;
+		else if (takes_value(a))
+			i++;
 		if (!spec)
 			continue;
 		{

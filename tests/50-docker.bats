@@ -106,8 +106,10 @@ sbx_calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
 @test "run publishes its ports on loopback; curl reaches only published ports" {
 	run -0 pisb create box --driver sbx
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-	run -0 --separate-stderr pisb docker box run -- -d --name web -p "0.0.0.0:$port:3000" alpine
+	run -0 --separate-stderr pisb docker box run -- -d --name web -e A=b -p "0.0.0.0:$port:3000" alpine nc -p 9
 	[[ $stderr == *"published $port:3000 on 127.0.0.1"* ]]
+	# the container's own "-p 9" is not a port to publish
+	[ "$(sbx_calls | grep -c '"--publish"')" = 1 ]
 	[ "$(sbx_calls | tail -1)" = "[\"ports\",\"pi-sbx-0-1\",\"--publish\",\"$port:3000\"]" ]
 	run -0 pisb docker box status --json
 	jq -e --argjson p "$port" '.ports == [{"hostIp":"127.0.0.1","hostPort":$p,"sandboxPort":3000,"protocol":"tcp"}]' <<<"$output"
