@@ -1430,9 +1430,10 @@ static const char xfer_prelude[] =
 	"cleanup() { rm -f -- \"$A\"; if [ -n \"$S\" ]; then rm -rf -- \"$S\"; fi; }\n"
 	"fail() { c=$1; shift; printf '%s\\n' \"$*\" >&2; cleanup; exit \"$c\"; }\n"
 	"have() { command -v \"$1\" >/dev/null 2>&1; }\n"
-	"if have tar; then TAR=tar; elif have busybox; then TAR='busybox tar';\n"
+	"bb() { have busybox && busybox \"$1\" --help >/dev/null 2>&1; }\n"
+	"if have tar; then TAR=tar; elif bb tar; then TAR='busybox tar';\n"
 	"else fail 127 'tar is not installed in the sandbox'; fi\n"
-	"if have sha256sum; then SUM=sha256sum; elif have busybox; then SUM='busybox sha256sum';\n"
+	"if have sha256sum; then SUM=sha256sum; elif bb sha256sum; then SUM='busybox sha256sum';\n"
 	"elif have shasum; then SUM='shasum -a 256'; elif have openssl; then SUM='openssl dgst -sha256 -r';\n"
 	"else fail 127 'sha256sum is not installed in the sandbox'; fi\n"
 	"digest() { d=$($SUM < \"$A\") || fail 1 'cannot compute the digest of the archive in the sandbox'; d=${d%% *}; }\n";

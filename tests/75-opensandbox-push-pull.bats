@@ -326,6 +326,33 @@ no_leftovers() {
 	no_leftovers
 }
 
+@test "an image with busybox alone: push and pull go through busybox tar and sha256sum" {
+	require_cmd busybox
+	local src="$BATS_TEST_TMPDIR/src" bb
+	bb=$(command -v busybox)
+	mkdir -p "$src/d/e" "$ROOT/bb"
+	printf 'a\0b\r\n' >"$src/d/e/nul"
+	head -c 300000 /dev/urandom >"$src/rand"
+	chmod 750 "$src/rand"
+	echo old >"$src/old"
+	run -0 pisb push box "$src" --to /workspace/bb
+	rm "$src/old"
+	ln -s "$bb" "$ROOT/bb/busybox"
+	for t in sh mkdir rm mv cat stat chmod chown cp; do ln -s busybox "$ROOT/bb/$t"; done
+	os_admin POST /_fake/faults '{"command_path":"/bb"}' >/dev/null
+	run -0 pisb exec box -- /bin/bash -c 'command -v tar sha256sum; true'
+	[ -z "$output" ]
+	run -0 pisb push box "$src" --to /workspace/bb --json
+	jq -e '.files == 2' <<<"$output"
+	[ "$(names bb)" = "d rand" ]
+	cmp "$src/rand" "$ROOT/workspace/bb/rand"
+	[ "$(stat -c %a "$ROOT/workspace/bb/rand")" = 750 ]
+	run -0 pisb pull box /workspace/bb "$BATS_TEST_TMPDIR/back" --json
+	jq -e '.files == 2 and .bytes == 300005' <<<"$output"
+	diff -r "$src" "$BATS_TEST_TMPDIR/back"
+	no_leftovers
+}
+
 @test "an image without tar or sha256sum: exit 5 with a clear message, nothing changed" {
 	local src="$BATS_TEST_TMPDIR/src"
 	mkdir -p "$src"
