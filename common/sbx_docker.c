@@ -252,6 +252,107 @@ static void unpublish(struct sbx_inst *t, const struct pisb_strv *specs, struct 
 	}
 }
 
+/* compose: the global options before the subcommand, and the subcommand. */
+static size_t compose_sub(char *const *args, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n && args[i][0] == '-') {
+		if (strchr(args[i], '=') || !strcmp(args[i], "--compatibility") || !strcmp(args[i], "--dry-run"))
+			i++;
+		else
+			i += 2;   /* -f FILE, -p NAME, --project-directory DIR, --profile P ... */
+	}
+	return i;
+}
+
+/* The ports a compose project publishes (`docker compose OPTS ps --format
+ * json`: JSON lines, or one array from older compose; Publishers
+ * [{PublishedPort, TargetPort, Protocol}]) as HOST:CONTAINER/PROTO specs. */
+static void compose_ports(struct sbx_inst *t, char *const *args, size_t nopts, struct pisb_strv *specs)
+{
+	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+	struct pisb_err ig = PISB_ERR_INIT;
+	int code = 0;
+
+	exec_prefix(t, false, &av);
+	pisb_strv_push(&av, "docker");
+	pisb_strv_push(&av, "-H");
+	pisb_strv_push(&av, SBX_DOCKER_SOCK);
+	pisb_strv_push(&av, "compose");
+	for (size_t i = 0; i < nopts; i++)
+		pisb_strv_push(&av, args[i]);
+	pisb_strv_push(&av, "ps");
+	pisb_strv_push(&av, "--format");
+	pisb_strv_push(&av, "json");
+	if (capture(t, av.v, &out, &code, &ig) < 0 || code != 0 || !out.s)
+		return;
+	for (char *line = out.s; line && *line;) {
+		char *nl = strchr(line, '\n');
+		struct pisb_json j;
+		if (nl)
+			*nl = '\0';
+		if (*line && pisb_json_parse(&j, line, strlen(line), &ig) == 0) {
+			bool arr = j.tok[0].type == JSMN_ARRAY;
+			int nobj = arr ? j.tok[0].size : 1;
+			for (int k = 0; k < nobj; k++) {
+				int o = arr ? pisb_json_at(&j, 0, k) : 0;
+				int pubs = pisb_json_get(&j, o, "Publishers");
+				for (int p = 0; pubs >= 0 && p < j.tok[pubs].size; p++) {
+					int q = pisb_json_at(&j, pubs, p);
+					long long hp = 0, cp = 0;
+					_cleanup_free_ char *proto = pisb_json_str(&j, pisb_json_get(&j, q, "Protocol"));
+					char spec[64];
+					bool dup = false;
+					pisb_json_int(&j, pisb_json_get(&j, q, "PublishedPort"), &hp);
+					pisb_json_int(&j, pisb_json_get(&j, q, "TargetPort"), &cp);
+					if (hp <= 0 || cp <= 0)
+						continue;
+					snprintf(spec, sizeof(spec), "%lld:%lld/%s", hp, cp,
+						 proto && !strcmp(proto, "udp") ? "udp" : "tcp");
+					for (size_t s2 = 0; s2 < specs->n; s2++)
+						dup |= !strcmp(specs->v[s2], spec);
+					if (!dup)
+						pisb_strv_push(specs, spec);
+				}
+			}
+			pisb_json_release(&j);
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+}
+
+static void publish_specs(struct sbx_inst *t, const struct pisb_strv *specs, struct pisb_strv *notes)
+{
+	struct port *have = NULL;
+	size_t nh = 0;
+	struct pisb_err ig = PISB_ERR_INIT;
+
+	ports_list(t, &have, &nh, &ig);
+	for (size_t i = 0; i < specs->n; i++) {
+		char *argv[] = { "sbx", "ports", t->sbx, "--publish", specs->v[i], NULL };
+		_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT, err = PISB_BUF_INIT;
+		struct sbx_run o = { .in_fd = -1, .out_fd = -1, .out = &out, .err = &err,
+				     .timeout_ms = SBX_LS_TIMEOUT_MS };
+		struct pisb_err e = PISB_ERR_INIT;
+		int hp = atoi(specs->v[i]), cp = atoi(strchr(specs->v[i], ':') + 1), code = 0;
+		bool dup = false;
+
+		/* already published (compose up again) */
+		for (size_t k = 0; k < nh; k++)
+			dup |= have[k].host == hp && have[k].cport == cp;
+		if (dup)
+			continue;
+		if (sbx_run(t->bin, argv, t->env.v, &o, &code, &e) < 0 || code)
+			pisb_strv_pushf(notes, "warning: 'sbx ports %s --publish %s' failed: %s", t->sbx,
+					specs->v[i], code ? sbx_last_line(err.s) : e.msg);
+		else
+			pisb_strv_pushf(notes, "published %s on 127.0.0.1", specs->v[i]);
+	}
+	free(have);
+}
+
 /* ---- status / verify / resources ---- */
 
 static int do_status(struct sbx_inst *t, struct pisb_jw *w, struct pisb_err *e)
@@ -673,9 +774,14 @@ static int stream(struct sbx_inst *t, const char *verb, char *const *args, size_
 	struct sbx_run o = { .in_fd = 0, .out_fd = 1, .tee_err = true, .err = &err, .forward = true };
 	_cleanup_strv_ struct pisb_strv specs = PISB_STRV_INIT;
 
+	size_t copts = !strcmp(verb, "compose") ? compose_sub(args, n) : 0;
+	const char *csub = !strcmp(verb, "compose") && copts < n ? args[copts] : "";
+
 	/* sbx leaves stale mappings behind a removed container */
 	if (!strcmp(verb, "rm"))
 		ports_of(t, args, n, &specs);
+	if (!strcmp(csub, "down"))
+		compose_ports(t, args, copts, &specs);
 	exec_prefix(t, true, &av);
 	pisb_strv_push(&av, "docker");
 	pisb_strv_push(&av, "-H");
@@ -704,6 +810,12 @@ static int stream(struct sbx_inst *t, const char *verb, char *const *args, size_
 		publish(t, args, n, notes);
 	if (*code == 0 && specs.n)
 		unpublish(t, &specs, notes);
+	if (*code == 0 && !strcmp(csub, "up")) {
+		/* sbx does not forward what compose publishes either */
+		_cleanup_strv_ struct pisb_strv up = PISB_STRV_INIT;
+		compose_ports(t, args, copts, &up);
+		publish_specs(t, &up, notes);
+	}
 	return 0;
 }
 

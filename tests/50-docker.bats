@@ -65,6 +65,7 @@ sbx_calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
 	[[ $output == *"Loaded image: loaded-7:latest"* ]]
 	mkdir -p "$ws/app"
 	run -0 pisb docker box build -- -t app:1 app
+	printf 'services:\n  web:\n    image: alpine\n' > "$ws/compose.yaml"
 	run -0 pisb docker box compose -- up -d
 	run -0 pisb docker box prune
 	[ "$(docker_calls | tail -1)" = "[\"-H\",\"$SOCK\",\"system\",\"prune\",\"--all\",\"--force\"]" ]
@@ -129,6 +130,24 @@ sbx_calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
 	run -0 --separate-stderr pisb docker box rm -- -f web
 	[[ $stderr == *"unpublished $port:3000/tcp"* ]]
 	[ "$(sbx_calls | tail -1)" = "[\"ports\",\"pi-sbx-0-1\",\"--unpublish\",\"$port:3000/tcp\"]" ]
+	run -0 pisb docker box status --json
+	jq -e '.ports == []' <<<"$output"
+}
+
+@test "compose up publishes the project's ports on loopback, down unpublishes them" {
+	run -0 pisb create box --driver sbx
+	ws=$PI_SANDBOX_HOME/instances/box/workspace
+	printf 'services:\n  web:\n    image: nginx\n    ports:\n      - "18080:3000"\n  dns:\n    image: x\n    ports:\n      - 15353:53/udp\n' > "$ws/compose.yaml"
+	run -0 --separate-stderr pisb docker box compose -- up -d
+	[[ $stderr == *"published 18080:3000/tcp on 127.0.0.1"* ]] && [[ $stderr == *"published 15353:53/udp"* ]]
+	[[ $(sbx_calls | grep -F '"compose","ps","--format","json"') ]]
+	# up again: nothing published twice
+	run -0 --separate-stderr pisb docker box compose -- up -d
+	[[ $stderr != *"warning"* ]]
+	run -0 pisb docker box status --json
+	jq -e '.ports | map("\(.hostPort):\(.sandboxPort)/\(.protocol)") == ["18080:3000/tcp","15353:53/udp"]' <<<"$output"
+	run -0 --separate-stderr pisb docker box compose -- down
+	[[ $stderr == *"unpublished 18080:3000/tcp"* ]]
 	run -0 pisb docker box status --json
 	jq -e '.ports == []' <<<"$output"
 }
