@@ -294,6 +294,8 @@ static int extract(int fd, int destfd, bool any_symlink, bool skip_special, stru
 		const char *hl = archive_entry_hardlink(en);
 		mode_t type = archive_entry_filetype(en);
 
+		if (name && name[0] && !name[strspn(name, "./")] && strstr(name, "..") == NULL)
+			continue;   /* "." or "./": the staging directory itself is ours */
 		if (!name || !safe_name(name)) {
 			ret = pisb_err_set(e, PISB_EXIT_FAIL, "refusing archive entry '%s': absolute or '..' path",
 					   name ? name : "");
