@@ -1390,7 +1390,7 @@ int pisb_fs_logs(const struct pisb_fs *fs, const char *service, long long lines,
 	*nlines = 0;
 	if (service && !service_name_ok(service))
 		return pisb_err_set(e, PISB_EXIT_USAGE, "invalid service name '%s'", service);
-	rel = service ? xasprintf("logs/%s.log", service) : xstrdup("controller.log");
+	rel = service ? xasprintf("logs/%s.log", service) : xstrdup(fs->sbx ? "sbx.log" : "controller.log");
 	fd = openat(fs->idir, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT && !service)

@@ -119,6 +119,10 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	[ "$(cat "$PI_SANDBOX_HOME/instances/st/workspace/f")" = made ]
 	run -0 pisb inspect st
 	jq -e '.setupError == "setup[1] '"'exit 7'"' exited with 7"' <<<"$output"
+	# pisb logs shows sbx.log: the sbx commands, setup output
+	run -0 pisb logs st
+	[[ $output == *"sbx create --quiet --name pi-sbx-0-3"*"-> 0"* ]]
+	[[ $output == *"setup failed: setup[1] 'exit 7' exited with 7"* ]]
 	# what sbx cannot do is refused, naming the driver
 	printf 'driver: sbx\nservices: {web: {command: "sleep 1"}}\n' > "$BATS_TEST_TMPDIR/svc.yaml"
 	run -1 --separate-stderr pisb create svc -f "$BATS_TEST_TMPDIR/svc.yaml"
