@@ -39,6 +39,9 @@ static void exec_prefix(const struct sbx_inst *t, bool in, struct pisb_strv *av)
 	pisb_strv_push(av, "exec");
 	if (in)
 		pisb_strv_push(av, "-i");
+	/* a terminal on both ends: docker run -it / exec -it need one */
+	if (in && isatty(0) && isatty(1))
+		pisb_strv_push(av, "-t");
 	pisb_strv_push(av, "-w");
 	pisb_strv_push(av, t->ws);
 	sbx_exec_env(t->cfg, av);

@@ -19,8 +19,10 @@
 #include "state.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +175,42 @@ static void __attribute__((noreturn)) supervise(struct sbx_inst *t, int hdir, in
 	_exit(0);
 }
 
+/* Keep at most PISB_EXEC_KEEP finished handles: drop the oldest. */
+static void prune(int idir)
+{
+	struct ent { char name[NAME_MAX + 1]; int64_t t; } *v = NULL;
+	size_t n = 0;
+	int fd = openat(idir, "exec", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		_cleanup_free_ char *p = xasprintf("%s/status.json", de->d_name);
+		struct stat sb;
+		if (!handle_valid(de->d_name) || fstatat(dirfd(d), p, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		v = xrealloc(v, (n + 1) * sizeof(*v));
+		snprintf(v[n].name, sizeof(v[n].name), "%s", de->d_name);
+		v[n++].t = (int64_t)sb.st_mtime;
+	}
+	while (n > PISB_EXEC_KEEP) {
+		size_t old = 0;
+		struct pisb_err ig = PISB_ERR_INIT;
+		for (size_t i = 1; i < n; i++)
+			if (v[i].t < v[old].t)
+				old = i;
+		pisb_rm_rf_at(dirfd(d), v[old].name, &ig);
+		v[old] = v[--n];
+	}
+	closedir(d);
+	free(v);
+}
+
 int pisb_sbx_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
 			 struct pisb_jw *w, int *code, bool *running, struct pisb_err *e)
 {
@@ -191,6 +229,7 @@ int pisb_sbx_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
 			     t.name, t.sbx);
 		goto out;
 	}
+	prune(t.idir);
 	pisb_random_hex(rnd, 8);
 	snprintf(handle, sizeof(handle), "sbx-%s", rnd);
 	hpath = xasprintf("exec/%s", handle);
