@@ -170,8 +170,9 @@ int sbx_run(const char *bin, char *const *argv, char *const *envp,
 		goto fail_fds;
 	}
 	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, o->in_fd >= 0 ? o->in_fd : null, 0);
-	posix_spawn_file_actions_adddup2(&fa, o->out_fd >= 0 ? o->out_fd : op[1], 1);
+	/* a closed stdin or stdout of ours is /dev/null for it */
+	posix_spawn_file_actions_adddup2(&fa, o->in_fd >= 0 && fcntl(o->in_fd, F_GETFD) >= 0 ? o->in_fd : null, 0);
+	posix_spawn_file_actions_adddup2(&fa, o->out_fd < 0 ? op[1] : fcntl(o->out_fd, F_GETFD) >= 0 ? o->out_fd : null, 1);
 	posix_spawn_file_actions_adddup2(&fa, o->err_fd > 0 ? o->err_fd : ep[1], 2);
 	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
 	posix_spawnattr_init(&at);
