@@ -11,6 +11,7 @@
 #include "err.h"
 #include "instance.h"
 #include "json.h"
+#include "lock.h"
 #include "proc.h"
 #include "state.h"
 #include "util.h"
@@ -853,6 +854,10 @@ int pisb_sbx_docker(struct pisb_state *st, const char *name, const char *verb,
 		pisb_err_set(e, PISB_EXIT_BACKEND,
 			     "sandbox '%s': its sbx sandbox '%s' no longer exists (destroy it with 'pisb destroy %s --confirm %s')",
 			     name, t.sbx, name, name);
+		goto out;
+	}
+	if (!strcmp(t.rt.state, "creating") && pisb_lock_is_held(t.idir, "op.lock")) {
+		pisb_err_set(e, PISB_EXIT_BUSY, "sandbox '%s' is still being created", name);
 		goto out;
 	}
 	if (!strcmp(verb, "status")) {
