@@ -365,6 +365,24 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	done
 }
 
+@test "idle stop (sandboxd's, faked): keepalive keeps a sandbox running, exec starts it again" {
+	mkdir -p "$SBXS"
+	echo '{"idle_ms": 1500}' > "$SBXS/settings.json"
+	printf 'driver: sbx\nsbx: {keepalive: true}\n' > "$BATS_TEST_TMPDIR/k.yaml"
+	run -0 pisb create kept -f "$BATS_TEST_TMPDIR/k.yaml"
+	run -0 pisb create idle --driver sbx
+	sleep 3
+	run -0 pisb inspect idle
+	jq -e '.status == "stopped"' <<<"$output"
+	run -0 pisb inspect kept
+	jq -e '.status == "running"' <<<"$output"
+	# a command starts it again
+	run -0 pisb exec idle -- echo back
+	[ "$output" = back ]
+	run -0 pisb list --json
+	jq -e '.[] | select(.name == "idle") | .status == "running"' <<<"$output"
+}
+
 @test "keepalive pokes a running sandbox, never a stopped one" {
 	printf 'driver: sbx\nsbx: {keepalive: true}\n' > "$BATS_TEST_TMPDIR/k.yaml"
 	run -0 pisb create k -f "$BATS_TEST_TMPDIR/k.yaml"
