@@ -59,7 +59,7 @@ BINS    := $(PROGS:%=$(BIN)/%)
 MAN1    := $(wildcard man/*.1)
 MAN5    := $(wildcard man/*.5)
 
-all: $(BINS) common/libpisb.a
+all: $(BINS) $(BIN)/pisb-agent common/libpisb.a
 
 $(OUT)/%.o: %.c $(wildcard common/*.h cmd/*.h)
 	@mkdir -p $(dir $@)
@@ -85,10 +85,22 @@ $(BIN)/%: $(OUT)/cmd/%.o $(FRONT) $(LIBA)
 	@echo "  LINK    $@"
 	@$(CC) $(LDFLAGS) -o $@ $< $(FRONT) $(LIBA) $(LIBS_$*)
 
+# The vm driver's guest agent: PID 1 inside the VM, static, never linked
+# with libpisb or the sanitizers (it runs in a guest with no libc).
+AGENT_CFLAGS := -O2 -g0 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE
+$(BIN)/pisb-agent: agent/pisb-agent.c common/vm_proto.h
+	@mkdir -p $(BIN)
+	@echo "  LINK    $@ (static)"
+	@$(CC) $(AGENT_CFLAGS) -static -s -o $@ agent/pisb-agent.c
+
 # ---- set-up: install what is missing (Debian/Ubuntu) ----
 DEB_BUILD := gcc make pkg-config libcurl4-openssl-dev libyaml-dev libarchive-dev libjsmn-dev
-DEB_TEST  := bats jq groff-base man-db python3 curl iproute2 util-linux procps psmisc git xz-utils zstd bzip2 busybox-static bsdextrautils tmux hyperfine zsh fish
-deps:
+DEB_TEST  := bats jq groff-base man-db python3 curl iproute2 util-linux procps psmisc git xz-utils zstd bzip2 busybox-static bsdextrautils tmux hyperfine zsh fish \
+	     qemu-system-x86 e2fsprogs
+deps: deps-packages
+	@$(MAKE) --no-print-directory vm-kernel || true
+
+deps-packages:
 	@missing=""; \
 	for p in $(DEB_BUILD) $(DEB_TEST); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
@@ -104,6 +116,25 @@ deps:
 	  echo "run:  sudo apt-get install -y$$missing"; \
 	  exit 1; \
 	fi
+
+# A guest kernel for the vm driver (and its tests): Debian's cloud kernel
+# package, downloaded with apt-get and extracted (dpkg-deb -x), never
+# installed, into VM_KERNEL_DIR (boot/vmlinuz-VER, lib/modules/VER).  Does
+# nothing when a kernel is there already.
+VM_KERNEL_DIR ?= $(if $(filter 0,$(shell id -u)),/var/cache/pisb/vm,$(HOME)/.cache/pisb/vm)
+VM_KERNEL_PKG ?= linux-image-cloud-amd64
+vm-kernel:
+	@ls $(VM_KERNEL_DIR)/boot/vmlinuz-* >/dev/null 2>&1 && exit 0; \
+	command -v apt-get >/dev/null || { echo "make vm-kernel: needs apt-get (Debian/Ubuntu); or set PISB_VM_KERNEL"; exit 1; }; \
+	pkg=$$(apt-cache depends $(VM_KERNEL_PKG) 2>/dev/null | awk '/Depends: linux-image-[0-9]/ { print $$2; exit }'); \
+	[ -n "$$pkg" ] || pkg=$(VM_KERNEL_PKG); \
+	tmp=$$(mktemp -d) && chmod 755 $$tmp && \
+	(cd $$tmp && apt-get download -q $$pkg >/dev/null 2>&1) && \
+	mkdir -p $(VM_KERNEL_DIR) && dpkg-deb -x $$tmp/*.deb $$tmp/root && \
+	rm -rf $(VM_KERNEL_DIR)/boot $(VM_KERNEL_DIR)/lib && \
+	mv $$tmp/root/lib $(VM_KERNEL_DIR)/lib && mv $$tmp/root/boot $(VM_KERNEL_DIR)/boot && \
+	rm -rf $$tmp && echo "make vm-kernel: $$pkg extracted into $(VM_KERNEL_DIR)" || \
+	{ rm -rf $$tmp; echo "make vm-kernel: could not fetch $$pkg (the vm tests will skip)"; exit 1; }
 
 # ---- tests, demo, bench ----
 # LeakSanitizer's exit-time tracer cannot ptrace a process that has joined
@@ -132,6 +163,7 @@ install: all
 	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
 	install -m 0755 $(BIN)/pisb $(DESTDIR)$(BINDIR)/pisb
 	for p in $(filter-out pisb,$(PROGS)); do install -m 0755 $(BIN)/$$p $(DESTDIR)$(LIBEXECDIR)/$$p; done
+	install -m 0755 $(BIN)/pisb-agent $(DESTDIR)$(LIBEXECDIR)/pisb-agent
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 completions/pisb.bash $(DESTDIR)$(BASHCOMPDIR)/pisb
@@ -140,7 +172,7 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/pisb
-	for p in $(filter-out pisb,$(PROGS)); do rm -f $(DESTDIR)$(LIBEXECDIR)/$$p; done
+	for p in $(filter-out pisb,$(PROGS)) pisb-agent; do rm -f $(DESTDIR)$(LIBEXECDIR)/$$p; done
 	-rmdir $(DESTDIR)$(LIBEXECDIR)
 	for m in $(notdir $(MAN1)); do rm -f $(DESTDIR)$(MANDIR)/man1/$$m; done
 	for m in $(notdir $(MAN5)); do rm -f $(DESTDIR)$(MANDIR)/man5/$$m; done
@@ -149,6 +181,6 @@ uninstall:
 clean:
 	rm -rf build bin bin-san common/libpisb.a
 
-.PHONY: all deps check demo bench completions install uninstall clean FORCE
+.PHONY: all deps deps-packages vm-kernel check demo bench completions install uninstall clean FORCE
 FORCE:
 .SECONDARY:

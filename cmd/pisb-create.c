@@ -9,6 +9,7 @@
 #include "../common/local.h"
 #include "../common/opensandbox.h"
 #include "../common/sbx.h"
+#include "../common/vm.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -46,6 +47,15 @@ static int print_inspect(struct pisb_ctx *c, const char *name, bool full)
 		return -1;
 	pisb_front_out(&b);
 	return 0;
+}
+
+/* A vm sandbox that booted without KVM says so (also in inspect: vm.accelNote). */
+static void vm_note(struct pisb_ctx *c, const char *name)
+{
+	_cleanup_free_ char *note = pisb_vm_accel_note(&c->st, name);
+
+	if (note)
+		pisb_front_info(c, "note: sandbox '%s': %s", name, note);
 }
 
 static int cmd_validate(struct pisb_ctx *c)
@@ -160,8 +170,24 @@ static int cmd_create(struct pisb_ctx *c)
 			pisb_front_info(c, "created sandbox '%s' (sbx)", name);
 		goto out;
 	}
+	if (!strcmp(cfg->driver, "vm") && !prepare) {
+		struct pisb_os_opts oo = os_opts(c, name);
+		if (pisb_args_get(&c->a, "template")) {
+			pisb_err_set(&c->err, PISB_EXIT_USAGE, "--template: the vm driver has no templates yet");
+			goto out;
+		}
+		if (pisb_vm_create(&c->st, cfg, js.s, &oo, &c->err) < 0)
+			goto out;
+		vm_note(c, name);
+		ret = 0;
+		if (c->a.json)
+			ret = print_inspect(c, name, false);
+		else
+			pisb_front_info(c, "created sandbox '%s' (vm, running)", name);
+		goto out;
+	}
 	if (strcmp(cfg->driver, "local")) {
-		pisb_err_set(&c->err, PISB_EXIT_FAIL, "%s: driver '%s' is not available in this build (use driver: local, opensandbox or sbx)",
+		pisb_err_set(&c->err, PISB_EXIT_FAIL, "%s: driver '%s' is not available in this build (use driver: local, vm, opensandbox or sbx)",
 			     prepare ? "prepare" : "create", cfg->driver);
 		goto out;
 	}
@@ -211,6 +237,8 @@ static int cmd_start_stop(struct pisb_ctx *c)
 
 	if (pisb_lifecycle(&c->st, start ? PISB_LC_START : PISB_LC_STOP, name, &oo, &c->err) < 0)
 		return -1;
+	if (start && pisb_vm_owns(&c->st, name, &(struct pisb_err)PISB_ERR_INIT) == 1)
+		vm_note(c, name);
 	if (c->a.json) {
 		/* stopping a connected sandbox disconnects it: nothing to inspect */
 		if (!start && faccessat(c->st.fd, "instances", F_OK, 0) == 0) {

@@ -4,6 +4,7 @@
 #include "../common/json.h"
 #include "../common/opensandbox.h"
 #include "../common/sbx.h"
+#include "../common/vm.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -74,6 +75,15 @@ static int cmd_exec(struct pisb_ctx *c)
 	pisb_os_set_verbose(c->a.verbose);
 	if (!rem && pisb_sbx_owns(&c->st, r.name, &c->err) == 1)
 		rem = 2;
+	if (!rem && pisb_vm_owns(&c->st, r.name, &c->err) == 1) {
+		if (tmo >= 0 || c->a.json)
+			return pisb_err_set(&c->err, PISB_EXIT_FAIL,
+					    "exec --timeout-ms: sandbox '%s' uses driver vm, which runs attached commands only (no exec handles yet)",
+					    r.name);
+		if (pisb_vm_exec_attached(&c->st, &r, &code, &c->err) < 0)
+			return -1;
+		return code;
+	}
 	if (tmo < 0) {
 		if (c->a.json)
 			return pisb_err_set(&c->err, PISB_EXIT_USAGE,
@@ -114,6 +124,10 @@ static int cmd_status_kill(struct pisb_ctx *c)
 		return -1;
 	if (!rem && pisb_sbx_owns(&c->st, c->a.pos[0], &c->err) == 1)
 		rem = 2;
+	if (!rem && pisb_vm_owns(&c->st, c->a.pos[0], &c->err) == 1)
+		return pisb_err_set(&c->err, PISB_EXIT_FAIL,
+				    "%s: sandbox '%s' uses driver vm, which has no exec handles yet", c->a.verb->name,
+				    c->a.pos[0]);
 	pisb_os_set_verbose(c->a.verbose);
 	pisb_jw_init(&w, &b);
 	if (!strcmp(c->a.verb->name, "exec-kill")) {
@@ -144,6 +158,10 @@ static int cmd_shell(struct pisb_ctx *c)
 	if (rem)
 		return pisb_err_set(&c->err, PISB_EXIT_FAIL,
 				    "shell: sandbox '%s' is an opensandbox sandbox, whose execd has no terminal; use 'pisb exec %s -- CMD'",
+				    c->a.pos[0], c->a.pos[0]);
+	if (pisb_vm_owns(&c->st, c->a.pos[0], &c->err) == 1)
+		return pisb_err_set(&c->err, PISB_EXIT_FAIL,
+				    "shell: sandbox '%s' uses driver vm, which has no terminal yet; use 'pisb exec %s -- CMD'",
 				    c->a.pos[0], c->a.pos[0]);
 	if (pisb_sbx_owns(&c->st, c->a.pos[0], &c->err) == 1) {
 		if (pisb_sbx_shell(&c->st, c->a.pos[0], c->a.npos > 1 ? c->a.pos[1] : NULL, &code,

@@ -6,6 +6,7 @@
 #include "json.h"
 #include "opensandbox.h"
 #include "sbx.h"
+#include "vm.h"
 #include "state.h"
 #include "util.h"
 
@@ -14,6 +15,26 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* vm: the VM's size is the limit; pids are the guest kernel's business */
+static void vm_limits(struct pisb_jw *w, const struct pisb_config *cfg, bool running)
+{
+	pisb_jw_key(w, "limits");
+	pisb_jw_obj(w);
+	pisb_jw_kint(w, "cpus", cfg->cpus);
+	pisb_jw_kint(w, "memoryGiB", cfg->memory_gib);
+	pisb_jw_kint(w, "pids", cfg->pids);
+	pisb_jw_kint(w, "diskGiB", cfg->disk_gib);
+	pisb_jw_key(w, "enforced");
+	pisb_jw_obj(w);
+	pisb_jw_kbool(w, "cpus", running);
+	pisb_jw_kbool(w, "memory", running);
+	pisb_jw_kbool(w, "pids", false);
+	pisb_jw_kbool(w, "disk", true);
+	pisb_jw_obj_end(w);
+	pisb_jw_kstr(w, "note", "the VM's vCPUs, memory and disk image size are the limits; pids are not limited inside the guest");
+	pisb_jw_obj_end(w);
+}
 
 static void limits(struct pisb_jw *w, const struct pisb_config *cfg,
 		   const struct pisb_runtime *rt, bool running)
@@ -158,6 +179,8 @@ static int one(struct pisb_state *st, const char *kind, const char *name, bool f
 		s = pisb_os_status(idir, &rec);
 	else if (!strcmp(rec.driver, "sbx"))
 		s = pisb_sbx_status(idir);
+	else if (!strcmp(rec.driver, "vm"))
+		s = pisb_vm_status(idir, &rt);
 	else
 		s = pisb_instance_status(idir, &rt);
 	running = s == PISB_ST_RUNNING || s == PISB_ST_STARTING || s == PISB_ST_UNAVAILABLE;
@@ -190,6 +213,8 @@ static int one(struct pisb_state *st, const char *kind, const char *name, bool f
 		pisb_jw_kstr(w, "sessionId", rec.session_id);
 		if (!strcmp(rec.driver, "sbx"))
 			sbx_limits(w, cfg, running);
+		else if (!strcmp(rec.driver, "vm"))
+			vm_limits(w, cfg, running);
 		else
 			limits(w, cfg, &rt, running);
 		raw_or(w, "services", running ? rt.services_json : NULL, "[]");
@@ -225,7 +250,7 @@ static int one(struct pisb_state *st, const char *kind, const char *name, bool f
 		}
 		pisb_jw_kstr(w, "setupError", rt.setup_error);
 		if (rt.extra_json)
-			raw_or(w, "remote", rt.extra_json, "null");
+			raw_or(w, !strcmp(rec.driver, "vm") ? "vm" : "remote", rt.extra_json, "null");
 		if (full) {
 			pisb_jw_key(w, "config");
 			pisb_jw_raw(w, rec.config_json, strlen(rec.config_json));

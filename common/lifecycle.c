@@ -4,6 +4,7 @@
 #include "local.h"
 #include "opensandbox.h"
 #include "sbx.h"
+#include "vm.h"
 
 #include <stddef.h>
 
@@ -18,10 +19,20 @@ static int released(const struct pisb_os_opts *o, const char *name, const char *
 int pisb_lifecycle(struct pisb_state *st, enum pisb_lc_verb verb, const char *name,
 		   const struct pisb_os_opts *o, struct pisb_err *e)
 {
-	int rem = pisb_os_owns(st, name, e), sbx;
+	int rem = pisb_os_owns(st, name, e), sbx, vm;
 
 	if (rem < 0)
 		return -1;
+	if (!rem && (vm = pisb_vm_owns(st, name, e)) != 0) {
+		if (vm < 0)
+			return -1;
+		switch (verb) {
+		case PISB_LC_START: return pisb_vm_start(st, name, o, e);
+		case PISB_LC_STOP: return pisb_vm_stop(st, name, o, e);
+		case PISB_LC_DESTROY: return pisb_vm_destroy(st, name, o, e);
+		}
+		return -1;
+	}
 	if (!rem && (sbx = pisb_sbx_owns(st, name, e)) != 0) {
 		if (sbx < 0)
 			return -1;

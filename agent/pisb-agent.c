@@ -1,0 +1,799 @@
+/* pisb-agent - the guest side of the vm driver: PID 1 of the VM.
+ *
+ * Built static (Makefile: bin/pisb-agent); pisb puts it in the initramfs
+ * it builds at every boot, as /init, beside busybox and the kernel modules
+ * that the guest needs (listed in /modules/order).  It is not a user verb.
+ *
+ * Stage 1 (in the initramfs, /pisb-initramfs exists): mount /proc /sys
+ * /dev, load the modules, mount the persistent disk /dev/vda (ext4) on
+ * /newroot, copy busybox and itself onto it, move the mounts, chroot, and
+ * exec itself from the disk.
+ * Stage 2 (PID 1 on the disk's root): busybox applet links, /etc basics,
+ * hostname, loopback up (there is no other network device), the
+ * workspace, then one server per virtio-serial port org.pisb.agent.N
+ * (vm_proto.h), respawned if it dies; PID 1 reaps orphans.
+ *
+ * Kernel command line: pisb.name=NAME pisb.ws=/workspace.
+ */
+#include "../common/vm_proto.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logmsg(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int fd, n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if (n > (int)sizeof(buf) - 2)
+		n = sizeof(buf) - 2;
+	buf[n++] = '\n';
+	/* the serial console (console.log on the host) */
+	fd = open("/dev/console", O_WRONLY | O_NOCTTY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (write(fd, "pisb-agent: ", 12) < 0 || write(fd, buf, (size_t)n) < 0) {
+		}
+		close(fd);
+	}
+}
+
+#define HUP_GRACE_MS 1500
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+	}
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int copy_file(const char *from, const char *to, mode_t mode)
+{
+	char tmp[256], buf[65536];
+	int in, out;
+	ssize_t r;
+
+	snprintf(tmp, sizeof(tmp), "%s.new", to);
+	in = open(from, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -1;
+	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (out < 0) {
+		close(in);
+		return -1;
+	}
+	while ((r = read(in, buf, sizeof(buf))) > 0)
+		if (write_all(out, buf, (size_t)r) < 0)
+			break;
+	close(in);
+	if (r != 0 || fsync(out) < 0 || close(out) < 0) {
+		unlink(tmp);
+		return -1;
+	}
+	return rename(tmp, to);
+}
+
+static void mkdirs(const char *path, mode_t mode)
+{
+	char p[512];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(p))
+		return;
+	memcpy(p, path, n + 1);
+	for (char *s = p + 1; *s; s++) {
+		if (*s == '/') {
+			*s = '\0';
+			mkdir(p, 0755);
+			*s = '/';
+		}
+	}
+	mkdir(p, mode);
+}
+
+/* pisb.KEY=VALUE from the kernel command line (static buffer) */
+static const char *cmdline_arg(const char *key)
+{
+	static char line[4096], val[512];
+	char want[64];
+	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	val[0] = '\0';
+	if (fd < 0)
+		return NULL;
+	n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	line[n] = '\0';
+	snprintf(want, sizeof(want), "pisb.%s=", key);
+	for (char *t = strtok(line, " \n"); t; t = strtok(NULL, " \n")) {
+		if (!strncmp(t, want, strlen(want))) {
+			snprintf(val, sizeof(val), "%s", t + strlen(want));
+			return val;
+		}
+	}
+	return NULL;
+}
+
+/* ---- stage 1: the initramfs ---- */
+
+static void load_modules(void)
+{
+	FILE *f = fopen("/modules/order", "re");
+	char line[256], path[300];
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		int fd;
+		line[strcspn(line, "\n")] = '\0';
+		if (!line[0])
+			continue;
+		snprintf(path, sizeof(path), "/modules/%s", line);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			logmsg("module %s: %s", line, strerror(errno));
+			continue;
+		}
+		if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST)
+			logmsg("load module %s: %s", line, strerror(errno));
+		close(fd);
+	}
+	fclose(f);
+}
+
+static void __attribute__((noreturn)) die(const char *what)
+{
+	logmsg("fatal: %s: %s", what, strerror(errno));
+	sync();
+	reboot(RB_AUTOBOOT);
+	_exit(1);
+}
+
+static void __attribute__((noreturn)) stage1(void)
+{
+	int i;
+
+	mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+	load_modules();
+	for (i = 0; i < 600 && access("/dev/vda", F_OK) < 0; i++)
+		sleep_ms(50);
+	mkdir("/newroot", 0755);
+	if (mount("/dev/vda", "/newroot", "ext4", 0, "noinit_itable") < 0)
+		die("mount the disk /dev/vda");
+	/* the disk's first boot makes the tree; every boot refreshes the
+	 * agent and busybox, so they match the pisb that booted it */
+	static const char *const dirs[] = { "bin", "sbin", "usr/bin", "usr/sbin", "dev", "proc",
+		"sys", "run", "etc", "root", "var/tmp", NULL };
+	for (i = 0; dirs[i]; i++) {
+		char p[64];
+		snprintf(p, sizeof(p), "/newroot/%s", dirs[i]);
+		mkdirs(p, 0755);
+	}
+	mkdir("/newroot/tmp", 01777);
+	chmod("/newroot/tmp", 01777);
+	chmod("/newroot/root", 0700);
+	if (copy_file("/bin/busybox", "/newroot/bin/busybox", 0755) < 0)
+		die("copy busybox to the disk");
+	if (copy_file("/init", "/newroot/sbin/pisb-agent", 0755) < 0)
+		die("copy the agent to the disk");
+	if (mount("/dev", "/newroot/dev", NULL, MS_MOVE, NULL) < 0 ||
+	    mount("/proc", "/newroot/proc", NULL, MS_MOVE, NULL) < 0 ||
+	    mount("/sys", "/newroot/sys", NULL, MS_MOVE, NULL) < 0)
+		die("move the mounts");
+	if (chdir("/newroot") < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 ||
+	    chdir("/") < 0)
+		die("switch to the disk");
+	{
+		char *argv[] = { "pisb-agent", NULL };
+		execv("/sbin/pisb-agent", argv);
+	}
+	die("exec /sbin/pisb-agent");
+}
+
+/* ---- stage 2 ---- */
+
+static int run_wait(char *const argv[])
+{
+	pid_t p = fork();
+	int st = 0;
+
+	if (p == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	if (p < 0)
+		return -1;
+	while (waitpid(p, &st, 0) < 0 && errno == EINTR) {
+	}
+	return st;
+}
+
+static void write_if_missing(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	if (fd >= 0) {
+		write_all(fd, text, strlen(text));
+		close(fd);
+	}
+}
+
+static void lo_up(void)
+{
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (s < 0)
+		return;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+		ioctl(s, SIOCSIFFLAGS, &ifr);
+	}
+	close(s);
+}
+
+/* /dev/vportXpY of the port named org.pisb.agent.N */
+static int find_port(int n, char *dev, size_t len)
+{
+	char want[64], path[300], name[64];
+	DIR *d = opendir("/sys/class/virtio-ports");
+	struct dirent *de;
+	int found = -1;
+
+	snprintf(want, sizeof(want), PISB_VM_PORT_PREFIX "%d", n);
+	if (!d)
+		return -1;
+	while (found < 0 && (de = readdir(d))) {
+		int fd;
+		ssize_t r;
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name", de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		r = read(fd, name, sizeof(name) - 1);
+		close(fd);
+		if (r <= 0)
+			continue;
+		name[r] = '\0';
+		name[strcspn(name, "\n")] = '\0';
+		if (!strcmp(name, want)) {
+			snprintf(dev, len, "/dev/%s", de->d_name);
+			found = 0;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+/* The port: a byte stream while the host is connected; read() returns 0
+ * while no host is connected. */
+struct port {
+	int fd;
+	unsigned char buf[PISB_VM_HDR + PISB_VM_MAX_FRAME];
+	size_t have;
+	bool host_gone;
+};
+
+static int send_frame(struct port *p, int type, uint32_t sid, const void *data, size_t len)
+{
+	unsigned char h[PISB_VM_HDR];
+
+	pisb_vm_hdr(h, type, sid, (uint32_t)len);
+	if (write_all(p->fd, h, sizeof(h)) < 0)
+		return -1;
+	return len ? write_all(p->fd, data, len) : 0;
+}
+
+/* A complete frame in p->buf?  Resyncs on bad magic.  1 yes, 0 no. */
+static int frame_ready(struct port *p, int *type, uint32_t *sid, uint32_t *len)
+{
+	for (;;) {
+		if (p->have < PISB_VM_HDR)
+			return 0;
+		if (memcmp(p->buf, PISB_VM_MAGIC, 4) != 0 ||
+		    pisb_vm_get32(p->buf + 12) > PISB_VM_MAX_FRAME) {
+			memmove(p->buf, p->buf + 1, --p->have);
+			continue;
+		}
+		*type = p->buf[4];
+		*sid = pisb_vm_get32(p->buf + 8);
+		*len = pisb_vm_get32(p->buf + 12);
+		return p->have >= PISB_VM_HDR + *len;
+	}
+}
+
+static void frame_consume(struct port *p, uint32_t len)
+{
+	size_t n = PISB_VM_HDR + len;
+	memmove(p->buf, p->buf + n, p->have - n);
+	p->have -= n;
+}
+
+/* read what is there: 1 data, 0 host not connected, -1 error */
+static int port_fill(struct port *p)
+{
+	ssize_t r = read(p->fd, p->buf + p->have, sizeof(p->buf) - p->have);
+
+	if (r > 0) {
+		p->have += (size_t)r;
+		return 1;
+	}
+	if (r == 0)
+		return 0;
+	return errno == EINTR || errno == EAGAIN ? 1 : -1;
+}
+
+static void __attribute__((noreturn)) poweroff(void)
+{
+	sync();
+	kill(-1, SIGTERM);
+	sleep_ms(500);
+	kill(-1, SIGKILL);
+	sleep_ms(100);
+	sync();
+	mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL);
+	sync();
+	reboot(RB_AUTOBOOT);
+	_exit(0);
+}
+
+static void nonblock(int fd)
+{
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+static void forward_out(struct port *p, int *fd, int type, uint32_t sid)
+{
+	char buf[32768];
+	ssize_t r = read(*fd, buf, sizeof(buf));
+
+	if (r > 0) {
+		if (!p->host_gone && send_frame(p, type, sid, buf, (size_t)r) < 0)
+			p->host_gone = true;
+		return;
+	}
+	if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+		close(*fd);
+		*fd = -1;
+	}
+}
+
+static void drain(struct port *p, int *fd, int type, uint32_t sid)
+{
+	char buf[32768];
+
+	while (*fd >= 0) {
+		ssize_t r = read(*fd, buf, sizeof(buf));
+		if (r > 0) {
+			if (!p->host_gone && send_frame(p, type, sid, buf, (size_t)r) < 0)
+				p->host_gone = true;
+		} else if (r < 0 && errno == EINTR) {
+			continue;
+		} else {
+			close(*fd);
+			*fd = -1;
+		}
+	}
+}
+
+struct inq {
+	char *d;
+	size_t n, off;
+};
+
+/* Act on the complete frames of session sid in the buffer: stdin is
+ * queued, kill signals the group; a new request means the old client is
+ * gone (left in the buffer for the main loop). */
+static void take_frames(struct port *p, uint32_t sid, pid_t pid, struct inq *q, bool *in_eof)
+{
+	for (;;) {
+		int type;
+		uint32_t fsid, flen;
+		if (!frame_ready(p, &type, &fsid, &flen))
+			return;
+		if (type == PISB_VM_EXEC || type == PISB_VM_PING || type == PISB_VM_POWEROFF) {
+			p->host_gone = true;
+			kill(-pid, SIGKILL);
+			return;
+		}
+		if (fsid == sid && type == PISB_VM_STDIN && !*in_eof) {
+			if (flen == 0) {
+				*in_eof = true;
+			} else {
+				if (q->off == q->n)
+					q->off = q->n = 0;
+				q->d = realloc(q->d, q->n + flen);
+				memcpy(q->d + q->n, p->buf + PISB_VM_HDR, flen);
+				q->n += flen;
+			}
+		} else if (fsid == sid && type == PISB_VM_KILL && flen >= 1) {
+			int sig = p->buf[PISB_VM_HDR];
+			if (sig > 0 && sig < 65)
+				kill(-pid, sig);
+		}
+		frame_consume(p, flen);
+	}
+}
+
+/* Run one EXEC request; returns when the command has exited. */
+static void session(struct port *p, uint32_t sid, const unsigned char *pl, uint32_t len,
+		    const sigset_t *oldmask)
+{
+	uint32_t argc, envc, i;
+	const char *s, *end = (const char *)pl + len, *cwd;
+	char **argv, **envv;
+	int in[2], out[2], err[2], sfd, code = -1;
+	pid_t pid;
+	struct inq q = { NULL, 0, 0 };
+	bool in_eof = false, exited = false;
+	int64_t hup_since = 0;
+
+	if (len < 8)
+		return;
+	argc = pisb_vm_get32(pl);
+	envc = pisb_vm_get32(pl + 4);
+	if (argc == 0 || argc > 65536 || envc > 65536)
+		return;
+	argv = calloc(argc + 1, sizeof(char *));
+	envv = calloc(envc + 1, sizeof(char *));
+	s = (const char *)pl + 8;
+	cwd = s;
+	for (i = 0; i < 1 + argc + envc; i++) {
+		const char *z = memchr(s, '\0', (size_t)(end - s));
+		if (!z) {
+			free(argv);
+			free(envv);
+			send_frame(p, PISB_VM_EXIT, sid, "\x7e\0\0\0", 4);
+			return;
+		}
+		if (i >= 1 && i <= argc)
+			argv[i - 1] = (char *)s;
+		else if (i > argc)
+			envv[i - 1 - argc] = (char *)s;
+		s = z + 1;
+	}
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+		free(argv);
+		free(envv);
+		send_frame(p, PISB_VM_EXIT, sid, "\x7e\0\0\0", 4);
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		setsid();
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		for (int sig = 1; sig < 32; sig++)
+			signal(sig, SIG_DFL);
+		sigprocmask(SIG_SETMASK, oldmask, NULL);
+		if (cwd[0] && chdir(cwd) < 0) {
+			dprintf(2, "pisb-agent: cwd '%s': %s\n", cwd, strerror(errno));
+			_exit(1);
+		}
+		environ = envv;
+		execvp(argv[0], argv);
+		dprintf(2, "pisb-agent: %s: %s\n", argv[0],
+			errno == ENOENT ? "command not found" : strerror(errno));
+		_exit(errno == ENOENT ? 127 : 126);
+	}
+	close(in[0]);
+	close(out[1]);
+	close(err[1]);
+	free(argv);
+	free(envv);
+	if (pid < 0) {
+		close(in[1]);
+		close(out[0]);
+		close(err[0]);
+		send_frame(p, PISB_VM_EXIT, sid, "\x7e\0\0\0", 4);
+		return;
+	}
+	nonblock(in[1]);
+	nonblock(out[0]);
+	nonblock(err[0]);
+	{
+		sigset_t chld;
+		sigemptyset(&chld);
+		sigaddset(&chld, SIGCHLD);
+		sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	}
+	while (!exited || out[0] >= 0 || err[0] >= 0) {
+		struct pollfd pf[5];
+		int n = 0, ip = -1, io = -1, ie = -1, is = -1, ii = -1;
+		if (exited) {
+			/* drain what the command left in the pipes; a background
+			 * child that keeps them open does not hold the exit */
+			drain(p, &out[0], PISB_VM_STDOUT, sid);
+			drain(p, &err[0], PISB_VM_STDERR, sid);
+			continue;
+		}
+		if (!p->host_gone) {
+			/* frames that came with the request, or since */
+			take_frames(p, sid, pid, &q, &in_eof);
+			if (in[1] >= 0 && in_eof && q.off >= q.n) {
+				close(in[1]);
+				in[1] = -1;
+			}
+		}
+		if (!p->host_gone && hup_since) {
+			/* virtio-serial reports a client's close and the next
+			 * client's open as events that can trail the new client's
+			 * data: a hang-up counts only once it lasts */
+			struct pollfd x = { p->fd, POLLIN, 0 };
+			poll(&x, 1, 0);
+			if ((x.revents & POLLIN) || !(x.revents & POLLHUP)) {
+				hup_since = 0;
+			} else if (now_ms() - hup_since > HUP_GRACE_MS) {
+				p->host_gone = true;
+				in_eof = true;
+				kill(-pid, SIGKILL);
+			}
+		}
+		if (!p->host_gone && !hup_since) {
+			pf[n] = (struct pollfd){ p->fd, POLLIN, 0 };
+			ip = n++;
+		}
+		if (out[0] >= 0) {
+			pf[n] = (struct pollfd){ out[0], POLLIN, 0 };
+			io = n++;
+		}
+		if (err[0] >= 0) {
+			pf[n] = (struct pollfd){ err[0], POLLIN, 0 };
+			ie = n++;
+		}
+		if (sfd >= 0) {
+			pf[n] = (struct pollfd){ sfd, POLLIN, 0 };
+			is = n++;
+		}
+		if (in[1] >= 0 && q.n > q.off) {
+			pf[n] = (struct pollfd){ in[1], POLLOUT, 0 };
+			ii = n++;
+		}
+		if (poll(pf, (nfds_t)n, sfd >= 0 && !hup_since ? -1 : 100) < 0 && errno != EINTR)
+			break;
+		if (ip >= 0 && pf[ip].revents) {
+			int r = (pf[ip].revents & POLLIN) ? port_fill(p) : 0;
+			if (r < 0) {
+				p->host_gone = true;
+				kill(-pid, SIGKILL);
+			} else if (r == 0) {
+				hup_since = now_ms();
+			}
+		}
+		if (!p->host_gone)
+			take_frames(p, sid, pid, &q, &in_eof);
+		if (p->host_gone)
+			in_eof = true;
+		if (ii >= 0 && pf[ii].revents) {
+			ssize_t w = write(in[1], q.d + q.off, q.n - q.off);
+			if (w > 0)
+				q.off += (size_t)w;
+			else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+				q.off = q.n;
+				in_eof = true;
+			}
+		}
+		if (in[1] >= 0 && in_eof && q.off >= q.n) {
+			close(in[1]);
+			in[1] = -1;
+		}
+		if (io >= 0 && pf[io].revents)
+			forward_out(p, &out[0], PISB_VM_STDOUT, sid);
+		if (ie >= 0 && pf[ie].revents)
+			forward_out(p, &err[0], PISB_VM_STDERR, sid);
+		if (is >= 0 && pf[is].revents) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) > 0) {
+			}
+		}
+		{
+			int st;
+			if (waitpid(pid, &st, WNOHANG) == pid) {
+				exited = true;
+				code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+			}
+		}
+	}
+	if (in[1] >= 0)
+		close(in[1]);
+	if (sfd >= 0)
+		close(sfd);
+	free(q.d);
+	/* the group may have members left: they go with the command */
+	kill(-pid, SIGKILL);
+	if (!p->host_gone) {
+		unsigned char c[4];
+		pisb_vm_put32(c, (uint32_t)code);
+		send_frame(p, PISB_VM_EXIT, sid, c, 4);
+	}
+}
+
+static void __attribute__((noreturn)) serve(int n)
+{
+	static struct port p;
+	char dev[300];
+	sigset_t chld, old;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	if (find_port(n, dev, sizeof(dev)) < 0)
+		_exit(3);
+	p.fd = open(dev, O_RDWR | O_CLOEXEC);
+	if (p.fd < 0) {
+		logmsg("open %s: %s", dev, strerror(errno));
+		_exit(4);
+	}
+	for (;;) {
+		int type;
+		uint32_t sid, len;
+		int64_t hup_since = 0;
+		while (!frame_ready(&p, &type, &sid, &len)) {
+			int r = port_fill(&p);
+			if (r < 0)
+				_exit(5);
+			if (r == 0) {
+				/* no host: what was half-read is stale, once the
+				 * hang-up lasts (see session) */
+				if (!hup_since)
+					hup_since = now_ms();
+				else if (now_ms() - hup_since > HUP_GRACE_MS)
+					p.have = 0;
+				sleep_ms(50);
+			} else {
+				hup_since = 0;
+			}
+		}
+		p.host_gone = false;
+		if (type == PISB_VM_PING) {
+			send_frame(&p, PISB_VM_PONG, sid, PISB_VM_AGENT_VERSION, strlen(PISB_VM_AGENT_VERSION));
+			frame_consume(&p, len);
+		} else if (type == PISB_VM_POWEROFF) {
+			send_frame(&p, PISB_VM_PONG, sid, "poweroff", 8);
+			frame_consume(&p, len);
+			poweroff();
+		} else if (type == PISB_VM_EXEC && n > 0) {
+			unsigned char *req = malloc(len ? len : 1);
+			memcpy(req, p.buf + PISB_VM_HDR, len);
+			frame_consume(&p, len);
+			session(&p, sid, req, len, &old);
+			free(req);
+		} else {
+			frame_consume(&p, len);
+		}
+	}
+}
+
+static void __attribute__((noreturn)) stage2(void)
+{
+	const char *name = cmdline_arg("name");
+	pid_t servers[1 + PISB_VM_EXEC_PORTS];
+	int i;
+
+	mkdirs("/dev/pts", 0755);
+	mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "gid=5,mode=620,ptmxmode=666");
+	mkdirs("/dev/shm", 01777);
+	mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+	{
+		char *argv[] = { "/bin/busybox", "--install", "-s", NULL };
+		run_wait(argv);
+	}
+	write_if_missing("/etc/passwd", "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n", 0644);
+	write_if_missing("/etc/group", "root:x:0:\nnogroup:x:65534:\n", 0644);
+	write_if_missing("/etc/hosts", "127.0.0.1 localhost\n::1 localhost\n", 0644);
+	if (name) {
+		sethostname(name, strlen(name));
+		write_if_missing("/etc/hostname", name, 0644);
+	}
+	{
+		const char *ws = cmdline_arg("ws");
+		if (ws && ws[0] == '/')
+			mkdirs(ws, 0755);
+	}
+	lo_up();
+	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
+	for (i = 0; i < 200; i++) {
+		char dev[300];
+		if (find_port(PISB_VM_EXEC_PORTS, dev, sizeof(dev)) == 0 && access(dev, F_OK) == 0)
+			break;
+		sleep_ms(50);
+	}
+	for (i = 0; i <= PISB_VM_EXEC_PORTS; i++)
+		servers[i] = 0;
+	logmsg("ready");
+	for (;;) {
+		int st;
+		pid_t w;
+		for (i = 0; i <= PISB_VM_EXEC_PORTS; i++) {
+			if (servers[i] > 0)
+				continue;
+			servers[i] = fork();
+			if (servers[i] == 0)
+				serve(i);
+			if (servers[i] < 0)
+				servers[i] = 0;
+		}
+		w = wait(&st);
+		if (w < 0) {
+			sleep_ms(100);
+			continue;
+		}
+		for (i = 0; i <= PISB_VM_EXEC_PORTS; i++) {
+			if (servers[i] == w) {
+				servers[i] = 0;
+				sleep_ms(200);
+			}
+		}
+	}
+}
+
+int main(void)
+{
+	if (getpid() != 1) {
+		fprintf(stderr, "pisb-agent: the guest side of pisb's vm driver; it runs as PID 1 inside the VM, never on the host\n");
+		return 2;
+	}
+	if (access("/pisb-initramfs", F_OK) == 0)
+		stage1();
+	stage2();
+}

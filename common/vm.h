@@ -1,0 +1,88 @@
+/* vm.h - the vm driver: a QEMU virtual machine per sandbox, with our own
+ * guest agent (agent/pisb-agent.c) on virtio-serial ports.
+ *
+ * Assets, found at every boot (nothing is downloaded by pisb itself):
+ *   kernel   $PISB_VM_KERNEL (modules: $PISB_VM_MODULES, else the
+ *            lib/modules/VER beside its boot/ dir, else /lib/modules/VER),
+ *            else /boot/vmlinuz-$(uname -r) with /lib/modules/$(uname -r),
+ *            else the newest boot/vmlinuz-VER in a kernel cache:
+ *            $PISB_VM_CACHE, $XDG_CACHE_HOME/pisb/vm, ~/.cache/pisb/vm,
+ *            /var/cache/pisb/vm (`make vm-kernel` fills one from Debian's
+ *            linux-image-cloud-amd64 package, extracted, not installed)
+ *   qemu     $PISB_VM_QEMU, else qemu-system-x86_64 on PATH
+ *   agent    pisb-agent beside the pisb binaries (static)
+ *   busybox  $PISB_VM_BUSYBOX, else /bin/busybox (must be static)
+ *   mke2fs   for the disk, at create
+ *
+ * Files in instances/NAME/ (besides record.json, status.json, op.lock):
+ *   disk.img         the guest's root file system: a sparse raw ext4
+ *                    image of diskGiB, made at create; busybox and the
+ *                    agent are refreshed on it at every boot
+ *   initrd.cpio      the initramfs, rebuilt at every start (agent,
+ *                    busybox, modules)
+ *   controller.lock  held by the host-side supervisor (and QEMU) while
+ *                    the VM lives: running = held
+ *   agentN.sock      (0600) host ends of the virtio-serial ports, N 0..4:
+ *                    0 lifecycle (ping, poweroff), 1..4 one command each
+ *   agentN.lock      held by the pisb process using port N
+ *   console.log      the guest's serial console;  qemu.log  QEMU's stderr
+ *   setup.log        output of setup[] at create
+ *
+ * status.json: state starting|running|stopping|stopped (a VM that died
+ * otherwise shows "interrupted"); controller = the supervisor, init = QEMU;
+ * extra (inspect: "vm") {"accel","machine","accelNote","kernel","qemu",
+ * "memoryMiB","cpus"}.
+ *
+ * There is no network device: the guest has loopback only.
+ */
+#ifndef PISB_VM_H
+#define PISB_VM_H
+
+#include <stdbool.h>
+
+#include "instance.h"
+
+struct pisb_err;
+struct pisb_state;
+struct pisb_config;
+struct pisb_os_opts;
+struct pisb_exec_req;
+
+/* 1 if instance NAME uses this driver, 0 if another, -1 (e) if missing. */
+int pisb_vm_owns(struct pisb_state *st, const char *name, struct pisb_err *e);
+
+/* create: refuse what a VM without network cannot do (services,
+ * network.allowedHosts, resume[], a rootfs image), find the assets, make
+ * the disk, publish the instance, boot, run setup[] (a failure is kept in
+ * setupError), "ready" event and --on-ready.  Any failure before ready
+ * removes the instance. */
+int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
+		   const char *config_json, const struct pisb_os_opts *o,
+		   struct pisb_err *e);
+/* start: boot again from the disk (no-op when running). */
+int pisb_vm_start(struct pisb_state *st, const char *name,
+		  const struct pisb_os_opts *o, struct pisb_err *e);
+/* stop: the agent syncs and powers off; QEMU is killed if it has not
+ * exited after PISB_VM_STOP_MS (default 20000). */
+int pisb_vm_stop(struct pisb_state *st, const char *name,
+		 const struct pisb_os_opts *o, struct pisb_err *e);
+/* destroy: kill QEMU if running, remove the instance. */
+int pisb_vm_destroy(struct pisb_state *st, const char *name,
+		    const struct pisb_os_opts *o, struct pisb_err *e);
+
+/* For list and inspect: the lock, then status.json's state. */
+enum pisb_status pisb_vm_status(int idir, const struct pisb_runtime *rt);
+/* The accelerator note of the last boot ("KVM is not usable ...: TCG"),
+ * or NULL when KVM was used (caller frees). */
+char *pisb_vm_accel_note(struct pisb_state *st, const char *name);
+
+/* exec attached through the agent: argv (or /bin/sh -lc STRING), cwd
+ * (relative: under the workspace; default the workspace), env (PATH,
+ * HOME, TERM, the config's env, r->env), stdio streamed, SIGINT SIGTERM
+ * SIGHUP SIGQUIT sent to the command's process group in the guest;
+ * *code its status (128+N for a signal, 127 not found, 126 cannot run).
+ * A sandbox that is not running, or an agent that goes away: -1, exit 5. */
+int pisb_vm_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
+			  int *code, struct pisb_err *e);
+
+#endif

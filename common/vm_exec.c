@@ -1,0 +1,410 @@
+/* vm_exec.c - the host side of the agent protocol (vm_proto.h): ports,
+ * frames, ping/poweroff, and running commands in the guest. */
+#include "vm.h"
+#include "vm_internal.h"
+#include "vm_proto.h"
+#include "config.h"
+#include "err.h"
+#include "exec.h"
+#include "instance.h"
+#include "lock.h"
+#include "proc.h"
+#include "state.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- connections and frames ---- */
+
+static int sock_connect(int idir, int port)
+{
+	struct sockaddr_un sa;
+	int fd;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	/* a short path whatever the state dir's length */
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/agent%d.sock", idir, port);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int saved = errno;
+		close(fd);
+		errno = saved;
+		return -1;
+	}
+	return fd;
+}
+
+int vm_conn_open(int idir, int port, int wait_ms, struct vm_conn *c, struct pisb_err *e)
+{
+	char lk[32];
+
+	c->fd = c->lock = -1;
+	c->have = 0;
+	if (port < 0) {
+		/* the first free command port, else wait for a random one */
+		for (int i = 1; i <= PISB_VM_EXEC_PORTS && c->lock < 0; i++) {
+			struct pisb_err ig = PISB_ERR_INIT;
+			snprintf(lk, sizeof(lk), "agent%d.lock", i);
+			c->lock = pisb_lock_acquire(idir, lk, true, 0, "agent port", &ig);
+			if (c->lock >= 0)
+				port = i;
+		}
+		if (c->lock < 0) {
+			port = 1 + (int)(vm_sid() % PISB_VM_EXEC_PORTS);
+			snprintf(lk, sizeof(lk), "agent%d.lock", port);
+			c->lock = pisb_lock_acquire(idir, lk, true, wait_ms, "every agent port", e);
+		}
+	} else {
+		snprintf(lk, sizeof(lk), "agent%d.lock", port);
+		c->lock = pisb_lock_acquire(idir, lk, true, wait_ms, "the agent's lifecycle port", e);
+	}
+	if (c->lock < 0)
+		return -1;
+	c->fd = sock_connect(idir, port);
+	if (c->fd < 0) {
+		pisb_err_sys(e, PISB_EXIT_BACKEND, "connect to the guest agent (agent%d.sock)", port);
+		vm_conn_close(c);
+		return -1;
+	}
+	return 0;
+}
+
+void vm_conn_close(struct vm_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	if (c->lock >= 0)
+		close(c->lock);
+	free(c->buf);
+	c->fd = c->lock = -1;
+	c->buf = NULL;
+	c->have = c->cap = 0;
+}
+
+int vm_send(struct vm_conn *c, int type, uint32_t sid, const void *data, size_t len)
+{
+	unsigned char h[PISB_VM_HDR];
+
+	pisb_vm_hdr(h, type, sid, (uint32_t)len);
+	if (pisb_write_all(c->fd, h, sizeof(h)) < 0)
+		return -1;
+	return len && pisb_write_all(c->fd, data, len) < 0 ? -1 : 0;
+}
+
+int vm_fill(struct vm_conn *c)
+{
+	ssize_t r;
+
+	if (c->cap - c->have < 65536) {
+		c->cap = c->cap ? c->cap * 2 : PISB_VM_HDR + PISB_VM_MAX_FRAME;
+		c->buf = xrealloc(c->buf, c->cap);
+	}
+	do
+		r = read(c->fd, c->buf + c->have, c->cap - c->have);
+	while (r < 0 && errno == EINTR);
+	if (r > 0)
+		c->have += (size_t)r;
+	return r > 0 ? 1 : r == 0 ? 0 : -1;
+}
+
+void vm_take(struct vm_conn *c, uint32_t len)
+{
+	size_t n = PISB_VM_HDR + len;
+
+	memmove(c->buf, c->buf + n, c->have - n);
+	c->have -= n;
+}
+
+int vm_next(struct vm_conn *c, uint32_t sid, int *type, const unsigned char **payload,
+	    uint32_t *len)
+{
+	for (;;) {
+		if (c->have < PISB_VM_HDR)
+			return 0;
+		if (memcmp(c->buf, PISB_VM_MAGIC, 4) != 0 ||
+		    pisb_vm_get32(c->buf + 12) > PISB_VM_MAX_FRAME) {
+			memmove(c->buf, c->buf + 1, --c->have);
+			continue;
+		}
+		*len = pisb_vm_get32(c->buf + 12);
+		if (c->have < PISB_VM_HDR + *len)
+			return 0;
+		if (pisb_vm_get32(c->buf + 8) != sid) {
+			vm_take(c, *len);   /* a frame of an earlier client */
+			continue;
+		}
+		*type = c->buf[4];
+		*payload = c->buf + PISB_VM_HDR;
+		return 1;
+	}
+}
+
+uint32_t vm_sid(void)
+{
+	char hex[9];
+	pisb_random_hex(hex, 8);
+	return (uint32_t)strtoul(hex, NULL, 16) | 1u;
+}
+
+/* Send one frame on port 0, wait for PONG. */
+static int lifecycle_call(int idir, int type, int timeout_ms)
+{
+	struct vm_conn c = VM_CONN_INIT;
+	struct pisb_err ig = PISB_ERR_INIT;
+	uint32_t sid = vm_sid();
+	int64_t deadline = pisb_mono_ms() + timeout_ms;
+	int ret = -1;
+
+	if (vm_conn_open(idir, 0, timeout_ms, &c, &ig) < 0)
+		return -1;
+	if (vm_send(&c, type, sid, NULL, 0) < 0)
+		goto out;
+	for (;;) {
+		int t;
+		const unsigned char *p;
+		uint32_t len;
+		int64_t left = deadline - pisb_mono_ms();
+		struct pollfd pf = { c.fd, POLLIN, 0 };
+		if (vm_next(&c, sid, &t, &p, &len) == 1) {
+			if (t == PISB_VM_PONG) {
+				ret = 0;
+				goto out;
+			}
+			vm_take(&c, len);
+			continue;
+		}
+		if (left <= 0 || poll(&pf, 1, (int)left) <= 0 || vm_fill(&c) <= 0)
+			goto out;
+	}
+out:
+	vm_conn_close(&c);
+	return ret;
+}
+
+int vm_ping(int idir, int timeout_ms)
+{
+	return lifecycle_call(idir, PISB_VM_PING, timeout_ms);
+}
+
+int vm_poweroff(int idir, int timeout_ms)
+{
+	return lifecycle_call(idir, PISB_VM_POWEROFF, timeout_ms);
+}
+
+/* ---- running a command ---- */
+
+static int sigpipe_fds[2] = { -1, -1 };
+
+static void on_signal(int sig)
+{
+	unsigned char s = (unsigned char)sig;
+	int saved = errno;
+	if (sigpipe_fds[1] >= 0 && write(sigpipe_fds[1], &s, 1) < 0) {
+	}
+	errno = saved;
+}
+
+static void exec_payload(struct pisb_buf *b, const struct vm_run *r)
+{
+	unsigned char n[4];
+	size_t argc = 0, envc = 0;
+
+	while (r->argv[argc])
+		argc++;
+	while (r->env && r->env[envc])
+		envc++;
+	pisb_vm_put32(n, (uint32_t)argc);
+	pisb_buf_add(b, n, 4);
+	pisb_vm_put32(n, (uint32_t)envc);
+	pisb_buf_add(b, n, 4);
+	pisb_buf_add(b, r->cwd ? r->cwd : "", strlen(r->cwd ? r->cwd : "") + 1);
+	for (size_t i = 0; i < argc; i++)
+		pisb_buf_add(b, r->argv[i], strlen(r->argv[i]) + 1);
+	for (size_t i = 0; i < envc; i++)
+		pisb_buf_add(b, r->env[i], strlen(r->env[i]) + 1);
+}
+
+int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+	struct sigaction sa, old[4], oldpipe;
+	struct vm_conn c = VM_CONN_INIT;
+	_cleanup_buf_ struct pisb_buf req = PISB_BUF_INIT;
+	uint32_t sid = vm_sid();
+	bool in_open = r->in_fd >= 0, done = false;
+	int ret = -1;
+
+	if (vm_conn_open(idir, -1, -1, &c, e) < 0)
+		return -1;
+	exec_payload(&req, r);
+	if (req.len > PISB_VM_MAX_FRAME) {
+		vm_conn_close(&c);
+		return pisb_err_set(e, PISB_EXIT_USAGE, "the command and its environment exceed 1 MiB");
+	}
+	if (pipe2(sigpipe_fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+		vm_conn_close(&c);
+		return pisb_err_sys(e, PISB_EXIT_PISB, "pipe");
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	if (r->forward)
+		for (size_t i = 0; i < 4; i++)
+			sigaction(sigs[i], &sa, &old[i]);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, &oldpipe);
+	if (vm_send(&c, PISB_VM_EXEC, sid, req.s, req.len) < 0 ||
+	    (!in_open && vm_send(&c, PISB_VM_STDIN, sid, NULL, 0) < 0)) {
+		pisb_err_sys(e, PISB_EXIT_BACKEND, "send the command to the guest agent");
+		goto out;
+	}
+	while (!done) {
+		struct pollfd pf[3] = { { c.fd, POLLIN, 0 }, { sigpipe_fds[0], POLLIN, 0 },
+					{ in_open ? r->in_fd : -1, POLLIN, 0 } };
+		int t;
+		const unsigned char *p;
+		uint32_t len;
+
+		while (vm_next(&c, sid, &t, &p, &len) == 1) {
+			if (t == PISB_VM_STDOUT || t == PISB_VM_STDERR) {
+				/* a closed stdout is not our failure: the command
+				 * sees nothing of it and finishes */
+				if (pisb_write_all(t == PISB_VM_STDOUT ? r->out_fd : r->err_fd, p, len) < 0) {
+				}
+			} else if (t == PISB_VM_EXIT && len >= 4) {
+				*code = (int)pisb_vm_get32(p);
+				done = true;
+			}
+			vm_take(&c, len);
+			if (done)
+				break;
+		}
+		if (done)
+			break;
+		if (poll(pf, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			pisb_err_sys(e, PISB_EXIT_PISB, "poll");
+			goto out;
+		}
+		if (pf[1].revents & POLLIN) {
+			unsigned char s;
+			while (read(sigpipe_fds[0], &s, 1) == 1)
+				if (vm_send(&c, PISB_VM_KILL, sid, &s, 1) < 0)
+					break;
+		}
+		if (pf[2].revents) {
+			char buf[65536];
+			ssize_t n = read(r->in_fd, buf, sizeof(buf));
+			if (n > 0) {
+				if (vm_send(&c, PISB_VM_STDIN, sid, buf, (size_t)n) < 0)
+					in_open = false;
+			} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+				in_open = false;
+				vm_send(&c, PISB_VM_STDIN, sid, NULL, 0);
+			}
+		}
+		if (pf[0].revents) {
+			int f = vm_fill(&c);
+			if (f <= 0) {
+				pisb_err_set(e, PISB_EXIT_BACKEND,
+					     "the connection to the guest agent was lost before the command finished (the VM stopped?)");
+				goto out;
+			}
+		}
+	}
+	ret = 0;
+out:
+	if (r->forward)
+		for (size_t i = 0; i < 4; i++)
+			sigaction(sigs[i], &old[i], NULL);
+	sigaction(SIGPIPE, &oldpipe, NULL);
+	close(sigpipe_fds[0]);
+	close(sigpipe_fds[1]);
+	sigpipe_fds[0] = sigpipe_fds[1] = -1;
+	vm_conn_close(&c);
+	return ret;
+}
+
+/* ---- pisb exec ---- */
+
+int pisb_vm_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
+			  int *code, struct pisb_err *e)
+{
+	_cleanup_close_ int idir = pisb_instance_open(st, "instances", r->name, e);
+	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT, argv = PISB_STRV_INIT;
+	_cleanup_free_ char *cwd = NULL;
+	struct pisb_record rec;
+	struct pisb_runtime rt;
+	struct pisb_config *cfg = NULL;
+	enum pisb_status s;
+	const char *term = getenv("TERM");
+	struct vm_run run;
+	int ret = -1;
+
+	if (idir < 0)
+		return -1;
+	if (pisb_record_load(idir, &rec, e) < 0)
+		return pisb_err_prefix(e, "sandbox '%s'", r->name);
+	if (pisb_runtime_load(idir, &rt, e) < 0) {
+		pisb_record_release(&rec);
+		return -1;
+	}
+	if (pisb_record_config(&rec, &cfg, e) < 0)
+		goto out;
+	s = pisb_vm_status(idir, &rt);
+	if (s != PISB_ST_RUNNING) {
+		pisb_err_set(e, PISB_EXIT_BACKEND, "sandbox '%s' is %s (driver vm): run 'pisb start %s'; nothing runs on the host instead",
+			     r->name, pisb_status_name(s), r->name);
+		goto out;
+	}
+	pisb_strv_push(&env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	pisb_strv_push(&env, "HOME=/root");
+	pisb_strv_push(&env, "USER=root");
+	pisb_strv_push(&env, "LOGNAME=root");
+	pisb_strv_push(&env, "SHELL=/bin/sh");
+	pisb_strv_pushf(&env, "TERM=%s", term && *term ? term : "dumb");
+	for (size_t i = 0; i < cfg->env.n; i++)
+		pisb_strv_pushf(&env, "%s=%s", cfg->env.v[i].key, cfg->env.v[i].val);
+	for (size_t i = 0; i < r->nenv; i++)
+		pisb_strv_push(&env, r->env[i]);
+	if (r->sh) {
+		pisb_strv_push(&argv, "/bin/sh");
+		pisb_strv_push(&argv, "-lc");
+		pisb_strv_push(&argv, r->sh);
+	} else {
+		for (size_t i = 0; i < r->argc; i++)
+			pisb_strv_push(&argv, r->argv[i]);
+	}
+	if (!r->cwd || !*r->cwd)
+		cwd = xstrdup(cfg->workspace);
+	else if (r->cwd[0] == '/')
+		cwd = xstrdup(r->cwd);
+	else
+		cwd = xasprintf("%s/%s", cfg->workspace, r->cwd);
+	run = (struct vm_run){ argv.v, env.v, cwd, 0, 1, 2, true };
+	if (fcntl(0, F_GETFD) < 0)
+		run.in_fd = -1;
+	ret = vm_run(idir, &run, code, e);
+	if (ret < 0)
+		pisb_err_prefix(e, "exec in sandbox '%s'", r->name);
+out:
+	if (cfg)
+		pisb_config_free(cfg);
+	pisb_record_release(&rec);
+	pisb_runtime_release(&rt);
+	return ret;
+}

@@ -1,0 +1,53 @@
+/* vm_internal.h - shared inside the vm driver (vm.c, vm_exec.c); not a
+ * public interface. */
+#ifndef PISB_VM_INTERNAL_H
+#define PISB_VM_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct pisb_err;
+struct pisb_buf;
+
+/* A connection to one agent port: the socket, and port N's lock. */
+struct vm_conn {
+	int fd;
+	int lock;
+	unsigned char *buf;       /* bytes read, not yet framed */
+	size_t have, cap;
+};
+#define VM_CONN_INIT { -1, -1, NULL, 0, 0 }
+
+/* Connect to agentN.sock holding agentN.lock.  port < 0: the first free
+ * command port (1..PISB_VM_EXEC_PORTS), else wait for one.  wait_ms as
+ * pisb_lock_acquire. */
+int vm_conn_open(int idir, int port, int wait_ms, struct vm_conn *c, struct pisb_err *e);
+void vm_conn_close(struct vm_conn *c);
+int vm_send(struct vm_conn *c, int type, uint32_t sid, const void *data, size_t len);
+/* Read available bytes (one read); 1 data, 0 EOF, -1 error. */
+int vm_fill(struct vm_conn *c);
+/* Next complete frame of session sid (others dropped): 1 and the frame
+ * (payload points into c->buf, valid until vm_take), 0 none yet. */
+int vm_next(struct vm_conn *c, uint32_t sid, int *type, const unsigned char **payload,
+	    uint32_t *len);
+void vm_take(struct vm_conn *c, uint32_t len);
+uint32_t vm_sid(void);
+
+/* PING port 0 and wait for PONG: 0, or -1 (no agent yet). */
+int vm_ping(int idir, int timeout_ms);
+/* POWEROFF through port 0: 0 when the agent acknowledged. */
+int vm_poweroff(int idir, int timeout_ms);
+
+/* Run argv in the guest: stdin from in_fd (-1: none), output to out_fd
+ * and err_fd, signals forwarded when forward; *code the exit status. */
+struct vm_run {
+	char *const *argv;
+	char *const *env;
+	const char *cwd;
+	int in_fd, out_fd, err_fd;
+	bool forward;
+};
+int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e);
+
+#endif

@@ -1,0 +1,75 @@
+/* vm_proto.h - the wire format between pisb (host) and pisb-agent (guest)
+ * on a virtio-serial port.  Shared by common/vm*.c and agent/pisb-agent.c;
+ * header only, no dependencies.
+ *
+ * A frame is a 16-byte header then len payload bytes:
+ *   u8 magic[4] "PSB1", u8 type, u8 pad[3], u32le sid, u32le len
+ * sid is the session id the host picked for one request: the agent tags
+ * every reply with it, and the host drops frames of another session (left
+ * over from a client that went away).  A reader that loses sync skips
+ * bytes up to the next magic.
+ *
+ * Host to guest:
+ *   EXEC     u32le argc, u32le envc, then NUL-terminated strings: cwd,
+ *            argv[0..argc), env[0..envc) ("K=V").  The command runs in a
+ *            new session (its own process group) as root.
+ *   STDIN    bytes for the command's stdin; len 0 = end of input.
+ *   KILL     u8 signal: kill(-pgid, signal) on the command's group.
+ *   PING     the agent answers PONG (payload: its version text).
+ *   POWEROFF sync, stop every process, remount / read-only, reboot
+ *            (QEMU runs with -no-reboot, so it exits); answers PONG first.
+ * Guest to host:
+ *   STDOUT / STDERR  output bytes;  EXIT  i32le exit status (N, 128+signal,
+ *   126 cannot run, 127 not found);  PONG.
+ *
+ * Ports are named org.pisb.agent.N: port 0 is for PING and POWEROFF
+ * (lifecycle), ports 1..PISB_VM_EXEC_PORTS run one command at a time each.
+ */
+#ifndef PISB_VM_PROTO_H
+#define PISB_VM_PROTO_H
+
+#include <stdint.h>
+#include <string.h>
+
+#define PISB_VM_MAGIC "PSB1"
+#define PISB_VM_HDR 16
+#define PISB_VM_MAX_FRAME (1u << 20)
+#define PISB_VM_EXEC_PORTS 4
+#define PISB_VM_PORT_PREFIX "org.pisb.agent."
+#define PISB_VM_AGENT_VERSION "pisb-agent 1"
+
+enum {
+	PISB_VM_EXEC = 1,
+	PISB_VM_STDIN = 2,
+	PISB_VM_KILL = 3,
+	PISB_VM_PING = 4,
+	PISB_VM_POWEROFF = 5,
+	PISB_VM_STDOUT = 0x81,
+	PISB_VM_STDERR = 0x82,
+	PISB_VM_EXIT = 0x83,
+	PISB_VM_PONG = 0x84,
+};
+
+static inline void pisb_vm_put32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+	p[2] = (unsigned char)(v >> 16);
+	p[3] = (unsigned char)(v >> 24);
+}
+
+static inline uint32_t pisb_vm_get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline void pisb_vm_hdr(unsigned char h[PISB_VM_HDR], int type, uint32_t sid, uint32_t len)
+{
+	memcpy(h, PISB_VM_MAGIC, 4);
+	h[4] = (unsigned char)type;
+	h[5] = h[6] = h[7] = 0;
+	pisb_vm_put32(h + 8, sid);
+	pisb_vm_put32(h + 12, len);
+}
+
+#endif
