@@ -33,6 +33,8 @@
  * extra (inspect: "vm") {"accel","machine","accelNote","kernel","qemu",
  * "memoryMiB","cpus"}.
  *
+ * The machine is q35 (PCI virtio devices) with KVM and under TCG;
+ * PISB_VM_MACHINE=microvm asks for microvm (virtio-mmio), untested.
  * There is no network device: the guest has loopback only.
  */
 #ifndef PISB_VM_H

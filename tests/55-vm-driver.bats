@@ -58,7 +58,7 @@ setup() {
 		jq -e '.vm.machine == "q35" and (.vm.accelNote | test("TCG"))' <<<"$output"
 		grep -q "note: sandbox 'vm1': .*TCG" "$BATS_FILE_TMPDIR/create.err"
 	else
-		jq -e '.vm.machine == "microvm" and .vm.accelNote == null' <<<"$output"
+		jq -e '.vm.machine == "q35" and .vm.accelNote == null' <<<"$output"
 	fi
 	jq -e '.limits.cpus == 2 and .limits.memoryGiB == 1 and .vm.memoryMiB == 1024' <<<"$output"
 	run -0 pisb list --json
