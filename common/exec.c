@@ -225,10 +225,8 @@ static void wait_done(int hdir, int timeout_ms)
 	}
 }
 
-/* Return new output (at most the cap, ending on a UTF-8 boundary), advance
- * the offset, and write the result object. */
-static int collect(int hdir, const char *handle, struct pisb_jw *w, int *code,
-		   bool *running, struct pisb_err *e)
+int pisb_exec_report(int hdir, const char *handle, bool done, int ec, bool running,
+		     struct pisb_jw *w, struct pisb_err *e)
 {
 	_cleanup_close_ int fd = openat(hdir, "output", O_RDONLY | O_CLOEXEC);
 	_cleanup_buf_ struct pisb_buf off = PISB_BUF_INIT;
@@ -236,23 +234,17 @@ static int collect(int hdir, const char *handle, struct pisb_jw *w, int *code,
 	long long offset = 0;
 	struct stat sb;
 	ssize_t n = 0;
-	bool done, truncated = false;
-	int ec;
+	bool truncated = false;
 
-	/* read the status first: output written before it is all there */
-	ec = status_code(hdir, &done);
 	if (pisb_read_file_at(hdir, "offset", &off, 64) == 0 && off.s)
 		offset = atoll(off.s);
-	if (fd < 0)
-		return pisb_err_sys(e, PISB_EXIT_PISB, "open output of handle '%s'", handle);
-	if (fstat(fd, &sb) < 0)
-		return pisb_err_sys(e, PISB_EXIT_PISB, "stat output");
+	if (fd < 0 || fstat(fd, &sb) < 0)
+		return pisb_err_sys(e, PISB_EXIT_PISB, "output of handle '%s'", handle);
 	if (sb.st_size > offset) {
 		n = pread(fd, buf, PISB_EXEC_CAP, offset);
 		if (n < 0)
-			return pisb_err_sys(e, PISB_EXIT_PISB, "read output");
-		if ((long long)n < sb.st_size - offset)
-			truncated = true;
+			return pisb_err_sys(e, PISB_EXIT_PISB, "read output of handle '%s'", handle);
+		truncated = (long long)n < sb.st_size - offset;
 		/* never split a UTF-8 sequence across two calls while more follows */
 		if ((truncated || !done) && n > 0) {
 			ssize_t k = n, back = 0;
@@ -275,11 +267,9 @@ static int collect(int hdir, const char *handle, struct pisb_jw *w, int *code,
 				return -1;
 		}
 	}
-	*running = !done;
-	*code = done ? ec : 0;
 	pisb_jw_obj(w);
 	pisb_jw_kstr(w, "pid", handle);
-	pisb_jw_kbool(w, "running", !done);
+	pisb_jw_kbool(w, "running", running);
 	pisb_jw_key(w, "output");
 	pisb_jw_strn(w, buf, (size_t)n);
 	pisb_jw_key(w, "exitCode");
@@ -292,8 +282,20 @@ static int collect(int hdir, const char *handle, struct pisb_jw *w, int *code,
 	return 0;
 }
 
-/* Keep at most PISB_EXEC_KEEP completed handles: drop the oldest. */
-static void prune(int edir)
+/* The new output and the state of local handle hdir. */
+static int collect(int hdir, const char *handle, struct pisb_jw *w, int *code,
+		   bool *running, struct pisb_err *e)
+{
+	bool done;
+	/* the status first: output written before it is all there */
+	int ec = status_code(hdir, &done);
+
+	*running = !done;
+	*code = done ? ec : 0;
+	return pisb_exec_report(hdir, handle, done, ec, !done, w, e);
+}
+
+void pisb_exec_prune(int edir, bool (*is_handle)(const char *name))
 {
 	struct ent { char name[48]; long long t; } *v = NULL;
 	size_t n = 0, cap = 0;
@@ -309,10 +311,10 @@ static void prune(int edir)
 	while ((de = readdir(d))) {
 		char p[320];
 		struct stat sb;
-		if (de->d_name[0] == '.' || strlen(de->d_name) >= 48)
+		if (de->d_name[0] == '.' || strlen(de->d_name) >= 48 || (is_handle && !is_handle(de->d_name)))
 			continue;
 		snprintf(p, sizeof(p), "%.200s/status.json", de->d_name);
-		if (fstatat(edir, p, &sb, 0) < 0)
+		if (fstatat(edir, p, &sb, AT_SYMLINK_NOFOLLOW) < 0)
 			continue; /* still running: never expired */
 		if (n == cap) {
 			cap = cap ? cap * 2 : 64;
@@ -405,7 +407,7 @@ int pisb_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
 		pisb_err_sys(e, PISB_EXIT_PISB, "open exec dir");
 		goto out;
 	}
-	prune(edir);
+	pisb_exec_prune(edir, NULL);
 	pisb_random_hex(rnd, 8);
 	snprintf(handle, sizeof(handle), "%s-%s", t.rt.generation, rnd);
 	if (mkdirat(edir, handle, 0700) < 0) {

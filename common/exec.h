@@ -46,6 +46,17 @@ int pisb_exec_status(struct pisb_state *st, const char *name, const char *handle
 		     struct pisb_err *e);
 int pisb_exec_kill(struct pisb_state *st, const char *name, const char *handle,
 		   struct pisb_jw *w, int *code, struct pisb_err *e);
+/* For the drivers' handles (a directory with output, offset, status.json):
+ * write the result object {pid, running, output, exitCode, truncated} with
+ * the output since the last call (at most PISB_EXEC_CAP bytes, never
+ * ending inside a UTF-8 sequence while more follows) and advance offset.
+ * done/ec: whether and how the command ended, as the driver knows it. */
+int pisb_exec_report(int hdir, const char *handle, bool done, int ec, bool running,
+		     struct pisb_jw *w, struct pisb_err *e);
+/* Keep the newest PISB_EXEC_KEEP - 1 finished handles (those with a
+ * status.json) in directory edir, making room for one more; is_handle
+ * (NULL: any name) says which entries are handles. */
+void pisb_exec_prune(int edir, bool (*is_handle)(const char *name));
 /* Interactive login shell on a pty inside the sandbox. */
 int pisb_exec_shell(struct pisb_state *st, const char *name, const char *user,
 		    int *code, struct pisb_err *e);
