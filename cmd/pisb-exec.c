@@ -75,22 +75,16 @@ static int cmd_exec(struct pisb_ctx *c)
 	pisb_os_set_verbose(c->a.verbose);
 	if (!rem && pisb_sbx_owns(&c->st, r.name, &c->err) == 1)
 		rem = 2;
-	if (!rem && pisb_vm_owns(&c->st, r.name, &c->err) == 1) {
-		if (tmo >= 0 || c->a.json)
-			return pisb_err_set(&c->err, PISB_EXIT_FAIL,
-					    "exec --timeout-ms: sandbox '%s' uses driver vm, which runs attached commands only (no exec handles yet)",
-					    r.name);
-		if (pisb_vm_exec_attached(&c->st, &r, &code, &c->err) < 0)
-			return -1;
-		return code;
-	}
+	if (!rem && pisb_vm_owns(&c->st, r.name, &c->err) == 1)
+		rem = 3;
 	if (tmo < 0) {
 		if (c->a.json)
 			return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 					    "exec --json needs --timeout-ms (streamed output is not JSON)");
 		/* before the command runs, errors keep their own codes (3, 5...);
 		 * after, the command's status is ours */
-		if ((rem == 2 ? pisb_sbx_exec_attached(&c->st, &r, &code, &c->err)
+		if ((rem == 3 ? pisb_vm_exec_attached(&c->st, &r, &code, &c->err)
+		     : rem == 2 ? pisb_sbx_exec_attached(&c->st, &r, &code, &c->err)
 		     : rem ? pisb_os_exec_attached(&c->st, &r, &code, &c->err)
 			   : pisb_exec_attached(&c->st, &r, &code, &c->err)) < 0)
 			return -1;
@@ -102,7 +96,8 @@ static int cmd_exec(struct pisb_ctx *c)
 		bool running = false;
 		r.timeout_ms = (int)tmo;
 		pisb_jw_init(&w, &b);
-		if ((rem == 2 ? pisb_sbx_exec_handle(&c->st, &r, &w, &code, &running, &c->err)
+		if ((rem == 3 ? pisb_vm_exec_handle(&c->st, &r, &w, &code, &running, &c->err)
+		     : rem == 2 ? pisb_sbx_exec_handle(&c->st, &r, &w, &code, &running, &c->err)
 		     : rem ? pisb_os_exec_handle(&c->st, &r, &w, &code, &running, &c->err)
 			   : pisb_exec_handle(&c->st, &r, &w, &code, &running, &c->err)) < 0)
 			return -1;
@@ -125,19 +120,20 @@ static int cmd_status_kill(struct pisb_ctx *c)
 	if (!rem && pisb_sbx_owns(&c->st, c->a.pos[0], &c->err) == 1)
 		rem = 2;
 	if (!rem && pisb_vm_owns(&c->st, c->a.pos[0], &c->err) == 1)
-		return pisb_err_set(&c->err, PISB_EXIT_FAIL,
-				    "%s: sandbox '%s' uses driver vm, which has no exec handles yet", c->a.verb->name,
-				    c->a.pos[0]);
+		rem = 3;
 	pisb_os_set_verbose(c->a.verbose);
 	pisb_jw_init(&w, &b);
 	if (!strcmp(c->a.verb->name, "exec-kill")) {
-		r = rem == 2 ? pisb_sbx_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err)
+		r = rem == 3 ? pisb_vm_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err)
+		    : rem == 2 ? pisb_sbx_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err)
 		    : rem ? pisb_os_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err)
 			  : pisb_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err);
 	} else {
 		if (pisb_args_int(&c->a, "timeout-ms", 0, 60000, 0, &tmo, &c->err) < 0)
 			return -1;
-		r = rem == 2 ? pisb_sbx_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w,
+		r = rem == 3 ? pisb_vm_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w,
+						   &code, &running, &c->err)
+		    : rem == 2 ? pisb_sbx_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w,
 						    &code, &running, &c->err)
 		    : rem ? pisb_os_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w, &code,
 					      &running, &c->err)

@@ -957,7 +957,7 @@ static void run_setup(int idir, const struct pisb_config *cfg)
 		pisb_strv_pushf(&env, "%s=%s", cfg->env.v[i].key, cfg->env.v[i].val);
 	for (size_t i = 0; i < cfg->nsetup && !failed; i++) {
 		char *argv[] = { "/bin/sh", "-lc", cfg->setup[i], NULL };
-		struct vm_run r = { argv, env.v, cfg->workspace, -1, log, log, false };
+		struct vm_run r = { argv, env.v, cfg->workspace, -1, log, log, false, false };
 		struct pisb_err e = PISB_ERR_INIT;
 		int code = 0;
 		if (vm_run(idir, &r, &code, &e) < 0)

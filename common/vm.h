@@ -27,6 +27,7 @@
  *   agentN.lock      held by the pisb process using port N
  *   console.log      the guest's serial console;  qemu.log  QEMU's stderr
  *   setup.log        output of setup[] at create
+ *   exec/vm-XXXXXXXX/ exec handles (vm_handle.c)
  *
  * status.json: state starting|running|stopping|stopped (a VM that died
  * otherwise shows "interrupted"); controller = the supervisor, init = QEMU;
@@ -86,5 +87,19 @@ char *pisb_vm_accel_note(struct pisb_state *st, const char *name);
  * A sandbox that is not running, or an agent that goes away: -1, exit 5. */
 int pisb_vm_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 			  int *code, struct pisb_err *e);
+/* Handles (exec --timeout-ms, exec-status, exec-kill): the contract and
+ * JSON of exec.h.  A handle "vm-XXXXXXXX" is a host-side supervisor that
+ * runs the command through the agent (stdin empty, output merged into
+ * instances/NAME/exec/HANDLE/); kill: SIGTERM to the command's process
+ * group in the guest, SIGKILL after 2 s.  Each running handle holds one
+ * of the agent's 4 command ports. */
+struct pisb_jw;
+int pisb_vm_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
+			struct pisb_jw *w, int *code, bool *running, struct pisb_err *e);
+int pisb_vm_exec_status(struct pisb_state *st, const char *name, const char *handle,
+			int timeout_ms, struct pisb_jw *w, int *code, bool *running,
+			struct pisb_err *e);
+int pisb_vm_exec_kill(struct pisb_state *st, const char *name, const char *handle,
+		      struct pisb_jw *w, int *code, struct pisb_err *e);
 
 #endif

@@ -239,8 +239,9 @@ static void exec_payload(struct pisb_buf *b, const struct vm_run *r)
 
 int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 {
-	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
-	struct sigaction sa, old[4], oldpipe;
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR2 };
+	struct sigaction sa, old[5], oldpipe;
+	size_t nsigs = r->kill_on_usr2 ? 5 : 4;
 	struct vm_conn c = VM_CONN_INIT;
 	_cleanup_buf_ struct pisb_buf req = PISB_BUF_INIT;
 	uint32_t sid = vm_sid();
@@ -261,7 +262,7 @@ int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	if (r->forward)
-		for (size_t i = 0; i < 4; i++)
+		for (size_t i = 0; i < nsigs; i++)
 			sigaction(sigs[i], &sa, &old[i]);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = SIG_IGN;
@@ -302,9 +303,12 @@ int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 		}
 		if (pf[1].revents & POLLIN) {
 			unsigned char s;
-			while (read(sigpipe_fds[0], &s, 1) == 1)
+			while (read(sigpipe_fds[0], &s, 1) == 1) {
+				if (s == SIGUSR2)   /* exec-kill's second step */
+					s = SIGKILL;
 				if (vm_send(&c, PISB_VM_KILL, sid, &s, 1) < 0)
 					break;
+			}
 		}
 		if (pf[2].revents) {
 			char buf[65536];
@@ -329,7 +333,7 @@ int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 	ret = 0;
 out:
 	if (r->forward)
-		for (size_t i = 0; i < 4; i++)
+		for (size_t i = 0; i < nsigs; i++)
 			sigaction(sigs[i], &old[i], NULL);
 	sigaction(SIGPIPE, &oldpipe, NULL);
 	close(sigpipe_fds[0]);
@@ -341,70 +345,101 @@ out:
 
 /* ---- pisb exec ---- */
 
-int pisb_vm_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
-			  int *code, struct pisb_err *e)
+int vm_open_running(struct pisb_state *st, const char *name, int *idirp,
+		    struct pisb_config **cfgp, struct pisb_err *e)
 {
-	_cleanup_close_ int idir = pisb_instance_open(st, "instances", r->name, e);
-	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT, argv = PISB_STRV_INIT;
-	_cleanup_free_ char *cwd = NULL;
+	int idir = pisb_instance_open(st, "instances", name, e);
 	struct pisb_record rec;
 	struct pisb_runtime rt;
-	struct pisb_config *cfg = NULL;
 	enum pisb_status s;
-	const char *term = getenv("TERM");
-	struct vm_run run;
 	int ret = -1;
 
+	*idirp = -1;
+	*cfgp = NULL;
 	if (idir < 0)
 		return -1;
-	if (pisb_record_load(idir, &rec, e) < 0)
-		return pisb_err_prefix(e, "sandbox '%s'", r->name);
+	if (pisb_record_load(idir, &rec, e) < 0) {
+		close(idir);
+		return pisb_err_prefix(e, "sandbox '%s'", name);
+	}
 	if (pisb_runtime_load(idir, &rt, e) < 0) {
 		pisb_record_release(&rec);
+		close(idir);
 		return -1;
 	}
-	if (pisb_record_config(&rec, &cfg, e) < 0)
+	if (pisb_record_config(&rec, cfgp, e) < 0)
 		goto out;
 	s = pisb_vm_status(idir, &rt);
 	if (s != PISB_ST_RUNNING) {
 		pisb_err_set(e, PISB_EXIT_BACKEND, "sandbox '%s' is %s (driver vm): run 'pisb start %s'; nothing runs on the host instead",
-			     r->name, pisb_status_name(s), r->name);
+			     name, pisb_status_name(s), name);
 		goto out;
 	}
-	pisb_strv_push(&env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-	pisb_strv_push(&env, "HOME=/root");
-	pisb_strv_push(&env, "USER=root");
-	pisb_strv_push(&env, "LOGNAME=root");
-	pisb_strv_push(&env, "SHELL=/bin/sh");
-	pisb_strv_pushf(&env, "TERM=%s", term && *term ? term : "dumb");
+	ret = 0;
+out:
+	pisb_record_release(&rec);
+	pisb_runtime_release(&rt);
+	if (ret < 0) {
+		if (*cfgp)
+			pisb_config_free(*cfgp);
+		*cfgp = NULL;
+		close(idir);
+	} else {
+		*idirp = idir;
+	}
+	return ret;
+}
+
+void vm_build(const struct pisb_config *cfg, const struct pisb_exec_req *r, struct pisb_strv *env,
+	      struct pisb_strv *argv, char **cwd)
+{
+	const char *term = getenv("TERM");
+
+	pisb_strv_push(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	pisb_strv_push(env, "HOME=/root");
+	pisb_strv_push(env, "USER=root");
+	pisb_strv_push(env, "LOGNAME=root");
+	pisb_strv_push(env, "SHELL=/bin/sh");
+	pisb_strv_pushf(env, "TERM=%s", term && *term ? term : "dumb");
 	for (size_t i = 0; i < cfg->env.n; i++)
-		pisb_strv_pushf(&env, "%s=%s", cfg->env.v[i].key, cfg->env.v[i].val);
+		pisb_strv_pushf(env, "%s=%s", cfg->env.v[i].key, cfg->env.v[i].val);
 	for (size_t i = 0; i < r->nenv; i++)
-		pisb_strv_push(&env, r->env[i]);
+		pisb_strv_push(env, r->env[i]);
 	if (r->sh) {
-		pisb_strv_push(&argv, "/bin/sh");
-		pisb_strv_push(&argv, "-lc");
-		pisb_strv_push(&argv, r->sh);
+		pisb_strv_push(argv, "/bin/sh");
+		pisb_strv_push(argv, "-lc");
+		pisb_strv_push(argv, r->sh);
 	} else {
 		for (size_t i = 0; i < r->argc; i++)
-			pisb_strv_push(&argv, r->argv[i]);
+			pisb_strv_push(argv, r->argv[i]);
 	}
 	if (!r->cwd || !*r->cwd)
-		cwd = xstrdup(cfg->workspace);
+		*cwd = xstrdup(cfg->workspace);
 	else if (r->cwd[0] == '/')
-		cwd = xstrdup(r->cwd);
+		*cwd = xstrdup(r->cwd);
 	else
-		cwd = xasprintf("%s/%s", cfg->workspace, r->cwd);
-	run = (struct vm_run){ argv.v, env.v, cwd, 0, 1, 2, true };
+		*cwd = xasprintf("%s/%s", cfg->workspace, r->cwd);
+}
+
+int pisb_vm_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
+			  int *code, struct pisb_err *e)
+{
+	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT, argv = PISB_STRV_INIT;
+	_cleanup_free_ char *cwd = NULL;
+	struct pisb_config *cfg = NULL;
+	struct vm_run run;
+	int idir, ret;
+
+	if (vm_open_running(st, r->name, &idir, &cfg, e) < 0)
+		return -1;
+	vm_build(cfg, r, &env, &argv, &cwd);
+	run = (struct vm_run){ argv.v, env.v, cwd, 0, 1, 2, true, false };
 	if (fcntl(0, F_GETFD) < 0)
 		run.in_fd = -1;
 	ret = vm_run(idir, &run, code, e);
 	if (ret < 0)
 		pisb_err_prefix(e, "exec in sandbox '%s'", r->name);
-out:
-	if (cfg)
-		pisb_config_free(cfg);
-	pisb_record_release(&rec);
-	pisb_runtime_release(&rt);
+	pisb_config_free(cfg);
+	close(idir);
 	return ret;
 }

@@ -134,9 +134,33 @@ setup() {
 	[ "$output" = vm1 ]
 }
 
+@test "exec handles: --timeout-ms, exec-status collects new output, exec-kill ends the command" {
+	run -0 pisb exec vm1 --timeout-ms 20000 --json -- sh -c 'echo hi; echo err >&2; exit 4'
+	jq -e '.running == false and .exitCode == 4 and .output == "hi\nerr\n" and .truncated == false' <<<"$output"
+	run -4 pisb exec vm1 --timeout-ms 20000 -- sh -c 'exit 4'
+	run -0 pisb exec vm1 --timeout-ms 0 --json --sh 'echo start; sleep 60'
+	jq -e '.running == true and .exitCode == null' <<<"$output"
+	h=$(jq -r .pid <<<"$output")
+	[[ $h == vm-* ]]
+	seen=$(jq -r .output <<<"$output")
+	for _ in $(seq 50); do
+		[[ $seen == *start* ]] && break
+		run -0 pisb exec-status vm1 "$h" --timeout-ms 200 --json
+		jq -e '.running == true' <<<"$output"
+		seen+=$(jq -r .output <<<"$output")
+	done
+	[ "$seen" = start ]
+	run -0 pisb exec-kill vm1 "$h" --json
+	jq -e '.running == false and .exitCode == 143' <<<"$output"
+	run -0 pisb exec-status vm1 "$h" --json
+	jq -e '.running == false and .exitCode == 143 and .output == ""' <<<"$output"
+	run -3 pisb exec-status vm1 vm-00000000
+	# nothing is left running in the guest
+	run -0 pisb exec vm1 --sh 'ps -o args | grep -c "[s]leep 60" || true'
+	[ "$output" = 0 ]
+}
+
 @test "verbs the driver does not serve fail with 1, naming it" {
-	run -1 --separate-stderr pisb exec vm1 --timeout-ms 100 -- true
-	[[ $stderr == *"driver vm"* ]]
 	run -1 --separate-stderr pisb shell vm1
 	[[ $stderr == *"driver vm"* ]]
 	run -1 --separate-stderr pisb read vm1 /etc/hostname
