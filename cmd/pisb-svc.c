@@ -176,6 +176,21 @@ static int cmd_svc(struct pisb_ctx *c)
 	idir = pisb_instance_open(&c->st, "instances", name, &c->err);
 	if (idir < 0)
 		return -1;
+	{
+		/* services run under the local driver's controller only */
+		struct pisb_record rec;
+		if (pisb_record_load(idir, &rec, &c->err) < 0)
+			return pisb_err_prefix(&c->err, "sandbox '%s'", name);
+		if (strcmp(rec.driver, "local")) {
+			pisb_err_set(&c->err, PISB_EXIT_FAIL,
+				     "sandbox '%s' uses driver %s: services and previews belong to the local driver%s",
+				     name, rec.driver, !strcmp(rec.driver, "sbx")
+				     ? " (publish a container's ports with 'pisb docker NAME run -p')" : "");
+			pisb_record_release(&rec);
+			return -1;
+		}
+		pisb_record_release(&rec);
+	}
 	if (pisb_control_call(idir, req.s, &rep, timeout, &c->err) < 0) {
 		struct pisb_runtime rt;
 		struct pisb_err ig = PISB_ERR_INIT;

@@ -445,6 +445,14 @@ teardown() {
 	[[ $stderr == *"the command is required"* ]]
 	run -2 --separate-stderr pisb svc box status --port 3
 	[[ $stderr == *"go with 'start' only"* ]]
+	# services are the local driver's: other drivers are refused by name
+	for d in sbx opensandbox vm; do
+		mkdir -p "$PI_SANDBOX_HOME/instances/other-$d"
+		jq -n --arg n "other-$d" --arg d "$d" '{version:1,name:$n,driver:$d,createdAt:1,template:null,owner:{pid:0,start:0},sessionId:null,remote:null,config:{version:1}}' \
+			> "$PI_SANDBOX_HOME/instances/other-$d/record.json"
+		run -1 --separate-stderr pisb svc "other-$d" status
+		[[ $stderr == *"sandbox 'other-$d' uses driver $d: services and previews belong to the local driver"* ]]
+	done
 }
 
 @test "runnable examples of pisb-svc(1) run" {
