@@ -22,10 +22,8 @@
 #include "state.h"
 #include "util.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,63 +85,19 @@ static void wait_for(int hdir, int timeout_ms)
 	}
 }
 
-/* The new output (64 KiB at most) and the state, as exec.h's JSON. */
+/* The new output and the state, as exec.h's JSON (pisb_exec_report). */
 static int report(const char *name, int hdir, const char *handle, struct pisb_jw *w, int *code,
 		  bool *running, struct pisb_err *e)
 {
-	_cleanup_close_ int fd = openat(hdir, "output", O_RDONLY | O_CLOEXEC);
-	_cleanup_buf_ struct pisb_buf off = PISB_BUF_INIT;
-	_cleanup_free_ char *buf = xmalloc(PISB_EXEC_CAP);
-	long long offset = 0;
-	struct stat sb;
-	ssize_t n = 0;
-	bool done, truncated = false, lost;
+	bool done, lost;
 	int ec = final_code(hdir, &done);
 
+	/* no status and nobody running it: the supervisor died */
 	lost = !done && !pisb_lock_is_held(hdir, "lock");
-	if (pisb_read_file_at(hdir, "offset", &off, 64) == 0 && off.s)
-		offset = atoll(off.s);
-	if (fd < 0 || fstat(fd, &sb) < 0)
-		return pisb_err_sys(e, PISB_EXIT_PISB, "output of handle '%s'", handle);
-	if (sb.st_size > offset) {
-		n = pread(fd, buf, PISB_EXEC_CAP, offset);
-		if (n < 0)
-			return pisb_err_sys(e, PISB_EXIT_PISB, "read output of handle '%s'", handle);
-		truncated = (long long)n < sb.st_size - offset;
-		if ((truncated || !done) && n > 0) {
-			/* end on a whole UTF-8 sequence: the rest comes next time */
-			ssize_t k = n;
-			while (k > 0 && n - k < 3 && ((unsigned char)buf[k - 1] & 0xc0) == 0x80)
-				k--;
-			if (k > 0 && ((unsigned char)buf[k - 1] & 0xc0) == 0xc0) {
-				unsigned char lead = (unsigned char)buf[k - 1];
-				ssize_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
-				if (n - (k - 1) < need)
-					n = k - 1;
-			}
-		}
-		offset += n;
-		{
-			char num[32];
-			snprintf(num, sizeof(num), "%lld", offset);
-			if (pisb_atomic_write(hdir, "offset", num, strlen(num), 0600, e) < 0)
-				return -1;
-		}
-	}
 	*running = !done && !lost;
 	*code = done ? ec : 0;
-	pisb_jw_obj(w);
-	pisb_jw_kstr(w, "pid", handle);
-	pisb_jw_kbool(w, "running", *running);
-	pisb_jw_key(w, "output");
-	pisb_jw_strn(w, buf, (size_t)n);
-	pisb_jw_key(w, "exitCode");
-	if (done)
-		pisb_jw_int(w, ec);
-	else
-		pisb_jw_null(w);
-	pisb_jw_kbool(w, "truncated", truncated);
-	pisb_jw_obj_end(w);
+	if (pisb_exec_report(hdir, handle, done, ec, *running, w, e) < 0)
+		return -1;
 	if (lost) {
 		*code = PISB_EXIT_BACKEND;
 		pisb_err_set(e, PISB_EXIT_BACKEND,
@@ -151,42 +105,6 @@ static int report(const char *name, int hdir, const char *handle, struct pisb_jw
 			     name, handle);
 	}
 	return 0;
-}
-
-/* Keep at most PISB_EXEC_KEEP finished handles. */
-static void prune(int idir)
-{
-	struct ent { char name[NAME_MAX + 1]; time_t t; } *v = NULL;
-	size_t n = 0;
-	int fd = openat(idir, "exec", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *de;
-
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	while ((de = readdir(d))) {
-		_cleanup_free_ char *p = xasprintf("%s/status.json", de->d_name);
-		struct stat sb;
-		if (!handle_ok(de->d_name) || fstatat(dirfd(d), p, &sb, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		v = xrealloc(v, (n + 1) * sizeof(*v));
-		snprintf(v[n].name, sizeof(v[n].name), "%s", de->d_name);
-		v[n++].t = sb.st_mtime;
-	}
-	while (n > PISB_EXEC_KEEP) {
-		size_t old = 0;
-		struct pisb_err ig = PISB_ERR_INIT;
-		for (size_t i = 1; i < n; i++)
-			if (v[i].t < v[old].t)
-				old = i;
-		pisb_rm_rf_at(dirfd(d), v[old].name, &ig);
-		v[old] = v[--n];
-	}
-	closedir(d);
-	free(v);
 }
 
 int pisb_vm_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
@@ -202,7 +120,11 @@ int pisb_vm_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
 	if (vm_open_running(st, r->name, &idir, &cfg, e) < 0)
 		return -1;
 	vm_build(cfg, r, &env, &argv, &cwd);
-	prune(idir);
+	{
+		_cleanup_close_ int edir = openat(idir, "exec", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (edir >= 0)
+			pisb_exec_prune(edir, handle_ok);
+	}
 	pisb_random_hex(rnd, 8);
 	snprintf(handle, sizeof(handle), "vm-%s", rnd);
 	hpath = xasprintf("exec/%s", handle);
