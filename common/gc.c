@@ -9,6 +9,7 @@
 #include "local.h"
 #include "lock.h"
 #include "proc.h"
+#include "sbx.h"
 #include "state.h"
 #include "util.h"
 
@@ -41,6 +42,7 @@ struct gc {
 	 * that uses a rootfs image without naming its cache), or is NULL */
 	struct pisb_strv caches, users;
 	char *unknown;
+	struct pisb_strv sbx_names;  /* sbx sandboxes that pisb sandboxes are */
 };
 
 static void add(struct pisb_gc_list *l, const char *kind, const char *name,
@@ -313,6 +315,12 @@ static void sweep_instance(struct gc *g, const char *name)
 			add(&g->r->kept, "sandbox", name, "driver %s: left to its driver", rec.driver);
 		if (rec.image_cache)
 			note_record(g, &rec, who);
+		if (!strcmp(rec.driver, "sbx")) {
+			char *sbx = pisb_sbx_name(&rec);
+			if (sbx)
+				pisb_strv_push(&g->sbx_names, sbx);
+			free(sbx);
+		}
 		pisb_record_release(&rec);
 		return;
 	}
@@ -668,6 +676,14 @@ static int run_capture(char *const *argv, struct pisb_buf *out, int timeout_ms,
 	return r;
 }
 
+static bool recorded(const struct pisb_strv *names, const char *name)
+{
+	for (size_t i = 0; i < names->n; i++)
+		if (!strcmp(names->v[i], name))
+			return true;
+	return false;
+}
+
 /* pi-sbx-<pid>-<n>: the pid of the session that created it, or 0. */
 static pid_t sbx_owner(const char *name)
 {
@@ -718,6 +734,10 @@ static void sweep_sbx(struct gc *g)
 			continue; /* not one of ours */
 		if (!status || strcasecmp(status, "stopped")) {
 			add(&g->r->kept, "sbx", name, "status '%s'", status ? status : "unknown");
+			continue;
+		}
+		if (recorded(&g->sbx_names, name)) {
+			add(&g->r->kept, "sbx", name, "a pisb sandbox is this one: 'pisb destroy' removes it");
 			continue;
 		}
 		owner = sbx_owner(name);
@@ -790,6 +810,7 @@ int pisb_gc_run(struct pisb_state *st, const struct pisb_gc_opts *o,
 			sweep_instance(&g, names.v[i]);
 	sweep_images(&g);
 	sweep_sbx(&g);
+	pisb_strv_release(&g.sbx_names);
 	pisb_strv_release(&g.caches);
 	pisb_strv_release(&g.users);
 	free(g.unknown);

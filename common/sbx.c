@@ -422,6 +422,11 @@ char *pisb_sbx_workspace(const struct pisb_record *rec)
 	return remote_get(rec->remote_json, "workspace");
 }
 
+char *pisb_sbx_name(const struct pisb_record *rec)
+{
+	return remote_get(rec->remote_json, "sbxName");
+}
+
 static void status_save(int idir, struct pisb_runtime *rt, const char *state, const char *sbxname,
 			const char *word)
 {
@@ -489,7 +494,7 @@ int sbx_inst_open(struct pisb_state *st, const char *name, struct sbx_inst *t,
 	}
 	if (pisb_record_config(&t->rec, &t->cfg, e) < 0)
 		goto fail;
-	t->sbx = remote_get(t->rec.remote_json, "sbxName");
+	t->sbx = pisb_sbx_name(&t->rec);
 	t->ws = remote_get(t->rec.remote_json, "workspace");
 	if (!t->sbx || !t->ws) {
 		pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s': its record names no sbx sandbox", name);

@@ -84,6 +84,8 @@ enum pisb_status pisb_sbx_status(int idir);
 int pisb_sbx_refresh(struct pisb_state *st, const char *name, struct pisb_err *e);
 /* The host path of the workspace (caller frees), from the record. */
 char *pisb_sbx_workspace(const struct pisb_record *rec);
+/* The sbx CLI's name of the sandbox a record describes (caller frees). */
+char *pisb_sbx_name(const struct pisb_record *rec);
 
 /* Files (pisb-fs): sbx shares the workspace with the VM at the same
  * absolute path, so the file verbs work on that host directory, confined

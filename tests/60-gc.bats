@@ -411,16 +411,22 @@ K3=3333333333333333333333333333333333333333333333333333333333333333
 	#!/bin/sh
 	echo "\$* DOCKER_HOST=\${DOCKER_HOST:-unset}" >> "$BATS_TEST_TMPDIR/sbx.log"
 	case "\$1" in
-	ls) printf '%s\n' '{"sandboxes":[{"name":"pi-sbx-$dead-ab12","status":"stopped"},{"name":"pi-sbx-$$-cd34","status":"stopped"},{"name":"pi-sbx-$dead-ef56","status":"running"},{"name":"mine","status":"stopped"},{"name":"pi-sbx-myproj-1234abcd","status":"stopped"}]}' ;;
+	ls) printf '%s\n' '{"sandboxes":[{"name":"pi-sbx-$dead-ab12","status":"stopped"},{"name":"pi-sbx-$dead-aa99","status":"stopped"},{"name":"pi-sbx-$$-cd34","status":"stopped"},{"name":"pi-sbx-$dead-ef56","status":"running"},{"name":"mine","status":"stopped"},{"name":"pi-sbx-myproj-1234abcd","status":"stopped"}]}' ;;
 	rm) exit 0 ;;
 	esac
 	EOF
 	chmod +x "$BATS_TEST_TMPDIR/bin/sbx"
+	# a pisb sandbox of driver sbx (its owner gone, stopped by teardown
+	# stop) is that sbx sandbox: pisb destroy removes it, not the sweep
+	mkdir -p "$PI_SANDBOX_HOME/instances/kept"
+	jq -n --arg s "pi-sbx-$dead-aa99" --argjson p "$dead" '{version:1,name:"kept",driver:"sbx",createdAt:1,template:null,owner:{pid:$p,start:1},sessionId:null,remote:{sbxName:$s,workspace:"/nowhere"},config:{version:1}}' \
+		> "$PI_SANDBOX_HOME/instances/kept/record.json"
 	PATH="$BATS_TEST_TMPDIR/bin:$PATH" DOCKER_HOST=tcp://203.0.113.1:2375 run -0 --separate-stderr pisb gc --dry-run --json
 	item removed "pi-sbx-$dead-ab12" | jq -e '.kind == "sbx"'
 	[ "$(grep -c '^rm' "$BATS_TEST_TMPDIR/sbx.log")" = 0 ]
 	PATH="$BATS_TEST_TMPDIR/bin:$PATH" DOCKER_HOST=tcp://203.0.113.1:2375 run -0 --separate-stderr pisb gc --json
 	item removed "pi-sbx-$dead-ab12" | jq -e '.reason | test("owner pid '"$dead"' is gone")'
+	item kept "pi-sbx-$dead-aa99" | jq -e '.reason | test("a pisb sandbox is this one")'
 	item kept "pi-sbx-$$-cd34" | jq -e '.reason | test("alive")'
 	item kept "pi-sbx-$dead-ef56" | jq -e '.reason | test("running")'
 	item kept pi-sbx-myproj-1234abcd | jq -e '.reason | test("not a session sandbox")'
