@@ -186,6 +186,10 @@ static int cmd_create(struct pisb_ctx *c)
 			pisb_front_info(c, "created sandbox '%s' (vm, running)", name);
 		goto out;
 	}
+	if (!strcmp(cfg->driver, "vm")) {
+		pisb_err_set(&c->err, PISB_EXIT_FAIL, "prepare: driver vm has no templates yet (use driver local)");
+		goto out;
+	}
 	if (strcmp(cfg->driver, "local")) {
 		pisb_err_set(&c->err, PISB_EXIT_FAIL, "%s: driver '%s' is not available in this build (use driver: local, vm, opensandbox or sbx)",
 			     prepare ? "prepare" : "create", cfg->driver);

@@ -169,6 +169,12 @@ setup() {
 	run -2 --separate-stderr pisb create vm2 -f "$BATS_TEST_TMPDIR/svc.yaml"
 	[[ $stderr == *"services"* ]]
 	run -3 pisb inspect vm2
+	run -1 --separate-stderr pisb prepare tv -f "$BATS_FILE_TMPDIR/vm.yaml"
+	[[ $stderr == *"driver vm"* ]]
+	run -1 --separate-stderr pisb svc vm1 status
+	[[ $stderr == *"driver vm"* ]]
+	run -1 --separate-stderr pisb verify vm1
+	[[ $stderr == *"driver vm"* ]]
 }
 
 @test "the disk persists across stop and start; stop, start and status" {
