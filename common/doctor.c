@@ -643,10 +643,10 @@ out:
 		close(kvm);
 	if (!why)
 		dadd(d, "kvm", ST_PASS, NULL,
-		     "/dev/kvm works: created a VM and ran a vCPU to HLT (for the vm driver, not in this build yet)");
+		     "/dev/kvm works: created a VM and ran a vCPU to HLT (the vm driver tries KVM first; when QEMU still cannot use it, it falls back to TCG and says so)");
 	else
 		dadd(d, "kvm", ST_WARN, fix ? fix : "check dmesg for kvm errors",
-		     "/dev/kvm is not usable: %s: %s; the vm driver (not in this build yet) would fall back to TCG emulation, which is much slower",
+		     "/dev/kvm is not usable: %s: %s; the vm driver falls back to TCG emulation, which is much slower",
 		     why, en ? strerror(en) : "unexpected result");
 }
 
@@ -763,7 +763,7 @@ int pisb_doctor_cmd(const char *state_dir, bool json, struct pisb_err *e)
 	check_cgroups(&d);
 	check_loop(&d);
 	check_kvm(&d);
-	check_tool(&d, "qemu", qemu, "the vm driver, not in this build yet",
+	check_tool(&d, "qemu", qemu, "the vm driver",
 		   "sudo apt-get install qemu-system-x86 (Debian/Ubuntu) or sudo dnf install qemu-system-x86");
 	check_docker(&d);
 	check_tool(&d, "sbx", sbx, "the sbx driver, not in this build yet",
