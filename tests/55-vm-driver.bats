@@ -119,6 +119,22 @@ setup() {
 	# nothing is left running in the guest
 	run -0 pisb exec vm1 --sh 'ps -o args | grep -c "[s]leep 60" || true'
 	[ "$output" = 0 ]
+	# a client killed outright: the agent kills the command when the
+	# port stays closed (1.5 s)
+	pisb exec vm1 -- sleep 61 > /dev/null 2>&1 < /dev/null &
+	pid=$!
+	for _ in $(seq 100); do
+		[ "$(pisb exec vm1 --sh 'ps -o args | grep -c "[s]leep 61" || true')" = 1 ] && break
+		sleep 0.1
+	done
+	kill -KILL "$pid"
+	wait "$pid" || true
+	for _ in $(seq 100); do
+		[ "$(pisb exec vm1 --sh 'ps -o args | grep -c "[s]leep 61" || true')" = 0 ] && break
+		sleep 0.2
+	done
+	run -0 pisb exec vm1 --sh 'ps -o args | grep -c "[s]leep 61" || true'
+	[ "$output" = 0 ]
 }
 
 @test "the guest has no network interface but lo, and none of the host's files" {
