@@ -786,8 +786,8 @@ static int make_socket(int idir, int port, struct pisb_err *e)
 	return fd;
 }
 
-/* Boot the instance (op.lock held by the caller).  *note: the
- * accelerator note, if any (caller frees). */
+/* Boot the instance (op.lock held by the caller): a no-op when its VM
+ * runs.  The accelerator note lands in status.json (pisb_vm_accel_note). */
 static int boot(struct pisb_state *st, const char *name, int idir, const struct pisb_config *cfg,
 		struct pisb_err *e)
 {
