@@ -86,7 +86,7 @@ $(BIN)/%: $(OUT)/cmd/%.o $(FRONT) $(LIBA)
 	@$(CC) $(LDFLAGS) -o $@ $< $(FRONT) $(LIBA) $(LIBS_$*)
 
 # The vm driver's guest agent: PID 1 inside the VM, static, never linked
-# with libpisb or the sanitizers (it runs in a guest with no libc).
+# with libpisb or the sanitizers (the guest has no shared libraries).
 AGENT_CFLAGS := -O2 -g0 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE
 $(BIN)/pisb-agent: agent/pisb-agent.c common/vm_proto.h
 	@mkdir -p $(BIN)
