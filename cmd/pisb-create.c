@@ -241,7 +241,7 @@ static int cmd_start_stop(struct pisb_ctx *c)
 
 	if (pisb_lifecycle(&c->st, start ? PISB_LC_START : PISB_LC_STOP, name, &oo, &c->err) < 0)
 		return -1;
-	if (start && pisb_vm_owns(&c->st, name, &(struct pisb_err)PISB_ERR_INIT) == 1)
+	if (start && pisb_instance_driver(&c->st, name, &(struct pisb_err)PISB_ERR_INIT) == PISB_DRIVER_VM)
 		vm_note(c, name);
 	if (c->a.json) {
 		/* stopping a connected sandbox disconnects it: nothing to inspect */
@@ -318,16 +318,16 @@ static int cmd_list(struct pisb_ctx *c)
 
 static int cmd_inspect(struct pisb_ctx *c)
 {
-	int rem = pisb_os_owns(&c->st, c->a.pos[0], &c->err);
+	int d = pisb_instance_driver(&c->st, c->a.pos[0], &c->err);
 
-	if (rem < 0)
+	if (d < 0)
 		return -1;
-	if (rem) {
+	if (d == PISB_DRIVER_OPENSANDBOX) {
 		/* ask the server; unreachable leaves the last known status */
 		struct pisb_err ig = PISB_ERR_INIT;
 		pisb_os_set_verbose(c->a.verbose);
 		pisb_os_refresh(&c->st, c->a.pos[0], 3000, &ig);
-	} else if (pisb_sbx_owns(&c->st, c->a.pos[0], &c->err) == 1) {
+	} else if (d == PISB_DRIVER_SBX) {
 		struct pisb_err ig = PISB_ERR_INIT;
 		pisb_sbx_refresh(&c->st, c->a.pos[0], &ig);
 	}
@@ -337,7 +337,7 @@ static int cmd_inspect(struct pisb_ctx *c)
 
 static int cmd_verify(struct pisb_ctx *c)
 {
-	if (pisb_sbx_owns(&c->st, c->a.pos[0], &c->err) == 1) {
+	if (pisb_instance_driver(&c->st, c->a.pos[0], &c->err) == PISB_DRIVER_SBX) {
 		/* a sbx sandbox: the audit of pisb docker NAME verify */
 		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT, t = PISB_BUF_INIT;
 		_cleanup_strv_ struct pisb_strv notes = PISB_STRV_INIT;

@@ -44,13 +44,32 @@ static int report(struct pisb_ctx *c, struct pisb_buf *b, int code, bool running
 	return running ? 0 : code;
 }
 
+/* Each driver's exec verbs (the same contract, exec.h), by enum pisb_driver. */
+static const struct {
+	int (*attached)(struct pisb_state *, const struct pisb_exec_req *, int *, struct pisb_err *);
+	int (*handle)(struct pisb_state *, const struct pisb_exec_req *, struct pisb_jw *, int *,
+		      bool *, struct pisb_err *);
+	int (*status)(struct pisb_state *, const char *, const char *, int, struct pisb_jw *, int *,
+		      bool *, struct pisb_err *);
+	int (*kill)(struct pisb_state *, const char *, const char *, struct pisb_jw *, int *,
+		    struct pisb_err *);
+} drivers[] = {
+	[PISB_DRIVER_LOCAL] = { pisb_exec_attached, pisb_exec_handle, pisb_exec_status, pisb_exec_kill },
+	[PISB_DRIVER_VM] = { pisb_vm_exec_attached, pisb_vm_exec_handle, pisb_vm_exec_status,
+			     pisb_vm_exec_kill },
+	[PISB_DRIVER_OPENSANDBOX] = { pisb_os_exec_attached, pisb_os_exec_handle, pisb_os_exec_status,
+				      pisb_os_exec_kill },
+	[PISB_DRIVER_SBX] = { pisb_sbx_exec_attached, pisb_sbx_exec_handle, pisb_sbx_exec_status,
+			      pisb_sbx_exec_kill },
+};
+
 static int cmd_exec(struct pisb_ctx *c)
 {
 	struct pisb_exec_req r = { 0 };
 	const char *envs[256];
 	size_t nenv = pisb_args_all(&c->a, "env", envs, 256);
 	long long tmo = -1;
-	int code = 0, rem;
+	int code = 0, d;
 
 	if (nenv > 256)
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "at most 256 --env");
@@ -70,23 +89,16 @@ static int cmd_exec(struct pisb_ctx *c)
 				    c->a.verb->synopsis);
 	if (pisb_args_int(&c->a, "timeout-ms", 0, 60000, -1, &tmo, &c->err) < 0)
 		return -1;
-	if ((rem = pisb_os_owns(&c->st, r.name, &c->err)) < 0)
+	if ((d = pisb_instance_driver(&c->st, r.name, &c->err)) < 0)
 		return -1;
 	pisb_os_set_verbose(c->a.verbose);
-	if (!rem && pisb_sbx_owns(&c->st, r.name, &c->err) == 1)
-		rem = 2;
-	if (!rem && pisb_vm_owns(&c->st, r.name, &c->err) == 1)
-		rem = 3;
 	if (tmo < 0) {
 		if (c->a.json)
 			return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 					    "exec --json needs --timeout-ms (streamed output is not JSON)");
 		/* before the command runs, errors keep their own codes (3, 5...);
 		 * after, the command's status is ours */
-		if ((rem == 3 ? pisb_vm_exec_attached(&c->st, &r, &code, &c->err)
-		     : rem == 2 ? pisb_sbx_exec_attached(&c->st, &r, &code, &c->err)
-		     : rem ? pisb_os_exec_attached(&c->st, &r, &code, &c->err)
-			   : pisb_exec_attached(&c->st, &r, &code, &c->err)) < 0)
+		if (drivers[d].attached(&c->st, &r, &code, &c->err) < 0)
 			return -1;
 		return code;
 	}
@@ -96,10 +108,7 @@ static int cmd_exec(struct pisb_ctx *c)
 		bool running = false;
 		r.timeout_ms = (int)tmo;
 		pisb_jw_init(&w, &b);
-		if ((rem == 3 ? pisb_vm_exec_handle(&c->st, &r, &w, &code, &running, &c->err)
-		     : rem == 2 ? pisb_sbx_exec_handle(&c->st, &r, &w, &code, &running, &c->err)
-		     : rem ? pisb_os_exec_handle(&c->st, &r, &w, &code, &running, &c->err)
-			   : pisb_exec_handle(&c->st, &r, &w, &code, &running, &c->err)) < 0)
+		if (drivers[d].handle(&c->st, &r, &w, &code, &running, &c->err) < 0)
 			return -1;
 		return report(c, &b, code, running);
 	}
@@ -111,34 +120,19 @@ static int cmd_status_kill(struct pisb_ctx *c)
 	struct pisb_jw w;
 	long long tmo = 0;
 	bool running = false;
-	int code = 0, r;
+	int code = 0, r, d = pisb_instance_driver(&c->st, c->a.pos[0], &c->err);
 
-	int rem = pisb_os_owns(&c->st, c->a.pos[0], &c->err);
-
-	if (rem < 0)
+	if (d < 0)
 		return -1;
-	if (!rem && pisb_sbx_owns(&c->st, c->a.pos[0], &c->err) == 1)
-		rem = 2;
-	if (!rem && pisb_vm_owns(&c->st, c->a.pos[0], &c->err) == 1)
-		rem = 3;
 	pisb_os_set_verbose(c->a.verbose);
 	pisb_jw_init(&w, &b);
 	if (!strcmp(c->a.verb->name, "exec-kill")) {
-		r = rem == 3 ? pisb_vm_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err)
-		    : rem == 2 ? pisb_sbx_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err)
-		    : rem ? pisb_os_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err)
-			  : pisb_exec_kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err);
+		r = drivers[d].kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err);
 	} else {
 		if (pisb_args_int(&c->a, "timeout-ms", 0, 60000, 0, &tmo, &c->err) < 0)
 			return -1;
-		r = rem == 3 ? pisb_vm_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w,
-						   &code, &running, &c->err)
-		    : rem == 2 ? pisb_sbx_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w,
-						    &code, &running, &c->err)
-		    : rem ? pisb_os_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w, &code,
-					      &running, &c->err)
-			: pisb_exec_status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w, &code,
-					   &running, &c->err);
+		r = drivers[d].status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w, &code, &running,
+				      &c->err);
 	}
 	if (r < 0)
 		return -1;
@@ -147,19 +141,19 @@ static int cmd_status_kill(struct pisb_ctx *c)
 
 static int cmd_shell(struct pisb_ctx *c)
 {
-	int code = 0, rem = pisb_os_owns(&c->st, c->a.pos[0], &c->err);
+	int code = 0, d = pisb_instance_driver(&c->st, c->a.pos[0], &c->err);
 
-	if (rem < 0)
+	if (d < 0)
 		return -1;
-	if (rem)
+	if (d == PISB_DRIVER_OPENSANDBOX)
 		return pisb_err_set(&c->err, PISB_EXIT_FAIL,
 				    "shell: sandbox '%s' is an opensandbox sandbox, whose execd has no terminal; use 'pisb exec %s -- CMD'",
 				    c->a.pos[0], c->a.pos[0]);
-	if (pisb_vm_owns(&c->st, c->a.pos[0], &c->err) == 1)
+	if (d == PISB_DRIVER_VM)
 		return pisb_err_set(&c->err, PISB_EXIT_FAIL,
 				    "shell: sandbox '%s' uses driver vm, which has no terminal yet; use 'pisb exec %s -- CMD'",
 				    c->a.pos[0], c->a.pos[0]);
-	if (pisb_sbx_owns(&c->st, c->a.pos[0], &c->err) == 1) {
+	if (d == PISB_DRIVER_SBX) {
 		if (pisb_sbx_shell(&c->st, c->a.pos[0], c->a.npos > 1 ? c->a.pos[1] : NULL, &code,
 				   &c->err) < 0)
 			return -1;

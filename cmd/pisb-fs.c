@@ -13,7 +13,7 @@ static int is_os(struct pisb_ctx *c)
 	struct pisb_err ig = PISB_ERR_INIT;
 
 	pisb_os_set_verbose(c->a.verbose);
-	return pisb_os_owns(&c->st, c->a.pos[0], &ig) == 1;
+	return pisb_instance_driver(&c->st, c->a.pos[0], &ig) == PISB_DRIVER_OPENSANDBOX;
 }
 
 #include <fcntl.h>

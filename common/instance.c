@@ -231,6 +231,28 @@ void pisb_record_release(struct pisb_record *r)
 	memset(r, 0, sizeof(*r));
 }
 
+int pisb_instance_driver(struct pisb_state *st, const char *name, struct pisb_err *e)
+{
+	static const char *const names[] = {
+		[PISB_DRIVER_LOCAL] = "local", [PISB_DRIVER_VM] = "vm",
+		[PISB_DRIVER_OPENSANDBOX] = "opensandbox", [PISB_DRIVER_SBX] = "sbx",
+	};
+	_cleanup_close_ int idir = pisb_instance_open(st, "instances", name, e);
+	struct pisb_record rec;
+	int d;
+
+	if (idir < 0 || pisb_record_load(idir, &rec, e) < 0)
+		return -1;
+	for (d = 0; d < (int)(sizeof(names) / sizeof(names[0])); d++)
+		if (!strcmp(rec.driver, names[d]))
+			break;
+	if (d == (int)(sizeof(names) / sizeof(names[0])))
+		d = pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s': unknown driver '%s' in record.json",
+				 name, rec.driver);
+	pisb_record_release(&rec);
+	return d;
+}
+
 int pisb_record_load(int idir, struct pisb_record *r, struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;

@@ -19,13 +19,11 @@ static int released(const struct pisb_os_opts *o, const char *name, const char *
 int pisb_lifecycle(struct pisb_state *st, enum pisb_lc_verb verb, const char *name,
 		   const struct pisb_os_opts *o, struct pisb_err *e)
 {
-	int rem = pisb_os_owns(st, name, e), sbx, vm;
+	int d = pisb_instance_driver(st, name, e);
 
-	if (rem < 0)
+	if (d < 0)
 		return -1;
-	if (!rem && (vm = pisb_vm_owns(st, name, e)) != 0) {
-		if (vm < 0)
-			return -1;
+	if (d == PISB_DRIVER_VM) {
 		switch (verb) {
 		case PISB_LC_START: return pisb_vm_start(st, name, o, e);
 		case PISB_LC_STOP: return pisb_vm_stop(st, name, o, e);
@@ -33,9 +31,7 @@ int pisb_lifecycle(struct pisb_state *st, enum pisb_lc_verb verb, const char *na
 		}
 		return -1;
 	}
-	if (!rem && (sbx = pisb_sbx_owns(st, name, e)) != 0) {
-		if (sbx < 0)
-			return -1;
+	if (d == PISB_DRIVER_SBX) {
 		switch (verb) {
 		case PISB_LC_START: return pisb_sbx_start(st, name, o, e);
 		case PISB_LC_STOP: return pisb_sbx_stop(st, name, o, e);
@@ -43,7 +39,7 @@ int pisb_lifecycle(struct pisb_state *st, enum pisb_lc_verb verb, const char *na
 		}
 		return -1;
 	}
-	if (rem) {
+	if (d == PISB_DRIVER_OPENSANDBOX) {
 		switch (verb) {
 		case PISB_LC_START: return pisb_os_start(st, name, o, e);
 		case PISB_LC_STOP: return pisb_os_stop(st, name, o, e);

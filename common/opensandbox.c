@@ -397,21 +397,6 @@ char *os_path(const struct os_inst *t, const char *p)
 	return xasprintf("%s%s%s", ws, ws[strlen(ws) - 1] == '/' ? "" : "/", p);
 }
 
-int pisb_os_owns(struct pisb_state *st, const char *name, struct pisb_err *e)
-{
-	_cleanup_close_ int idir = pisb_instance_open(st, "instances", name, e);
-	struct pisb_record rec;
-	int r;
-
-	if (idir < 0)
-		return -1;
-	if (pisb_record_load(idir, &rec, e) < 0)
-		return -1;
-	r = !strcmp(rec.driver, "opensandbox");
-	pisb_record_release(&rec);
-	return r;
-}
-
 /* ---- events ---- */
 
 static int emit(const struct pisb_os_opts *o, const char *event, const char *name,

@@ -66,8 +66,6 @@ struct pisb_os_opts {
  * by main(). */
 void pisb_os_set_verbose(int level);
 
-/* 1 if instance NAME uses this driver, 0 if another, -1 (e) if missing. */
-int pisb_os_owns(struct pisb_state *st, const char *name, struct pisb_err *e);
 
 /* ---- lifecycle (pisb-create) ----
  *

@@ -511,21 +511,6 @@ fail:
 	return -1;
 }
 
-int pisb_sbx_owns(struct pisb_state *st, const char *name, struct pisb_err *e)
-{
-	_cleanup_close_ int idir = pisb_instance_open(st, "instances", name, e);
-	struct pisb_record rec;
-	int r;
-
-	if (idir < 0)
-		return -1;
-	if (pisb_record_load(idir, &rec, e) < 0)
-		return -1;
-	r = !strcmp(rec.driver, "sbx");
-	pisb_record_release(&rec);
-	return r;
-}
-
 void sbx_exec_env(const struct pisb_config *cfg, struct pisb_strv *av)
 {
 	for (size_t i = 0; i < cfg->env.n; i++) {

@@ -53,8 +53,6 @@ struct pisb_jw;
 struct pisb_strv;
 struct pisb_buf;
 
-/* 1 if instance NAME uses this driver, 0 if another, -1 (e) if missing. */
-int pisb_sbx_owns(struct pisb_state *st, const char *name, struct pisb_err *e);
 
 /* create: `sbx create --quiet --name SBX [--cpus N] [--memory M]
  * [--template T] shell WORKSPACE`, checked with `sbx ls --json`; then

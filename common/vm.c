@@ -900,21 +900,6 @@ out:
 
 /* ---- lifecycle ---- */
 
-int pisb_vm_owns(struct pisb_state *st, const char *name, struct pisb_err *e)
-{
-	_cleanup_close_ int idir = pisb_instance_open(st, "instances", name, e);
-	struct pisb_record rec;
-	int r;
-
-	if (idir < 0)
-		return -1;
-	if (pisb_record_load(idir, &rec, e) < 0)
-		return -1;
-	r = rec.driver && !strcmp(rec.driver, "vm");
-	pisb_record_release(&rec);
-	return r;
-}
-
 static int emit(const struct pisb_os_opts *o, const char *event, const char *name,
 		const char *ws, const char *mode, struct pisb_err *e)
 {

@@ -51,8 +51,6 @@ struct pisb_config;
 struct pisb_os_opts;
 struct pisb_exec_req;
 
-/* 1 if instance NAME uses this driver, 0 if another, -1 (e) if missing. */
-int pisb_vm_owns(struct pisb_state *st, const char *name, struct pisb_err *e);
 
 /* create: refuse what a VM without network cannot do (services,
  * network.allowedHosts, resume[], a rootfs image), find the assets, make
