@@ -73,8 +73,11 @@ int pisb_fs_open(struct pisb_fs *fs, const struct pisb_state *st, const char *na
 		free(fs->workspace);
 		fs->workspace = pisb_sbx_fs_workspace(fs->idir, e);
 		fs->sbx = true;
+		fs->log = "sbx.log";
 		return fs->workspace ? 0 : pisb_err_prefix(e, "sandbox '%s'", name);
 	}
+	if (driver && !strcmp(driver, "vm"))
+		fs->log = "setup.log";  /* no controller: the setup's output */
 	if (!running)
 		return 0;
 	if (driver && strcmp(driver, "local"))
@@ -1390,7 +1393,10 @@ int pisb_fs_logs(const struct pisb_fs *fs, const char *service, long long lines,
 	*nlines = 0;
 	if (service && !service_name_ok(service))
 		return pisb_err_set(e, PISB_EXIT_USAGE, "invalid service name '%s'", service);
-	rel = service ? xasprintf("logs/%s.log", service) : xstrdup(fs->sbx ? "sbx.log" : "controller.log");
+	if (service && fs->log)
+		return pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s' has no services: its driver runs none (its log is %s)",
+				    fs->name, fs->log);
+	rel = service ? xasprintf("logs/%s.log", service) : xstrdup(fs->log ? fs->log : "controller.log");
 	fd = openat(fs->idir, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT && !service)

@@ -35,8 +35,11 @@ struct pisb_fs {
 	unsigned long long init_start;   /* ... and its start time */
 	int root;                 /* after pisb_fs_enter: O_PATH fd of "/" */
 	bool sbx;                 /* driver sbx: the shared workspace only */
+	const char *log;          /* what logs shows without SERVICE: the
+	                           * controller's log, sbx.log, or a vm's
+	                           * setup.log (NULL: controller.log) */
 };
-#define PISB_FS_INIT { -1, NULL, NULL, 0, 0, -1, false }
+#define PISB_FS_INIT { -1, NULL, NULL, 0, 0, -1, false, NULL }
 
 /* Look up sandbox NAME: missing -> 3; with running, not running -> 5
  * ("sandbox 'NAME' is not running (start it with 'pisb start NAME')").

@@ -29,6 +29,7 @@ setup_file() {
 	env: { FROM_CONFIG: yes-it-is }
 	setup:
 	  - echo setup-ran > /root/setup-mark
+	  - echo setup-says-hello
 	EOF
 	echo "host secret" > "$BATS_FILE_TMPDIR/host-only-file"
 	pisb create vm1 -f "$BATS_FILE_TMPDIR/vm.yaml" > "$BATS_FILE_TMPDIR/create.out" 2> "$BATS_FILE_TMPDIR/create.err" ||
@@ -191,6 +192,11 @@ setup() {
 	[[ $stderr == *"driver vm"* ]]
 	run -1 --separate-stderr pisb verify vm1
 	[[ $stderr == *"driver vm"* ]]
+	# logs: no controller, no services; the setup's output
+	run -0 pisb logs vm1
+	[[ $output == *setup-says-hello* ]]
+	run -1 --separate-stderr pisb logs vm1 web
+	[[ $stderr == *"sandbox 'vm1' has no services"*"setup.log"* ]]
 }
 
 @test "the disk persists across stop and start; stop, start and status" {
