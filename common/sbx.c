@@ -1197,12 +1197,45 @@ static int attached(struct sbx_inst *t, char *const *av, int *code, struct pisb_
 	return 0;
 }
 
+void sbx_exec_argv(const struct sbx_inst *t, const struct pisb_exec_req *r, bool stdin_too,
+		   const char *pidfile, struct pisb_strv *av)
+{
+	_cleanup_free_ char *cwd = pisb_path_in(t->ws, r->cwd);
+
+	pisb_strv_push(av, "sbx");
+	pisb_strv_push(av, "exec");
+	if (stdin_too)
+		pisb_strv_push(av, "-i");
+	pisb_strv_push(av, "-w");
+	pisb_strv_push(av, cwd);
+	sbx_exec_env(t->cfg, av);
+	for (size_t i = 0; i < r->nenv; i++) {
+		pisb_strv_push(av, "-e");
+		pisb_strv_push(av, r->env[i]);
+	}
+	pisb_strv_push(av, t->sbx);
+	pisb_strv_push(av, "--");
+	if (pidfile) {
+		pisb_strv_push(av, "/bin/sh");
+		pisb_strv_push(av, "-c");
+		pisb_strv_push(av, "echo $$ > \"$0\"; exec \"$@\"");
+		pisb_strv_push(av, pidfile);
+	}
+	if (r->sh) {
+		pisb_strv_push(av, "/bin/sh");
+		pisb_strv_push(av, "-lc");
+		pisb_strv_push(av, r->sh);
+	} else {
+		for (size_t i = 0; i < r->argc; i++)
+			pisb_strv_push(av, r->argv[i]);
+	}
+}
+
 int pisb_sbx_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 			   int *code, struct pisb_err *e)
 {
 	struct sbx_inst t;
 	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
-	_cleanup_free_ char *cwd = NULL;
 	int ret;
 
 	if (sbx_inst_open(st, r->name, &t, e) < 0)
@@ -1211,27 +1244,7 @@ int pisb_sbx_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 		sbx_inst_release(&t);
 		return -1;
 	}
-	cwd = pisb_path_in(t.ws, r->cwd);
-	pisb_strv_push(&av, "sbx");
-	pisb_strv_push(&av, "exec");
-	pisb_strv_push(&av, "-i");
-	pisb_strv_push(&av, "-w");
-	pisb_strv_push(&av, cwd);
-	sbx_exec_env(t.cfg, &av);
-	for (size_t i = 0; i < r->nenv; i++) {
-		pisb_strv_push(&av, "-e");
-		pisb_strv_push(&av, r->env[i]);
-	}
-	pisb_strv_push(&av, t.sbx);
-	pisb_strv_push(&av, "--");
-	if (r->sh) {
-		pisb_strv_push(&av, "/bin/sh");
-		pisb_strv_push(&av, "-lc");
-		pisb_strv_push(&av, r->sh);
-	} else {
-		for (size_t i = 0; i < r->argc; i++)
-			pisb_strv_push(&av, r->argv[i]);
-	}
+	sbx_exec_argv(&t, r, true, NULL, &av);
 	ret = attached(&t, av.v, code, e);
 	sbx_inst_release(&t);
 	return ret;

@@ -133,7 +133,7 @@ int pisb_sbx_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
 {
 	struct sbx_inst t;
 	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
-	_cleanup_free_ char *cwd = NULL, *hpath = NULL, *pidfile = NULL;
+	_cleanup_free_ char *hpath = NULL, *pidfile = NULL;
 	_cleanup_close_ int hdir = -1, lk = -1;
 	char rnd[9], handle[16], num[32];
 	pid_t pid;
@@ -162,31 +162,8 @@ int pisb_sbx_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
 		pisb_err_sys(e, PISB_EXIT_PISB, "make handle '%s'", handle);
 		goto out;
 	}
-	cwd = pisb_path_in(t.ws, r->cwd);
-	pisb_strv_push(&av, "sbx");
-	pisb_strv_push(&av, "exec");
-	pisb_strv_push(&av, "-w");
-	pisb_strv_push(&av, cwd);
-	sbx_exec_env(t.cfg, &av);
-	for (size_t i = 0; i < r->nenv; i++) {
-		pisb_strv_push(&av, "-e");
-		pisb_strv_push(&av, r->env[i]);
-	}
-	pisb_strv_push(&av, t.sbx);
-	pisb_strv_push(&av, "--");
-	/* the command's pid inside, for exec-kill */
-	pisb_strv_push(&av, "/bin/sh");
-	pisb_strv_push(&av, "-c");
-	pisb_strv_push(&av, "echo $$ > \"$0\"; exec \"$@\"");
-	pisb_strv_push(&av, pidfile);
-	if (r->sh) {
-		pisb_strv_push(&av, "/bin/sh");
-		pisb_strv_push(&av, "-lc");
-		pisb_strv_push(&av, r->sh);
-	} else {
-		for (size_t i = 0; i < r->argc; i++)
-			pisb_strv_push(&av, r->argv[i]);
-	}
+	/* the command's pid inside goes to pidfile, for exec-kill */
+	sbx_exec_argv(&t, r, false, pidfile, &av);
 	if (pipe2(ready, O_CLOEXEC) < 0) {
 		pisb_err_sys(e, PISB_EXIT_PISB, "pipe");
 		goto out;

@@ -65,6 +65,11 @@ int sbx_inst_open(struct pisb_state *st, const char *name, struct sbx_inst *t,
 void sbx_inst_release(struct sbx_inst *t);
 /* "-e K=V" for the config's env and the passthrough names. */
 void sbx_exec_env(const struct pisb_config *cfg, struct pisb_strv *av);
+/* `sbx exec [-i] -w CWD [-e K=V]... SBX -- ` for request r, then, with
+ * pidfile, a shell that writes the command's pid there and execs it, then
+ * the command itself (r->sh through /bin/sh -lc, else r->argv). */
+void sbx_exec_argv(const struct sbx_inst *t, const struct pisb_exec_req *r, bool stdin_too,
+		   const char *pidfile, struct pisb_strv *av);
 /* Mark the instance's state (running|stopped|gone) in status.json. */
 void sbx_mark(struct sbx_inst *t, const char *state, const char *word);
 void sbx_log(int idir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
