@@ -4,6 +4,7 @@
 #include "err.h"
 #include "instance.h"
 #include "json.h"
+#include "lock.h"
 #include "opensandbox.h"
 #include "sbx.h"
 #include "vm.h"
@@ -149,6 +150,22 @@ static void raw_or(struct pisb_jw *w, const char *key, const char *raw, const ch
 		pisb_jw_raw(w, dflt, strlen(dflt));
 }
 
+/* A sandbox whose driver keeps its state in status.json (opensandbox,
+ * sbx): the state word, and "creating" told apart from a create that died
+ * by op.lock, which create holds until the sandbox is ready. */
+static enum pisb_status recorded_status(int idir, const struct pisb_runtime *rt)
+{
+	if (!strcmp(rt->state, "running"))
+		return PISB_ST_RUNNING;
+	if (!strcmp(rt->state, "paused"))
+		return PISB_ST_PAUSED;
+	if (!strcmp(rt->state, "gone"))
+		return PISB_ST_GONE;
+	if (!strcmp(rt->state, "creating"))
+		return pisb_lock_is_held(idir, "op.lock") ? PISB_ST_STARTING : PISB_ST_INTERRUPTED;
+	return PISB_ST_STOPPED;
+}
+
 static int one(struct pisb_state *st, const char *kind, const char *name, bool full,
 	       bool brief, struct pisb_jw *w, struct pisb_err *e)
 {
@@ -175,10 +192,8 @@ static int one(struct pisb_state *st, const char *kind, const char *name, bool f
 	}
 	if (!strcmp(kind, "templates"))
 		s = PISB_ST_STOPPED;
-	else if (!strcmp(rec.driver, "opensandbox"))
-		s = pisb_os_status(idir, &rec);
-	else if (!strcmp(rec.driver, "sbx"))
-		s = pisb_sbx_status(idir);
+	else if (!strcmp(rec.driver, "opensandbox") || !strcmp(rec.driver, "sbx"))
+		s = recorded_status(idir, &rt);
 	else if (!strcmp(rec.driver, "vm"))
 		s = pisb_vm_status(idir, &rt);
 	else

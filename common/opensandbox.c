@@ -1229,30 +1229,6 @@ int pisb_os_release(struct pisb_state *st, const char *name,
 
 /* ---- list / inspect ---- */
 
-enum pisb_status pisb_os_status(int idir, const struct pisb_record *rec)
-{
-	struct pisb_runtime rt;
-	struct pisb_err ig = PISB_ERR_INIT;
-	enum pisb_status s;
-
-	(void)rec;
-	if (pisb_runtime_load(idir, &rt, &ig) < 0)
-		return PISB_ST_UNAVAILABLE;
-	if (!strcmp(rt.state, "running"))
-		s = PISB_ST_RUNNING;
-	else if (!strcmp(rt.state, "paused"))
-		s = PISB_ST_PAUSED;
-	else if (!strcmp(rt.state, "gone"))
-		s = PISB_ST_GONE;
-	else if (!strcmp(rt.state, "creating"))
-		/* create holds op.lock until the sandbox is ready */
-		s = pisb_lock_is_held(idir, "op.lock") ? PISB_ST_STARTING : PISB_ST_INTERRUPTED;
-	else
-		s = PISB_ST_STOPPED;
-	pisb_runtime_release(&rt);
-	return s;
-}
-
 int pisb_os_refresh(struct pisb_state *st, const char *name, int timeout_ms,
 		    struct pisb_err *e)
 {

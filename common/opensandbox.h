@@ -110,9 +110,6 @@ int pisb_os_destroy(struct pisb_state *st, const char *name,
 int pisb_os_release(struct pisb_state *st, const char *name,
 		    const struct pisb_os_opts *o, struct pisb_err *e);
 
-/* For list: the status from status.json (what the last command saw); no
- * network.  running|paused|gone|starting (creating). */
-enum pisb_status pisb_os_status(int idir, const struct pisb_record *rec);
 /* For inspect: GET the sandbox (timeout_ms, e.g. 2000) and update
  * status.json (state, expiresAt, checkedAt; gone on 404).  Returns 0, or
  * -1 with e when the server cannot be reached (status.json unchanged). */

@@ -1121,26 +1121,6 @@ out:
 
 /* ---- list / inspect ---- */
 
-enum pisb_status pisb_sbx_status(int idir)
-{
-	struct pisb_runtime rt;
-	struct pisb_err ig = PISB_ERR_INIT;
-	enum pisb_status s;
-
-	if (pisb_runtime_load(idir, &rt, &ig) < 0)
-		return PISB_ST_UNAVAILABLE;
-	if (!strcmp(rt.state, "running"))
-		s = PISB_ST_RUNNING;
-	else if (!strcmp(rt.state, "gone"))
-		s = PISB_ST_GONE;
-	else if (!strcmp(rt.state, "creating"))
-		s = pisb_lock_is_held(idir, "op.lock") ? PISB_ST_STARTING : PISB_ST_INTERRUPTED;
-	else
-		s = PISB_ST_STOPPED;
-	pisb_runtime_release(&rt);
-	return s;
-}
-
 int pisb_sbx_refresh(struct pisb_state *st, const char *name, struct pisb_err *e)
 {
 	struct sbx_inst t;

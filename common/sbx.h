@@ -75,8 +75,6 @@ int pisb_sbx_stop(struct pisb_state *st, const char *name,
 int pisb_sbx_destroy(struct pisb_state *st, const char *name,
 		     const struct pisb_os_opts *o, struct pisb_err *e);
 
-/* For list: from status.json, no sbx call. */
-enum pisb_status pisb_sbx_status(int idir);
 /* For inspect: `sbx ls --json` and status.json updated (gone when sbx
  * no longer lists it). */
 int pisb_sbx_refresh(struct pisb_state *st, const char *name, struct pisb_err *e);
