@@ -3,6 +3,7 @@
 #include "err.h"
 #include "json.h"
 #include "lock.h"
+#include "proc.h"
 #include "state.h"
 #include "util.h"
 
@@ -229,6 +230,39 @@ void pisb_record_release(struct pisb_record *r)
 	free(r->remote_json);
 	free(r->image_cache);
 	memset(r, 0, sizeof(*r));
+}
+
+int pisb_instance_stage(struct pisb_state *st, const char *name, char **stage, int *lock,
+			struct pisb_err *e)
+{
+	struct pisb_err ig = PISB_ERR_INIT;
+	char rnd[9], what[96];
+	int sdir;
+
+	*stage = NULL;
+	*lock = -1;
+	if (pisb_mkdirs_at(st->fd, "instances", 0700, e) < 0 ||
+	    pisb_mkdirs_at(st->fd, "staging", 0700, e) < 0)
+		return -1;
+	pisb_random_hex(rnd, 8);
+	*stage = xasprintf("staging/%s.%s", name, rnd);
+	if (pisb_mkdirs_at(st->fd, *stage, 0700, e) < 0)
+		goto fail;
+	sdir = openat(st->fd, *stage, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (sdir < 0) {
+		pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", *stage);
+		goto fail;
+	}
+	snprintf(what, sizeof(what), "sandbox '%s'", name);
+	*lock = pisb_lock_acquire(sdir, "op.lock", true, 0, what, e);
+	if (*lock >= 0)
+		return sdir;
+	close(sdir);
+fail:
+	pisb_rm_rf_at(st->fd, *stage, &ig);
+	free(*stage);
+	*stage = NULL;
+	return -1;
 }
 
 int pisb_instance_driver(struct pisb_state *st, const char *name, struct pisb_err *e)

@@ -89,6 +89,13 @@ struct pisb_record {
 void pisb_record_release(struct pisb_record *r);
 int pisb_record_load(int idir, struct pisb_record *r, struct pisb_err *e);
 
+/* Start creating sandbox NAME: staging/NAME.RND made (instances/ and
+ * staging/ too), its op.lock taken.  Returns the staging dir's fd (O_PATH)
+ * with *stage ("staging/NAME.RND", caller frees) and *lock set; -1 with e,
+ * having removed what it made. */
+int pisb_instance_stage(struct pisb_state *st, const char *name, char **stage, int *lock,
+			struct pisb_err *e);
+
 enum pisb_driver { PISB_DRIVER_LOCAL, PISB_DRIVER_VM, PISB_DRIVER_OPENSANDBOX, PISB_DRIVER_SBX };
 /* The driver of sandbox NAME, from its record (read once, for every
  * driver's dispatch): an enum pisb_driver, or -1 with e (3: no such

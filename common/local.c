@@ -229,21 +229,9 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 		free(p);
 	}
 	/* stage everything, then publish with one rename */
-	{
-		char rnd[9];
-		pisb_random_hex(rnd, 8);
-		stage = xasprintf("staging/%s.%s", o->name, rnd);
-	}
-	if (pisb_mkdirs_at(st->fd, stage, 0700, e) < 0)
+	sdir = pisb_instance_stage(st, o->name, &stage, &lock, e);
+	if (sdir < 0)
 		return -1;
-	sdir = openat(st->fd, stage, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (sdir < 0) {
-		pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", stage);
-		goto fail;
-	}
-	lock = op_lock(sdir, o->name, 0, e);
-	if (lock < 0)
-		goto fail;
 	if (o->template_) {
 		_cleanup_free_ char *from = xasprintf("%s/templates/%s/disk", st->path, o->template_);
 		_cleanup_free_ char *to = xasprintf("%s/%s/disk", st->path, stage);

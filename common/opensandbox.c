@@ -608,30 +608,16 @@ static int stage(struct pisb_state *st, const struct pisb_config *cfg,
 	struct pisb_record rec;
 	struct pisb_runtime rt;
 	struct os_extra x;
-	char rnd[9], what[96];
 	int r;
 
 	*stagep = NULL;
 	*lock = -1;
-	if (pisb_mkdirs_at(st->fd, "instances", 0700, e) < 0 ||
-	    pisb_mkdirs_at(st->fd, "staging", 0700, e) < 0)
-		return -1;
 	dest = xasprintf("instances/%s", o->name);
 	if (faccessat(st->fd, dest, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 		return pisb_err_set(e, PISB_EXIT_BUSY, "sandbox '%s' already exists", o->name);
-	pisb_random_hex(rnd, 8);
-	stg = xasprintf("staging/%s.%s", o->name, rnd);
-	if (pisb_mkdirs_at(st->fd, stg, 0700, e) < 0)
+	sdir = pisb_instance_stage(st, o->name, &stg, lock, e);
+	if (sdir < 0)
 		return -1;
-	sdir = openat(st->fd, stg, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (sdir < 0) {
-		pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", stg);
-		goto fail;
-	}
-	snprintf(what, sizeof(what), "sandbox '%s'", o->name);
-	*lock = pisb_lock_acquire(sdir, "op.lock", true, 0, what, e);
-	if (*lock < 0)
-		goto fail;
 	cfgjson = stored_config(cfg, config_json);
 	memset(&rec, 0, sizeof(rec));
 	rec.name = (char *)o->name;

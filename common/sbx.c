@@ -840,7 +840,7 @@ int pisb_sbx_create(struct pisb_state *st, const struct pisb_config *cfg,
 		    struct pisb_err *e)
 {
 	const struct pisb_sbx_config *x = &cfg->sbx;
-	char bin[4096], what[96], rnd[9];
+	char bin[4096];
 	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT, taken = PISB_STRV_INIT, av = PISB_STRV_INIT;
 	_cleanup_free_ char *sbxname = NULL, *ws = NULL, *scratch = NULL, *stg = NULL, *dest = NULL;
 	_cleanup_free_ char *word = NULL, *rj = NULL;
@@ -870,22 +870,9 @@ int pisb_sbx_create(struct pisb_state *st, const struct pisb_config *cfg,
 
 	/* stage the record, then publish it at once: the workspace that sbx
 	 * mounts must have its final path */
-	if (pisb_mkdirs_at(st->fd, "instances", 0700, e) < 0 ||
-	    pisb_mkdirs_at(st->fd, "staging", 0700, e) < 0)
-		return -1;
-	pisb_random_hex(rnd, 8);
-	stg = xasprintf("staging/%s.%s", o->name, rnd);
-	if (pisb_mkdirs_at(st->fd, stg, 0700, e) < 0)
-		return -1;
-	sdir = openat(st->fd, stg, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (sdir < 0) {
-		pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", stg);
-		goto out;
-	}
-	snprintf(what, sizeof(what), "sandbox '%s'", o->name);
-	lock = pisb_lock_acquire(sdir, "op.lock", true, 0, what, e);
-	if (lock < 0)
-		goto out;
+	sdir = pisb_instance_stage(st, o->name, &stg, &lock, e);
+	if (sdir < 0)
+		return pisb_err_prefix(e, "create '%s'", o->name);
 	ws = xasprintf("%s/instances/%s/workspace", st->path, o->name);
 	memset(&rec, 0, sizeof(rec));
 	rec.name = (char *)o->name;

@@ -973,7 +973,6 @@ int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
 	_cleanup_close_ int sdir = -1, lock = -1, idir = -1;
 	struct pisb_record rec;
 	struct pisb_runtime rt;
-	char what[96], rnd[9];
 	bool published = false;
 	int ret = -1;
 
@@ -990,21 +989,8 @@ int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
 		assets_release(&a);
 		return pisb_err_set(e, PISB_EXIT_BUSY, "sandbox '%s' already exists", o->name);
 	}
-	if (pisb_mkdirs_at(st->fd, "instances", 0700, e) < 0 ||
-	    pisb_mkdirs_at(st->fd, "staging", 0700, e) < 0)
-		goto out;
-	pisb_random_hex(rnd, 8);
-	stg = xasprintf("staging/%s.%s", o->name, rnd);
-	if (pisb_mkdirs_at(st->fd, stg, 0700, e) < 0)
-		goto out;
-	sdir = openat(st->fd, stg, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (sdir < 0) {
-		pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", stg);
-		goto out;
-	}
-	snprintf(what, sizeof(what), "sandbox '%s'", o->name);
-	lock = pisb_lock_acquire(sdir, "op.lock", true, 0, what, e);
-	if (lock < 0)
+	sdir = pisb_instance_stage(st, o->name, &stg, &lock, e);
+	if (sdir < 0)
 		goto out;
 	/* the disk: a sparse ext4 image, made here (the guest has no mkfs) */
 	img = xasprintf("%s/%s/disk.img", st->path, stg);
