@@ -15,10 +15,14 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 
+# The drivers, one folder each under drivers/ (see common/driver.h).
+DRIVERS := local vm opensandbox sbx
+
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -fno-strict-aliasing \
-	   -DPISB_LIBEXECDIR='"$(LIBEXECDIR)"' -DPISB_MANDIR='"$(MANDIR)"'
+	   -DPISB_LIBEXECDIR='"$(LIBEXECDIR)"' -DPISB_MANDIR='"$(MANDIR)"' \
+	   $(DRIVERS:%=-iquote drivers/%) -iquote common
 LDFLAGS += -Wl,--as-needed
 
 ifeq ($(SANITIZE),1)
@@ -51,7 +55,8 @@ LIBS_pisb-gc     := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
 LIBS_pisb-renew  := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
 
 PROGS   := pisb pisb-create pisb-exec pisb-fs pisb-svc pisb-docker pisb-gc pisb-renew
-LIB_SRC := $(sort $(wildcard common/*.c))
+LIB_SRC := $(sort $(wildcard common/*.c $(DRIVERS:%=drivers/%/*.c)))
+LIB_HDR := $(wildcard common/*.h cmd/*.h $(DRIVERS:%=drivers/%/*.h))
 LIB_OBJ := $(LIB_SRC:%.c=$(OUT)/%.o)
 FRONT   := $(OUT)/cmd/front.o
 LIBA    := $(OUT)/libpisb.a
@@ -61,7 +66,7 @@ MAN5    := $(wildcard man/*.5)
 
 all: $(BINS) $(BIN)/pisb-agent common/libpisb.a
 
-$(OUT)/%.o: %.c $(wildcard common/*.h cmd/*.h)
+$(OUT)/%.o: %.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS) -c $< -o $@
@@ -88,10 +93,10 @@ $(BIN)/%: $(OUT)/cmd/%.o $(FRONT) $(LIBA)
 # The vm driver's guest agent: PID 1 inside the VM, static, never linked
 # with libpisb or the sanitizers (the guest has no shared libraries).
 AGENT_CFLAGS := -O2 -g0 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE
-$(BIN)/pisb-agent: agent/pisb-agent.c common/vm_proto.h
+$(BIN)/pisb-agent: agent/pisb-agent.c drivers/vm/vm_proto.h
 	@mkdir -p $(BIN)
 	@echo "  LINK    $@ (static)"
-	@$(CC) $(AGENT_CFLAGS) -static -s -o $@ agent/pisb-agent.c
+	@$(CC) $(AGENT_CFLAGS) -iquote drivers/vm -static -s -o $@ agent/pisb-agent.c
 
 # ---- set-up: install what is missing (Debian/Ubuntu) ----
 DEB_BUILD := gcc make pkg-config libcurl4-openssl-dev libyaml-dev libarchive-dev libjsmn-dev

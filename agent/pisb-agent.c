@@ -15,7 +15,7 @@
  *
  * Kernel command line: pisb.name=NAME pisb.ws=/workspace.
  */
-#include "../common/vm_proto.h"
+#include "vm_proto.h"
 
 #include <dirent.h>
 #include <errno.h>

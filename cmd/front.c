@@ -1,5 +1,5 @@
 #include "front.h"
-#include "../common/json.h"
+#include "json.h"
 
 #include <stdarg.h>
 #include <stdio.h>

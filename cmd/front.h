@@ -7,10 +7,10 @@
 
 #include <stdbool.h>
 
-#include "../common/cli.h"
-#include "../common/err.h"
-#include "../common/state.h"
-#include "../common/util.h"
+#include "cli.h"
+#include "err.h"
+#include "state.h"
+#include "util.h"
 
 #define PISB_VERSION "0.1.0"
 

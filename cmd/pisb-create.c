@@ -1,15 +1,15 @@
 /* pisb-create - lifecycle of every driver; see man/pisb-create.1 */
 #include "front.h"
-#include "../common/config.h"
-#include "../common/doctor.h"
-#include "../common/events.h"
-#include "../common/inspect.h"
-#include "../common/lifecycle.h"
-#include "../common/json.h"
-#include "../common/local.h"
-#include "../common/opensandbox.h"
-#include "../common/sbx.h"
-#include "../common/vm.h"
+#include "config.h"
+#include "doctor.h"
+#include "events.h"
+#include "inspect.h"
+#include "lifecycle.h"
+#include "json.h"
+#include "local.h"
+#include "opensandbox.h"
+#include "sbx.h"
+#include "vm.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -7,8 +7,8 @@
  * DOCKER_HOST or the host's docker socket.
  */
 #include "front.h"
-#include "../common/json.h"
-#include "../common/sbx.h"
+#include "json.h"
+#include "sbx.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,10 +1,10 @@
 /* pisb-exec - run commands in a sandbox; see man/pisb-exec.1 */
 #include "front.h"
-#include "../common/exec.h"
-#include "../common/json.h"
-#include "../common/opensandbox.h"
-#include "../common/sbx.h"
-#include "../common/vm.h"
+#include "exec.h"
+#include "json.h"
+#include "opensandbox.h"
+#include "sbx.h"
+#include "vm.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,11 +1,11 @@
 /* pisb-fs - files inside a sandbox: read, write, edit, ls, stat, mkdir,
  * find, grep, logs, push, pull; see man/pisb-fs.1 */
 #include "front.h"
-#include "../common/archive.h"
-#include "../common/fs.h"
-#include "../common/json.h"
-#include "../common/opensandbox.h"
-#include "../common/rx.h"
+#include "archive.h"
+#include "fs.h"
+#include "json.h"
+#include "opensandbox.h"
+#include "rx.h"
 
 /* Is the sandbox a remote (opensandbox) one?  Its files go through execd. */
 static int is_os(struct pisb_ctx *c)

@@ -1,8 +1,8 @@
 /* pisb-gc - sweep dead-owner sandboxes, interrupted controllers, stale
  * sandboxes, orphaned handles, caches and leftovers; see man/pisb-gc.1 */
 #include "front.h"
-#include "../common/gc.h"
-#include "../common/json.h"
+#include "gc.h"
+#include "json.h"
 
 #include <stdio.h>
 

@@ -2,8 +2,8 @@
  * man/pisb-renew.1.  One pass (for cron), or --watch: a pass every
  * --interval seconds until SIGINT/SIGTERM. */
 #include "front.h"
-#include "../common/json.h"
-#include "../common/opensandbox.h"
+#include "json.h"
+#include "opensandbox.h"
 
 #include <errno.h>
 #include <signal.h>

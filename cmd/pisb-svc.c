@@ -1,8 +1,8 @@
 /* pisb-svc - services, previews, and the controller; see man/pisb-svc.1 */
 #include "front.h"
-#include "../common/instance.h"
-#include "../common/json.h"
-#include "../common/local.h"
+#include "instance.h"
+#include "json.h"
+#include "local.h"
 
 #include <stdio.h>
 #include <stdlib.h>

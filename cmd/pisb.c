@@ -5,7 +5,7 @@
  * action object into the flag form (common/action.c) and execs that.
  */
 #include "front.h"
-#include "../common/action.h"
+#include "action.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -236,5 +236,5 @@ while True:
 	# nothing of DOCKER_*/COMPOSE_* reached sbx
 	run -0 jq -s -e 'all(.[]; .env | keys | map(select(test("^(DOCKER_|COMPOSE_)"))) | length == 0)' "$SBXS/calls.log"
 	# no code reads DOCKER_HOST or DOCKER_CONTEXT
-	run -1 grep -n -e 'getenv("DOCKER' -e 'getenv("COMPOSE' "$TOP"/common/*.c "$TOP"/cmd/*.c
+	run -1 grep -n -e 'getenv("DOCKER' -e 'getenv("COMPOSE' "$TOP"/common/*.c "$TOP"/drivers/*/*.c "$TOP"/cmd/*.c
 }
