@@ -50,8 +50,9 @@
 
 #define RESTART_DELAY_MS 1000
 #define STOP_GRACE_MS 2000
-#define LOG_MAX (1024 * 1024)
-#define ROTATE_EVERY_MS 1000
+#define LOG_MAX (1024 * 1024)      /* SERVICE.log, then SERVICE.log.1: 2 MiB at most */
+#define LOG_RATE (256 * 1024)      /* bytes kept per second; the rest is dropped */
+#define LOG_DROP_PAUSE_MS 10       /* while dropping: one read per pause */
 #define ADHOC_TIMEOUT_MS 60000
 #define PROBE_FAST_MS 10        /* the first 2 s after a start */
 #define PROBE_MS 100
@@ -98,6 +99,10 @@ struct svc {
 	int restarts, exits, last_code;
 	char *spawn_err;
 	int log_fd;
+	long long log_size;     /* bytes in log_fd */
+	int out_r, out_w, oidx; /* the pipe the service writes its output into */
+	int64_t out_window, out_resume;
+	long long out_window_bytes, out_dropped;
 	/* readiness */
 	enum rstate rs;
 	int64_t rdeadline, probe_at;
@@ -131,7 +136,6 @@ struct pisb_services {
 	char *proxy_err;
 	struct waiter *waiters;
 	bool changed;
-	int64_t next_rotate;
 	int64_t accept_pause_until;
 	int proxy_off, relay_off, nfds;
 	bool started;
@@ -237,9 +241,9 @@ static struct svc *svc_new(struct pisb_services *s, const char *name, enum kind 
 	v->kind = k;
 	v->enabled = true;
 	v->timeout_ms = 30000;
-	v->lfd = v->pfd = v->log_fd = -1;
+	v->lfd = v->pfd = v->log_fd = v->out_r = v->out_w = -1;
 	v->family = AF_INET;
-	v->lidx = v->pidx = -1;
+	v->lidx = v->pidx = v->oidx = -1;
 	s->v = xrealloc(s->v, (s->n + 1) * sizeof(*s->v));
 	s->v[s->n++] = v;
 	return v;
@@ -261,6 +265,10 @@ static void svc_free(struct svc *v)
 		close(v->lfd);
 	if (v->log_fd >= 0)
 		close(v->log_fd);
+	if (v->out_r >= 0)
+		close(v->out_r);
+	if (v->out_w >= 0)
+		close(v->out_w);
 	free(v->name);
 	free(v->command);
 	free(v->cwd);
@@ -630,8 +638,28 @@ static char *public_url(const struct svc *v)
 
 /* ---------- processes ---------- */
 
-static void log_line(struct svc *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void log_line(struct svc *v, const char *fmt, ...)
+/* Logs: only the controller writes them.  A service writes into a pipe
+ * (out_r/out_w) that the loop drains into logs/SERVICE.log: at most
+ * LOG_RATE bytes a second are kept, the rest of that second is dropped
+ * (then one line says how much), and past LOG_MAX the log is renamed to
+ * SERVICE.log.1, so a service holds at most 2 * LOG_MAX on the host.  While
+ * it drops, the loop reads once per LOG_DROP_PAUSE_MS: a flood costs the
+ * controller little and the service waits at most that long. */
+static void rotate(struct pisb_services *s, struct svc *v);
+
+static void log_write(struct pisb_services *s, struct svc *v, const char *b, size_t n)
+{
+	if (v->log_fd >= 0 && v->log_size + (long long)n > LOG_MAX && v->log_size > 0)
+		rotate(s, v);
+	if (v->log_fd < 0)
+		return;
+	if (pisb_write_all(v->log_fd, b, n) == 0)
+		v->log_size += (long long)n;
+}
+
+static void log_line(struct pisb_services *s, struct svc *v, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void log_line(struct pisb_services *s, struct svc *v, const char *fmt, ...)
 {
 	char ts[32], buf[1024];
 	va_list ap;
@@ -647,41 +675,124 @@ static void log_line(struct svc *v, const char *fmt, ...)
 	if (n > (int)sizeof(buf) - 2)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
-	pisb_write_all(v->log_fd, buf, (size_t)n);
+	log_write(s, v, buf, (size_t)n);
 }
 
+/* Move whatever is at logs/SERVICE.log aside to SERVICE.log.1 (a file, or
+ * what someone put there instead: a directory, a link, a FIFO). */
+static void move_aside(struct pisb_services *s, const char *p, const char *p1)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+
+	if (renameat(s->idir, p, s->idir, p1) < 0 && errno != ENOENT) {
+		pisb_rm_rf_at(s->idir, p1, &e);
+		if (renameat(s->idir, p, s->idir, p1) < 0)
+			pisb_rm_rf_at(s->idir, p, &e);
+	}
+}
+
+/* Open logs/SERVICE.log for appending, whatever state it is in: a log that
+ * is not a regular file or is past LOG_MAX is moved aside first (never
+ * read: the controller must not depend on a log's size). */
 static int open_log(struct pisb_services *s, struct svc *v)
 {
 	_cleanup_free_ char *p = xasprintf("logs/%s.log", v->name);
+	_cleanup_free_ char *p1 = xasprintf("logs/%s.log.1", v->name);
 	struct pisb_err e = PISB_ERR_INIT;
+	struct stat sb;
 
 	if (v->log_fd >= 0)
 		return 0;
 	if (pisb_mkdirs_at(s->idir, "logs", 0700, &e) < 0)
 		return -1;
-	v->log_fd = openat(s->idir, p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-	return v->log_fd < 0 ? -1 : 0;
+	for (int tries = 0; tries < 2; tries++) {
+		int fd = openat(s->idir, p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
+				O_NONBLOCK | O_NOCTTY, 0600);
+		if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size <= LOG_MAX) {
+			fcntl(fd, F_SETFL, O_APPEND);
+			v->log_fd = fd;
+			v->log_size = sb.st_size;
+			return 0;
+		}
+		if (fd >= 0)
+			close(fd);
+		move_aside(s, p, p1);
+	}
+	return -1;
 }
 
-/* Past LOG_MAX: copy to SERVICE.log.1, then truncate in place (the
- * service appends through its own fd, O_APPEND: it goes on at 0). */
+/* Rename the log to SERVICE.log.1 and go on in a new one. */
 static void rotate(struct pisb_services *s, struct svc *v)
 {
-	struct stat sb;
-	struct pisb_buf b = PISB_BUF_INIT;
-	struct pisb_err e = PISB_ERR_INIT;
 	_cleanup_free_ char *p = xasprintf("logs/%s.log", v->name);
 	_cleanup_free_ char *p1 = xasprintf("logs/%s.log.1", v->name);
-	_cleanup_close_ int rfd = -1;
 
-	if (v->log_fd < 0 || fstat(v->log_fd, &sb) < 0 || sb.st_size <= LOG_MAX)
+	if (v->log_fd >= 0)
+		close(v->log_fd);
+	v->log_fd = -1;
+	move_aside(s, p, p1);
+	if (open_log(s, v) == 0)
+		log_line(s, v, "log rotated: the earlier output is in %s.log.1", v->name);
+}
+
+/* The pipe the service's stdout and stderr go to, made once: a restarted
+ * service (and what it left running) writes into the same one. */
+static int open_out(struct svc *v)
+{
+	int p[2];
+
+	if (v->out_r >= 0)
+		return 0;
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -1;
+	/* only the service's side blocks */
+	fcntl(p[1], F_SETFL, 0);
+	v->out_r = p[0];
+	v->out_w = p[1];
+	return 0;
+}
+
+static void note_dropped(struct pisb_services *s, struct svc *v)
+{
+	if (!v->out_dropped)
 		return;
-	rfd = openat(s->idir, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (rfd >= 0 && pisb_read_fd(rfd, &b, (size_t)sb.st_size + (1 << 20)) == 0)
-		pisb_atomic_write(s->idir, p1, b.s, b.len, 0600, &e);
-	pisb_buf_release(&b);
-	if (ftruncate(v->log_fd, 0) == 0)
-		log_line(v, "log rotated: the earlier output is in %s.log.1", v->name);
+	log_line(s, v, "dropped %lld bytes of output: '%s' wrote more than %d KiB in a second, the most its log keeps",
+		 v->out_dropped, v->name, LOG_RATE / 1024);
+	v->out_dropped = 0;
+}
+
+/* The service's pipe is readable: keep what the rate allows, drop the rest. */
+static void drain_out(struct pisb_services *s, struct svc *v)
+{
+	char buf[65536];
+	int64_t now = pisb_mono_ms();
+
+	for (int i = 0; i < 16; i++) {
+		ssize_t n;
+		long long room;
+
+		if (now - v->out_window >= 1000) {
+			note_dropped(s, v);
+			v->out_window = now;
+			v->out_window_bytes = 0;
+		}
+		n = read(v->out_r, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		room = LOG_RATE - v->out_window_bytes;
+		if (room > n)
+			room = n;
+		if (room > 0)
+			log_write(s, v, buf, (size_t)room);
+		v->out_window_bytes += room;
+		if (room < n) {
+			v->out_dropped += n - room;
+			v->out_resume = now + LOG_DROP_PAUSE_MS;
+			return;
+		}
+	}
 }
 
 static char *subst_refs(struct pisb_services *s, const char *val)
@@ -742,8 +853,9 @@ static void spawn(struct pisb_services *s, struct svc *v)
 	pisb_sandbox_env(s->cfg, NULL, extra.v, extra.n, &env);
 	if (open_log(s, v) < 0)
 		pisb_svc_log("service '%s': cannot open its log: %s", v->name, strerror(errno));
-	rotate(s, v);
-	log_line(v, "starting '%s': %s (port %d%s%s)", v->name, v->command, v->port,
+	if (open_out(v) < 0)
+		pisb_svc_log("service '%s': no pipe for its output: %s", v->name, strerror(errno));
+	log_line(s, v, "starting '%s': %s (port %d%s%s)", v->name, v->command, v->port,
 		 url ? ", preview " : "", url ? url : "");
 	memset(&sp, 0, sizeof(sp));
 	sp.rt = s->rt;
@@ -751,14 +863,14 @@ static void spawn(struct pisb_services *s, struct svc *v)
 	sp.envp = env.v;
 	sp.cwd = cwd;
 	sp.stdin_fd = -1;
-	sp.stdout_fd = v->log_fd;
-	sp.stderr_fd = v->log_fd;
+	sp.stdout_fd = v->out_w;
+	sp.stderr_fd = v->out_w;
 	sp.new_session = true;
 	pid = pisb_sbx_spawn(&sp, &exec_err, &e);
 	s->changed = true;
 	if (pid < 0) {
 		set_str(&v->spawn_err, e.msg);
-		log_line(v, "cannot start: %s", e.msg);
+		log_line(s, v, "cannot start: %s", e.msg);
 		pisb_svc_log("service '%s': cannot start: %s", v->name, e.msg);
 		v->ps = PS_BACKOFF;
 		v->restart_at = now + RESTART_DELAY_MS;
@@ -816,7 +928,7 @@ static void stop_svc(struct pisb_services *s, struct svc *v, bool keep_wanted)
 	if (v->pid > 0) {
 		if (v->ps != PS_STOPPING) {
 			kill(-v->pid, SIGTERM);
-			log_line(v, "stopping '%s' (TERM to process group %d)", v->name, (int)v->pid);
+			log_line(s, v, "stopping '%s' (TERM to process group %d)", v->name, (int)v->pid);
 			v->ps = PS_STOPPING;
 			v->kill_at = pisb_mono_ms() + STOP_GRACE_MS;
 		}
@@ -852,15 +964,18 @@ void pisb_services_reaped(struct pisb_services *s, pid_t pid, int status)
 		v->exits++;
 		v->last_code = code;
 		probe_end(v);
+		/* what it wrote before it ended comes before the line saying so */
+		if (v->out_r >= 0 && pisb_mono_ms() >= v->out_resume)
+			drain_out(s, v);
 		if (v->ps == PS_STOPPING) {
-			log_line(v, "'%s' stopped (status %d)", v->name, code);
+			log_line(s, v, "'%s' stopped (status %d)", v->name, code);
 			v->ps = PS_STOPPED;
 			if (v->restart_now) {
 				v->restart_now = false;
 				v->ps = PS_WAITING;
 			}
 		} else if (v->want) {
-			log_line(v, "'%s' exited with status %d; restarting in 1 s", v->name, code);
+			log_line(s, v, "'%s' exited with status %d; restarting in 1 s", v->name, code);
 			if (v->rs == RS_READY) {
 				v->rs = RS_PENDING;
 				v->rdeadline = now + v->timeout_ms;
@@ -888,7 +1003,7 @@ static void set_ready(struct pisb_services *s, struct svc *v)
 	free(v->rerr);
 	v->rerr = NULL;
 	set_str(&v->why, NULL);
-	log_line(v, "'%s' is ready (%s check, %lld ms after start)", v->name, health_name(v->health),
+	log_line(s, v, "'%s' is ready (%s check, %lld ms after start)", v->name, health_name(v->health),
 		 (long long)(pisb_mono_ms() - v->started));
 	s->changed = true;
 }
@@ -1390,14 +1505,15 @@ static void tick(struct pisb_services *s)
 				v->rerr = xasprintf("not ready within %d ms: %s", v->timeout_ms,
 						    v->why ? v->why : v->spawn_err ? v->spawn_err : "no answer");
 			pisb_svc_log("service '%s' is %s", v->name, v->rerr);
-			log_line(v, "'%s' is %s", v->name, v->rerr);
+			log_line(s, v, "'%s' is %s", v->name, v->rerr);
 			s->changed = true;
 		}
 	}
-	if (now >= s->next_rotate) {
-		for (size_t i = 0; i < s->n; i++)
-			rotate(s, s->v[i]);
-		s->next_rotate = now + ROTATE_EVERY_MS;
+	for (size_t i = 0; i < s->n; i++) {
+		struct svc *v = s->v[i];
+		/* a second with drops ends even when nothing more comes */
+		if (v->out_dropped && now - v->out_window >= 1000)
+			note_dropped(s, v);
 	}
 	check_waiters(s);
 }
@@ -1488,7 +1604,17 @@ int pisb_services_pollfds(struct pisb_services *s, struct pollfd *p, int max,
 	for (size_t i = 0; i < s->n; i++) {
 		struct svc *v = s->v[i];
 
-		v->lidx = v->pidx = -1;
+		v->lidx = v->pidx = v->oidx = -1;
+		if (v->out_r >= 0 && n < max) {
+			if (now < v->out_resume) {
+				lower(timeout_ms, v->out_resume, now);
+			} else {
+				p[n] = (struct pollfd){ v->out_r, POLLIN, 0 };
+				v->oidx = n++;
+			}
+		}
+		if (v->out_dropped)
+			lower(timeout_ms, v->out_window + 1000, now);
 		if (v->lfd >= 0 && !paused && n < max) {
 			p[n] = (struct pollfd){ v->lfd, POLLIN, 0 };
 			v->lidx = n++;
@@ -1512,8 +1638,6 @@ int pisb_services_pollfds(struct pisb_services *s, struct pollfd *p, int max,
 		if (v->ps == PS_WAITING)
 			lower(timeout_ms, now + 50, now);
 	}
-	if (s->next_rotate)
-		lower(timeout_ms, s->next_rotate, now);
 	s->proxy_off = n;
 	if (s->proxy)
 		n += pisb_proxy_pollfds(s->proxy, p + n, max - n, timeout_ms);
@@ -1535,6 +1659,8 @@ void pisb_services_poll(struct pisb_services *s, struct pollfd *p, size_t n)
 	for (size_t i = 0; i < s->n; i++) {
 		struct svc *v = s->v[i];
 
+		if (v->oidx >= 0 && (size_t)v->oidx < n && p[v->oidx].fd == v->out_r && p[v->oidx].revents)
+			drain_out(s, v);
 		if (v->pidx >= 0 && (size_t)v->pidx < n && p[v->pidx].fd == v->pfd && p[v->pidx].revents)
 			probe_event(s, v);
 		if (v->lidx >= 0 && (size_t)v->lidx < n && p[v->lidx].fd == v->lfd && p[v->lidx].revents)
@@ -1630,7 +1756,6 @@ int pisb_services_start_all(struct pisb_services *s, struct pisb_err *e)
 	int64_t give_up;
 
 	s->started = true;
-	s->next_rotate = pisb_mono_ms() + ROTATE_EVERY_MS;
 	if (refresh_config(s, &ce) < 0) {
 		pisb_svc_log("services: %s; using the services of the sandbox's creation config", ce.msg);
 		apply_config(s, s->cfg);
@@ -1704,7 +1829,7 @@ void pisb_services_stop_all(struct pisb_services *s)
 		probe_end(v);
 		if (v->pid > 0) {
 			kill(-v->pid, SIGTERM);
-			log_line(v, "stopping '%s': the sandbox stops", v->name);
+			log_line(s, v, "stopping '%s': the sandbox stops", v->name);
 			any = true;
 		}
 	}
