@@ -24,6 +24,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -91,8 +92,252 @@ static void build_argv(const struct pisb_exec_req *r, struct pisb_strv *av)
 
 /* ---------- attached ---------- */
 
+/* What an attached command gets and what we relay (pisb-exec(1), "The
+ * terminal and background processes"):
+ *  - each of our fds 0, 1, 2 that is a terminal becomes the slave of one pty
+ *    of the sandbox's own devpts: the caller's terminal never enters the
+ *    sandbox, and the pty is hung up (its master closed) when the command
+ *    ends, so what it left running cannot read what the user types next;
+ *  - stdout and stderr that are not terminals are pipes we relay;
+ *  - stdin that is not a terminal is handed over as it is (a pipe or file:
+ *    relaying it would consume input the command never reads).
+ * We return when the command's own process ends, after delivering what is
+ * already in the pipes; what it left running keeps its ends of them, drained
+ * and discarded by a process of ours inside the sandbox until they close. */
+
+#define DRAIN_AFTER_EXIT (1 << 20)  /* read after the command ended, at most */
+#define PTY_IDLE_MS 20              /* its output settles within this */
+
 static volatile sig_atomic_t pending_sig;
+static volatile sig_atomic_t winch;
 static void on_sig(int sig) { pending_sig = sig; }
+static void on_winch(int sig) { (void)sig; winch = 1; }
+
+static struct termios saved_tio;
+static int tio_fd = -1;
+
+static void restore_tty(void)
+{
+	if (tio_fd >= 0)
+		tcsetattr(tio_fd, TCSAFLUSH, &saved_tio);
+	tio_fd = -1;
+}
+
+struct relay {
+	int src[3];        /* the command's stdout pipe, stderr pipe, pty master */
+	int dst[3];        /* where each goes: our 1, our 2, our first terminal */
+	int in;            /* our stdin when it is the terminal, else -1 */
+	int master;        /* the pty master (also src[2] until it ends), or -1 */
+	/* handles: src[0] goes to dst[0] until cap bytes, then is counted */
+	long long cap, kept, dropped;
+	const char *marker;
+};
+
+static void relay_close(struct relay *r, int i)
+{
+	if (r->src[i] >= 0 && r->src[i] != r->master)
+		close(r->src[i]);
+	r->src[i] = -1;
+}
+
+/* Move what src[i] has to dst[i]; false at its end (EOF, error, or EAGAIN
+ * when nonblocking). */
+static bool relay_one(struct relay *r, int i, size_t *budget)
+{
+	char buf[65536];
+	ssize_t n = read(r->src[i], buf, sizeof(buf));
+
+	if (n < 0 && errno == EINTR)
+		return true;
+	if (n <= 0) {
+		if (n == 0 || errno != EAGAIN)
+			relay_close(r, i);
+		return false;
+	}
+	if (budget)
+		*budget = *budget > (size_t)n ? *budget - (size_t)n : 0;
+	if (r->cap) {
+		long long room = r->cap - r->kept;
+		if (room > n)
+			room = n;
+		if (room > 0 && pisb_write_all(r->dst[i], buf, (size_t)room) == (ssize_t)room)
+			r->kept += room;
+		if (room < n) {
+			if (!r->dropped && r->marker)
+				pisb_write_all(r->dst[i], r->marker, strlen(r->marker));
+			r->dropped += n - room;
+		}
+		return true;
+	}
+	if (pisb_write_all(r->dst[i], buf, (size_t)n) != n) {
+		/* our reader is gone: so is the command's (it gets EPIPE next) */
+		relay_close(r, i);
+		return false;
+	}
+	return true;
+}
+
+/* Relay until pid ends; *status its wait status. */
+static int relay_run(struct relay *r, pid_t pid, int *status, const sigset_t *mask,
+		     pid_t caller, struct pisb_err *e)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	int64_t kill_at = 0;
+
+	for (;;) {
+		struct pollfd p[5];
+		int np = 0, idx[4] = { -1, -1, -1, -1 }, pidx = -1, tmo = -1;
+		pid_t w;
+
+		for (int i = 0; i < 3; i++)
+			if (r->src[i] >= 0) {
+				p[np] = (struct pollfd){ r->src[i], POLLIN, 0 };
+				idx[i] = np++;
+			}
+		if (r->in >= 0 && r->master >= 0) {
+			p[np] = (struct pollfd){ r->in, POLLIN, 0 };
+			idx[3] = np++;
+		}
+		if (pidfd >= 0) {
+			p[np] = (struct pollfd){ pidfd, POLLIN, 0 };
+			pidx = np++;
+		} else {
+			tmo = 50;
+		}
+		if (kill_at)
+			tmo = 10;
+		if (ppoll(p, (nfds_t)np, tmo < 0 ? NULL : &(struct timespec){ 0, tmo * 1000000L },
+			  mask) < 0 && errno != EINTR) {
+			if (pidfd >= 0)
+				close(pidfd);
+			return pisb_err_sys(e, PISB_EXIT_PISB, "poll");
+		}
+		if (pending_sig) {
+			int sig = pending_sig;
+			pending_sig = 0;
+			kill(-pid, sig);
+			/* our caller is gone: make sure nothing stays behind */
+			if ((sig == SIGTERM || sig == SIGHUP) && caller && getppid() != caller && !kill_at)
+				kill_at = pisb_mono_ms() + 2000;
+		}
+		if (kill_at && pisb_mono_ms() >= kill_at) {
+			kill(-pid, SIGKILL);
+			kill_at = 0;
+		}
+		if (winch && r->master >= 0 && r->in >= 0) {
+			struct winsize ws;
+			winch = 0;
+			if (ioctl(r->in, TIOCGWINSZ, &ws) == 0)
+				ioctl(r->master, TIOCSWINSZ, &ws);
+		}
+		for (int i = 0; i < 3; i++)
+			if (idx[i] >= 0 && r->src[i] >= 0 && (p[idx[i]].revents & (POLLIN | POLLHUP | POLLERR)))
+				relay_one(r, i, NULL);
+		if (idx[3] >= 0 && (p[idx[3]].revents & (POLLIN | POLLHUP | POLLERR))) {
+			char buf[16384];
+			ssize_t n = read(r->in, buf, sizeof(buf));
+			if (n > 0)
+				pisb_write_all(r->master, buf, (size_t)n);
+			else if (n == 0 || errno != EINTR)
+				r->in = -1;   /* keep showing output */
+		}
+		if (pidx >= 0 && !(p[pidx].revents & POLLIN))
+			continue;
+		w = waitpid(pid, status, WNOHANG);
+		if (w == pid)
+			break;
+		if (w < 0 && errno != EINTR) {
+			if (pidfd >= 0)
+				close(pidfd);
+			return pisb_err_sys(e, PISB_EXIT_PISB, "wait");
+		}
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	return 0;
+}
+
+/* The command ended: deliver what it wrote before (a pipe has it already;
+ * a pty's output may still be on its way: wait until it settles), then
+ * hang the pty up. */
+static void relay_finish(struct relay *r)
+{
+	size_t budget = DRAIN_AFTER_EXIT;
+
+	for (int i = 0; i < 2; i++) {
+		if (r->src[i] < 0)
+			continue;
+		fcntl(r->src[i], F_SETFL, fcntl(r->src[i], F_GETFL) | O_NONBLOCK);
+		while (r->src[i] >= 0 && budget && relay_one(r, i, &budget))
+			;
+	}
+	if (r->master >= 0) {
+		fcntl(r->master, F_SETFL, fcntl(r->master, F_GETFL) | O_NONBLOCK);
+		while (r->src[2] >= 0 && budget) {
+			struct pollfd p = { r->master, POLLIN, 0 };
+			if (poll(&p, 1, PTY_IDLE_MS) <= 0)
+				break;
+			while (r->src[2] >= 0 && budget && relay_one(r, 2, &budget))
+				;
+		}
+		close(r->master);
+		r->master = r->src[2] = -1;
+	}
+}
+
+/* What the command left running keeps the pipes: a process inside the
+ * sandbox (its pid namespace and cgroup: stopping the sandbox ends it) reads
+ * and discards until they close, so that it never gets EPIPE. */
+static void drain_in_sandbox(struct relay *r, bool privileged)
+{
+	int fds[2], n = 0;
+	pid_t pid;
+
+	for (int i = 0; i < 2; i++)
+		if (r->src[i] >= 0)
+			fds[n++] = r->src[i];
+	if (!n)
+		return;
+	pid = fork();
+	if (pid == 0) {
+		struct pisb_err ie = PISB_ERR_INIT;
+		int keep[2] = { fds[0], n > 1 ? fds[1] : fds[0] };
+
+		setsid();
+		prctl(PR_SET_DUMPABLE, 0);
+		pisb_sandbox_become_root(privileged, &ie);
+		for (int fd = 0; fd < 1024; fd++)
+			if (fd != keep[0] && fd != keep[1])
+				close(fd);
+		for (int i = 0; i < n; i++)
+			fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) & ~O_NONBLOCK);
+		signal(SIGHUP, SIG_IGN);
+		signal(SIGINT, SIG_IGN);
+		signal(SIGQUIT, SIG_IGN);
+		sigprocmask(SIG_SETMASK, &(sigset_t){ 0 }, NULL);
+		for (;;) {
+			struct pollfd p[2] = { { fds[0], POLLIN, 0 }, { n > 1 ? fds[1] : -1, POLLIN, 0 } };
+			char buf[65536];
+			int open_ = 0;
+			if (poll(p, 2, -1) < 0 && errno != EINTR)
+				_exit(0);
+			for (int i = 0; i < n; i++) {
+				if (fds[i] < 0)
+					continue;
+				if (p[i].revents && read(fds[i], buf, sizeof(buf)) <= 0) {
+					close(fds[i]);
+					fds[i] = -1;
+					p[i].fd = -1;
+				}
+				open_ += fds[i] >= 0;
+			}
+			if (!open_)
+				_exit(0);
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		relay_close(r, i);
+}
 
 int pisb_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 		       int *code, struct pisb_err *e)
@@ -102,60 +347,105 @@ int pisb_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 	_cleanup_free_ char *cwd = NULL;
 	struct pisb_spawn s;
 	struct sigaction sa;
+	struct winsize ws;
+	struct relay rl = { { -1, -1, -1 }, { 1, 2, -1 }, -1, -1, 0, 0, 0, NULL };
 	pid_t caller = getppid(), pid;
-	int err = 0, status;
-	int64_t kill_at = 0;
-	const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+	int err = 0, status = 0, op[2] = { -1, -1 }, ep[2] = { -1, -1 }, tty = -1, rc;
+	bool privileged;
+	sigset_t block, orig;
+	const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH };
 
 	if (target_open(st, r->name, true, &t, e) < 0)
 		return -1;
+	privileged = geteuid() == 0 || t.rt.uid_base == 0;
 	build_argv(r, &av);
 	pisb_sandbox_env(t.cfg, getenv("TERM"), r->env, r->nenv, &env);
 	cwd = pisb_sandbox_cwd(t.cfg, r->cwd);
+	/* we sit in the sandbox's namespaces with the caller's fds: nothing
+	 * there may trace us */
+	prctl(PR_SET_DUMPABLE, 0);
 	/* a caller that dies takes the command with it */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	signal(SIGPIPE, SIG_IGN);
+	memset(&s, 0, sizeof(s));
+	s.stdin_fd = 0;
+	for (int i = 0; i < 3; i++) {
+		if (!isatty(i))
+			continue;
+		s.pty_fds |= 1u << i;
+		if (tty < 0)
+			tty = i;
+	}
+	if ((!(s.pty_fds & 2) && pipe2(op, O_CLOEXEC) < 0) ||
+	    (!(s.pty_fds & 4) && pipe2(ep, O_CLOEXEC) < 0)) {
+		target_release(&t);
+		return pisb_err_sys(e, PISB_EXIT_PISB, "pipe");
+	}
+	if (s.pty_fds && ioctl(tty, TIOCGWINSZ, &ws) == 0)
+		s.pty_size = &ws;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_sig;
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+	sigemptyset(&block);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		sa.sa_handler = sigs[i] == SIGWINCH ? on_winch : on_sig;
 		sigaction(sigs[i], &sa, NULL);
-	memset(&s, 0, sizeof(s));
+		sigaddset(&block, sigs[i]);
+	}
+	/* delivered only inside ppoll: none is missed between a check and it */
+	sigprocmask(SIG_BLOCK, &block, &orig);
 	s.rt = &t.rt;
 	s.argv = av.v;
 	s.envp = env.v;
 	s.cwd = cwd;
-	s.stdin_fd = 0;
-	s.stdout_fd = 1;
-	s.stderr_fd = 2;
+	s.stdout_fd = op[1];
+	s.stderr_fd = ep[1];
+	s.pty_master = &rl.master;
 	/* its own session: no controlling terminal of ours (no TIOCSTI) */
 	s.new_session = true;
 	pid = pisb_sbx_spawn_direct(&s, &err, e);
 	target_release(&t);
-	if (pid < 0)
+	if (op[1] >= 0)
+		close(op[1]);
+	if (ep[1] >= 0)
+		close(ep[1]);
+	if (pid < 0) {
+		if (op[0] >= 0)
+			close(op[0]);
+		if (ep[0] >= 0)
+			close(ep[0]);
+		sigprocmask(SIG_SETMASK, &orig, NULL);
 		return -1;
-	for (;;) {
-		pid_t w = waitpid(pid, &status, kill_at ? WNOHANG : 0);
-		if (w == pid)
-			break;
-		if (w < 0 && errno != EINTR)
-			return pisb_err_sys(e, PISB_EXIT_PISB, "wait");
-		if (pending_sig) {
-			int sig = pending_sig;
-			pending_sig = 0;
-			kill(-pid, sig);
-			/* our caller is gone: make sure nothing stays behind */
-			if ((sig == SIGTERM || sig == SIGHUP) && getppid() != caller && !kill_at)
-				kill_at = pisb_mono_ms() + 2000;
-		}
-		if (kill_at) {
-			if (pisb_mono_ms() >= kill_at) {
-				kill(-pid, SIGKILL);
-				kill_at = 0;
-			} else {
-				struct timespec ts = { 0, 10 * 1000 * 1000 };
-				nanosleep(&ts, NULL);
+	}
+	rl.src[0] = op[0];
+	rl.src[1] = ep[0];
+	if (rl.master >= 0) {
+		rl.src[2] = rl.master;
+		rl.dst[2] = (s.pty_fds & 2) ? 1 : (s.pty_fds & 4) ? 2 : 0;
+		if (s.pty_fds & 1) {
+			/* raw: ^C and friends reach the pty, whose line discipline
+			 * signals the command */
+			struct termios raw;
+			rl.in = 0;
+			if (tcgetattr(0, &saved_tio) == 0) {
+				tio_fd = 0;
+				atexit(restore_tty);
+				raw = saved_tio;
+				cfmakeraw(&raw);
+				tcsetattr(0, TCSAFLUSH, &raw);
 			}
 		}
 	}
+	rc = relay_run(&rl, pid, &status, &orig, caller, e);
+	if (rc < 0) {
+		kill(-pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	relay_finish(&rl);
+	restore_tty();
+	drain_in_sandbox(&rl, privileged);
+	sigprocmask(SIG_SETMASK, &orig, NULL);
+	if (rc < 0)
+		return -1;
 	if (err) {
 		*code = err == ENOENT ? PISB_EXIT_NOCMD : PISB_EXIT_NOEXEC;
 		return pisb_err_set(e, *code, "cannot run '%s': %s", av.v[0], strerror(err));
@@ -535,17 +825,6 @@ int pisb_exec_kill(struct pisb_state *st, const char *name, const char *handle,
 
 /* ---------- shell ---------- */
 
-static struct termios saved_tio;
-static bool tio_saved;
-static volatile sig_atomic_t winch;
-static void on_winch(int s) { (void)s; winch = 1; }
-
-static void restore_tty(void)
-{
-	if (tio_saved)
-		tcsetattr(0, TCSAFLUSH, &saved_tio);
-}
-
 int pisb_exec_shell(struct pisb_state *st, const char *name, const char *user,
 		    int *code, struct pisb_err *e)
 {
@@ -629,7 +908,7 @@ int pisb_exec_shell(struct pisb_state *st, const char *name, const char *user,
 		struct termios raw;
 		struct sigaction sa;
 		if (tcgetattr(0, &saved_tio) == 0) {
-			tio_saved = true;
+			tio_fd = 0;
 			atexit(restore_tty);
 			raw = saved_tio;
 			cfmakeraw(&raw);

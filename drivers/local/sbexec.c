@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/close_range.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -67,10 +69,11 @@ char *pisb_sandbox_cwd(const struct pisb_config *cfg, const char *cwd)
 
 /* In the command's process, inside the sandbox: become root, set up stdio
  * and the environment, exec.  Never returns. */
-static void __attribute__((noreturn)) exec_child(const struct pisb_spawn *s, int pfd)
+static void __attribute__((noreturn)) exec_child(const struct pisb_spawn *s, int pfd,
+						 const char *slave)
 {
 	struct pisb_err ce = PISB_ERR_INIT;
-	int en;
+	int en, tty = -1;
 
 	if (s->pdeathsig)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -78,6 +81,16 @@ static void __attribute__((noreturn)) exec_child(const struct pisb_spawn *s, int
 		setsid();
 	else
 		setpgid(0, 0);
+	if (slave) {
+		/* opened while we are the pty's owner; a new session: it becomes
+		 * its controlling terminal */
+		tty = open(slave, O_RDWR | O_CLOEXEC);
+		if (tty < 0 || ioctl(tty, TIOCSCTTY, 0) < 0) {
+			en = errno;
+			dprintf(2, "pisb: cannot open the terminal '%s': %s\n", slave, strerror(en));
+			_exit(PISB_EXIT_PISB);
+		}
+	}
 	if (pisb_sandbox_become_root(geteuid() == 0 || s->rt->uid_base == 0, &ce) < 0)
 		_exit(PISB_EXIT_PISB);
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
@@ -87,6 +100,9 @@ static void __attribute__((noreturn)) exec_child(const struct pisb_spawn *s, int
 		dup2(s->stdout_fd >= 0 ? s->stdout_fd : null, 1);
 		dup2(s->stderr_fd >= 0 ? s->stderr_fd : null, 2);
 	}
+	for (int i = 0; i < 3 && tty >= 0; i++)
+		if (s->pty_fds & (1u << i))
+			dup2(tty, i);
 	{
 		sigset_t none;
 		sigemptyset(&none);
@@ -94,6 +110,8 @@ static void __attribute__((noreturn)) exec_child(const struct pisb_spawn *s, int
 		for (int sig = 1; sig < NSIG; sig++)
 			signal(sig, SIG_DFL);
 	}
+	/* nothing else of the caller's enters the sandbox */
+	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
 	if (s->cwd && chdir(s->cwd) < 0) {
 		en = errno;
 		dprintf(2, "pisb: cannot enter directory '%s': %s\n", s->cwd, strerror(en));
@@ -132,23 +150,46 @@ static int read_exec_result(int fd, int *err)
 pid_t pisb_sbx_spawn_direct(const struct pisb_spawn *s, int *exec_errno,
 			    struct pisb_err *e)
 {
-	int p[2], err;
+	int p[2], err, master = -1;
+	char slave[64] = "";
 	pid_t cmd;
 
 	if (enter(s, e) < 0)
 		return -1;
-	if (pipe2(p, O_CLOEXEC) < 0)
+	if (s->pty_fds) {
+		/* opened now that we are in the sandbox: its own devpts */
+		master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (master < 0 || grantpt(master) < 0 || unlockpt(master) < 0 ||
+		    ptsname_r(master, slave, sizeof(slave)) != 0) {
+			pisb_err_sys(e, PISB_EXIT_PISB, "open a terminal in the sandbox");
+			if (master >= 0)
+				close(master);
+			return -1;
+		}
+		if (s->pty_size)
+			ioctl(master, TIOCSWINSZ, s->pty_size);
+	}
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		if (master >= 0)
+			close(master);
 		return pisb_err_sys(e, PISB_EXIT_PISB, "pipe");
+	}
 	cmd = fork();
 	if (cmd < 0) {
 		close(p[0]);
 		close(p[1]);
+		if (master >= 0)
+			close(master);
 		return pisb_err_sys(e, PISB_EXIT_PISB, "fork");
 	}
 	if (cmd == 0) {
 		close(p[0]);
-		exec_child(s, p[1]);
+		exec_child(s, p[1], master >= 0 ? slave : NULL);
 	}
+	if (s->pty_master)
+		*s->pty_master = master;
+	else if (master >= 0)
+		close(master);
 	close(p[1]);
 	read_exec_result(p[0], &err);
 	close(p[0]);
@@ -195,7 +236,7 @@ pid_t pisb_sbx_spawn(const struct pisb_spawn *s, int *exec_errno,
 		if (cmd < 0)
 			_exit(1);
 		if (cmd == 0)
-			exec_child(s, p[1]);
+			exec_child(s, p[1], NULL);
 		pisb_write_all(p[1], &(int){ 0 }, sizeof(int));
 		pisb_write_all(p[1], &cmd, sizeof(cmd));
 		_exit(0);

@@ -17,6 +17,7 @@ struct pisb_err;
 struct pisb_config;
 struct pisb_runtime;
 struct pisb_strv;
+struct winsize;
 
 /* The environment inside: a small safe set, the config's env, then extra
  * ("K=V" each).  Nothing of the caller's environment unless in extra. */
@@ -31,6 +32,13 @@ struct pisb_spawn {
 	int stdin_fd, stdout_fd, stderr_fd;  /* -1: /dev/null */
 	bool new_session;               /* setsid (else setpgid) */
 	bool pdeathsig;                 /* die with the spawner */
+	/* pisb_sbx_spawn_direct only: fds (bit 0, 1, 2) that get the slave of
+	 * a new pty of the sandbox's own devpts, its controlling terminal
+	 * (new_session must be set); its master, O_CLOEXEC, in *pty_master,
+	 * sized pty_size (NULL: the default) */
+	unsigned pty_fds;
+	const struct winsize *pty_size;
+	int *pty_master;
 };
 
 /* Returns the pid, or -1.  Exec failures inside are reported through

@@ -653,7 +653,7 @@ static void log_write(struct pisb_services *s, struct svc *v, const char *b, siz
 		rotate(s, v);
 	if (v->log_fd < 0)
 		return;
-	if (pisb_write_all(v->log_fd, b, n) == 0)
+	if (pisb_write_all(v->log_fd, b, n) == (ssize_t)n)
 		v->log_size += (long long)n;
 }
 
