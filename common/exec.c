@@ -131,7 +131,25 @@ struct relay {
 	/* handles: src[0] goes to dst[0] until cap bytes, then is counted */
 	long long cap, kept, dropped;
 	const char *marker;
+	int hdir;          /* handles: where `dropped` is kept up to date, or -1 */
+	int64_t noted_at;
+	long long noted;
 };
+
+/* Handles: how many bytes were dropped so far, for exec-status while the
+ * command runs (status.json has the final count). */
+static void note_dropped(struct relay *r)
+{
+	struct pisb_err ie = PISB_ERR_INIT;
+	char num[32];
+
+	if (r->hdir < 0 || r->dropped == r->noted)
+		return;
+	snprintf(num, sizeof(num), "%lld", r->dropped);
+	pisb_atomic_write(r->hdir, "dropped", num, strlen(num), 0600, &ie);
+	r->noted = r->dropped;
+	r->noted_at = pisb_mono_ms();
+}
 
 static void relay_close(struct relay *r, int i)
 {
@@ -166,6 +184,8 @@ static bool relay_one(struct relay *r, int i, size_t *budget)
 			if (!r->dropped && r->marker)
 				pisb_write_all(r->dst[i], r->marker, strlen(r->marker));
 			r->dropped += n - room;
+			if (pisb_mono_ms() - r->noted_at >= 250)
+				note_dropped(r);
 		}
 		return true;
 	}
@@ -348,7 +368,7 @@ int pisb_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 	struct pisb_spawn s;
 	struct sigaction sa;
 	struct winsize ws;
-	struct relay rl = { { -1, -1, -1 }, { 1, 2, -1 }, -1, -1, 0, 0, 0, NULL };
+	struct relay rl = { { -1, -1, -1 }, { 1, 2, -1 }, -1, -1, 0, 0, 0, NULL, -1, 0, 0 };
 	pid_t caller = getppid(), pid;
 	int err = 0, status = 0, op[2] = { -1, -1 }, ep[2] = { -1, -1 }, tty = -1, rc;
 	bool privileged;
@@ -515,6 +535,23 @@ static void wait_done(int hdir, int timeout_ms)
 	}
 }
 
+/* Bytes dropped past the cap: status.json's count once done, else the
+ * runner's running count. */
+static long long handle_dropped(int hdir)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	const char *p;
+
+	if (pisb_read_file_at(hdir, "status.json", &b, 256) == 0 && b.s &&
+	    (p = strstr(b.s, "\"droppedBytes\":")))
+		return atoll(p + 15);
+	pisb_buf_release(&b);
+	b = (struct pisb_buf)PISB_BUF_INIT;
+	if (pisb_read_file_at(hdir, "dropped", &b, 64) == 0 && b.s)
+		return atoll(b.s);
+	return 0;
+}
+
 int pisb_exec_report(int hdir, const char *handle, bool done, int ec, bool running,
 		     struct pisb_jw *w, struct pisb_err *e)
 {
@@ -525,6 +562,7 @@ int pisb_exec_report(int hdir, const char *handle, bool done, int ec, bool runni
 	struct stat sb;
 	ssize_t n = 0;
 	bool truncated = false;
+	long long dropped;
 
 	if (pisb_read_file_at(hdir, "offset", &off, 64) == 0 && off.s)
 		offset = atoll(off.s);
@@ -557,6 +595,11 @@ int pisb_exec_report(int hdir, const char *handle, bool done, int ec, bool runni
 				return -1;
 		}
 	}
+	/* output past the handle's cap was dropped: every answer from the
+	 * one that reaches the end of what was kept says so */
+	dropped = handle_dropped(hdir);
+	if (dropped > 0 && offset >= (long long)sb.st_size)
+		truncated = true;
 	pisb_jw_obj(w);
 	pisb_jw_kstr(w, "pid", handle);
 	pisb_jw_kbool(w, "running", running);
@@ -568,6 +611,10 @@ int pisb_exec_report(int hdir, const char *handle, bool done, int ec, bool runni
 	else
 		pisb_jw_null(w);
 	pisb_jw_kbool(w, "truncated", truncated);
+	if (dropped > 0) {
+		pisb_jw_key(w, "droppedBytes");
+		pisb_jw_int(w, dropped);
+	}
 	pisb_jw_obj_end(w);
 	return 0;
 }
@@ -628,20 +675,28 @@ void pisb_exec_prune(int edir, bool (*is_handle)(const char *name))
 }
 
 /* The runner: a detached process that runs the command, then records its
- * status.  It holds the handle's lock for as long as the command lives. */
+ * status.  It holds the handle's lock for as long as the command lives.
+ * The command writes into a pipe; the runner keeps the first
+ * PISB_EXEC_OUTPUT_MAX bytes in `output` and counts the rest in `dropped`. */
 static void __attribute__((noreturn)) runner(struct target *t, int hdir, char **argv,
 					     char **envp, const char *cwd, int sync_fd)
 {
 	struct pisb_err e = PISB_ERR_INIT;
 	struct pisb_spawn s;
-	int lock, out, err = 0, status;
+	struct relay rl = { { -1, -1, -1 }, { -1, -1, -1 }, -1, -1, PISB_EXEC_OUTPUT_MAX, 0, 0,
+			    "\n[pisb: output past " PISB_EXEC_OUTPUT_MAX_TEXT " dropped]\n", -1, 0, 0 };
+	int lock, out, err = 0, status, op[2];
 	pid_t pid;
-	char num[32], js[64];
+	char num[32], js[96];
+	sigset_t none;
 
 	setsid();
+	prctl(PR_SET_DUMPABLE, 0);
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&none);
 	lock = pisb_lock_acquire(hdir, "lock", true, 0, "handle", &e);
 	out = openat(hdir, "output", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	if (lock < 0 || out < 0)
+	if (lock < 0 || out < 0 || pipe2(op, O_CLOEXEC) < 0)
 		_exit(1);
 	memset(&s, 0, sizeof(s));
 	s.rt = &t->rt;
@@ -649,10 +704,11 @@ static void __attribute__((noreturn)) runner(struct target *t, int hdir, char **
 	s.envp = envp;
 	s.cwd = cwd;
 	s.stdin_fd = -1;
-	s.stdout_fd = out;
-	s.stderr_fd = out;
+	s.stdout_fd = op[1];
+	s.stderr_fd = op[1];
 	s.new_session = true;
 	pid = pisb_sbx_spawn_direct(&s, &err, &e);
+	close(op[1]);
 	if (pid < 0) {
 		dprintf(out, "pisb: %s\n", e.msg);
 		status = (e.code ? e.code : PISB_EXIT_PISB) << 8;
@@ -662,15 +718,26 @@ static void __attribute__((noreturn)) runner(struct target *t, int hdir, char **
 		pisb_write_all(sync_fd, "s", 1);
 		close(sync_fd);
 		sync_fd = -1;
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
+		rl.src[0] = op[0];
+		rl.dst[0] = out;
+		rl.hdir = hdir;
+		if (relay_run(&rl, pid, &status, &none, 0, &e) < 0) {
+			kill(-pid, SIGKILL);
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+		}
+		relay_finish(&rl);
 		if (err)
 			status = (err == ENOENT ? PISB_EXIT_NOCMD : PISB_EXIT_NOEXEC) << 8;
 	}
-	snprintf(js, sizeof(js), "{\"exitCode\":%d}\n", pisb_wait_code(status));
+	snprintf(js, sizeof(js), "{\"exitCode\":%d,\"droppedBytes\":%lld}\n", pisb_wait_code(status),
+		 rl.dropped);
+	note_dropped(&rl);
 	pisb_atomic_write(hdir, "status.json", js, strlen(js), 0600, &e);
 	if (sync_fd >= 0)
 		pisb_write_all(sync_fd, "s", 1);
+	/* what it left running may write on: not into the handle */
+	drain_in_sandbox(&rl, geteuid() == 0 || t->rt.uid_base == 0);
 	_exit(0);
 }
 

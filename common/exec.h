@@ -20,6 +20,9 @@ struct pisb_state;
 struct pisb_jw;
 
 #define PISB_EXEC_CAP (64 * 1024)
+/* A handle keeps the first 8 MiB of output; the rest is counted, dropped */
+#define PISB_EXEC_OUTPUT_MAX (8LL * 1024 * 1024)
+#define PISB_EXEC_OUTPUT_MAX_TEXT "8 MiB"
 #define PISB_EXEC_KEEP 128
 
 struct pisb_exec_req {
