@@ -9,6 +9,15 @@ init=$(pisb inspect bx | jq -r .controller.initPid)
 p=$(median_ms pisb exec bx -- true)
 n=$(median_ms nsenter -t "$init" -U -m -p -n -i -u -C -r -w --preserve-credentials true)
 row "pisb exec bx -- true" "$p" "nsenter -t PID (same sbx)" "$n" 2
+# the shell of --sh/--bash: its start (a login environment captured once
+# per sandbox start, no profile at each call) against an argv exec
+pisb exec bx --sh true && pisb exec bx --bash true
+s=$(median_ms pisb exec bx --sh true)
+row "pisb exec bx --sh true" "$s" "pisb exec bx -- true" "$p" 1.2
+bb=$(median_ms pisb exec bx --bash true)
+ba=$(median_ms pisb exec bx -- /bin/bash -c true)
+row "pisb exec bx --bash true" "$bb" "pisb exec bx -- /bin/bash -c true" "$ba" 1.2
+row "pisb exec bx --bash true" "$bb" "pisb exec bx -- true" "$p"
 if command -v bwrap >/dev/null; then
 	b=$(median_ms bwrap --unshare-all --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev true)
 	row "pisb exec bx -- true" "$p" "bwrap ... true" "$b"

@@ -28,11 +28,15 @@ static int report(struct pisb_ctx *c, struct pisb_buf *b, int code, bool running
 		_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
 		_cleanup_free_ char *h = pisb_json_str(&j, pisb_json_get(&j, 0, "pid"));
 		bool trunc = false;
+		long long dropped = 0;
 		t = pisb_json_get(&j, 0, "output");
 		pisb_json_str_buf(&j, t, &out);
 		pisb_json_bool(&j, pisb_json_get(&j, 0, "truncated"), &trunc);
+		pisb_json_int(&j, pisb_json_get(&j, 0, "droppedBytes"), &dropped);
 		pisb_write_all(1, out.s ? out.s : "", out.len);
-		if (trunc)
+		if (dropped > 0)
+			pisb_front_info(c, "[%lld bytes of output past what a handle keeps were dropped]", dropped);
+		else if (trunc)
 			pisb_front_info(c, "[output truncated at 64 KiB: run 'pisb exec-status %s %s' for more]",
 					c->a.pos[0], h ? h : "");
 		if (running)
@@ -65,6 +69,11 @@ static const struct {
 
 static int cmd_exec(struct pisb_ctx *c)
 {
+	static char *bash_argv[] = {
+		"/bin/sh", "-c",
+		"if [ -x /bin/bash ]; then exec /bin/bash -lc \"$1\"; fi; exec /bin/sh -lc \"$1\"",
+		"sh", NULL, NULL,
+	};
 	struct pisb_exec_req r = { 0 };
 	const char *envs[256];
 	size_t nenv = pisb_args_all(&c->a, "env", envs, 256);
@@ -78,6 +87,12 @@ static int cmd_exec(struct pisb_ctx *c)
 			return pisb_err_set(&c->err, PISB_EXIT_USAGE, "--env '%s': expected K=V", envs[i]);
 	r.name = c->a.pos[0];
 	r.sh = pisb_args_get(&c->a, "sh");
+	if (pisb_args_get(&c->a, "bash")) {
+		if (r.sh)
+			return pisb_err_set(&c->err, PISB_EXIT_USAGE, "exec: give --sh or --bash, not both");
+		r.sh = pisb_args_get(&c->a, "bash");
+		r.bash = true;
+	}
 	r.argv = c->a.cmd;
 	r.argc = c->a.ncmd;
 	r.cwd = pisb_args_get(&c->a, "cwd");
@@ -85,12 +100,19 @@ static int cmd_exec(struct pisb_ctx *c)
 	r.nenv = nenv;
 	if ((r.sh != NULL) == (r.argc > 0))
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
-				    "exec: give either --sh STRING or -- CMD [ARG]... (usage: pisb exec %s)",
+				    "exec: give either --sh STRING, --bash STRING or -- CMD [ARG]... (usage: pisb exec %s)",
 				    c->a.verb->synopsis);
 	if (pisb_args_int(&c->a, "timeout-ms", 0, 60000, -1, &tmo, &c->err) < 0)
 		return -1;
 	if ((d = pisb_instance_driver(&c->st, r.name, &c->err)) < 0)
 		return -1;
+	if (r.bash && d != PISB_DRIVER_LOCAL) {
+		/* the other drivers run argv: bash if the sandbox has it, else sh */
+		r.argv = bash_argv;
+		r.argc = 5;
+		bash_argv[4] = (char *)r.sh;
+		r.sh = NULL;
+	}
 	pisb_os_set_verbose(c->a.verbose);
 	if (tmo < 0) {
 		if (c->a.json)

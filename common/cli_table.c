@@ -72,7 +72,8 @@ static const struct pisb_opt connect_opts[] = {
 static const struct pisb_opt exec_opts[] = {
 	OPT("cwd", 0, "DIR", "working directory (workspace-relative or absolute inside the sandbox)"),
 	MULTI("env", 'e', "K=V", "set a variable for the command (repeatable)"),
-	OPT("sh", 0, "STRING", "run STRING through /bin/sh -lc instead of CMD"),
+	OPT("sh", 0, "STRING", "run STRING with /bin/sh -c in a login shell's environment instead of CMD"),
+	OPT("bash", 0, "STRING", "the same with /bin/bash when the sandbox has it (else /bin/sh)"),
 	INT("timeout-ms", 0, "N", "wait at most N ms (0-60000), then return a handle; output is collected, not streamed"),
 	END,
 };
@@ -174,7 +175,7 @@ const struct pisb_verb pisb_verbs[] = {
 	  "check this host for what each driver needs", none_opts),
 	V("validate", "pisb-create", "-f FILE", NULL, NULL, NULL, 0, 0, false,
 	  "check a sandbox.yaml and print it normalised", validate_opts),
-	V("exec", "pisb-exec", "NAME [--cwd DIR] [--env K=V]... [--timeout-ms N] (--sh STRING | -- CMD [ARG]...)", "name", NULL, NULL, 1, 1, true,
+	V("exec", "pisb-exec", "NAME [--cwd DIR] [--env K=V]... [--timeout-ms N] (--sh STRING | --bash STRING | -- CMD [ARG]...)", "name", NULL, NULL, 1, 1, true,
 	  "run a command in a sandbox", exec_opts),
 	V("exec-status", "pisb-exec", "NAME HANDLE [--timeout-ms N]", "name", "handle", NULL, 2, 2, false,
 	  "new output and status of a detached command", exec_status_opts),

@@ -78,16 +78,201 @@ fail:
 	return -1;
 }
 
-static void build_argv(const struct pisb_exec_req *r, struct pisb_strv *av)
+/* ---------- the shell of --sh and --bash ----------
+ *
+ * A login shell at every call costs a profile's worth of work (Debian's runs
+ * /etc/profile, the scripts of /etc/profile.d, ~/.profile, `mesg n`): ~15 ms.  So the
+ * environment a login shell sets up is captured once per sandbox start (per
+ * generation: exec/login-SHELL-GEN, NUL-separated, "shell=PATH" first) and
+ * each call runs `SHELL -c STRING` with it.  If it cannot be captured (no
+ * `env -0` in the sandbox, say), the calls run `SHELL -lc STRING`. */
+
+#define LOGIN_ENV_MAX (256 * 1024)
+#define LOGIN_ENV_TIMEOUT_MS 5000
+
+/* Run `shell -lc 'exec env -0'` in the sandbox; its output in *out.
+ * Returns the exec errno (ENOENT: no such shell), 0 when it ran, -1 when
+ * it could not start or failed. */
+static int capture_login(struct target *t, const char *shell, struct pisb_buf *out)
 {
-	if (r->sh) {
-		pisb_strv_push(av, "/bin/sh");
-		pisb_strv_push(av, "-lc");
-		pisb_strv_push(av, r->sh);
-		return;
+	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT;
+	char *argv[] = { (char *)shell, "-lc", "exec env -0", NULL };
+	int p[2], result[2] = { -1, 0 }, rp[2];
+	int64_t deadline = pisb_mono_ms() + LOGIN_ENV_TIMEOUT_MS;
+	pid_t helper;
+
+	pisb_sandbox_env(t->cfg, "dumb", NULL, 0, &env);
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	if (pipe2(rp, O_CLOEXEC) < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
 	}
-	for (size_t i = 0; i < r->argc; i++)
-		pisb_strv_push(av, r->argv[i]);
+	helper = fork();
+	if (helper == 0) {
+		/* joining the sandbox is once per process: a helper does it */
+		struct pisb_err ie = PISB_ERR_INIT;
+		struct pisb_spawn s;
+		int err = 0, status = 0;
+		pid_t pid;
+
+		prctl(PR_SET_DUMPABLE, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(p[0]);
+		close(rp[0]);
+		memset(&s, 0, sizeof(s));
+		s.rt = &t->rt;
+		s.argv = argv;
+		s.envp = env.v;
+		s.cwd = "/";
+		s.stdin_fd = -1;
+		s.stdout_fd = p[1];
+		s.stderr_fd = -1;
+		s.new_session = true;
+		s.pdeathsig = true;
+		pid = pisb_sbx_spawn_direct(&s, &err, &ie);
+		close(p[1]);
+		if (pid > 0)
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+		result[0] = pid < 0 ? -1 : err ? err : 0;
+		result[1] = pid < 0 ? -1 : pisb_wait_code(status);
+		pisb_write_all(rp[1], result, sizeof(result));
+		_exit(0);
+	}
+	close(p[1]);
+	close(rp[1]);
+	if (helper < 0) {
+		close(p[0]);
+		close(rp[0]);
+		return -1;
+	}
+	for (;;) {
+		struct pollfd pf = { p[0], POLLIN, 0 };
+		char buf[16384];
+		int64_t left = deadline - pisb_mono_ms();
+		ssize_t n;
+
+		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+			break;
+		n = read(p[0], buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || out->len + (size_t)n > LOGIN_ENV_MAX)
+			break;
+		pisb_buf_add(out, buf, (size_t)n);
+	}
+	close(p[0]);
+	{
+		struct pollfd pf = { rp[0], POLLIN, 0 };
+		int64_t left = deadline - pisb_mono_ms();
+		if (left < 1)
+			left = 1;
+		if (poll(&pf, 1, (int)left) <= 0 ||
+		    pisb_read_all(rp[0], result, sizeof(result)) != sizeof(result))
+			result[0] = -1;
+	}
+	kill(helper, SIGKILL);   /* a profile that never ends: its command goes too */
+	close(rp[0]);
+	while (waitpid(helper, NULL, 0) < 0 && errno == EINTR)
+		;
+	if (result[0] != 0)
+		return result[0];
+	return result[1] == 0 ? 0 : -1;
+}
+
+/* Not carried from the captured environment: the shell's own, and ours. */
+static bool login_skip(const char *kv)
+{
+	static const char *const skip[] = { "PWD=", "OLDPWD=", "SHLVL=", "_=", "TERM=", NULL };
+	const char *eq = strchr(kv, '=');
+
+	if (!eq || eq == kv)
+		return true;
+	for (const char *c = kv; c < eq; c++)
+		if (!(*c == '_' || (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
+		      (c > kv && *c >= '0' && *c <= '9')))
+			return true;
+	for (int i = 0; skip[i]; i++)
+		if (pisb_str_starts(kv, skip[i]))
+			return true;
+	return false;
+}
+
+/* The shell (its path in *shell) and login environment (K=V in env) for a
+ * --sh or --bash call; *login: no captured environment, run it with -l. */
+static void login_env(struct target *t, bool bash, const char **shell, bool *login,
+		      struct pisb_strv *env)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	_cleanup_free_ char *path = xasprintf("exec/login-%s-%s", bash ? "bash" : "sh", t->rt.generation);
+	const char *p, *end;
+
+	*shell = bash ? "/bin/bash" : "/bin/sh";
+	*login = true;
+	if (pisb_read_file_at(t->idir, path, &b, LOGIN_ENV_MAX + 64) < 0 || !b.len) {
+		struct pisb_buf cap = PISB_BUF_INIT;
+		struct pisb_err ie = PISB_ERR_INIT;
+		int r = capture_login(t, *shell, &cap);
+
+		if (r == ENOENT && bash) {
+			/* no bash in the sandbox: sh, as --bash documents */
+			pisb_buf_release(&cap);
+			cap = (struct pisb_buf)PISB_BUF_INIT;
+			*shell = "/bin/sh";
+			r = capture_login(t, *shell, &cap);
+		}
+		pisb_buf_release(&b);
+		b = (struct pisb_buf)PISB_BUF_INIT;
+		pisb_buf_adds(&b, "shell=");
+		pisb_buf_adds(&b, *shell);
+		pisb_buf_add(&b, "", 1);
+		if (r == 0 && cap.len) {
+			pisb_buf_adds(&b, "login=0");
+			pisb_buf_add(&b, "", 1);
+			pisb_buf_add(&b, cap.s, cap.len);
+		}
+		pisb_buf_release(&cap);
+		if (pisb_mkdirs_at(t->idir, "exec", 0700, &ie) == 0)
+			pisb_atomic_write(t->idir, path, b.s, b.len, 0600, &ie);
+	}
+	for (p = b.s, end = b.s + b.len; p < end; p += strlen(p) + 1) {
+		if (p == b.s) {
+			*shell = pisb_str_starts(p, "shell=/bin/bash") ? "/bin/bash" : "/bin/sh";
+			continue;
+		}
+		if (!strcmp(p, "login=0")) {
+			*login = false;
+			continue;
+		}
+		if (!*login && !login_skip(p))
+			pisb_strv_push(env, p);
+	}
+}
+
+/* argv and environment of a request. */
+static void prepare(struct target *t, const struct pisb_exec_req *r, const char *term,
+		    struct pisb_strv *av, struct pisb_strv *env)
+{
+	_cleanup_strv_ struct pisb_strv extra = PISB_STRV_INIT;
+
+	if (r->sh) {
+		const char *shell;
+		bool login;
+
+		login_env(t, r->bash, &shell, &login, &extra);
+		pisb_strv_push(av, shell);
+		pisb_strv_push(av, login ? "-lc" : "-c");
+		pisb_strv_push(av, r->sh);
+	} else {
+		for (size_t i = 0; i < r->argc; i++)
+			pisb_strv_push(av, r->argv[i]);
+	}
+	/* the request's --env last: it wins over the profile's */
+	for (size_t i = 0; i < r->nenv; i++)
+		pisb_strv_push(&extra, r->env[i]);
+	pisb_sandbox_env(t->cfg, term, extra.v, extra.n, env);
 }
 
 /* ---------- attached ---------- */
@@ -378,8 +563,7 @@ int pisb_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 	if (target_open(st, r->name, true, &t, e) < 0)
 		return -1;
 	privileged = geteuid() == 0 || t.rt.uid_base == 0;
-	build_argv(r, &av);
-	pisb_sandbox_env(t.cfg, getenv("TERM"), r->env, r->nenv, &env);
+	prepare(&t, r, getenv("TERM"), &av, &env);
 	cwd = pisb_sandbox_cwd(t.cfg, r->cwd);
 	/* we sit in the sandbox's namespaces with the caller's fds: nothing
 	 * there may trace us */
@@ -754,8 +938,7 @@ int pisb_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
 
 	if (target_open(st, r->name, true, &t, e) < 0)
 		return -1;
-	build_argv(r, &av);
-	pisb_sandbox_env(t.cfg, "dumb", r->env, r->nenv, &env);
+	prepare(&t, r, "dumb", &av, &env);
 	cwd = pisb_sandbox_cwd(t.cfg, r->cwd);
 	if (pisb_mkdirs_at(t.idir, "exec", 0700, e) < 0)
 		goto out;

@@ -29,7 +29,8 @@ struct pisb_exec_req {
 	const char *name;
 	char *const *argv;      /* or NULL with sh */
 	size_t argc;
-	const char *sh;         /* run through /bin/sh -lc */
+	const char *sh;         /* run through /bin/sh -c, the login environment */
+	bool bash;              /* sh through /bin/bash when the sandbox has it */
 	const char *cwd;
 	char *const *env;       /* "K=V" */
 	size_t nenv;

@@ -27,8 +27,8 @@ _pisb_verb() {
       vals="" pos="" ;;
     validate) opts="--file -f"
       vals=" --file:file -f:file" pos="" ;;
-    exec) opts="--cwd --env -e --sh --timeout-ms"
-      vals=" --cwd:none --env:none -e:none --sh:none --timeout-ms:none" pos="name" dd=1 ;;
+    exec) opts="--cwd --env -e --sh --bash --timeout-ms"
+      vals=" --cwd:none --env:none -e:none --sh:none --bash:none --timeout-ms:none" pos="name" dd=1 ;;
     exec-status) opts="--timeout-ms"
       vals=" --timeout-ms:none" pos="name none" ;;
     exec-kill) opts=""
