@@ -51,7 +51,8 @@
 #define RESTART_DELAY_MS 1000
 #define STOP_GRACE_MS 2000
 #define LOG_MAX (1024 * 1024)      /* SERVICE.log, then SERVICE.log.1: 2 MiB at most */
-#define LOG_RATE (256 * 1024)      /* bytes kept per second; the rest is dropped */
+#define LOG_RATE (256 * 1024)      /* bytes kept per second, after a burst of */
+#define LOG_BURST (1024 * 1024)    /* this; the rest is dropped */
 #define LOG_DROP_PAUSE_MS 10       /* while dropping: one read per pause */
 #define ADHOC_TIMEOUT_MS 60000
 #define PROBE_FAST_MS 10        /* the first 2 s after a start */
@@ -100,9 +101,10 @@ struct svc {
 	char *spawn_err;
 	int log_fd;
 	long long log_size;     /* bytes in log_fd */
+	bool log_midline;       /* its last byte is not a newline */
 	int out_r, out_w, oidx; /* the pipe the service writes its output into */
-	int64_t out_window, out_resume;
-	long long out_window_bytes, out_dropped;
+	int64_t out_filled, out_noted, out_resume;
+	long long out_tokens, out_dropped;  /* bytes it may write now; dropped since noted */
 	/* readiness */
 	enum rstate rs;
 	int64_t rdeadline, probe_at;
@@ -639,12 +641,12 @@ static char *public_url(const struct svc *v)
 /* ---------- processes ---------- */
 
 /* Logs: only the controller writes them.  A service writes into a pipe
- * (out_r/out_w) that the loop drains into logs/SERVICE.log: at most
- * LOG_RATE bytes a second are kept, the rest of that second is dropped
- * (then one line says how much), and past LOG_MAX the log is renamed to
- * SERVICE.log.1, so a service holds at most 2 * LOG_MAX on the host.  While
- * it drops, the loop reads once per LOG_DROP_PAUSE_MS: a flood costs the
- * controller little and the service waits at most that long. */
+ * (out_r/out_w) that the loop drains into logs/SERVICE.log: a token bucket
+ * keeps a burst of LOG_BURST bytes, then LOG_RATE bytes a second, and drops
+ * the rest (one line a second says how much); past LOG_MAX the log is
+ * renamed to SERVICE.log.1, so a service holds at most 2 * LOG_MAX on the
+ * host.  While it drops, the loop reads once per LOG_DROP_PAUSE_MS: a flood
+ * costs the controller little and the service waits at most that long. */
 static void rotate(struct pisb_services *s, struct svc *v);
 
 static void log_write(struct pisb_services *s, struct svc *v, const char *b, size_t n)
@@ -653,8 +655,11 @@ static void log_write(struct pisb_services *s, struct svc *v, const char *b, siz
 		rotate(s, v);
 	if (v->log_fd < 0)
 		return;
-	if (pisb_write_all(v->log_fd, b, n) == (ssize_t)n)
+	if (pisb_write_all(v->log_fd, b, n) == (ssize_t)n) {
 		v->log_size += (long long)n;
+		if (n)
+			v->log_midline = b[n - 1] != '\n';
+	}
 }
 
 static void log_line(struct pisb_services *s, struct svc *v, const char *fmt, ...)
@@ -668,7 +673,8 @@ static void log_line(struct pisb_services *s, struct svc *v, const char *fmt, ..
 	if (v->log_fd < 0)
 		return;
 	pisb_time_rfc3339(pisb_now_ms() / 1000, ts);
-	n = snprintf(buf, sizeof(buf), "[pisb %s] ", ts);
+	/* on a line of its own, after output that ended without a newline */
+	n = snprintf(buf, sizeof(buf), "%s[pisb %s] ", v->log_midline ? "\n" : "", ts);
 	va_start(ap, fmt);
 	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
 	va_end(ap);
@@ -712,6 +718,7 @@ static int open_log(struct pisb_services *s, struct svc *v)
 			fcntl(fd, F_SETFL, O_APPEND);
 			v->log_fd = fd;
 			v->log_size = sb.st_size;
+			v->log_midline = false;
 			return 0;
 		}
 		if (fd >= 0)
@@ -756,43 +763,48 @@ static void note_dropped(struct pisb_services *s, struct svc *v)
 {
 	if (!v->out_dropped)
 		return;
-	log_line(s, v, "dropped %lld bytes of output: '%s' wrote more than %d KiB in a second, the most its log keeps",
-		 v->out_dropped, v->name, LOG_RATE / 1024);
+	log_line(s, v, "dropped %lld bytes of output: '%s' wrote more than its log keeps (%d KiB a second after a burst of %d KiB)",
+		 v->out_dropped, v->name, LOG_RATE / 1024, LOG_BURST / 1024);
 	v->out_dropped = 0;
+	v->out_noted = pisb_mono_ms();
 }
 
-/* The service's pipe is readable: keep what the rate allows, drop the rest. */
+/* The service's pipe is readable: keep what the bucket allows, drop the rest. */
 static void drain_out(struct pisb_services *s, struct svc *v)
 {
 	char buf[65536];
 	int64_t now = pisb_mono_ms();
 
+	if (!v->out_filled) {
+		v->out_filled = now;
+		v->out_tokens = LOG_BURST;
+	} else if (now > v->out_filled) {
+		v->out_tokens += (now - v->out_filled) * LOG_RATE / 1000;
+		if (v->out_tokens > LOG_BURST)
+			v->out_tokens = LOG_BURST;
+		v->out_filled = now;
+	}
 	for (int i = 0; i < 16; i++) {
 		ssize_t n;
-		long long room;
+		long long keep;
 
-		if (now - v->out_window >= 1000) {
-			note_dropped(s, v);
-			v->out_window = now;
-			v->out_window_bytes = 0;
-		}
 		n = read(v->out_r, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return;
-		room = LOG_RATE - v->out_window_bytes;
-		if (room > n)
-			room = n;
-		if (room > 0)
-			log_write(s, v, buf, (size_t)room);
-		v->out_window_bytes += room;
-		if (room < n) {
-			v->out_dropped += n - room;
+			break;
+		keep = v->out_tokens < n ? v->out_tokens : n;
+		if (keep > 0)
+			log_write(s, v, buf, (size_t)keep);
+		v->out_tokens -= keep;
+		if (keep < n) {
+			v->out_dropped += n - keep;
 			v->out_resume = now + LOG_DROP_PAUSE_MS;
-			return;
+			break;
 		}
 	}
+	if (v->out_dropped && now - v->out_noted >= 1000)
+		note_dropped(s, v);
 }
 
 static char *subst_refs(struct pisb_services *s, const char *val)
@@ -1511,8 +1523,8 @@ static void tick(struct pisb_services *s)
 	}
 	for (size_t i = 0; i < s->n; i++) {
 		struct svc *v = s->v[i];
-		/* a second with drops ends even when nothing more comes */
-		if (v->out_dropped && now - v->out_window >= 1000)
+		/* drops are said even when nothing more comes */
+		if (v->out_dropped && now - v->out_noted >= 1000)
 			note_dropped(s, v);
 	}
 	check_waiters(s);
@@ -1614,7 +1626,7 @@ int pisb_services_pollfds(struct pisb_services *s, struct pollfd *p, int max,
 			}
 		}
 		if (v->out_dropped)
-			lower(timeout_ms, v->out_window + 1000, now);
+			lower(timeout_ms, v->out_noted + 1000, now);
 		if (v->lfd >= 0 && !paused && n < max) {
 			p[n] = (struct pollfd){ v->lfd, POLLIN, 0 };
 			v->lidx = n++;
