@@ -83,7 +83,7 @@ fail:
  * A login shell at every call costs a profile's worth of work (Debian's runs
  * /etc/profile, the scripts of /etc/profile.d, ~/.profile, `mesg n`): ~15 ms.  So the
  * environment a login shell sets up is captured once per sandbox start (per
- * generation: exec/login-SHELL-GEN, NUL-separated, "shell=PATH" first) and
+ * generation: shellenv/SHELL-GEN, NUL-separated, "shell=PATH" first) and
  * each call runs `SHELL -c STRING` with it.  If it cannot be captured (no
  * `env -0` in the sandbox, say), the calls run `SHELL -lc STRING`. */
 
@@ -200,13 +200,33 @@ static bool login_skip(const char *kv)
 	return false;
 }
 
+/* Remove the captured environments of earlier runs. */
+static void forget_other_runs(int idir, const char *gen)
+{
+	int fd = openat(idir, "shellenv", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		const char *dash = strchr(de->d_name, '-');
+		if (de->d_name[0] != '.' && dash && strcmp(dash + 1, gen))
+			unlinkat(fd, de->d_name, 0);
+	}
+	closedir(d);
+}
+
 /* The shell (its path in *shell) and login environment (K=V in env) for a
  * --sh or --bash call; *login: no captured environment, run it with -l. */
 static void login_env(struct target *t, bool bash, const char **shell, bool *login,
 		      struct pisb_strv *env)
 {
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
-	_cleanup_free_ char *path = xasprintf("exec/login-%s-%s", bash ? "bash" : "sh", t->rt.generation);
+	_cleanup_free_ char *path = xasprintf("shellenv/%s-%s", bash ? "bash" : "sh", t->rt.generation);
 	const char *p, *end;
 
 	*shell = bash ? "/bin/bash" : "/bin/sh";
@@ -234,8 +254,10 @@ static void login_env(struct target *t, bool bash, const char **shell, bool *log
 			pisb_buf_add(&b, cap.s, cap.len);
 		}
 		pisb_buf_release(&cap);
-		if (pisb_mkdirs_at(t->idir, "exec", 0700, &ie) == 0)
+		if (pisb_mkdirs_at(t->idir, "shellenv", 0700, &ie) == 0) {
+			forget_other_runs(t->idir, t->rt.generation);
 			pisb_atomic_write(t->idir, path, b.s, b.len, 0600, &ie);
+		}
 	}
 	for (p = b.s, end = b.s + b.len; p < end; p += strlen(p) + 1) {
 		if (p == b.s) {
