@@ -185,3 +185,111 @@ setup() {
 	[[ $output == */dev/pts/* ]]
 	[[ $output == *ex* ]]
 }
+
+@test "a background job does not hold exec: it returns when the shell exits and the job keeps running" {
+	pisb exec ex -- pkill -f 'sleep 301' || true
+	start=$(date +%s%N)
+	run -0 timeout 20 pisb exec ex --sh 'sleep 301 & echo started'
+	end=$(date +%s%N)
+	[ "$output" = started ]
+	# well under the 301 s the job lives (the bound is loose: a loaded machine)
+	[ $(( (end - start) / 1000000 )) -lt 10000 ]
+	run -0 pisb exec ex -- pgrep -f 'sleep 301'
+	# what the shell wrote before it exited is all delivered, stderr too
+	run -0 --separate-stderr timeout 20 pisb exec ex --sh 'sleep 302 & head -c 300000 /dev/zero | tr "\0" b; echo err >&2'
+	[ "${#output}" = 300000 ]
+	[ "$stderr" = err ]
+	# the job may go on writing: it neither blocks nor dies of EPIPE
+	run -0 timeout 20 pisb exec ex --sh '(for i in $(seq 50); do echo tick; sleep 0.1; done; echo alive > /tmp/bg-alive) & echo ok'
+	[ "$output" = ok ]
+	for i in $(seq 100); do pisb exec ex -- test -e /tmp/bg-alive && break; sleep 0.1; done
+	run -0 pisb exec ex -- cat /tmp/bg-alive
+	[ "$output" = alive ]
+	pisb exec ex -- pkill -f 'sleep 30[12]' || true
+}
+
+@test "a dev server started with & keeps serving after exec returned" {
+	require_cmd python3
+	require_cmd curl
+	run -0 timeout 20 pisb exec ex --sh 'cd /tmp && python3 -m http.server 18431 --bind 127.0.0.1 & echo serving'
+	[ "$output" = serving ]
+	for i in $(seq 100); do pisb exec ex -- curl -fsS -o /dev/null http://127.0.0.1:18431/ && break; sleep 0.1; done
+	# several requests: each one is logged to the stderr it inherited
+	for i in 1 2 3; do run -0 pisb exec ex -- curl -fsS -o /dev/null -w '%{http_code}' http://127.0.0.1:18431/; [ "$output" = 200 ]; done
+	run -0 pisb exec ex -- pgrep -f 'http.server 18431'
+	pisb exec ex -- pkill -f 'http.server 18431'
+}
+
+@test "--timeout-ms: a background job does not keep the handle running" {
+	run -0 pisb exec ex --json --timeout-ms 10000 --sh 'sleep 303 & echo started'
+	jq -e '.running == false and .exitCode == 0 and .output == "started\n"' <<<"$output"
+	run -0 pisb exec ex -- pgrep -f 'sleep 303'
+	pisb exec ex -- pkill -f 'sleep 303'
+}
+
+@test "a handle keeps at most 8 MiB of output on the host; the rest is dropped and said" {
+	run -0 pisb exec ex --json --timeout-ms 2000 -- yes
+	jq -e '.running == true' <<<"$output"
+	h=$(jq -r .pid <<<"$output")
+	sleep 1
+	run -0 pisb exec-kill ex "$h" --json
+	jq -e '.running == false and .exitCode == 143 and .truncated == true and .droppedBytes > 0' <<<"$output"
+	dir=$PI_SANDBOX_HOME/instances/ex/exec/$h
+	[ "$(stat -c %s "$dir/output")" -le $(( 8 * 1024 * 1024 + 100 )) ]
+	[ "$(stat -c %s "$dir/output")" -ge $(( 8 * 1024 * 1024 )) ]
+	grep -q 'output past 8 MiB dropped' "$dir/output"
+	# every later call says so too, with the count
+	run -0 pisb exec-status ex "$h" --json
+	jq -e '.truncated == true and .droppedBytes > 0' <<<"$output"
+	# a handle that stayed under the cap has no droppedBytes
+	run -0 pisb exec ex --json --timeout-ms 5000 -- echo small
+	jq -e 'has("droppedBytes") | not' <<<"$output"
+}
+
+@test "--bash runs bash syntax as bash does; --sh stays sh" {
+	run -0 pisb exec ex --bash 'echo {1..3}; [[ a == a ]] && echo dbl; a=(x y z); echo "${a[1]}"; echo $'"'"'t\tab'"'"'; printf "\xc3\xa9\n"'
+	[ "${lines[0]}" = "1 2 3" ]
+	[ "${lines[1]}" = dbl ]
+	[ "${lines[2]}" = y ]
+	[ "${lines[3]}" = "$(printf 't\tab')" ]
+	[ "${lines[4]}" = "é" ]
+	run -0 pisb exec ex --bash 'echo "$BASH_VERSION"'
+	[ -n "$output" ]
+	run -0 pisb exec ex --sh 'echo "${BASH_VERSION:-none}"'
+	[ "$output" = none ]
+	run -0 pisb exec ex --json --timeout-ms 5000 --bash 'echo {a,b}'
+	jq -e '.output == "a b\n"' <<<"$output"
+	run -2 pisb exec ex --sh x --bash y
+}
+
+@test "--sh and --bash see the login profile's environment, captured at start; --env wins" {
+	# (/etc is the host's, read-only: root's own profile, read by sh -l and bash -l)
+	run -1 pisb exec ex -- test -e /root/.bash_profile
+	run -0 pisb exec ex --sh 'cp -p /root/.profile /root/.profile.pisb-test 2>/dev/null; echo "export PISB_PROFILE_MARK=from-profile" >> /root/.profile'
+	run -0 pisb stop ex
+	run -0 pisb start ex
+	run -0 pisb exec ex --sh 'echo "$PISB_PROFILE_MARK"'
+	[ "$output" = from-profile ]
+	run -0 pisb exec ex --bash 'echo "$PISB_PROFILE_MARK"'
+	[ "$output" = from-profile ]
+	run -0 pisb exec ex --env PISB_PROFILE_MARK=mine --sh 'echo "$PISB_PROFILE_MARK"'
+	[ "$output" = mine ]
+	# argv exec is not a shell: no profile
+	run -1 pisb exec ex -- printenv PISB_PROFILE_MARK
+	pisb exec ex --sh 'rm -f /root/.profile; [ ! -e /root/.profile.pisb-test ] || mv /root/.profile.pisb-test /root/.profile'
+}
+
+@test "--bash falls back to sh in a sandbox without bash" {
+	# a new run (the shell is chosen once per start), then bash hidden from
+	# this sandbox's view: /usr/bin replaced by links to everything but bash
+	run -0 pisb stop ex
+	run -0 pisb start ex
+	run -0 pisb exec ex -- sh -c 'mkdir -p /opt/realbin /tmp/ub && mount --bind /usr/bin /opt/realbin &&
+		for f in /opt/realbin/*; do [ "${f##*/}" = bash ] || ln -s "$f" /tmp/ub/; done &&
+		mount --bind /tmp/ub /usr/bin'
+	run -1 pisb exec ex -- test -e /bin/bash
+	run -0 pisb exec ex --bash 'echo "${BASH_VERSION:-none}" $0'
+	[ "$output" = "none /bin/sh" ]
+	run -0 pisb stop ex
+	run -0 pisb start ex
+}
