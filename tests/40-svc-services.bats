@@ -403,16 +403,86 @@ teardown() {
 	f=$(svc_yaml s <<-'Y'
 	services:
 	  chatty:
-	    command: "head -c 1500000 /dev/zero | tr '\\0' x; echo; echo after; exec sleep 1000"
+	    command: "head -c 700000 /dev/zero | tr '\\0' x; sleep 2; head -c 700000 /dev/zero | tr '\\0' x; echo; echo after; exec sleep 1000"
 	    health: process
 	Y
 	)
 	svc_create box "$f"
 	logs=$PI_SANDBOX_HOME/instances/box/logs
-	for i in $(seq 50); do [ -e "$logs/chatty.log.1" ] && break; sleep 0.1; done
-	[ "$(stat -c %s "$logs/chatty.log.1")" -gt 1048576 ]
+	for i in $(seq 100); do grep -qs '^after$' "$logs/chatty.log" && break; sleep 0.1; done
+	# within the rate (a 1 MiB burst, then 256 KiB/s): kept whole, split between the two files
+	[ "$(stat -c %s "$logs/chatty.log.1")" -le 1048576 ]
+	[ "$(stat -c %s "$logs/chatty.log.1")" -gt 500000 ]
 	[ "$(stat -c %s "$logs/chatty.log")" -lt 1048576 ]
 	[ "$(stat -c %a "$logs/chatty.log")" = 600 ]
+	[ "$(cat "$logs/chatty.log.1" "$logs/chatty.log" | grep -v "^\[pisb " | tr -cd x | wc -c)" = 1400000 ]
+	grep -q '^after$' "$logs/chatty.log"
+	grep -q 'log rotated' "$logs/chatty.log"
+}
+
+@test "a service flooding its log: the controller lives, the log stays bounded, logs and stop/start work" {
+	f=$(svc_yaml s <<-'Y'
+	services:
+	  flood:
+	    command: exec yes
+	    health: process
+	Y
+	)
+	svc_create box "$f"
+	logs=$PI_SANDBOX_HOME/instances/box/logs
+	ctl=$(pisb inspect box | jq -r .controller.pid)
+	sleep 6
+	run -0 pisb inspect box
+	jq -e '.controller.alive and .controller.pid == '"$ctl" <<<"$output"
+	# 1 MiB a file, two files
+	[ "$(stat -c %s "$logs/flood.log")" -le 1048576 ]
+	[ "$(stat -c %s "$logs/flood.log.1")" -le 1048576 ]
+	# the controller stays small (it never reads a log whole)
+	[ "$(awk '/^VmRSS/ { print $2 }' /proc/$ctl/status)" -lt 65536 ]
+	# what was dropped is said, on a line of its own
+	cat "$logs/flood.log" "$logs/flood.log.1" | grep -q '^\[pisb .*\] dropped [0-9]* bytes of output'
+	run -0 pisb logs box flood --lines 3
+	[ "${lines[2]}" = y ] || [[ ${lines[2]} == *"[pisb "* ]]
+	run -0 pisb svc box stop flood
+	run -0 pisb svc box status --json
+	jq -e '.services[] | select(.name == "flood") | .state == "stopped"' <<<"$output"
+	run -0 pisb svc box restart flood
+	run -0 pisb svc box status --json
+	jq -e '.services[] | select(.name == "flood") | .state == "running"' <<<"$output"
+	run -0 pisb stop box
+	run -0 svc_start box
+	run -0 pisb exec box -- true
+}
+
+@test "start survives any state of a service's log: huge, a directory, a link, a FIFO" {
+	f=$(svc_yaml s <<-'Y'
+	services:
+	  talk:
+	    command: "echo hello-log; exec sleep 1000"
+	    health: process
+	Y
+	)
+	svc_create box "$f"
+	logs=$PI_SANDBOX_HOME/instances/box/logs
+	echo untouched > "$BATS_TEST_TMPDIR/target"
+	for kind in huge dir link fifo; do
+		run -0 pisb stop box
+		rm -rf "$logs/talk.log" "$logs/talk.log.1"
+		case $kind in
+		huge) truncate -s 4G "$logs/talk.log" ;;
+		dir) mkdir -p "$logs/talk.log/sub" ;;
+		link) ln -s "$BATS_TEST_TMPDIR/target" "$logs/talk.log" ;;
+		fifo) mkfifo "$logs/talk.log" ;;
+		esac
+		run -0 timeout 60 pisb start box
+		for i in $(seq 50); do grep -qs hello-log "$logs/talk.log" && break; sleep 0.1; done
+		[ -f "$logs/talk.log" ]
+		[ ! -L "$logs/talk.log" ]
+		grep -q hello-log "$logs/talk.log"
+		run -0 pisb logs box talk
+		[[ $output == *hello-log* ]]
+		[ "$(cat "$BATS_TEST_TMPDIR/target")" = untouched ]
+	done
 }
 
 @test "every op prints JSON with --json" {
