@@ -47,8 +47,8 @@ screen_has() {
 
 @test "a double-forked child cannot read or write the caller's terminal after exec returns" {
 	pisb exec tt -- rm -f /tmp/got /tmp/got-tty /tmp/got-reopen /tmp/attack-done
-	# the child keeps fds 0/1/2, leaves the session, waits for exec to return,
-	# then reads what comes and writes to the terminal
+	# the child keeps fds 0/1/2, ignores the hangup, leaves the session,
+	# waits for exec to return, then reads what comes and writes to the terminal
 	cat > "$BATS_TEST_TMPDIR/attack.sh" <<-'A'
 	sleep 2
 	echo INJECTED-OUTPUT >&1
@@ -59,7 +59,7 @@ screen_has() {
 	echo done > /tmp/attack-done
 	A
 	pisb exec tt -- sh -c 'cat > /tmp/pisb-attack.sh' < "$BATS_TEST_TMPDIR/attack.sh"
-	type_line "pisb exec tt --sh '(setsid sh /tmp/pisb-attack.sh &) ; echo launched'; echo EXITED=\$?"
+	type_line "pisb exec tt --sh '(trap \"\" HUP; setsid sh /tmp/pisb-attack.sh &) ; echo launched'; echo EXITED=\$?"
 	screen_has '^EXITED=0'
 	prompt_ready
 	# what the user types next goes to the host shell, and only there
@@ -67,7 +67,7 @@ screen_has() {
 	sleep 2.5
 	type_line "echo TYPED-SECRET-TWO"
 	screen_has '^TYPED-SECRET-TWO'
-	for i in $(seq 150); do pisb exec tt -- test -e /tmp/attack-done && break; sleep 0.1; done
+	for i in $(seq 300); do pisb exec tt -- test -e /tmp/attack-done && break; sleep 0.1; done
 	run -0 pisb exec tt -- cat /tmp/attack-done
 	run -0 pisb exec tt -- cat /tmp/got /tmp/got-tty /tmp/got-reopen
 	[[ $output != *TYPED-SECRET* ]]
@@ -126,4 +126,30 @@ screen_has() {
 @test "no fd of the caller's but 0, 1 and 2 enters the sandbox" {
 	run -0 pisb exec tt -- ls /proc/self/fd 5</etc/hostname 7>"$BATS_TEST_TMPDIR/w"
 	[ "$(echo $output)" = "0 1 2 3" ]
+}
+
+@test "the same for an unprivileged user: the child left behind reads nothing typed" {
+	st=$(mktemp -d /tmp/pisb-ttyuser.XXXXXX); chmod 755 "$st"
+	chown pisbtest "$st" 2>/dev/null || { rm -rf "$st"; skip "machine lacks: the test user pisbtest"; }
+	run -0 as_user pisb --state-dir "$st/s" create tu
+	printf 'sleep 2\necho INJECTED-OUTPUT\ntimeout 4 cat /proc/self/fd/0 > /tmp/got 2>&1\necho done > /tmp/attack-done\n' |
+		as_user pisb --state-dir "$st/s" exec tu -- sh -c 'cat > /tmp/pisb-attack.sh'
+	tmux -S "$T" kill-server
+	tmux -S "$T" new-session -d -x 120 -y 40 \
+		"runuser -u pisbtest -- env -i PATH='$PATH' PISB_EXEC_PATH='$PISB_EXEC_PATH' TERM=xterm HOME=/tmp PS1='HOST> ' bash --norc --noprofile -i"
+	prompt_ready
+	type_line "pisb --state-dir $st/s exec tu --sh '(trap \"\" HUP; setsid sh /tmp/pisb-attack.sh &) ; echo launched'; echo EXITED=\$?"
+	screen_has '^EXITED=0'
+	prompt_ready
+	type_line "echo TYPED-SECRET-ONE"
+	sleep 2.5
+	type_line "echo TYPED-SECRET-TWO"
+	screen_has '^TYPED-SECRET-TWO'
+	for i in $(seq 300); do as_user pisb --state-dir "$st/s" exec tu -- test -e /tmp/attack-done && break; sleep 0.1; done
+	run -0 as_user pisb --state-dir "$st/s" exec tu -- cat /tmp/got
+	[[ $output != *TYPED-SECRET* ]]
+	run -0 screen
+	[[ $output != *INJECTED-OUTPUT* ]]
+	run -0 as_user pisb --state-dir "$st/s" destroy tu --confirm tu
+	rm -rf "$st"
 }
