@@ -2,6 +2,7 @@
 #include "json.h"
 
 #include <stdarg.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,12 @@ int pisb_front_main(const char *binary, const struct pisb_handler *h,
 	struct pisb_buf b = PISB_BUF_INIT;
 	int ret;
 
+	/* a stream the caller closed is /dev/null before anything is opened:
+	 * else the next open takes its number, and a command given "stdin"
+	 * would get that file (a directory of the state, say) */
+	for (int i = 0; i < 3; i++)
+		if (fcntl(i, F_GETFD) < 0 && open("/dev/null", O_RDWR) != i)
+			return PISB_EXIT_PISB;
 	memset(&c, 0, sizeof(c));
 	c.binary = binary;
 	c.st.fd = -1;

@@ -150,6 +150,10 @@ screen_has() {
 	[[ $output != *TYPED-SECRET* ]]
 	run -0 screen
 	[[ $output != *INJECTED-OUTPUT* ]]
+	# and a background job returns at once for this user too
+	run -0 as_user timeout 20 pisb --state-dir "$st/s" exec tu --sh 'sleep 304 & echo started'
+	[ "$output" = started ]
+	run -0 as_user pisb --state-dir "$st/s" exec tu -- pgrep -f 'sleep 304'
 	run -0 as_user pisb --state-dir "$st/s" destroy tu --confirm tu
 	rm -rf "$st"
 }
