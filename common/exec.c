@@ -575,7 +575,8 @@ int pisb_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 	struct pisb_spawn s;
 	struct sigaction sa;
 	struct winsize ws;
-	struct relay rl = { { -1, -1, -1 }, { 1, 2, -1 }, -1, -1, 0, 0, 0, NULL, -1, 0, 0 };
+	struct relay rl = { .src = { -1, -1, -1 }, .dst = { 1, 2, -1 }, .in = -1, .master = -1,
+			    .hdir = -1 };
 	pid_t caller = getppid(), pid;
 	int err = 0, status = 0, op[2] = { -1, -1 }, ep[2] = { -1, -1 }, tty = -1, rc;
 	bool privileged;
@@ -889,8 +890,9 @@ static void __attribute__((noreturn)) runner(struct target *t, int hdir, char **
 {
 	struct pisb_err e = PISB_ERR_INIT;
 	struct pisb_spawn s;
-	struct relay rl = { { -1, -1, -1 }, { -1, -1, -1 }, -1, -1, PISB_EXEC_OUTPUT_MAX, 0, 0,
-			    "\n[pisb: output past " PISB_EXEC_OUTPUT_MAX_TEXT " dropped]\n", -1, 0, 0 };
+	struct relay rl = { .src = { -1, -1, -1 }, .dst = { -1, -1, -1 }, .in = -1, .master = -1,
+			    .cap = PISB_EXEC_OUTPUT_MAX, .hdir = -1,
+			    .marker = "\n[pisb: output past " PISB_EXEC_OUTPUT_MAX_TEXT " dropped]\n" };
 	int lock, out, err = 0, status, op[2];
 	pid_t pid;
 	char num[32], js[96];

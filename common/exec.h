@@ -2,10 +2,12 @@
  * command's status passed through), detached with handles (collected
  * output, 64 KiB per call), and an interactive terminal.
  *
- * Handles: instances/NAME/exec/HANDLE/ holds `output` (everything the
- * command wrote, stdout and stderr merged), `offset` (bytes already
- * returned), `pid` (the command's host pid), `status.json` (exit code,
- * once done) and `lock` (held by the runner while the command lives).
+ * Handles: instances/NAME/exec/HANDLE/ holds `output` (the first
+ * PISB_EXEC_OUTPUT_MAX bytes the command wrote, stdout and stderr merged),
+ * `dropped` (bytes past that, while it runs), `offset` (bytes already
+ * returned), `pid` (the command's host pid), `status.json` (exit code and
+ * droppedBytes, once done) and `lock` (held by the runner while the
+ * command lives).
  * A handle is "GEN-XXXXXXXX": GEN is the controller generation, so handles
  * of an earlier run are recognised and refused after stop/start.
  */
@@ -37,7 +39,9 @@ struct pisb_exec_req {
 	int timeout_ms;         /* handle mode: wait at most this long */
 };
 
-/* Attached: streams on our stdio; *code is the command's exit status
+/* Attached: streams on our stdio (a pty of the sandbox for those that are
+ * terminals, relayed pipes for stdout/stderr otherwise; returns when the
+ * command's own process ends); *code is the command's exit status
  * (128+N for a signal).  Forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to the
  * command's process group and kills it if our caller dies. */
 int pisb_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
