@@ -28,6 +28,10 @@ setup() {
 teardown() {
 	tmux -S "$T" kill-server 2>/dev/null || true
 	pisb exec tt -- pkill -f pisb-attack 2>/dev/null || true
+	if [ -n "${USER_ST:-}" ]; then
+		as_user pisb --state-dir "$USER_ST/s" destroy tu --confirm tu >/dev/null 2>&1 || true
+		rm -rf "$USER_ST"
+	fi
 }
 
 # the host shell waits for input: its prompt is the last line shown
@@ -131,6 +135,7 @@ screen_has() {
 @test "the same for an unprivileged user: the child left behind reads nothing typed" {
 	st=$(mktemp -d /tmp/pisb-ttyuser.XXXXXX); chmod 755 "$st"
 	chown pisbtest "$st" 2>/dev/null || { rm -rf "$st"; skip "machine lacks: the test user pisbtest"; }
+	USER_ST=$st
 	run -0 as_user pisb --state-dir "$st/s" create tu
 	printf 'sleep 2\necho INJECTED-OUTPUT\ntimeout 4 cat /proc/self/fd/0 > /tmp/got 2>&1\necho done > /tmp/attack-done\n' |
 		as_user pisb --state-dir "$st/s" exec tu -- sh -c 'cat > /tmp/pisb-attack.sh'
@@ -155,5 +160,4 @@ screen_has() {
 	[ "$output" = started ]
 	run -0 as_user pisb --state-dir "$st/s" exec tu -- pgrep -f 'sleep 304'
 	run -0 as_user pisb --state-dir "$st/s" destroy tu --confirm tu
-	rm -rf "$st"
 }
