@@ -51,8 +51,7 @@ int vm_conn_open(int idir, int port, int wait_ms, struct vm_conn *c, struct pisb
 {
 	char lk[32];
 
-	c->fd = c->lock = -1;
-	c->have = 0;
+	*c = (struct vm_conn)VM_CONN_INIT;
 	if (port < 0) {
 		/* the first free command port, else wait for a random one */
 		for (int i = 1; i <= PISB_VM_EXEC_PORTS && c->lock < 0; i++) {
@@ -91,7 +90,7 @@ void vm_conn_close(struct vm_conn *c)
 	free(c->buf);
 	c->fd = c->lock = -1;
 	c->buf = NULL;
-	c->have = c->cap = 0;
+	c->off = c->have = c->cap = 0;
 }
 
 int vm_send(struct vm_conn *c, int type, uint32_t sid, const void *data, size_t len)
@@ -108,9 +107,15 @@ int vm_fill(struct vm_conn *c)
 {
 	ssize_t r;
 
-	if (c->cap - c->have < 65536) {
-		c->cap = c->cap ? c->cap * 2 : PISB_VM_HDR + PISB_VM_MAX_FRAME;
-		c->buf = xrealloc(c->buf, c->cap);
+	if (!c->buf) {
+		c->cap = 2 * (PISB_VM_HDR + PISB_VM_MAX_FRAME);
+		c->buf = xmalloc(c->cap);
+	}
+	if (c->cap - c->have < 65536 && c->off) {
+		/* the unread tail (less than one frame: see vm_next) to the front */
+		memmove(c->buf, c->buf + c->off, c->have - c->off);
+		c->have -= c->off;
+		c->off = 0;
 	}
 	do
 		r = read(c->fd, c->buf + c->have, c->cap - c->have);
@@ -122,34 +127,62 @@ int vm_fill(struct vm_conn *c)
 
 void vm_take(struct vm_conn *c, uint32_t len)
 {
-	size_t n = PISB_VM_HDR + len;
+	c->off += PISB_VM_HDR + len;
+	if (c->off >= c->have)
+		c->off = c->have = 0;
+}
 
-	memmove(c->buf, c->buf + n, c->have - n);
-	c->have -= n;
+/* Drop noise up to the next magic (or keep the last 3 bytes, which may
+ * be the start of one). */
+static void resync(struct vm_conn *c)
+{
+	unsigned char *from = c->buf + c->off + 1, *end = c->buf + c->have;
+	unsigned char *m = memmem(from, (size_t)(end - from), PISB_VM_MAGIC, 4);
+	size_t to = m ? (size_t)(m - c->buf) : c->have > c->off + 3 ? c->have - 3 : c->off + 1;
+
+	if (to > c->have)
+		to = c->have;
+	c->skipped += to - c->off;
+	c->off = to;
+	if (c->off == c->have)
+		c->off = c->have = 0;
 }
 
 int vm_next(struct vm_conn *c, uint32_t sid, int *type, const unsigned char **payload,
 	    uint32_t *len)
 {
 	for (;;) {
-		if (c->have < PISB_VM_HDR)
+		unsigned char *h = c->buf + c->off;
+		size_t avail = c->have - c->off;
+
+		if (avail < 4)
 			return 0;
-		if (memcmp(c->buf, PISB_VM_MAGIC, 4) != 0 ||
-		    pisb_vm_get32(c->buf + 12) > PISB_VM_MAX_FRAME) {
-			memmove(c->buf, c->buf + 1, --c->have);
+		if (memcmp(h, PISB_VM_MAGIC, 4) != 0) {
+			resync(c);
 			continue;
 		}
-		*len = pisb_vm_get32(c->buf + 12);
-		if (c->have < PISB_VM_HDR + *len)
+		if (avail < PISB_VM_HDR)
 			return 0;
-		if (pisb_vm_get32(c->buf + 8) != sid) {
+		if (pisb_vm_get32(h + 12) > PISB_VM_MAX_FRAME) {
+			resync(c);
+			continue;
+		}
+		*len = pisb_vm_get32(h + 12);
+		if (avail < PISB_VM_HDR + *len)
+			return 0;
+		if (pisb_vm_get32(h + 8) != sid) {
 			vm_take(c, *len);   /* a frame of an earlier client */
 			continue;
 		}
-		*type = c->buf[4];
-		*payload = c->buf + PISB_VM_HDR;
+		*type = h[4];
+		*payload = h + PISB_VM_HDR;
 		return 1;
 	}
+}
+
+bool vm_partial(const struct vm_conn *c)
+{
+	return c->have - c->off >= 4 && memcmp(c->buf + c->off, PISB_VM_MAGIC, 4) == 0;
 }
 
 uint32_t vm_sid(void)
@@ -237,6 +270,14 @@ static void exec_payload(struct pisb_buf *b, const struct vm_run *r)
 		pisb_buf_add(b, r->env[i], strlen(r->env[i]) + 1);
 }
 
+/* How long the host waits for a guest that has started a frame to finish
+ * it, and for the command's end after pisb has forwarded a signal: the
+ * guest is hostile input, and the caller that sends SIGTERM wants pisb to
+ * end even when the guest never answers.  A second signal of the same
+ * kind gives up at once. */
+#define VM_FRAME_STALL_MS 10000
+#define VM_SIGNAL_GRACE_MS 10000
+
 int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 {
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR2 };
@@ -246,6 +287,8 @@ int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 	_cleanup_buf_ struct pisb_buf req = PISB_BUF_INIT;
 	uint32_t sid = vm_sid();
 	bool in_open = r->in_fd >= 0, done = false;
+	int64_t stall_at = 0, give_up_at = 0;
+	int last_sig = 0;
 	int ret = -1;
 
 	if (vm_conn_open(idir, -1, -1, &c, e) < 0)
@@ -275,9 +318,10 @@ int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 	while (!done) {
 		struct pollfd pf[3] = { { c.fd, POLLIN, 0 }, { sigpipe_fds[0], POLLIN, 0 },
 					{ in_open ? r->in_fd : -1, POLLIN, 0 } };
-		int t;
+		int t, n, wait = -1;
 		const unsigned char *p;
 		uint32_t len;
+		int64_t now;
 
 		while (vm_next(&c, sid, &t, &p, &len) == 1) {
 			if (t == PISB_VM_STDOUT || t == PISB_VM_STDERR) {
@@ -295,7 +339,29 @@ int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 		}
 		if (done)
 			break;
-		if (poll(pf, 3, -1) < 0) {
+		now = pisb_mono_ms();
+		if (!vm_partial(&c))
+			stall_at = 0;
+		else if (!stall_at)
+			stall_at = now + VM_FRAME_STALL_MS;
+		if (stall_at && now >= stall_at) {
+			pisb_err_set(e, PISB_EXIT_BACKEND,
+				     "the guest agent began a frame and did not finish it within %d s; giving up (the command may still run in the VM)",
+				     VM_FRAME_STALL_MS / 1000);
+			goto out;
+		}
+		if (give_up_at && now >= give_up_at) {
+			pisb_err_set(e, 128 + last_sig,
+				     "the guest did not report the command's end within %d s of signal %d; giving up (it may still run in the VM)",
+				     VM_SIGNAL_GRACE_MS / 1000, last_sig);
+			goto out;
+		}
+		if (stall_at || give_up_at) {
+			int64_t until = stall_at && (!give_up_at || stall_at < give_up_at) ? stall_at : give_up_at;
+			wait = (int)(until - now);
+		}
+		n = poll(pf, 3, wait);
+		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			pisb_err_sys(e, PISB_EXIT_PISB, "poll");
@@ -304,19 +370,25 @@ int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 		if (pf[1].revents & POLLIN) {
 			unsigned char s;
 			while (read(sigpipe_fds[0], &s, 1) == 1) {
+				int sig = s;
 				if (s == SIGUSR2)   /* exec-kill's second step */
 					s = SIGKILL;
+				if (give_up_at && sig == last_sig)
+					give_up_at = pisb_mono_ms();   /* asked twice: now */
+				else if (!give_up_at)
+					give_up_at = pisb_mono_ms() + VM_SIGNAL_GRACE_MS;
+				last_sig = s;
 				if (vm_send(&c, PISB_VM_KILL, sid, &s, 1) < 0)
 					break;
 			}
 		}
 		if (pf[2].revents) {
 			char buf[65536];
-			ssize_t n = read(r->in_fd, buf, sizeof(buf));
-			if (n > 0) {
-				if (vm_send(&c, PISB_VM_STDIN, sid, buf, (size_t)n) < 0)
+			ssize_t got = read(r->in_fd, buf, sizeof(buf));
+			if (got > 0) {
+				if (vm_send(&c, PISB_VM_STDIN, sid, buf, (size_t)got) < 0)
 					in_open = false;
-			} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+			} else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
 				in_open = false;
 				vm_send(&c, PISB_VM_STDIN, sid, NULL, 0);
 			}
@@ -328,6 +400,8 @@ int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 					     "the connection to the guest agent was lost before the command finished (the VM stopped?)");
 				goto out;
 			}
+			if (vm_partial(&c))
+				stall_at = 0;   /* bytes came: measure the stall from now */
 		}
 	}
 	ret = 0;

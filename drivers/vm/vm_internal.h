@@ -10,14 +10,21 @@
 struct pisb_err;
 struct pisb_buf;
 
-/* A connection to one agent port: the socket, and port N's lock. */
+/* A connection to one agent port: the socket, and port N's lock.
+ * Everything read from the guest is hostile input: buf has a fixed size
+ * (two whole frames), buf[off..have) are the bytes not yet framed, and
+ * every byte is looked at a bounded number of times however the guest
+ * mixes frames and noise (resync searches for the next magic, frames are
+ * consumed by moving off, the unread tail is moved to the front at most
+ * once per frame's worth of input). */
 struct vm_conn {
 	int fd;
 	int lock;
-	unsigned char *buf;       /* bytes read, not yet framed */
-	size_t have, cap;
+	unsigned char *buf;
+	size_t off, have, cap;
+	uint64_t skipped;         /* noise bytes dropped while resyncing */
 };
-#define VM_CONN_INIT { -1, -1, NULL, 0, 0 }
+#define VM_CONN_INIT { -1, -1, NULL, 0, 0, 0, 0 }
 
 /* Connect to agentN.sock holding agentN.lock.  port < 0: the first free
  * command port (1..PISB_VM_EXEC_PORTS), else wait for one.  wait_ms as
@@ -25,13 +32,15 @@ struct vm_conn {
 int vm_conn_open(int idir, int port, int wait_ms, struct vm_conn *c, struct pisb_err *e);
 void vm_conn_close(struct vm_conn *c);
 int vm_send(struct vm_conn *c, int type, uint32_t sid, const void *data, size_t len);
-/* Read available bytes (one read); 1 data, 0 EOF, -1 error. */
+/* Read available bytes (one read); 1 data, 0 EOF, -1 error (errno). */
 int vm_fill(struct vm_conn *c);
 /* Next complete frame of session sid (others dropped): 1 and the frame
  * (payload points into c->buf, valid until vm_take), 0 none yet. */
 int vm_next(struct vm_conn *c, uint32_t sid, int *type, const unsigned char **payload,
 	    uint32_t *len);
 void vm_take(struct vm_conn *c, uint32_t len);
+/* True when a frame has begun (its magic is in) but is not complete. */
+bool vm_partial(const struct vm_conn *c);
 uint32_t vm_sid(void);
 
 /* PING port 0 and wait for PONG: 0, or -1 (no agent yet). */
