@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -745,6 +746,60 @@ static int host_item(struct ld *L, const char *path, const struct ynode *n, char
 	h = pisb_str_starts(s, "*.") ? s + 2 : s;
 	if (!hostname_ok(h))
 		return bad(L, path, "must be a hostname or *.domain");
+	*out = PISB_STEAL(s);
+	return 0;
+}
+
+/* network.allowedHosts entry: a hostname, "*.domain", an IPv4 literal or
+ * "[IPv6]", each with an optional ":port" (without one: ports 80 and 443). */
+static int allowed_host_item(struct ld *L, const char *path, const struct ynode *n, char **out)
+{
+	_cleanup_free_ char *s = NULL;
+	char *colon, *host;
+	unsigned char bin[16];
+
+	if (need_nonempty(L, path, n, &s) < 0)
+		return -1;
+	for (char *p = s; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	if (strstr(s, "://"))
+		return bad(L, path, "must be a hostname or *.domain, not a URL");
+	if (strchr(s, '/'))
+		return bad(L, path, "must be a hostname or *.domain (no path)");
+	host = s;
+	if (s[0] == '[') {
+		char *end = strchr(s, ']');
+		if (!end)
+			return bad(L, path, "an IPv6 address needs its closing ']'");
+		*end = '\0';
+		if (inet_pton(AF_INET6, s + 1, bin) != 1) {
+			*end = ']';
+			return bad(L, path, "'%s' is not an IPv6 address", s);
+		}
+		*end = ']';
+		colon = end[1] == ':' ? end + 1 : NULL;
+		if (end[1] && !colon)
+			return bad(L, path, "after ']' only ':port' may follow");
+	} else {
+		colon = strchr(s, ':');
+		if (colon && strchr(colon + 1, ':'))
+			return bad(L, path, "an IPv6 address goes in brackets: '[ADDR]' or '[ADDR]:PORT'");
+	}
+	if (colon) {
+		char *end;
+		long port = strtol(colon + 1, &end, 10);
+		if (!colon[1] || *end || port < 1 || port > 65535)
+			return bad(L, path, "the port after ':' must be 1-65535");
+		*colon = '\0';
+	}
+	if (s[0] != '[') {
+		if (!strcmp(host, "*"))
+			return bad(L, path, "a bare '*' is not allowed (list hostnames or *.domain)");
+		if (!hostname_ok(pisb_str_starts(host, "*.") ? host + 2 : host))
+			return bad(L, path, "must be a hostname or *.domain");
+	}
+	if (colon)
+		*colon = ':';
 	*out = PISB_STEAL(s);
 	return 0;
 }
@@ -1977,7 +2032,7 @@ static int load_doc(struct ld *L, const struct ynode *root, struct pisb_config *
 		if (need_map(L, "network", v) < 0 || check_keys(L, "network", v, nkeys) < 0)
 			return -1;
 		if ((w = mget(v, "allowedHosts")) &&
-		    need_list_of(L, "network.allowedHosts", w, host_item, &c->allowed_hosts,
+		    need_list_of(L, "network.allowedHosts", w, allowed_host_item, &c->allowed_hosts,
 				 &c->nallowed_hosts) < 0)
 			return -1;
 	}

@@ -344,9 +344,9 @@ YAML
 	rejects "sandbox.yaml: network.allowedHosts[1]: must be a hostname or *.domain, not a URL"
 }
 
-@test "allowedHosts rejects ports" {
-	cfg <<<'network: {allowedHosts: ["example.com:443"]}'
-	rejects "sandbox.yaml: network.allowedHosts[0]: must be a hostname or *.domain (no port)"
+@test "allowedHosts rejects ports out of range (host:port is an entry since ports are restricted)" {
+	cfg <<<'network: {allowedHosts: ["example.com:0"]}'
+	rejects "sandbox.yaml: network.allowedHosts[0]: the port after ':' must be 1-65535"
 }
 
 @test "allowedHosts rejects paths" {

@@ -48,7 +48,7 @@ allow_box() {
 }
 
 @test "an allowed host is reached through the proxy: absolute-URI HTTP" {
-	allow_box localhost
+	allow_box "\"localhost:$HP\", 127.0.0.1"
 	run -0 pisb exec box -- sh -c 'echo "$HTTP_PROXY $HTTPS_PROXY"'
 	[ "$output" = "http://127.0.0.1:3128 http://127.0.0.1:3128" ]
 	run -0 in_box "curl -sS http://localhost:$HP/hello.txt"
@@ -63,7 +63,8 @@ allow_box() {
 
 @test "an allowed host is reached through CONNECT, HTTPS without interception" {
 	require_cmd openssl
-	allow_box localhost
+	TP=$(host_free_port)
+	allow_box "\"localhost:$HP\", \"localhost:$TP\", 127.0.0.1"
 	# CONNECT tunnelling plain HTTP
 	run -0 in_box "curl -sS -p http://localhost:$HP/hello.txt"
 	[ "$output" = "hello from outside" ]
@@ -71,7 +72,6 @@ allow_box() {
 	# HTTPS: the guest sees the origin's own certificate
 	openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext subjectAltName=DNS:localhost \
 		-keyout "$BATS_TEST_TMPDIR/key.pem" -out "$BATS_TEST_TMPDIR/cert.pem" 2>/dev/null
-	TP=$(host_free_port)
 	python3 - "$TP" "$BATS_TEST_TMPDIR" >/dev/null 2>&1 3>&- <<-'P' &
 	import http.server, ssl, sys, os
 	os.chdir(sys.argv[2] + "/www")
@@ -105,7 +105,7 @@ allow_box() {
 }
 
 @test "direct connections still fail when hosts are allowed" {
-	allow_box localhost
+	allow_box "\"localhost:$HP\", 127.0.0.1"
 	run -7 in_box "curl -sS -m 5 --noproxy '*' http://localhost:$HP/hello.txt"
 	run -7 in_box "curl -sS -m 5 --noproxy '*' http://127.0.0.1:$HP/hello.txt"
 }
@@ -128,4 +128,64 @@ allow_box() {
 	run -0 pisb svc box ensure
 	run -0 in_box "curl -sS -o /dev/null -w '%{http_code}' http://127.0.0.1:$HP/hello.txt"
 	[ "$output" = 403 ]
+}
+
+@test "an allowed name that resolves to loopback is refused unless the address is listed" {
+	allow_box "\"localhost:$HP\""
+	run -0 in_box "curl -sS -w ' %{http_code}' http://localhost:$HP/hello.txt"
+	[[ $output == *"egress to 'localhost' is denied: it resolves to 127.0.0.1, a loopback address"*"names that address literally"*" 403" ]]
+	# CONNECT is checked the same way
+	run -56 in_box "curl -sS -v -p http://localhost:$HP/hello.txt"
+	[[ $output == *"HTTP/1.1 403 Forbidden"* ]]
+	grep -q "egress: denied localhost:$HP (resolves to 127.0.0.1, a loopback address)" \
+		"$PI_SANDBOX_HOME/instances/box/controller.log"
+	# the host's loopback service saw none of it
+	run ! grep -q 'GET /hello.txt' "$BATS_TEST_TMPDIR/outside.log"
+}
+
+@test "pisb's own preview relay on host loopback is not reachable through an allowed name" {
+	svc_create box "$(svc_yaml s <<<'version: 1')"
+	run -0 pisb svc box start web --preview --json -- 'exec python3 -m http.server $PORT --bind 127.0.0.1'
+	url=$(jq -r '.services[0].url' <<<"$output")
+	[[ $url =~ ^http://127\.0\.0\.1:([0-9]+) ]]
+	pport=${BASH_REMATCH[1]}
+	curl -sSf -o /dev/null "$url"          # the preview works from the host
+	svc_create box2 "$(svc_yaml s2 <<-Y
+	network:
+	  allowedHosts: ["localhost:$pport"]
+	Y
+	)"
+	run -0 pisb exec box2 -- sh -c "unset NO_PROXY no_proxy; curl -sS -w ' %{http_code}' http://localhost:$pport/"
+	[[ $output == *"resolves to 127.0.0.1, a loopback address"*" 403" ]]
+	pisb destroy box2 --confirm box2
+}
+
+@test "an entry without a port allows 80 and 443 only; host:port allows that port" {
+	allow_box "localhost, 127.0.0.1"
+	run -0 in_box "curl -sS -w ' %{http_code}' http://localhost:$HP/hello.txt"
+	[[ $output == *"egress to 'localhost' port $HP is denied"*"ports 80 and 443 only"*"'localhost:$HP'"*" 403" ]]
+	run -0 in_box "curl -sS -w ' %{http_code}' http://127.0.0.1:$HP/hello.txt"
+	[[ $output == *"port $HP is denied"*" 403" ]]
+	run ! grep -q 'GET /hello.txt' "$BATS_TEST_TMPDIR/outside.log"
+}
+
+@test "an address named literally with its port is reached" {
+	allow_box "\"127.0.0.1:$HP\""
+	run -0 in_box "curl -sS http://127.0.0.1:$HP/hello.txt"
+	[ "$output" = "hello from outside" ]
+	# the same port through a name is not: the name is not listed
+	run -0 in_box "curl -sS -w ' %{http_code}' http://localhost:$HP/hello.txt"
+	[[ $output == *" 403" ]]
+}
+
+@test "allowedHosts entries: host:port and [IPv6]:port validate, malformed ones name the entry" {
+	f=$BATS_TEST_TMPDIR/c.yaml
+	printf 'version: 1\nnetwork:\n  allowedHosts: [example.com, "api.example.com:8443", "[::1]:8080", "[2001:db8::1]", 10.0.0.1]\n' > "$f"
+	run -0 pisb validate -f "$f" --json
+	[ "$(jq -c .network.allowedHosts <<<"$output")" = '["example.com","api.example.com:8443","[::1]:8080","[2001:db8::1]","10.0.0.1"]' ]
+	for bad in '"a.example:0"' '"a.example:70000"' '"a.example:"' '"::1"' '"[::1"' '"[nothost]:80"' '"[::1]x"' '"*:80"'; do
+		printf 'version: 1\nnetwork:\n  allowedHosts: [%s]\n' "$bad" > "$f"
+		run -2 pisb validate -f "$f"
+		[[ $output == *"network.allowedHosts[0]"* ]]
+	done
 }

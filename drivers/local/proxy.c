@@ -63,7 +63,37 @@ struct pisb_proxy {
 	int64_t pause_until;    /* out of fds: stop accepting for a moment */
 };
 
-bool pisb_proxy_host_allowed(char *const *allowed, size_t n, const char *host)
+/* An allowedHosts entry: its host part (without brackets, trailing dot
+ * dropped) into h, and its port (0: none given). */
+static bool entry_split(const char *a, char *h, size_t hsz, int *port)
+{
+	const char *end, *colon;
+	size_t hl;
+
+	*port = 0;
+	if (a[0] == '[') {
+		end = strchr(a, ']');
+		if (!end)
+			return false;
+		hl = (size_t)(end - a - 1);
+		a++;
+		colon = end[1] == ':' ? end + 1 : NULL;
+	} else {
+		colon = strrchr(a, ':');
+		hl = colon ? (size_t)(colon - a) : strlen(a);
+	}
+	if (colon)
+		*port = atoi(colon + 1);
+	if (!hl || hl >= hsz)
+		return false;
+	memcpy(h, a, hl);
+	h[hl] = '\0';
+	if (h[hl - 1] == '.')
+		h[hl - 1] = '\0';
+	return true;
+}
+
+bool pisb_proxy_host_allowed(char *const *allowed, size_t n, const char *host, int port)
 {
 	char h[256];
 	size_t hl = strlen(host);
@@ -74,11 +104,15 @@ bool pisb_proxy_host_allowed(char *const *allowed, size_t n, const char *host)
 	if (h[hl - 1] == '.')
 		h[--hl] = '\0';
 	for (size_t i = 0; i < n; i++) {
-		const char *a = allowed[i];
-		size_t al = strlen(a);
+		char a[256];
+		int ap;
+		size_t al;
 
-		if (al && a[al - 1] == '.')
-			al--;
+		if (!entry_split(allowed[i], a, sizeof(a), &ap))
+			continue;
+		if (ap ? port != ap : port != 80 && port != 443)
+			continue;
+		al = strlen(a);
 		if (a[0] == '*' && a[1] == '.') {
 			/* "*.d": any name ending in ".d", longer than it */
 			size_t dl = al - 1;  /* ".d" */
@@ -87,6 +121,76 @@ bool pisb_proxy_host_allowed(char *const *allowed, size_t n, const char *host)
 		} else if (al == hl && !strncasecmp(h, a, al)) {
 			return true;
 		}
+	}
+	return false;
+}
+
+/* Addresses that are not the Internet: this host, its networks, the
+ * cloud metadata service.  IPv4-mapped IPv6 is judged as IPv4. */
+static const char *addr_class(const struct sockaddr_storage *ss)
+{
+	uint32_t v4;
+
+	if (ss->ss_family == AF_INET6) {
+		const unsigned char *b = ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr;
+		static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+		static const unsigned char zero[16];
+
+		if (memcmp(b, mapped, 12) == 0) {
+			v4 = (uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15];
+			goto v4;
+		}
+		if (memcmp(b, zero, 15) == 0)
+			return b[15] == 1 ? "a loopback address" : "the unspecified address";
+		if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
+			return "a link-local address";
+		if ((b[0] & 0xfe) == 0xfc)
+			return "a private (unique local) address";
+		if (b[0] == 0xff)
+			return "a multicast address";
+		if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8)
+			return "a documentation address";
+		if (b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b)
+			return "a NAT64 address";   /* 64:ff9b::/96 reaches IPv4 ranges */
+		return NULL;
+	}
+	if (ss->ss_family != AF_INET)
+		return "not an IP address";
+	v4 = ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr);
+v4:
+	if (v4 >> 24 == 127)
+		return "a loopback address";
+	if (v4 >> 24 == 0)
+		return "the unspecified network (0.0.0.0/8)";
+	if (v4 >> 24 == 10 || (v4 >> 20) == (172u << 4 | 1) || (v4 >> 16) == (192u << 8 | 168))
+		return "a private address";
+	if ((v4 >> 22) == (100u << 2 | 1))
+		return "a shared (CGNAT) address";
+	if (v4 >> 16 == (169u << 8 | 254))
+		return v4 == 0xa9fea9fe ? "the cloud metadata address" : "a link-local address";
+	if (v4 >> 8 == (192u << 16 | 0 << 8 | 0))
+		return "an IETF protocol address";
+	if (v4 >> 28 >= 14)
+		return "a multicast or reserved address";
+	return NULL;
+}
+
+/* Is address ss named literally (an IP entry, any port) in the list? */
+static bool addr_listed(char *const *allowed, size_t n, const struct sockaddr_storage *ss)
+{
+	for (size_t i = 0; i < n; i++) {
+		char a[256];
+		int ap;
+		unsigned char bin[16];
+
+		if (!entry_split(allowed[i], a, sizeof(a), &ap))
+			continue;
+		if (ss->ss_family == AF_INET && inet_pton(AF_INET, a, bin) == 1 &&
+		    !memcmp(bin, &((const struct sockaddr_in *)ss)->sin_addr, 4))
+			return true;
+		if (ss->ss_family == AF_INET6 && inet_pton(AF_INET6, a, bin) == 1 &&
+		    !memcmp(bin, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16))
+			return true;
 	}
 	return false;
 }
@@ -311,13 +415,20 @@ static void parse_head(struct pisb_proxy *p, struct pend *q)
 		       "pisb egress proxy: send absolute-URI requests (http://host/...) or CONNECT\n");
 		return;
 	}
-	if (!pisb_proxy_host_allowed(p->allowed, p->nallowed, q->host)) {
-		char *msg = xasprintf("pisb: egress to '%s' is denied: the host is not in network.allowedHosts "
-				      "of sandbox '%s' (outbound network is blocked by default; add '%s' to "
-				      "network.allowedHosts in the sandbox's YAML to allow it)\n",
-				      q->host, p->sandbox, q->host);
-		pisb_svc_log("egress: denied %s %s:%d (not in network.allowedHosts)",
-			     q->tunnel ? "CONNECT" : method, q->host, q->port);
+	if (!pisb_proxy_host_allowed(p->allowed, p->nallowed, q->host, q->port)) {
+		bool other_port = q->port != 80 && q->port != 443 &&
+				  (pisb_proxy_host_allowed(p->allowed, p->nallowed, q->host, 80) ||
+				   pisb_proxy_host_allowed(p->allowed, p->nallowed, q->host, 443));
+		char *msg = other_port
+			? xasprintf("pisb: egress to '%s' port %d is denied: network.allowedHosts of sandbox '%s' "
+				    "allows that host on ports 80 and 443 only (add '%s:%d' to allow that port)\n",
+				    q->host, q->port, p->sandbox, q->host, q->port)
+			: xasprintf("pisb: egress to '%s' is denied: the host is not in network.allowedHosts "
+				    "of sandbox '%s' (outbound network is blocked by default; add '%s' to "
+				    "network.allowedHosts in the sandbox's YAML to allow it)\n",
+				    q->host, p->sandbox, q->host);
+		pisb_svc_log("egress: denied %s %s:%d (%s)", q->tunnel ? "CONNECT" : method, q->host,
+			     q->port, other_port ? "port not allowed" : "not in network.allowedHosts");
 		answer(p, q, 403, "Forbidden", msg);
 		free(msg);
 		return;
@@ -452,14 +563,30 @@ static void connected(struct pisb_proxy *p, struct pend *q)
 	pend_free(p, q, false);
 }
 
-/* Next address (q->ai), non-blocking. */
+/* Next address (q->ai), non-blocking.  The addresses are the ones the
+ * name resolved to, once: each is checked here and connected to as
+ * checked, so a name that answers differently the second time (DNS
+ * rebinding) gains nothing. */
 static void try_connect(struct pisb_proxy *p, struct pend *q)
 {
+	const char *refused = NULL;
+	char shown[INET6_ADDRSTRLEN] = "";
+
 	while (q->ai < q->naddr) {
 		struct sockaddr_storage *ss = &q->addr[q->ai];
-		int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		const char *cls = addr_class(ss);
+		int fd;
 
 		q->ai++;
+		if (cls && !addr_listed(p->allowed, p->nallowed, ss)) {
+			refused = cls;
+			if (ss->ss_family == AF_INET6)
+				inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ss)->sin6_addr, shown, sizeof(shown));
+			else
+				inet_ntop(AF_INET, &((struct sockaddr_in *)ss)->sin_addr, shown, sizeof(shown));
+			continue;
+		}
+		fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0) {
 			q->last_err = errno;
 			continue;
@@ -477,6 +604,15 @@ static void try_connect(struct pisb_proxy *p, struct pend *q)
 		}
 		q->last_err = errno;
 		close(fd);
+	}
+	if (refused && !q->last_err) {
+		char *msg = xasprintf("pisb: egress to '%s' is denied: it resolves to %s, %s, which sandbox '%s' "
+				      "may reach only if network.allowedHosts names that address literally\n",
+				      q->host, shown, refused, p->sandbox);
+		pisb_svc_log("egress: denied %s:%d (resolves to %s, %s)", q->host, q->port, shown, refused);
+		answer(p, q, 403, "Forbidden", msg);
+		free(msg);
+		return;
 	}
 	{
 		char *msg = xasprintf("pisb egress proxy: cannot connect to %s:%d: %s\n", q->host, q->port,

@@ -36,9 +36,19 @@ int pisb_proxy_pollfds(struct pisb_proxy *p, struct pollfd *pf, int max,
 		       int *timeout_ms);
 void pisb_proxy_poll(struct pisb_proxy *p, struct pollfd *pf, int n);
 
-/* Is host (a name or an IP literal, without brackets) allowed?  Names
- * compare case-insensitively, a trailing dot ignored; "*.example.com"
- * matches every name below example.com (not example.com itself). */
-bool pisb_proxy_host_allowed(char *const *allowed, size_t n, const char *host);
+/* Is host (a name or an IP literal, without brackets) on port allowed?
+ * Names compare case-insensitively, a trailing dot ignored;
+ * "*.example.com" matches every name below example.com (not example.com
+ * itself).  An entry without a port allows 80 and 443; "host:port" (or
+ * "[v6]:port") that port only.
+ *
+ * Then the address: whatever a name resolves to (once: the addresses
+ * checked are the addresses connected to) must be a public address, or
+ * be named literally by an entry.  Loopback, unspecified, private
+ * (RFC 1918, fc00::/7), CGNAT, link-local (the cloud metadata address
+ * 169.254.169.254 among them), multicast and reserved ranges, and their
+ * IPv4-mapped forms, are refused otherwise: an allowed name cannot lead
+ * to the host's own services or its networks. */
+bool pisb_proxy_host_allowed(char *const *allowed, size_t n, const char *host, int port);
 
 #endif
