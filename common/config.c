@@ -1924,7 +1924,7 @@ static int load_doc(struct ld *L, const struct ynode *root, struct pisb_config *
 {
 	static const char *const keys[] = { "version", "driver", "profile", "resources",
 		"diskGiB", "image", "workspace", "setup", "resume", "services", "network",
-		"env", "metadata", "opensandbox", "sbx", NULL };
+		"preview", "env", "metadata", "opensandbox", "sbx", NULL };
 	const struct ynode *v;
 	long long ll = 0;
 
@@ -2035,6 +2035,20 @@ static int load_doc(struct ld *L, const struct ynode *root, struct pisb_config *
 		    need_list_of(L, "network.allowedHosts", w, allowed_host_item, &c->allowed_hosts,
 				 &c->nallowed_hosts) < 0)
 			return -1;
+	}
+	if ((v = mget(root, "preview"))) {
+		static const char *const pkeys[] = { "auth", NULL };
+		static const char *const auths[] = { "none", "token", NULL };
+		const struct ynode *w;
+
+		if (need_map(L, "preview", v) < 0 || check_keys(L, "preview", v, pkeys) < 0)
+			return -1;
+		if ((w = mget(v, "auth"))) {
+			int i = need_enum(L, "preview.auth", w, auths, "must be one of: none, token");
+			if (i < 0)
+				return -1;
+			c->preview_token = i == 1;
+		}
 	}
 	if ((v = mget(root, "services")) && load_services(L, v, c) < 0)
 		return -1;
@@ -2434,6 +2448,12 @@ void pisb_config_json(const struct pisb_config *c, struct pisb_jw *w)
 	pisb_jw_obj(w);
 	jw_strv(w, "allowedHosts", c->allowed_hosts, c->nallowed_hosts);
 	pisb_jw_obj_end(w);
+	if (c->preview_token) {
+		pisb_jw_key(w, "preview");
+		pisb_jw_obj(w);
+		pisb_jw_kstr(w, "auth", "token");
+		pisb_jw_obj_end(w);
+	}
 	pisb_jw_key(w, "services");
 	pisb_jw_obj(w);
 	for (size_t i = 0; i < c->nservices; i++)

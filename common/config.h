@@ -133,8 +133,9 @@ struct pisb_config {
 	size_t nresume;
 	struct pisb_service *services;   /* in start order (dependencies first) */
 	size_t nservices;
-	char **allowed_hosts;   /* exact names or "*.domain" */
+	char **allowed_hosts;   /* exact names or "*.domain", each with an optional ":port" */
 	size_t nallowed_hosts;
+	bool preview_token;     /* preview.auth: token (local driver) */
 	struct pisb_map env;
 	struct pisb_map metadata;
 	struct pisb_os_config os;

@@ -184,7 +184,7 @@ YAML
 
 @test "unknown top-level key names the expected ones" {
 	cfg <<<'profiles: small'
-	rejects "sandbox.yaml: profiles: unknown key (expected one of: version, driver, profile, resources, diskGiB, image, workspace, setup, resume, services, network, env, metadata, opensandbox, sbx)"
+	rejects "sandbox.yaml: profiles: unknown key (expected one of: version, driver, profile, resources, diskGiB, image, workspace, setup, resume, services, network, preview, env, metadata, opensandbox, sbx)"
 }
 
 @test "version must be 1" {

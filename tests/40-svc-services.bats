@@ -544,9 +544,9 @@ teardown() {
 @test "services, previews and egress work for an unprivileged user" {
 	st=$(mktemp -d /tmp/pisb-svcuser.XXXXXX); chmod 755 "$st"
 	chown pisbtest "$st" 2>/dev/null || { rm -rf "$st"; skip "machine lacks: the test user pisbtest"; }
-	printf 'network:\n  allowedHosts: [localhost]\nservices:\n  web:\n    command: exec python3 -m http.server $PORT\n    preview: true\n' > "$st/s.yaml"
-	chmod 644 "$st/s.yaml"
 	hp=$(host_free_port)
+	printf 'network:\n  allowedHosts: ["localhost:%s", 127.0.0.1]\nservices:\n  web:\n    command: exec python3 -m http.server $PORT\n    preview: true\n' "$hp" > "$st/s.yaml"
+	chmod 644 "$st/s.yaml"
 	python3 -m http.server "$hp" --bind 127.0.0.1 --directory "$st" >/dev/null 2>&1 3>&- &
 	OUTSIDE=$!
 	run -0 as_user pisb --state-dir "$st/s" create u -f "$st/s.yaml"

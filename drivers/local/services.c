@@ -19,6 +19,7 @@
 #include "services.h"
 #include "config.h"
 #include "err.h"
+#include "gate.h"
 #include "instance.h"
 #include "json.h"
 #include "netns.h"
@@ -135,11 +136,13 @@ struct pisb_services {
 	struct pisb_netns ns;
 	struct pisb_relay *relay;
 	struct pisb_proxy *proxy;
+	struct pisb_gate *gate;  /* preview.auth: token */
+	char *token;             /* that token, or NULL */
 	char *proxy_err;
 	struct waiter *waiters;
 	bool changed;
 	int64_t accept_pause_until;
-	int proxy_off, relay_off, nfds;
+	int proxy_off, gate_off, relay_off, nfds;
 	bool started;
 };
 
@@ -636,6 +639,20 @@ static void open_listener(struct pisb_services *s, struct svc *v)
 static char *public_url(const struct svc *v)
 {
 	return v->preview && v->host_port ? xasprintf("http://127.0.0.1:%d", v->host_port) : NULL;
+}
+
+/* The URL a person opens: with the preview token when there is one
+ * (PUBLIC_URL, what the service itself sees, never carries it). */
+static char *user_url(const struct pisb_services *s, char *url)
+{
+	char *u;
+
+	if (!url || !s->token)
+		return url;
+	u = xasprintf("%s%s%spisb_token=%s", url, strchr(url + 7, '/') ? "" : "/",
+		      strchr(url, '?') ? "&" : "?", s->token);
+	free(url);
+	return u;
 }
 
 /* ---------- processes ---------- */
@@ -1181,9 +1198,9 @@ static const char *svc_error(const struct svc *v)
 	return v->rerr ? v->rerr : v->spawn_err ? v->spawn_err : v->lerr;
 }
 
-static void svc_json(const struct svc *v, struct pisb_jw *w)
+static void svc_json(const struct pisb_services *s, const struct svc *v, struct pisb_jw *w)
 {
-	_cleanup_free_ char *url = public_url(v);
+	_cleanup_free_ char *url = user_url(s, public_url(v));
 	_cleanup_free_ char *log = xasprintf("logs/%s.log", v->name);
 
 	pisb_jw_obj(w);
@@ -1241,9 +1258,9 @@ static void previews_json(const struct pisb_services *s, struct pisb_jw *w)
 			bool own = !l->url || l->url[0] == '/';
 
 			if (!l->url)
-				url = xasprintf("%s/", base);
+				url = user_url(s, xasprintf("%s/", base));
 			else if (l->url[0] == '/')
-				url = xasprintf("%s%s", base, l->url);
+				url = user_url(s, xasprintf("%s%s", base, l->url));
 			else
 				url = xstrdup(l->url);
 			pisb_jw_obj(w);
@@ -1273,7 +1290,7 @@ char *pisb_services_status_json(struct pisb_services *s)
 	pisb_jw_arr(&w);
 	for (size_t i = 0; i < s->n; i++)
 		if (visible(s->v[i]))
-			svc_json(s->v[i], &w);
+			svc_json(s, s->v[i], &w);
 	pisb_jw_arr_end(&w);
 	return pisb_buf_detach(&b);
 }
@@ -1325,7 +1342,7 @@ static void reply_list(struct pisb_services *s, int fd, char **names, size_t n,
 	for (size_t i = 0; i < n && !removed; i++) {
 		struct svc *v = find(s, names[i]);
 		if (v)
-			svc_json(v, &w);
+			svc_json(s, v, &w);
 	}
 	pisb_jw_arr_end(&w);
 	pisb_jw_key(&w, "previews");
@@ -1460,6 +1477,8 @@ static void sweep_removed(struct pisb_services *s)
 		if (v->removed && v->pid <= 0) {
 			pisb_svc_log("services: '%s' removed", v->name);
 			pisb_relay_close_tag(s->relay, v);
+			if (s->gate)
+				pisb_gate_drop_tag(s->gate, v);
 			svc_free(v);
 			s->changed = true;
 		} else {
@@ -1564,15 +1583,58 @@ static void redetect_family(void *arg, const void *tag)
 	}
 }
 
+/* Relay a (accepted on v's preview port) to the service; head: bytes
+ * already read from a (the gate's), sent to the service first. */
+static void relay_preview(struct pisb_services *s, struct svc *v, int a, const char *head, size_t hlen)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+	struct pisb_relay_opts o;
+	bool pending = false;
+	int b;
+	_cleanup_free_ char *body = NULL, *msg = NULL;
+
+	body = xasprintf("pisb: nothing accepts connections on port %d in sandbox '%s' "
+			 "(service '%s' is %s; see 'pisb logs %s %s')\n", v->port, s->name, v->name,
+			 state_name(v), s->name, v->name);
+	msg = xasprintf("HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\n"
+			"Connection: close\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
+	b = v->port ? pisb_netns_connect_fast(&s->ns, v->family, v->port, &pending, &e) : -1;
+	if (b < 0 && v->port) {
+		redetect_family(s, v);
+		b = pisb_netns_connect_fast(&s->ns, v->family, v->port, &pending, &e);
+	}
+	if (b < 0) {
+		pisb_relay_reject(s->relay, a, msg, strlen(msg), v);
+		return;
+	}
+	memset(&o, 0, sizeof(o));
+	o.b_connecting = pending;
+	o.fail = msg;
+	o.tag = v;
+	o.on_fail = redetect_family;
+	o.arg = s;
+	o.to_b = head;
+	o.to_b_len = hlen;
+	pisb_relay_add(s->relay, a, b, &o);
+}
+
+static void gate_admit(void *arg, void *tag, int fd, const char *head, size_t len)
+{
+	struct pisb_services *s = arg;
+
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i] == tag) {
+			relay_preview(s, s->v[i], fd, head, len);
+			return;
+		}
+	close(fd);
+}
+
 static void accept_preview(struct pisb_services *s, struct svc *v)
 {
 	for (int k = 0; k < 64; k++) {
 		int a = accept4(v->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		struct pisb_err e = PISB_ERR_INIT;
-		struct pisb_relay_opts o;
-		bool pending = false;
-		int b, one = 1;
-		_cleanup_free_ char *body = NULL, *msg = NULL;
+		int one = 1;
 
 		if (a < 0) {
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
@@ -1580,27 +1642,11 @@ static void accept_preview(struct pisb_services *s, struct svc *v)
 			return;
 		}
 		setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		body = xasprintf("pisb: nothing accepts connections on port %d in sandbox '%s' "
-				 "(service '%s' is %s; see 'pisb logs %s %s')\n", v->port, s->name, v->name,
-				 state_name(v), s->name, v->name);
-		msg = xasprintf("HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\n"
-				"Connection: close\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
-		b = v->port ? pisb_netns_connect_fast(&s->ns, v->family, v->port, &pending, &e) : -1;
-		if (b < 0 && v->port) {
-			redetect_family(s, v);
-			b = pisb_netns_connect_fast(&s->ns, v->family, v->port, &pending, &e);
-		}
-		if (b < 0) {
-			pisb_relay_reject(s->relay, a, msg, strlen(msg), v);
-			continue;
-		}
-		memset(&o, 0, sizeof(o));
-		o.b_connecting = pending;
-		o.fail = msg;
-		o.tag = v;
-		o.on_fail = redetect_family;
-		o.arg = s;
-		pisb_relay_add(s->relay, a, b, &o);
+		if (s->gate)
+			/* the token first: nothing reaches the service before it */
+			pisb_gate_add(s->gate, a, s->token, v->host_port, v);
+		else
+			relay_preview(s, v, a, NULL, 0);
 	}
 }
 
@@ -1653,6 +1699,9 @@ int pisb_services_pollfds(struct pisb_services *s, struct pollfd *p, int max,
 	s->proxy_off = n;
 	if (s->proxy)
 		n += pisb_proxy_pollfds(s->proxy, p + n, max - n, timeout_ms);
+	s->gate_off = n;
+	if (s->gate)
+		n += pisb_gate_pollfds(s->gate, p + n, max - n, timeout_ms);
 	s->relay_off = n;
 	n += pisb_relay_pollfds(s->relay, p + n, max - n, timeout_ms);
 	s->nfds = n;
@@ -1667,7 +1716,9 @@ void pisb_services_poll(struct pisb_services *s, struct pollfd *p, size_t n)
 	if ((int)n > s->relay_off)
 		pisb_relay_poll(s->relay, p + s->relay_off, (int)n - s->relay_off);
 	if (s->proxy && (int)n > s->proxy_off)
-		pisb_proxy_poll(s->proxy, p + s->proxy_off, s->relay_off - s->proxy_off);
+		pisb_proxy_poll(s->proxy, p + s->proxy_off, s->gate_off - s->proxy_off);
+	if (s->gate && (int)n > s->gate_off)
+		pisb_gate_poll(s->gate, p + s->gate_off, s->relay_off - s->gate_off);
 	for (size_t i = 0; i < s->n; i++) {
 		struct svc *v = s->v[i];
 
@@ -1682,6 +1733,28 @@ void pisb_services_poll(struct pisb_services *s, struct pollfd *p, size_t n)
 }
 
 /* ---------- lifecycle ---------- */
+
+/* The preview token of the instance (preview.token, 0600, made once so
+ * that preview URLs stay the same across stop and start), or NULL. */
+static char *preview_token(int idir)
+{
+	struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_err ig = PISB_ERR_INIT;
+	char hex[33];
+
+	if (pisb_read_file_at(idir, "preview.token", &b, 128) == 0 && b.len >= 32) {
+		char *t = xstrndup(b.s, 32);
+		pisb_buf_release(&b);
+		return t;
+	}
+	pisb_buf_release(&b);
+	pisb_random_hex(hex, 32);
+	if (pisb_atomic_write(idir, "preview.token", hex, 32, 0600, &ig) < 0) {
+		errno = ig.errnum ? ig.errnum : EIO;
+		return NULL;
+	}
+	return xstrdup(hex);
+}
 
 struct pisb_services *pisb_services_new(struct pisb_state *st, int idir,
 					const char *name,
@@ -1704,6 +1777,13 @@ struct pisb_services *pisb_services_new(struct pisb_state *st, int idir,
 	s->cfg = cfg;
 	s->rt = rt;
 	s->relay = pisb_relay_new();
+	if (cfg->preview_token) {
+		s->token = preview_token(idir);
+		if (s->token)
+			s->gate = pisb_gate_new(s->relay, gate_admit, s);
+		else   /* fail closed: previews stay shut */
+			pisb_svc_log("previews: no token (preview.auth: token): %s; previews are off", strerror(errno));
+	}
 	pisb_netns_init(&s->ns, rt->init.pid, rt->init.start);
 	load_persisted(s);
 	return s;
@@ -1905,6 +1985,8 @@ void pisb_services_free(struct pisb_services *s)
 		free(w);
 	}
 	pisb_proxy_free(s->proxy);
+	pisb_gate_free(s->gate);
+	free(s->token);
 	pisb_relay_free(s->relay);
 	pisb_netns_release(&s->ns);
 	for (size_t i = 0; i < s->n; i++)
@@ -2173,6 +2255,8 @@ static void op_remove(struct pisb_services *s, const char *name, int fd)
 	v->preview = false;
 	open_listener(s, v);
 	pisb_relay_close_tag(s->relay, v);
+	if (s->gate)
+		pisb_gate_drop_tag(s->gate, v);
 	if (v->kind != K_LINK)
 		stop_svc(s, v, false);
 	persist(s);
