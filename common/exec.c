@@ -1051,6 +1051,19 @@ static int open_handle(struct pisb_state *st, const char *name, const char *hand
 	return hdir;
 }
 
+/* collect() for exec-status and exec-kill: under the handle's read.lock,
+ * so that of callers on one handle at once, each byte of output goes to
+ * exactly one (the offset is read and moved under the lock). */
+static int collect_locked(int hdir, const char *handle, struct pisb_jw *w, int *code,
+			  bool *running, struct pisb_err *e)
+{
+	_cleanup_close_ int lock = pisb_lock_acquire(hdir, "read.lock", true, -1, "handle", e);
+
+	if (lock < 0)
+		return pisb_err_prefix(e, "handle '%s'", handle);
+	return collect(hdir, handle, w, code, running, e);
+}
+
 int pisb_exec_status(struct pisb_state *st, const char *name, const char *handle,
 		     int timeout_ms, struct pisb_jw *w, int *code, bool *running,
 		     struct pisb_err *e)
@@ -1063,7 +1076,7 @@ int pisb_exec_status(struct pisb_state *st, const char *name, const char *handle
 		return -1;
 	target_release(&t);
 	wait_done(hdir, timeout_ms);
-	ret = collect(hdir, handle, w, code, running, e);
+	ret = collect_locked(hdir, handle, w, code, running, e);
 	return ret;
 }
 
@@ -1094,7 +1107,7 @@ int pisb_exec_kill(struct pisb_state *st, const char *name, const char *handle,
 			}
 		}
 	}
-	return collect(hdir, handle, w, code, &running, e);
+	return collect_locked(hdir, handle, w, code, &running, e);
 }
 
 /* ---------- shell ---------- */

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -84,6 +86,73 @@ void pisb_runtime_release(struct pisb_runtime *r)
 	memset(r, 0, sizeof(*r));
 }
 
+/* The full path of file in the instance dir idir, for messages (caller
+ * frees); the name alone when /proc cannot say. */
+static char *file_path(int idir, const char *file)
+{
+	char link[64], dir[4096];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", idir);
+	n = readlink(link, dir, sizeof(dir) - 1);
+	if (n <= 0)
+		return xstrdup(file);
+	dir[n] = '\0';
+	return xasprintf("%s/%s", dir, file);
+}
+
+/* Read state file `file` of idir, at most max bytes, into b: -1 with e
+ * naming the full path (code 3 when the file is missing and missing_nf). */
+static int read_state_file(int idir, const char *file, size_t max, bool missing_nf,
+			   struct pisb_buf *b, struct pisb_err *e)
+{
+	_cleanup_free_ char *path = NULL;
+	_cleanup_close_ int fd = openat(idir, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	struct stat sb;
+
+	if (fd >= 0 && fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+		path = file_path(idir, file);
+		return pisb_err_set(e, PISB_EXIT_FAIL, "'%s': not a regular file", path);
+	}
+	if (fd >= 0 && sb.st_size > (off_t)max) {
+		path = file_path(idir, file);
+		return pisb_err_set(e, PISB_EXIT_FAIL, "'%s': too large (%lld bytes, at most %zu)",
+				    path, (long long)sb.st_size, max);
+	}
+	if (fd < 0 || pisb_read_fd(fd, b, max) < 0) {
+		int en = errno;
+		path = file_path(idir, file);
+		errno = en;
+		if (en == E2BIG)
+			return pisb_err_set(e, PISB_EXIT_FAIL, "'%s': too large (more than %zu bytes)", path, max);
+		return pisb_err_sys(e, en == ENOENT && missing_nf ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
+				    "read '%s'", path);
+	}
+	if (b->len && memchr(b->s, '\0', b->len)) {
+		path = file_path(idir, file);
+		return pisb_err_set(e, PISB_EXIT_FAIL, "'%s': holds a NUL byte (not JSON)", path);
+	}
+	return 0;
+}
+
+/* Parse b (read from idir/file) as one JSON object: -1 with e naming the
+ * file's full path, code 1 (the file is bad, not the caller's input). */
+static int parse_object(int idir, const char *file, const struct pisb_buf *b,
+			struct pisb_json *j, struct pisb_err *e)
+{
+	_cleanup_free_ char *path = NULL;
+
+	if (pisb_json_parse(j, b->s ? b->s : "", b->len, e) == 0) {
+		if (j->tok[0].type == JSMN_OBJECT)
+			return 0;
+		pisb_json_release(j);
+		pisb_err_set(e, PISB_EXIT_FAIL, "not a JSON object");
+	}
+	path = file_path(idir, file);
+	e->code = PISB_EXIT_FAIL;
+	return pisb_err_prefix(e, "'%s'", path);
+}
+
 static void get_pid(struct pisb_json *j, int obj, const char *key,
 		    struct pisb_proc_id *p)
 {
@@ -127,15 +196,16 @@ int pisb_runtime_load(int idir, struct pisb_runtime *r, struct pisb_err *e)
 	int t;
 
 	memset(r, 0, sizeof(*r));
-	if (pisb_read_file_at(idir, "status.json", &b, 1 << 20) < 0) {
-		if (errno == ENOENT) {
+	if (read_state_file(idir, "status.json", 1 << 20, true, &b, e) < 0) {
+		if (e->code == PISB_EXIT_NOTFOUND) {
+			*e = (struct pisb_err)PISB_ERR_INIT;
 			strcpy(r->state, "stopped");
 			return 0;
 		}
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "read status.json");
+		return -1;
 	}
-	if (pisb_json_parse(&j, b.s, b.len, e) < 0)
-		return pisb_err_prefix(e, "status.json");
+	if (parse_object(idir, "status.json", &b, &j, e) < 0)
+		return -1;
 	s = pisb_json_str(&j, pisb_json_get(&j, 0, "state"));
 	snprintf(r->state, sizeof(r->state), "%s", s ? s : "stopped");
 	free(s);
@@ -265,26 +335,107 @@ fail:
 	return -1;
 }
 
+static const char *const driver_names[] = {
+	[PISB_DRIVER_LOCAL] = "local", [PISB_DRIVER_VM] = "vm",
+	[PISB_DRIVER_OPENSANDBOX] = "opensandbox", [PISB_DRIVER_SBX] = "sbx",
+};
+#define NDRIVERS ((int)(sizeof(driver_names) / sizeof(driver_names[0])))
+
+/* The driver a record.json that does not load still names: the first
+ * "driver": "WORD" in its first 64 KiB, if WORD is a driver; else local,
+ * the driver whose destroy finds a sandbox's processes and files without
+ * its record (through its locks, cgroups and status). */
+static int salvage_driver(int idir)
+{
+	_cleanup_close_ int fd = openat(idir, "record.json", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	char buf[65536];
+	ssize_t n = fd >= 0 ? pisb_read_all(fd, buf, sizeof(buf) - 1) : -1;
+	const char *p;
+
+	if (n <= 0)
+		return PISB_DRIVER_LOCAL;
+	buf[n] = '\0';
+	for (p = buf; (p = memmem(p, (size_t)(buf + n - p), "\"driver\"", 8)); p += 8) {
+		const char *q = p + 8;
+		q += strspn(q, " \t\r\n");
+		if (*q != ':')
+			continue;
+		q++;
+		q += strspn(q, " \t\r\n");
+		if (*q != '"')
+			continue;
+		q++;
+		for (int d = 0; d < NDRIVERS; d++) {
+			size_t l = strlen(driver_names[d]);
+			if (!strncmp(q, driver_names[d], l) && q[l] == '"')
+				return d;
+		}
+		break;
+	}
+	return PISB_DRIVER_LOCAL;
+}
+
 int pisb_instance_driver(struct pisb_state *st, const char *name, struct pisb_err *e)
 {
-	static const char *const names[] = {
-		[PISB_DRIVER_LOCAL] = "local", [PISB_DRIVER_VM] = "vm",
-		[PISB_DRIVER_OPENSANDBOX] = "opensandbox", [PISB_DRIVER_SBX] = "sbx",
-	};
 	_cleanup_close_ int idir = pisb_instance_open(st, "instances", name, e);
 	struct pisb_record rec;
+	struct pisb_err le = PISB_ERR_INIT;
 	int d;
 
-	if (idir < 0 || pisb_record_load(idir, &rec, e) < 0)
+	if (idir < 0)
 		return -1;
-	for (d = 0; d < (int)(sizeof(names) / sizeof(names[0])); d++)
-		if (!strcmp(rec.driver, names[d]))
+	if (pisb_record_load(idir, &rec, &le) < 0) {
+		/* a record gone missing or bad must not keep destroy (or stop)
+		 * from its sandbox: the verb's own driver code reports the
+		 * record when it needs it */
+		if (le.code == PISB_EXIT_NOTFOUND && faccessat(idir, ".", F_OK, 0) < 0) {
+			*e = le;
+			return -1;
+		}
+		return salvage_driver(idir);
+	}
+	for (d = 0; d < NDRIVERS; d++)
+		if (!strcmp(rec.driver, driver_names[d]))
 			break;
-	if (d == (int)(sizeof(names) / sizeof(names[0])))
+	if (d == NDRIVERS)
 		d = pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s': unknown driver '%s' in record.json",
 				 name, rec.driver);
 	pisb_record_release(&rec);
 	return d;
+}
+
+int pisb_instance_lock_holders(int dirfd, const char *file, pid_t *pids, int max)
+{
+	_cleanup_close_ int fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	_cleanup_close_ int lf = -1;
+	struct stat sb;
+	char *line, *save = NULL;
+	int n = 0;
+
+	if (fd < 0 || fstat(fd, &sb) < 0)
+		return 0;
+	lf = open("/proc/locks", O_RDONLY | O_CLOEXEC);
+	if (lf < 0 || pisb_read_fd(lf, &b, 16 << 20) < 0 || !b.s)
+		return 0;
+	/* "1: FLOCK  ADVISORY  WRITE 1234 00:2f:5678 0 EOF"; waiters ("->") are
+	 * not holders */
+	for (line = strtok_r(b.s, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned maj, mnr;
+		unsigned long long ino;
+		char kind[16], mode[16], rw[16];
+		int pid;
+
+		if (strstr(line, "->"))
+			continue;
+		if (sscanf(line, "%*d: %15s %15s %15s %d %x:%x:%llu", kind, mode, rw, &pid, &maj, &mnr, &ino) != 7)
+			continue;
+		if (ino != (unsigned long long)sb.st_ino || maj != major(sb.st_dev) || mnr != minor(sb.st_dev))
+			continue;
+		if (pid > 0 && n < max)
+			pids[n++] = pid;
+	}
+	return n;
 }
 
 int pisb_record_load(int idir, struct pisb_record *r, struct pisb_err *e)
@@ -294,11 +445,9 @@ int pisb_record_load(int idir, struct pisb_record *r, struct pisb_err *e)
 	long long v;
 
 	memset(r, 0, sizeof(*r));
-	if (pisb_read_file_at(idir, "record.json", &b, 8 << 20) < 0)
-		return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
-				    "read record.json");
-	if (pisb_json_parse(&j, b.s, b.len, e) < 0)
-		return pisb_err_prefix(e, "record.json");
+	if (read_state_file(idir, "record.json", PISB_RECORD_MAX, true, &b, e) < 0 ||
+	    parse_object(idir, "record.json", &b, &j, e) < 0)
+		return -1;
 	r->name = pisb_json_str(&j, pisb_json_get(&j, 0, "name"));
 	r->driver = pisb_json_str(&j, pisb_json_get(&j, 0, "driver"));
 	r->template_ = pisb_json_str(&j, pisb_json_get(&j, 0, "template"));
@@ -310,9 +459,12 @@ int pisb_record_load(int idir, struct pisb_record *r, struct pisb_err *e)
 	r->remote_json = get_raw(&j, "remote");
 	r->image_cache = pisb_json_str(&j, pisb_json_get(&j, 0, "imageCache"));
 	pisb_json_release(&j);
-	if (!r->name || !r->driver || !r->config_json) {
+	if (!r->name || !r->driver || !r->config_json || r->config_json[0] != '{') {
+		_cleanup_free_ char *path = file_path(idir, "record.json");
+		const char *what = !r->name ? "name" : !r->driver ? "driver" : "config";
 		pisb_record_release(r);
-		return pisb_err_set(e, PISB_EXIT_FAIL, "record.json: missing name, driver or config");
+		return pisb_err_set(e, PISB_EXIT_FAIL, "'%s': '%s' is missing or not a %s",
+				    path, what, !strcmp(what, "config") ? "JSON object" : "string");
 	}
 	return 0;
 }
@@ -446,11 +598,22 @@ enum pisb_status pisb_instance_status(int idir, const struct pisb_runtime *r)
 			return PISB_ST_STOPPED;
 		return PISB_ST_INTERRUPTED;
 	}
+	/* the lock is held; by the controller status.json names?  A new
+	 * controller has not written its own yet while a start (op.lock)
+	 * waits for it; a process that outlived its controller with the
+	 * lock's fd is not a controller */
+	if (!pisb_proc_id_alive(&r->controller))
+		return pisb_lock_is_held(idir, "op.lock") ? PISB_ST_STARTING : PISB_ST_UNAVAILABLE;
 	if (!strcmp(r->state, "starting"))
 		return PISB_ST_STARTING;
 	if (!strcmp(r->state, "stopping"))
 		return PISB_ST_STOPPING;
+	if (strcmp(r->state, "running"))
+		return PISB_ST_UNAVAILABLE;
 	if (pisb_control_call(idir, "{\"op\":\"ping\"}", &reply, 1000, &e) < 0)
+		return PISB_ST_UNAVAILABLE;
+	/* running means commands can join it: its init must be there */
+	if (!pisb_proc_id_alive(&r->init))
 		return PISB_ST_UNAVAILABLE;
 	return PISB_ST_RUNNING;
 }

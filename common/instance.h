@@ -87,6 +87,10 @@ struct pisb_record {
 				     * than the field */
 };
 void pisb_record_release(struct pisb_record *r);
+/* The largest record.json read (a bigger one is an error naming it). */
+#define PISB_RECORD_MAX (8 << 20)
+/* Errors name the file's full path; code 3 if it is missing, 1 if it is
+ * bad (too large, a NUL, not a JSON object, a key missing or mistyped). */
 int pisb_record_load(int idir, struct pisb_record *r, struct pisb_err *e);
 
 /* Start creating sandbox NAME: staging/NAME.RND made (instances/ and
@@ -99,7 +103,11 @@ int pisb_instance_stage(struct pisb_state *st, const char *name, char **stage, i
 enum pisb_driver { PISB_DRIVER_LOCAL, PISB_DRIVER_VM, PISB_DRIVER_OPENSANDBOX, PISB_DRIVER_SBX };
 /* The driver of sandbox NAME, from its record (read once, for every
  * driver's dispatch): an enum pisb_driver, or -1 with e (3: no such
- * sandbox; 1: a record naming a driver this build does not know). */
+ * sandbox; 1: a record naming a driver this build does not know).  A
+ * record that does not load (missing, empty, truncated, mistyped, huge)
+ * still dispatches: to the driver it names in its first 64 KiB, else to
+ * local, so that destroy can always remove the sandbox; verbs that need
+ * the record then report what is wrong with it. */
 int pisb_instance_driver(struct pisb_state *st, const char *name, struct pisb_err *e);
 int pisb_record_save(int idir, const struct pisb_record *r, struct pisb_err *e);
 /* Parse record->config_json into a config (caller frees). */
@@ -110,8 +118,15 @@ int pisb_record_config(const struct pisb_record *r, struct pisb_config **out,
 int pisb_instance_open(const struct pisb_state *st, const char *kind,
 		       const char *name, struct pisb_err *e);
 
-/* The live status: lock probe + control-socket ping, never the file alone. */
+/* The live status: lock probe + control-socket ping, never the file alone:
+ * running needs the lock held, the controller status.json names alive and
+ * answering, and its init alive; a lock held by anything else is
+ * unavailable (or starting while a start holds op.lock). */
 enum pisb_status pisb_instance_status(int idir, const struct pisb_runtime *r);
+
+/* The pids holding an flock on dirfd/file (from /proc/locks), at most max:
+ * how destroy finds a controller that its status.json does not name. */
+int pisb_instance_lock_holders(int dirfd, const char *file, pid_t *pids, int max);
 
 /* Connect to the controller's socket; -1 on failure (errno set). */
 int pisb_control_connect(int idir);

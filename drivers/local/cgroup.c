@@ -2,7 +2,10 @@
 #include "err.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <time.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,20 +155,119 @@ void pisb_cgroup_close(struct pisb_cgroup *cg)
 
 static const char *const v1_ctrls[] = { "memory", "pids", "cpu", NULL };
 
-void pisb_cgroup_remove(const char *rel)
+/* SIGKILL every process listed in dir/cgroup.procs; how many there were. */
+static int kill_procs(const char *dir)
 {
+	_cleanup_free_ char *p = xasprintf("%s/cgroup.procs", dir);
+	_cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	int n = 0;
+
+	if (fd < 0 || pisb_read_fd(fd, &b, 4 << 20) < 0 || !b.s)
+		return 0;
+	for (char *s = b.s; *s; ) {
+		char *end;
+		long pid = strtol(s, &end, 10);
+		if (end == s)
+			break;
+		if (pid > 1) {
+			kill((pid_t)pid, SIGKILL);
+			n++;
+		}
+		s = end + strspn(end, "\n");
+	}
+	return n;
+}
+
+/* rmdir dir; while it is busy (processes still exiting, or left behind),
+ * kill what is in it and retry until the deadline. */
+static int remove_dir(const char *dir, int64_t deadline)
+{
+	for (;;) {
+		if (rmdir(dir) == 0 || errno == ENOENT)
+			return 0;
+		if (errno != EBUSY || pisb_mono_ms() > deadline)
+			return -1;
+		kill_procs(dir);
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+int pisb_cgroup_remove(const char *rel)
+{
+	int64_t deadline = pisb_mono_ms() + 3000;
 	char path[512];
+	int ret = 0, en = 0;
 
 	if (!rel || !*rel)
-		return;
+		return 0;
+	/* only pisb's own: never a path that climbs out of pisb/ */
+	if (!pisb_str_starts(rel, "pisb/") || strstr(rel, "..") || strchr(rel + 5, '/')) {
+		errno = EINVAL;
+		return -1;
+	}
 	if (pisb_cgroup_version() == 2) {
 		snprintf(path, sizeof(path), CG_ROOT "/%s", rel);
-		rmdir(path);
-		return;
+		return remove_dir(path, deadline);
 	}
 	for (int i = 0; v1_ctrls[i]; i++) {
 		snprintf(path, sizeof(path), CG_ROOT "/%s/%s", v1_ctrls[i], rel);
-		rmdir(path);
+		if (remove_dir(path, deadline) < 0) {
+			en = errno;
+			ret = -1;
+		}
+	}
+	errno = en;
+	return ret;
+}
+
+static bool strv_has(const struct pisb_strv *v, const char *s)
+{
+	for (size_t i = 0; i < v->n; i++)
+		if (!strcmp(v->v[i], s))
+			return true;
+	return false;
+}
+
+void pisb_cgroup_sweep(const char *name, const char *keep, int min_age_s,
+		       struct pisb_strv *removed)
+{
+	int ver = pisb_cgroup_version();
+	size_t nl = name ? strlen(name) : 0;
+	time_t now = time(NULL);
+
+	for (int i = 0; ver == 2 ? i < 1 : v1_ctrls[i] != NULL; i++) {
+		_cleanup_free_ char *base = ver == 2 ? xstrdup(CG_ROOT "/pisb")
+						     : xasprintf(CG_ROOT "/%s/pisb", v1_ctrls[i]);
+		DIR *d = opendir(base);
+		struct dirent *de;
+
+		if (!d)
+			continue;
+		while ((de = readdir(d))) {
+			_cleanup_free_ char *p = NULL, *rel = NULL;
+			const char *dot = strrchr(de->d_name, '.');
+			struct stat sb;
+
+			/* NAME.GEN: a sandbox name, a dot, 8 hex digits */
+			if (!dot || dot == de->d_name || strlen(dot + 1) != 8 ||
+			    strspn(dot + 1, "0123456789abcdef") != 8)
+				continue;
+			if (name && ((size_t)(dot - de->d_name) != nl || strncmp(de->d_name, name, nl)))
+				continue;
+			rel = xasprintf("pisb/%s", de->d_name);
+			if (keep && !strcmp(rel, keep))
+				continue;
+			p = xasprintf("%s/%s", base, de->d_name);
+			if (stat(p, &sb) < 0 || now - sb.st_mtime < min_age_s)
+				continue;
+			/* never kills: only an empty cgroup can be removed, so a
+			 * sandbox that runs (from any state dir) keeps its own */
+			if (rmdir(p) == 0 && removed && !strv_has(removed, rel))
+				pisb_strv_push(removed, rel);
+		}
+		closedir(d);
 	}
 }
 

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 
 struct pisb_err;
+struct pisb_strv;
 
 #define PISB_CG_MAX 4
 
@@ -28,8 +29,15 @@ int pisb_cgroup_create(struct pisb_cgroup *cg, const char *rel, int cpus,
 		       long long mem_bytes, int pids, bool required,
 		       struct pisb_err *e);
 void pisb_cgroup_close(struct pisb_cgroup *cg);
-/* Remove the (empty) cgroup dirs. */
-void pisb_cgroup_remove(const char *rel);
+/* Remove the cgroup dirs of rel ("pisb/NAME.GEN", nothing else): a dir
+ * still busy is emptied with SIGKILL and retried for up to 3 s (processes
+ * of a stopped sandbox may still be exiting).  0, or -1 with errno. */
+int pisb_cgroup_remove(const char *rel);
+/* Remove the empty pisb/NAME.GEN dirs (every NAME when name is NULL) but
+ * keep, older than min_age_s: leftovers of a crashed create or controller.
+ * Never kills anything; what it removed is added to removed (may be NULL). */
+void pisb_cgroup_sweep(const char *name, const char *keep, int min_age_s,
+		       struct pisb_strv *removed);
 /* Move the calling process into rel (every controller); silent no-op when
  * rel is NULL or empty. */
 int pisb_cgroup_join(const char *rel, struct pisb_err *e);

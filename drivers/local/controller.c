@@ -57,6 +57,8 @@ struct ctl {
 	int lsock;
 	int sigfd;
 	bool stopping;
+	char stop_error[1024];      /* why the stop could not be recorded */
+	struct stat idir_st;        /* what instances/NAME was when we started */
 	struct pisb_services *svc;
 };
 
@@ -271,8 +273,11 @@ static void do_stop(struct ctl *c)
 	c->rt.resume.pid = 0;
 	c->rt.stopped_at = pisb_now_ms() / 1000;
 	unlinkat(c->idir, "control.sock", 0);
-	if (save(c, "stopped", &e) < 0)
+	if (save(c, "stopped", &e) < 0) {
+		/* the client's stop must not say it stopped cleanly */
 		logf_("stop: %s", e.msg);
+		snprintf(c->stop_error, sizeof(c->stop_error), "%s", e.msg);
+	}
 	logf_("stopped");
 }
 
@@ -315,7 +320,18 @@ static void handle_client(struct ctl *c, int fd)
 		reply(fd, "{\"ok\":true}");
 	} else if (!strcmp(op, "stop")) {
 		do_stop(c);
-		reply(fd, "{\"ok\":true}");
+		if (c->stop_error[0]) {
+			_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+			struct pisb_jw w;
+			pisb_jw_init(&w, &b);
+			pisb_jw_obj(&w);
+			pisb_jw_kbool(&w, "ok", false);
+			pisb_jw_kstr(&w, "error", c->stop_error);
+			pisb_jw_obj_end(&w);
+			reply(fd, b.s);
+		} else {
+			reply(fd, "{\"ok\":true}");
+		}
 	} else if (c->svc) {
 		/* the reply may come later (ensure waits for readiness) */
 		pisb_services_request(c->svc, op, &j, fd);
@@ -341,6 +357,26 @@ static void on_sigchld(struct ctl *c)
 			pisb_services_reaped(c->svc, pid, status);
 		}
 	}
+}
+
+/* Is the instance directory we serve still the one in the state dir?  A
+ * directory deleted or replaced under us (rm -rf, a second create of the
+ * name) would leave this sandbox running where no pisb command finds it:
+ * the controller then shuts it down. */
+static bool idir_gone(struct ctl *c)
+{
+	struct stat now, here;
+	_cleanup_free_ char *p = xasprintf("instances/%s", c->name);
+
+	if (fstat(c->idir, &here) < 0 || here.st_nlink == 0)
+		return true;
+	if (pisb_str_starts(c->name, "@prep/"))
+		return false;
+	if (c->idir_st.st_ino == 0)
+		return false;       /* staging: published under another path */
+	if (fstatat(c->st->fd, p, &now, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT;
+	return now.st_ino != c->idir_st.st_ino || now.st_dev != c->idir_st.st_dev;
 }
 
 static int open_target(struct pisb_state *st, const char *name, struct pisb_err *e)
@@ -374,6 +410,8 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 	c.idir = open_target(st, name, e);
 	if (c.idir < 0)
 		return -1;
+	if (!pisb_str_starts(name, "@prep/") && fstat(c.idir, &c.idir_st) < 0)
+		memset(&c.idir_st, 0, sizeof(c.idir_st));
 	/* a moment's patience: a client may be probing the lock right now */
 	lock = pisb_lock_acquire(c.idir, "controller.lock", true, 2000, "the sandbox controller", e);
 	if (lock < 0)
@@ -415,6 +453,15 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	c.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	/* a client that gave up before our reply must not kill us: EPIPE, not
+	 * SIGPIPE (blocked, not ignored: children reset the mask, and an
+	 * ignored SIGPIPE would be inherited by what runs in the sandbox) */
+	{
+		sigset_t pipe;
+		sigemptyset(&pipe);
+		sigaddset(&pipe, SIGPIPE);
+		sigprocmask(SIG_BLOCK, &pipe, NULL);
+	}
 
 	/* limits */
 	{
@@ -530,6 +577,11 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 					do_stop(&c);
 				/* SIGHUP: the terminal that started us is gone; ignore */
 			}
+		}
+		if (!c.stopping && idir_gone(&c)) {
+			logf_("the instance directory of '%s' was deleted or replaced: stopping the sandbox", c.name);
+			do_stop(&c);
+			break;
 		}
 		if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
 			logf_("the sandbox init went away");

@@ -377,74 +377,128 @@ int pisb_local_start(struct pisb_state *st, const char *name, int wait_ms,
 	return wait_controller(idir, name, "running", ctl, e);
 }
 
+/* Record that sandbox NAME (no controller) is stopped: state stopped, its
+ * cgroup gone.  A status.json that does not load is replaced by a fresh
+ * one (the next start writes everything again).  -1 with e when the
+ * record cannot be written: a stop that did not record its result fails. */
+static int mark_stopped(int idir, const char *name, struct pisb_err *e)
+{
+	struct pisb_runtime rt;
+	struct pisb_err le = PISB_ERR_INIT;
+
+	if (pisb_runtime_load(idir, &rt, &le) < 0)
+		memset(&rt, 0, sizeof(rt));
+	pisb_cgroup_remove(rt.cgroup);
+	pisb_cgroup_sweep(name, NULL, 10, NULL);
+	if (!strcmp(rt.state, "stopped") && !le.msg[0]) {
+		pisb_runtime_release(&rt);
+		return 0;
+	}
+	snprintf(rt.state, sizeof(rt.state), "stopped");
+	rt.controller.pid = rt.init.pid = rt.resume.pid = 0;
+	rt.stopped_at = pisb_now_ms() / 1000;
+	free(rt.cgroup);
+	rt.cgroup = NULL;
+	if (pisb_runtime_save(idir, &rt, e) < 0) {
+		pisb_runtime_release(&rt);
+		return pisb_err_prefix(e, "sandbox '%s' stopped, but recording it failed", name);
+	}
+	pisb_runtime_release(&rt);
+	return 0;
+}
+
+/* Signal every process that holds controller.lock (the controller named
+ * by status.json, and whatever /proc/locks says holds the lock: a
+ * status.json may be stale or corrupt); wait up to wait_ms for the lock
+ * to be free.  Returns the lock fd (held), or -1. */
+static int end_controller(int idir, int sig, int wait_ms, struct pisb_err *e)
+{
+	struct pisb_runtime rt;
+	struct pisb_err ig = PISB_ERR_INIT;
+	pid_t pids[16];
+	int n = pisb_instance_lock_holders(idir, "controller.lock", pids, 16);
+
+	if (pisb_runtime_load(idir, &rt, &ig) == 0) {
+		if (pisb_proc_id_alive(&rt.controller))
+			kill(rt.controller.pid, sig);
+		pisb_runtime_release(&rt);
+	}
+	for (int i = 0; i < n; i++)
+		if (pids[i] != getpid())
+			kill(pids[i], sig);
+	return pisb_lock_acquire(idir, "controller.lock", true, wait_ms, "the sandbox controller", e);
+}
+
+/* Stop sandbox NAME under its op.lock (held by the caller): ask the
+ * controller, then TERM, then KILL what holds its lock; then make sure
+ * status.json says stopped.  record: fail when that cannot be written
+ * (stop); destroy passes false, it removes the files anyway. */
+static int stop_locked(int idir, const char *name, bool record, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf reply = PISB_BUF_INIT;
+	_cleanup_close_ int cl = -1;
+	struct pisb_err ce = PISB_ERR_INIT, le = PISB_ERR_INIT;
+	_cleanup_free_ char *why = NULL;
+
+	if (pisb_lock_is_held(idir, "controller.lock")) {
+		if (pisb_control_call(idir, "{\"op\":\"stop\"}", &reply, 120000, &ce) == 0) {
+			struct pisb_json j;
+			if (pisb_json_parse(&j, reply.s, strcspn(reply.s, "\n"), &le) == 0) {
+				bool ok = true;
+				pisb_json_bool(&j, pisb_json_get(&j, 0, "ok"), &ok);
+				if (!ok)
+					why = pisb_json_str(&j, pisb_json_get(&j, 0, "error"));
+				pisb_json_release(&j);
+			}
+			cl = pisb_lock_acquire(idir, "controller.lock", true, 30000, "the sandbox controller", &le);
+		}
+		/* no answer, or it did not exit: TERM, then KILL, what holds the lock */
+		if (cl < 0)
+			cl = end_controller(idir, SIGTERM, 10000, &le);
+		if (cl < 0)
+			cl = end_controller(idir, SIGKILL, 5000, &le);
+		if (cl < 0)
+			return pisb_err_set(e, PISB_EXIT_FAIL, "stop '%s': its controller did not exit: %s",
+					    name, le.msg);
+	}
+	if (mark_stopped(idir, name, e) < 0) {
+		if (record)
+			return -1;
+		*e = (struct pisb_err)PISB_ERR_INIT;
+	}
+	if (why && record)
+		return pisb_err_set(e, PISB_EXIT_FAIL, "stop '%s': %s", name, why);
+	return 0;
+}
+
 int pisb_local_stop(struct pisb_state *st, const char *name, int wait_ms,
 		    struct pisb_err *e)
 {
 	_cleanup_close_ int idir = pisb_instance_open(st, "instances", name, e);
-	_cleanup_close_ int lock = -1, cl = -1;
-	_cleanup_buf_ struct pisb_buf reply = PISB_BUF_INIT;
+	_cleanup_close_ int lock = -1;
 
 	if (idir < 0)
 		return -1;
 	lock = op_lock(idir, name, wait_ms, e);
 	if (lock < 0)
 		return -1;
-	if (!pisb_lock_is_held(idir, "controller.lock")) {
-		struct pisb_runtime rt;
-		struct pisb_err ig = PISB_ERR_INIT;
-		/* an interrupted sandbox: mark its disk stopped as it is */
-		if (pisb_runtime_load(idir, &rt, &ig) == 0) {
-			if (strcmp(rt.state, "stopped")) {
-				pisb_cgroup_remove(rt.cgroup);
-				snprintf(rt.state, sizeof(rt.state), "stopped");
-				rt.stopped_at = pisb_now_ms() / 1000;
-				pisb_runtime_save(idir, &rt, &ig);
-			}
-			pisb_runtime_release(&rt);
-		}
-		return 0; /* already stopped: stop is idempotent */
-	}
-	if (pisb_control_call(idir, "{\"op\":\"stop\"}", &reply, 120000, e) < 0) {
-		/* unavailable controller: fall back to a signal, then wait */
-		struct pisb_runtime rt;
-		struct pisb_err ig = PISB_ERR_INIT;
-		if (pisb_runtime_load(idir, &rt, &ig) == 0) {
-			if (pisb_proc_id_alive(&rt.controller))
-				kill(rt.controller.pid, SIGTERM);
-			pisb_runtime_release(&rt);
-		}
-	}
-	/* the controller is gone when its lock is free */
-	cl = pisb_lock_acquire(idir, "controller.lock", true, 60000, "the sandbox controller", e);
-	if (cl < 0)
-		return pisb_err_prefix(e, "stop '%s'", name);
-	return 0;
+	return stop_locked(idir, name, true, e);
 }
 
 int pisb_local_destroy(struct pisb_state *st, const char *kind, const char *name,
 		       int wait_ms, struct pisb_err *e)
 {
 	_cleanup_close_ int idir = pisb_instance_open(st, kind, name, e);
-	int lock;
+	_cleanup_close_ int lock = -1;
 
 	if (idir < 0)
 		return -1;
-	if (!strcmp(kind, "instances") && pisb_lock_is_held(idir, "controller.lock") &&
-	    pisb_local_stop(st, name, wait_ms, e) < 0)
-		return -1;
+	/* one op.lock from the stop to the rename: no start slips in between */
 	lock = op_lock(idir, name, wait_ms, e);
 	if (lock < 0)
 		return -1;
-	{
-		struct pisb_runtime rt;
-		struct pisb_err ig = PISB_ERR_INIT;
-		if (pisb_runtime_load(idir, &rt, &ig) == 0) {
-			pisb_cgroup_remove(rt.cgroup);
-			pisb_runtime_release(&rt);
-		}
-	}
+	if (!strcmp(kind, "instances") && stop_locked(idir, name, false, e) < 0)
+		return -1;
 	/* the lock fd keeps others out until the rename into the trash */
-	int r = pisb_state_trash(st, kind, name, e);
-	close(lock);
-	return r;
+	return pisb_state_trash(st, kind, name, e);
 }
