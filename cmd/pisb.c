@@ -152,6 +152,7 @@ static int do_action(int argc, char **argv)
 			struct pisb_buf b = PISB_BUF_INIT;
 			pisb_action_help(&b);
 			pisb_front_out(&b);
+			pisb_buf_release(&in);
 			return 0;
 		}
 	}
@@ -166,6 +167,8 @@ static int do_action(int argc, char **argv)
 		return exec_binary(v->binary, full);
 	}
 fail:
+	pisb_buf_release(&in);
+	pisb_strv_release(&av);
 	return pisb_front_error(e.code ? e.code : PISB_EXIT_USAGE, e.msg, true);
 }
 

@@ -71,6 +71,37 @@ static const struct pisb_opt *opt_by_key(const struct pisb_verb *v, const char *
 	return NULL;
 }
 
+struct key { const char *s; size_t n; };
+
+static int cmp_key(const void *a, const void *b)
+{
+	const struct key *x = a, *y = b;
+	size_t n = x->n < y->n ? x->n : y->n;
+	int c = memcmp(x->s, y->s, n);
+	return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+/* A key that object token obj has twice, or -1 (keys compared as
+ * written; sorted, so n log n however many).  *dup names it. */
+static int dup_key(const struct pisb_json *j, int obj, struct key *dup)
+{
+	int n = j->tok[obj].size, i = obj + 1, found = -1;
+	_cleanup_free_ struct key *k = xcalloc(n ? (size_t)n : 1, sizeof(*k));
+
+	for (int m = 0; m < n && i >= 0; m++, i = pisb_json_skip(j, i + 1)) {
+		k[m].s = j->js + j->tok[i].start;
+		k[m].n = (size_t)(j->tok[i].end - j->tok[i].start);
+	}
+	qsort(k, (size_t)n, sizeof(*k), cmp_key);
+	for (int m = 1; m < n; m++)
+		if (!cmp_key(&k[m - 1], &k[m])) {
+			*dup = k[m];
+			found = m;
+			break;
+		}
+	return found;
+}
+
 static int scalar(const struct pisb_json *j, int t, const char *key,
 		  bool want_int, struct pisb_buf *out, struct pisb_err *e)
 {
@@ -109,6 +140,13 @@ int pisb_action_argv(const char *json, size_t len, struct pisb_strv *argv,
 	if (j.tok[0].type != JSMN_OBJECT) {
 		pisb_err_set(e, PISB_EXIT_USAGE, "action: expected a JSON object");
 		goto out;
+	}
+	{
+		struct key d;
+		if (dup_key(&j, 0, &d) >= 0) {
+			pisb_err_set(e, PISB_EXIT_USAGE, "action: key '%.*s' is given twice", (int)d.n, d.s);
+			goto out;
+		}
 	}
 	a = pisb_json_get(&j, 0, "action");
 	if (a < 0) {
@@ -201,6 +239,12 @@ int pisb_action_argv(const char *json, size_t len, struct pisb_strv *argv,
 		if (o->flags & PISB_OPT_MULTI) {
 			if (j.tok[t].type == JSMN_OBJECT && !strcmp(o->name, "env")) {
 				int q = t + 1;
+				struct key d;
+				if (dup_key(&j, t, &d) >= 0) {
+					pisb_err_set(e, PISB_EXIT_USAGE, "action key 'env': variable '%.*s' is given twice",
+						     (int)d.n, d.s);
+					goto outpos;
+				}
 				for (int m = 0; m < j.tok[t].size; m++, q = pisb_json_skip(&j, q + 1)) {
 					_cleanup_free_ char *ek = pisb_json_str(&j, q);
 					if (scalar(&j, q + 1, "env", false, &val, e) < 0)

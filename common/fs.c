@@ -19,12 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- the sandbox ---- */
@@ -578,6 +580,42 @@ static int copy_fd(int in, int out)
 	return -1;
 }
 
+/* Remove what killed writes of dirfd/base left: ".BASE.pisb-" and 16 hex
+ * digits (tmpname's names, nothing else), regular files whose writer is
+ * gone (a live writer holds an flock on its temp file) and older than a
+ * few seconds.  Runs where the write runs, with the sandbox's rights. */
+static void sweep_leftovers(int dirfd, const char *base)
+{
+	_cleanup_free_ char *prefix = xasprintf(".%s.pisb-", base);
+	size_t pl = strlen(prefix);
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		_cleanup_close_ int tf = -1;
+		struct stat a, b;
+
+		if (strncmp(de->d_name, prefix, pl) || strlen(de->d_name + pl) != 16 ||
+		    strspn(de->d_name + pl, "0123456789abcdef") != 16)
+			continue;
+		tf = openat(dirfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (tf < 0 || fstat(tf, &a) < 0 || !S_ISREG(a.st_mode) ||
+		    time(NULL) - a.st_mtime < 5 || flock(tf, LOCK_EX | LOCK_NB) < 0)
+			continue;
+		/* still the file we looked at (nothing renamed in meanwhile) */
+		if (fstatat(dirfd, de->d_name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+			unlinkat(dirfd, de->d_name, 0);
+	}
+	closedir(d);
+}
+
 /* Write src into a temp file next to the target and rename it over. */
 static int replace(const struct target *t, const char *abs, const struct pisb_fs_src *src,
 		   int mode, long long *bytes, struct pisb_err *e)
@@ -587,11 +625,14 @@ static int replace(const struct target *t, const char *abs, const struct pisb_fs
 	struct stat st;
 	mode_t m = mode >= 0 ? (mode_t)mode : t->exists ? (t->st.st_mode & 07777) : 0644;
 
+	sweep_leftovers(t->dirfd, t->base);
 	tmpname(tmp, sizeof(tmp), t->base);
 	fd = openat(t->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
 				    "create a temporary file in '%s'", t->dir);
+	/* held while we write: tells sweep_leftovers this one is alive */
+	flock(fd, LOCK_EX | LOCK_NB);
 	if (src->fd >= 0 ? copy_fd(src->fd, fd) < 0 : pisb_write_all(fd, src->data, src->n) < 0) {
 		pisb_err_sys(e, PISB_EXIT_FAIL, "write '%s'", abs);
 		goto fail;

@@ -289,6 +289,46 @@ static bool destroy_stopped(struct gc *g, int idir, const char *name, const char
 	return true;
 }
 
+/* A sandbox whose record.json does not load (empty, truncated, mistyped,
+ * huge): its driver is what the record still says (local if nothing).  A
+ * local one is treated by liveness like any other: running ones are kept,
+ * an interrupted one is marked stopped (its processes and cgroups gone),
+ * and --hours removes it by the age of its record file. */
+static void sweep_broken(struct gc *g, int idir, const char *name, const char *why)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+	int d = pisb_instance_driver(g->st, name, &e);
+	struct stat sb;
+
+	if (d != PISB_DRIVER_LOCAL) {
+		add(&g->r->kept, "sandbox", name, "unreadable record (%s): left to its driver", why);
+		return;
+	}
+	if (pisb_lock_is_held(idir, "controller.lock")) {
+		add(&g->r->kept, "sandbox", name,
+		    "running, with an unreadable record (%s): 'pisb destroy %s --confirm %s' stops and removes it",
+		    why, name, name);
+		return;
+	}
+	if (!g->o->dry_run && pisb_local_stop(g->st, name, 0, &e) < 0) {
+		add(e.code == PISB_EXIT_BUSY ? &g->r->kept : &g->r->failed, "sandbox", name,
+		    "unreadable record: %s", e.msg);
+		return;
+	}
+	if (g->o->hours >= 0 && fstatat(idir, "record.json", &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    g->now - sb.st_mtime > (int64_t)g->o->hours * 3600) {
+		char reason[2300], ago[64];
+		hours_ago(g->now - sb.st_mtime, ago, sizeof(ago));
+		snprintf(reason, sizeof(reason), "unreadable record (%s), unchanged for %s, more than --hours %d",
+			 why, ago, g->o->hours);
+		destroy_stopped(g, idir, name, reason);
+		return;
+	}
+	add(&g->r->kept, "sandbox", name,
+	    "stopped, with an unreadable record (%s): 'pisb destroy %s --confirm %s' removes it",
+	    why, name, name);
+}
+
 static void sweep_instance(struct gc *g, const char *name)
 {
 	struct pisb_err e = PISB_ERR_INIT;
@@ -301,8 +341,8 @@ static void sweep_instance(struct gc *g, const char *name)
 	if (idir < 0)
 		return; /* gone meanwhile (destroyed by someone else) */
 	if (pisb_record_load(idir, &rec, &e) < 0) {
-		add(&g->r->kept, "sandbox", name, "unreadable record (%s): not touched", e.msg);
 		caches_unknown(g, who, "has an unreadable record.json");
+		sweep_broken(g, idir, name, e.msg);
 		return;
 	}
 	owner_dead = rec.owner.pid > 0 && !pisb_proc_id_alive(&rec.owner);
@@ -325,7 +365,20 @@ static void sweep_instance(struct gc *g, const char *name)
 		return;
 	}
 	if (pisb_runtime_load(idir, &rt, &e) < 0) {
-		add(&g->r->kept, "sandbox", name, "unreadable status.json (%s): not touched", e.msg);
+		/* status comes from liveness: no controller means stopped */
+		if (pisb_lock_is_held(idir, "controller.lock"))
+			add(&g->r->kept, "sandbox", name, "running, with an unreadable status.json (%s)", e.msg);
+		else if (g->o->dry_run)
+			add(&g->r->cleaned, "sandbox", name, "unreadable status.json (%s): would be marked stopped", e.msg);
+		else {
+			struct pisb_err se = PISB_ERR_INIT;
+			if (pisb_local_stop(g->st, name, 0, &se) < 0)
+				add(se.code == PISB_EXIT_BUSY ? &g->r->kept : &g->r->failed, "sandbox", name,
+				    "unreadable status.json: %s", se.msg);
+			else
+				add(&g->r->cleaned, "sandbox", name,
+				    "unreadable status.json (%s): marked stopped, with a new status.json", e.msg);
+		}
 		note_record(g, &rec, who);
 		pisb_record_release(&rec);
 		return;
@@ -809,6 +862,13 @@ int pisb_gc_run(struct pisb_state *st, const struct pisb_gc_opts *o,
 		if (pisb_name_valid(names.v[i]))
 			sweep_instance(&g, names.v[i]);
 	sweep_images(&g);
+	if (!o->dry_run) {
+		/* cgroups of crashed creates and controllers: empty ones only */
+		_cleanup_strv_ struct pisb_strv cgs = PISB_STRV_INIT;
+		pisb_cgroup_sweep(NULL, NULL, 60, &cgs);
+		for (size_t i = 0; i < cgs.n; i++)
+			add(&r->cleaned, "cgroup", cgs.v[i], "empty, left over from a sandbox that is gone");
+	}
 	sweep_sbx(&g);
 	pisb_strv_release(&g.sbx_names);
 	pisb_strv_release(&g.caches);

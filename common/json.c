@@ -1,6 +1,7 @@
 /* the jsmn implementation, private to this file */
 #define JSMN_STATIC
 #define JSMN_STRICT
+#define JSMN_PARENT_LINKS   /* a closing bracket finds its opener in O(1) */
 #include <jsmn.h>
 
 #include "json.h"
@@ -207,31 +208,51 @@ void pisb_json_escape(struct pisb_buf *b, const char *s, size_t n)
 
 /* ---- reader ---- */
 
+/* The offset where nesting first goes deeper than max, or -1: one pass,
+ * strings skipped (brackets in them do not count). */
+static long too_deep(const char *js, size_t len, int max)
+{
+	int depth = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		char c = js[i];
+		if (c == '"') {
+			for (i++; i < len && js[i] != '"'; i++)
+				if (js[i] == '\\')
+					i++;
+		} else if (c == '[' || c == '{') {
+			if (++depth > max)
+				return (long)i;
+		} else if (c == ']' || c == '}') {
+			depth--;
+		}
+	}
+	return -1;
+}
+
 int pisb_json_parse(struct pisb_json *j, const char *js, size_t len,
 		    struct pisb_err *e)
 {
 	jsmn_parser p;
-	int cap = 64, r;
+	long deep;
+	int r;
 
 	memset(j, 0, sizeof(*j));
 	j->js = js;
 	j->len = len;
-	for (;;) {
-		j->tok = xrealloc(j->tok, sizeof(jsmntok_t) * (size_t)cap);
+	/* bounded depth and one counting pass, then one real one: linear in
+	 * the input whatever its shape */
+	deep = too_deep(js, len, PISB_JSON_MAX_DEPTH);
+	if (deep >= 0)
+		return pisb_err_set(e, PISB_EXIT_USAGE,
+				    "invalid JSON: nested deeper than %d levels at offset %ld",
+				    PISB_JSON_MAX_DEPTH, deep);
+	jsmn_init(&p);
+	r = jsmn_parse(&p, js, len, NULL, 0);
+	if (r > 0) {
+		j->tok = xcalloc((size_t)r, sizeof(jsmntok_t));
 		jsmn_init(&p);
-		r = jsmn_parse(&p, js, len, j->tok, (unsigned)cap);
-		if (r != JSMN_ERROR_NOMEM)
-			break;
-		cap *= 4;
-	}
-	if (r < 0 || r == 0) {
-		pisb_json_release(j);
-		if (r == JSMN_ERROR_INVAL)
-			return pisb_err_set(e, PISB_EXIT_USAGE,
-					    "invalid JSON: unexpected character at offset %u", p.pos);
-		return pisb_err_set(e, PISB_EXIT_USAGE, "invalid JSON%s",
-				    r == JSMN_ERROR_PART ? ": unexpected end of input" :
-				    r == 0 ? ": empty input" : "");
+		r = jsmn_parse(&p, js, len, j->tok, (unsigned)r);
 	}
 	/* jsmn (non-strict) accepts a few things JSON does not; check the
 	 * top level is a single value covering the input. */

@@ -19,6 +19,7 @@
 #include "util.h"
 
 #define JSMN_HEADER
+#define JSMN_PARENT_LINKS
 #include <jsmn.h>
 
 struct pisb_err;
@@ -61,7 +62,9 @@ struct pisb_json {
 	int ntok;
 };
 
-/* Parse; tokens index into js.  Returns 0, or -1 with e set (code 2). */
+/* Parse; tokens index into js.  Returns 0, or -1 with e set (code 2).
+ * Linear in len; nesting deeper than PISB_JSON_MAX_DEPTH is refused. */
+#define PISB_JSON_MAX_DEPTH 512
 int pisb_json_parse(struct pisb_json *j, const char *js, size_t len,
 		    struct pisb_err *e);
 void pisb_json_release(struct pisb_json *j);
