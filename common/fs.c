@@ -606,7 +606,7 @@ static void sweep_leftovers(int dirfd, const char *base)
 			continue;
 		tf = openat(dirfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (tf < 0 || fstat(tf, &a) < 0 || !S_ISREG(a.st_mode) ||
-		    time(NULL) - a.st_mtime < 5 || flock(tf, LOCK_EX | LOCK_NB) < 0)
+		    time(NULL) - a.st_mtime < 2 || flock(tf, LOCK_EX | LOCK_NB) < 0)
 			continue;
 		/* still the file we looked at (nothing renamed in meanwhile) */
 		if (fstatat(dirfd, de->d_name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&

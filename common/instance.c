@@ -153,6 +153,22 @@ static int parse_object(int idir, const char *file, const struct pisb_buf *b,
 	return pisb_err_prefix(e, "'%s'", path);
 }
 
+/* Atomically write b as idir/file; an error names the full path. */
+static int save_state_file(int idir, const char *file, const struct pisb_buf *b,
+			   struct pisb_err *e)
+{
+	struct pisb_err we = PISB_ERR_INIT;
+	_cleanup_free_ char *path = NULL;
+
+	if (pisb_atomic_write(idir, file, b->s, b->len, 0600, &we) == 0)
+		return 0;
+	path = file_path(idir, file);
+	if (we.errnum)
+		return pisb_err_set(e, PISB_EXIT_FAIL, "write '%s': %s", path, strerror(we.errnum));
+	*e = we;
+	return pisb_err_prefix(e, "'%s'", path);
+}
+
 static void get_pid(struct pisb_json *j, int obj, const char *key,
 		    struct pisb_proc_id *p)
 {
@@ -287,7 +303,7 @@ int pisb_runtime_save(int idir, const struct pisb_runtime *r, struct pisb_err *e
 	put_raw(&w, "extra", r->extra_json);
 	pisb_jw_obj_end(&w);
 	pisb_buf_addc(&b, '\n');
-	return pisb_atomic_write(idir, "status.json", b.s, b.len, 0600, e);
+	return save_state_file(idir, "status.json", &b, e);
 }
 
 void pisb_record_release(struct pisb_record *r)
@@ -488,7 +504,7 @@ int pisb_record_save(int idir, const struct pisb_record *r, struct pisb_err *e)
 	put_raw(&w, "config", r->config_json);
 	pisb_jw_obj_end(&w);
 	pisb_buf_addc(&b, '\n');
-	return pisb_atomic_write(idir, "record.json", b.s, b.len, 0600, e);
+	return save_state_file(idir, "record.json", &b, e);
 }
 
 int pisb_record_config(const struct pisb_record *r, struct pisb_config **out,
