@@ -254,6 +254,15 @@ int pisb_json_parse(struct pisb_json *j, const char *js, size_t len,
 		jsmn_init(&p);
 		r = jsmn_parse(&p, js, len, j->tok, (unsigned)r);
 	}
+	if (r < 0 || r == 0) {
+		pisb_json_release(j);
+		if (r == JSMN_ERROR_INVAL)
+			return pisb_err_set(e, PISB_EXIT_USAGE,
+					    "invalid JSON: unexpected character at offset %u", p.pos);
+		return pisb_err_set(e, PISB_EXIT_USAGE, "invalid JSON%s",
+				    r == JSMN_ERROR_PART ? ": unexpected end of input" :
+				    r == 0 ? ": empty input" : "");
+	}
 	/* jsmn (non-strict) accepts a few things JSON does not; check the
 	 * top level is a single value covering the input. */
 	for (size_t k = (size_t)j->tok[0].end; k < len; k++) {

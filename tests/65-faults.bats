@@ -346,7 +346,7 @@ disk_sums() {
 			fi
 			CTL=$(jq -r '.controller.pid // 0' "$S/instances/$n/status.json" 2>/dev/null || echo 0)
 			INIT=$(jq -r '.init.pid // 0' "$S/instances/$n/status.json" 2>/dev/null || echo 0)
-			run -0 --separate-stderr pisb destroy "$n" --confirm "$n" --wait 30
+			run -0 --separate-stderr pisb destroy "$n" --confirm "$n" --wait=30
 		else
 			CTL=0 INIT=0
 		fi
@@ -428,6 +428,8 @@ disk_sums() {
 	run -0 pisb create "$n"
 	run -0 --separate-stderr pisb exec "$n" --timeout-ms 0 --json --sh 'i=0; while [ $i -lt 1500 ]; do echo line-$i; i=$((i+1)); done; sleep 0.5'
 	h=$(jq -r .pid <<<"$output")
+	# exec's own answer already holds the output so far
+	jq -j .output <<<"$output" >"$BATS_TEST_TMPDIR/c0"
 	for c in $(seq 9); do
 		(
 			while :; do
@@ -438,7 +440,7 @@ disk_sums() {
 		) &
 	done
 	wait
-	pisb exec-kill "$n" "$h" --json | jq -j .output >>"$BATS_TEST_TMPDIR/c0"
+	pisb exec-kill "$n" "$h" --json | jq -j .output >>"$BATS_TEST_TMPDIR/c10"
 	# each byte exactly once: all the callers' output together is the
 	# command's output, byte for byte in count and, sorted, line for line
 	expect=$(seq 0 1499 | sed 's/^/line-/' | wc -c)

@@ -155,7 +155,8 @@ void pisb_cgroup_close(struct pisb_cgroup *cg)
 
 static const char *const v1_ctrls[] = { "memory", "pids", "cpu", NULL };
 
-/* SIGKILL every process listed in dir/cgroup.procs; how many there were. */
+/* SIGKILL every process listed in dir/cgroup.procs but ourselves (we move
+ * out instead); how many were killed. */
 static int kill_procs(const char *dir)
 {
 	_cleanup_free_ char *p = xasprintf("%s/cgroup.procs", dir);
@@ -170,7 +171,17 @@ static int kill_procs(const char *dir)
 		long pid = strtol(s, &end, 10);
 		if (end == s)
 			break;
-		if (pid > 1) {
+		if (pid == getpid()) {
+			/* the controller joined its sandbox's cgroup to boot the
+			 * init inside it: it moves to the hierarchy's root to let
+			 * the cgroup go (pisb/NAME.GEN: two levels up) */
+			_cleanup_free_ char *root = xasprintf("%s/../../cgroup.procs", dir);
+			_cleanup_close_ int rfd = open(root, O_WRONLY | O_CLOEXEC);
+			char me[32];
+			snprintf(me, sizeof(me), "%d", (int)pid);
+			if (rfd >= 0)
+				pisb_write_all(rfd, me, strlen(me));
+		} else if (pid > 1) {
 			kill((pid_t)pid, SIGKILL);
 			n++;
 		}
