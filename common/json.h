@@ -64,7 +64,7 @@ struct pisb_json {
 
 /* Parse; tokens index into js.  Returns 0, or -1 with e set (code 2).
  * Linear in len; nesting deeper than PISB_JSON_MAX_DEPTH is refused. */
-#define PISB_JSON_MAX_DEPTH 512
+#define PISB_JSON_MAX_DEPTH 128
 int pisb_json_parse(struct pisb_json *j, const char *js, size_t len,
 		    struct pisb_err *e);
 void pisb_json_release(struct pisb_json *j);

@@ -455,8 +455,8 @@ disk_sums() {
 @test "pisb action: 100,000 nested arrays are refused at once, naming the depth bound; duplicate keys are refused by name" {
 	python3 -c "print('['*100000 + ']'*100000)" >"$BATS_TEST_TMPDIR/deep"
 	run -2 --separate-stderr pisb action - <"$BATS_TEST_TMPDIR/deep"
-	jq -e '.error.message | test("nested deeper than 512 levels")' <<<"$output"
-	python3 -c "print('{\"action\":\"list\",\"x\":' + '['*511 + ']'*511 + '}')" >"$BATS_TEST_TMPDIR/ok"
+	jq -e '.error.message | test("nested deeper than 128 levels")' <<<"$output"
+	python3 -c "print('{\"action\":\"list\",\"x\":' + '['*127 + ']'*127 + '}')" >"$BATS_TEST_TMPDIR/ok"
 	run -2 --separate-stderr pisb action - <"$BATS_TEST_TMPDIR/ok"
 	jq -e ".error.message == \"action 'list': unknown key 'x'\"" <<<"$output"
 	run -2 --separate-stderr pisb action '{"action":"exec","name":"a","name":"b","command":"true"}'
