@@ -152,6 +152,7 @@ static int do_action(int argc, char **argv)
 			struct pisb_buf b = PISB_BUF_INIT;
 			pisb_action_help(&b);
 			pisb_front_out(&b);
+			pisb_buf_release(&b);
 			pisb_buf_release(&in);
 			return 0;
 		}
@@ -188,6 +189,7 @@ int main(int argc, char **argv)
 			struct pisb_buf b = PISB_BUF_INIT;
 			pisb_usage(&b, NULL, "pisb");
 			fputs(b.s, stdout);
+			pisb_buf_release(&b);
 			return 0;
 		}
 		if (!strcmp(o, "--list-commands")) {
@@ -202,6 +204,7 @@ int main(int argc, char **argv)
 		struct pisb_buf b = PISB_BUF_INIT;
 		pisb_usage(&b, NULL, "pisb");
 		fputs(b.s, stderr);
+		pisb_buf_release(&b);
 		return PISB_EXIT_USAGE;
 	}
 	if (first > 1) {
