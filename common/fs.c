@@ -33,23 +33,20 @@
 
 static char *record_workspace(int idir, char **driver, struct pisb_err *e)
 {
-	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_record rec;
 	struct pisb_json j;
-	char *ws;
-	int cfg;
+	struct pisb_err ig = PISB_ERR_INIT;
+	char *ws = NULL;
 
-	if (pisb_read_file_at(idir, "record.json", &b, 8 << 20) < 0) {
-		pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL, "read record.json");
+	/* the one record reader: bounded, errors naming the file's path */
+	if (pisb_record_load(idir, &rec, e) < 0)
 		return NULL;
+	*driver = PISB_STEAL(rec.driver);
+	if (pisb_json_parse(&j, rec.config_json, strlen(rec.config_json), &ig) == 0) {
+		ws = pisb_json_str(&j, pisb_json_get(&j, 0, "workspace"));
+		pisb_json_release(&j);
 	}
-	if (pisb_json_parse(&j, b.s, b.len, e) < 0) {
-		pisb_err_prefix(e, "record.json");
-		return NULL;
-	}
-	*driver = pisb_json_str(&j, pisb_json_get(&j, 0, "driver"));
-	cfg = pisb_json_get(&j, 0, "config");
-	ws = cfg >= 0 ? pisb_json_str(&j, pisb_json_get(&j, cfg, "workspace")) : NULL;
-	pisb_json_release(&j);
+	pisb_record_release(&rec);
 	if (!ws || ws[0] != '/') {
 		free(ws);
 		ws = xstrdup("/workspace");
