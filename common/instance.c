@@ -7,6 +7,7 @@
 #include "state.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -450,6 +451,56 @@ int pisb_instance_lock_holders(int dirfd, const char *file, pid_t *pids, int max
 			continue;
 		if (pid > 0 && n < max)
 			pids[n++] = pid;
+	}
+	/* /proc/locks names the process that took the lock; a child that
+	 * inherited the fd (forked, not exec'd) holds it as well, and may be
+	 * all that is left: every process with the file open */
+	{
+		DIR *pd = opendir("/proc");
+		struct dirent *de;
+
+		while (pd && (de = readdir(pd)) && n < max) {
+			char fdp[64];
+			DIR *fd_d;
+			struct dirent *fe;
+			int pid = atoi(de->d_name);
+
+			if (pid <= 0 || pid == getpid())
+				continue;
+			snprintf(fdp, sizeof(fdp), "/proc/%d/fd", pid);
+			if (!(fd_d = opendir(fdp)))
+				continue;
+			while ((fe = readdir(fd_d))) {
+				char lp[320], info[4096];
+				struct stat fs_;
+				_cleanup_close_ int ifd = -1;
+				ssize_t il;
+				if (fe->d_name[0] == '.')
+					continue;
+				snprintf(lp, sizeof(lp), "%s/%s", fdp, fe->d_name);
+				if (stat(lp, &fs_) < 0 || fs_.st_ino != sb.st_ino || fs_.st_dev != sb.st_dev)
+					continue;
+				/* an fd that holds the lock says so in its fdinfo; one
+				 * that only probes it (pisb list) does not */
+				snprintf(lp, sizeof(lp), "/proc/%d/fdinfo/%s", pid, fe->d_name);
+				ifd = open(lp, O_RDONLY | O_CLOEXEC);
+				il = ifd >= 0 ? pisb_read_all(ifd, info, sizeof(info) - 1) : -1;
+				if (il <= 0)
+					continue;
+				info[il] = '\0';
+				if (strstr(info, "FLOCK")) {
+					bool seen = false;
+					for (int k = 0; k < n; k++)
+						seen |= pids[k] == pid;
+					if (!seen)
+						pids[n++] = pid;
+					break;
+				}
+			}
+			closedir(fd_d);
+		}
+		if (pd)
+			closedir(pd);
 	}
 	return n;
 }

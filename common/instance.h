@@ -124,8 +124,10 @@ int pisb_instance_open(const struct pisb_state *st, const char *kind,
  * unavailable (or starting while a start holds op.lock). */
 enum pisb_status pisb_instance_status(int idir, const struct pisb_runtime *r);
 
-/* The pids holding an flock on dirfd/file (from /proc/locks), at most max:
- * how destroy finds a controller that its status.json does not name. */
+/* The pids holding an flock on dirfd/file, at most max: the one
+ * /proc/locks names, and every other process that has the file open (a
+ * forked child shares the lock).  How destroy finds a controller that its
+ * status.json does not name.  Scans /proc: for the fallback path only. */
 int pisb_instance_lock_holders(int dirfd, const char *file, pid_t *pids, int max);
 
 /* Connect to the controller's socket; -1 on failure (errno set). */

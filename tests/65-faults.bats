@@ -168,6 +168,24 @@ corrupt_record() {
 	assert_nothing_left "$n"
 }
 
+@test "a controller.lock held by a leftover process that is no controller: list says unavailable, destroy ends it" {
+	require_userns
+	n=$(uname_ o)
+	run -0 pisb create "$n"
+	run -0 pisb stop "$n"
+	# the lock taken by a child that exits, kept by its parent (so
+	# /proc/locks names a pid that is gone)
+	bash -c 'exec 9>"$0"; flock 9; exec sleep 1000' "$S/instances/$n/controller.lock" 3>&- &
+	holder=$!
+	for i in $(seq 100); do flock -n "$S/instances/$n/controller.lock" true 2>/dev/null || break; sleep 0.05; done
+	printf '{"state":"stopping"}\n' >"$S/instances/$n/status.json"
+	run -0 pisb inspect "$n"
+	jq -e '.status == "unavailable"' <<<"$output"
+	run -0 --separate-stderr pisb destroy "$n" --confirm "$n"
+	gone "$holder"
+	[ ! -e "$S/instances/$n" ]
+}
+
 # ---------- 6. status from liveness ----------
 
 @test "corrupt status.json: list never says running without a live controller and init; destroy and gc leave nothing" {
