@@ -370,10 +370,8 @@ static bool idir_gone(struct ctl *c)
 
 	if (fstat(c->idir, &here) < 0 || here.st_nlink == 0)
 		return true;
-	if (pisb_str_starts(c->name, "@prep/"))
-		return false;
 	if (c->idir_st.st_ino == 0)
-		return false;       /* staging: published under another path */
+		return false;       /* a template being prepared: no instances/ path */
 	if (fstatat(c->st->fd, p, &now, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT;
 	return now.st_ino != c->idir_st.st_ino || now.st_dev != c->idir_st.st_dev;
