@@ -566,6 +566,20 @@ static void drain_in_sandbox(struct relay *r, bool privileged)
 		relay_close(r, i);
 }
 
+/* Is the sandbox of idir still in the run of generation gen? */
+static bool sandbox_still_running(int idir, const char *gen)
+{
+	struct pisb_runtime rt;
+	struct pisb_err ig = PISB_ERR_INIT;
+	bool yes;
+
+	if (idir < 0 || !pisb_lock_is_held(idir, "controller.lock") || pisb_runtime_load(idir, &rt, &ig) < 0)
+		return false;
+	yes = !strcmp(rt.state, "running") && !strcmp(rt.generation, gen);
+	pisb_runtime_release(&rt);
+	return yes;
+}
+
 int pisb_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 		       int *code, struct pisb_err *e)
 {
@@ -582,6 +596,8 @@ int pisb_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 	bool privileged;
 	sigset_t block, orig;
 	const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH };
+	_cleanup_close_ int idir = -1;
+	char gen[sizeof(t.rt.generation)];
 
 	if (target_open(st, r->name, true, &t, e) < 0)
 		return -1;
@@ -630,6 +646,10 @@ int pisb_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 	/* its own session: no controlling terminal of ours (no TIOCSTI) */
 	s.new_session = true;
 	pid = pisb_sbx_spawn_direct(&s, &err, e);
+	/* the instance dir stays open: whether the sandbox is still there
+	 * when the command dies (this process's /proc is the sandbox's now) */
+	idir = fcntl(t.idir, F_DUPFD_CLOEXEC, 3);
+	snprintf(gen, sizeof(gen), "%s", t.rt.generation);
 	target_release(&t);
 	if (op[1] >= 0)
 		close(op[1]);
@@ -678,6 +698,11 @@ int pisb_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 		return pisb_err_set(e, *code, "cannot run '%s': %s", av.v[0], strerror(err));
 	}
 	*code = pisb_wait_code(status);
+	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && !sandbox_still_running(idir, gen))
+		/* not the command's doing: its sandbox went away under it */
+		return pisb_err_set(e, *code, "sandbox '%s' stopped while the command ran (stopped, destroyed, "
+				    "or its controller died): the command was killed with the sandbox's other processes",
+				    r->name);
 	return 0;
 }
 

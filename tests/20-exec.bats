@@ -293,3 +293,16 @@ setup() {
 	run -0 pisb stop ex
 	run -0 pisb start ex
 }
+
+@test "an attached command whose sandbox stops under it: 137 and a message saying so" {
+	pisb exec ex -- sleep 100 2>"$BATS_TEST_TMPDIR/err" &
+	pid=$!
+	for _ in $(seq 50); do pisb exec ex -- sh -c 'ps -eo args | grep -q "^sleep 100"' && break; sleep 0.1; done
+	pisb stop ex
+	run -137 wait "$pid"
+	grep -q "sandbox 'ex' stopped while the command ran" "$BATS_TEST_TMPDIR/err"
+	# a command killed by itself says nothing of the kind
+	pisb start ex
+	run -137 --separate-stderr pisb exec ex -- sh -c 'kill -9 $$'
+	[ -z "$stderr" ]
+}
