@@ -1,6 +1,6 @@
 /* pisb-renew - renew the TTLs of remote sandboxes that are due; see
  * man/pisb-renew.1.  One pass (for cron), or --watch: a pass every
- * --interval seconds until SIGINT/SIGTERM. */
+ * --interval seconds until SIGINT/SIGTERM, or NAME: that one, now. */
 #include "front.h"
 #include "json.h"
 #include "opensandbox.h"
@@ -52,8 +52,14 @@ static int pass(struct pisb_ctx *c)
 	struct pisb_jw w;
 	int failed;
 
+	struct pisb_os_renew_opts o = { 0 };
+
+	if (c->a.npos) {
+		o.names = (char *const *)c->a.pos;
+		o.nnames = c->a.npos;
+	}
 	pisb_jw_init(&w, &b);
-	failed = pisb_os_renew_pass(&c->st, NULL, &w, &c->err);
+	failed = pisb_os_renew_pass(&c->st, &o, &w, &c->err);
 	if (failed < 0)
 		return -1;
 	if (c->a.json)
@@ -72,6 +78,8 @@ static int cmd_renew(struct pisb_ctx *c)
 		return -1;
 	if (pisb_args_has(&c->a, "interval") && !pisb_args_has(&c->a, "watch"))
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "--interval needs --watch");
+	if (c->a.npos && pisb_args_has(&c->a, "watch"))
+		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "renew NAME renews it once: no --watch");
 	pisb_os_set_verbose(c->a.verbose > 1 ? c->a.verbose - 1 : 0);
 	if (!pisb_args_has(&c->a, "watch")) {
 		failed = pass(c);

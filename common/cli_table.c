@@ -213,7 +213,7 @@ const struct pisb_verb pisb_verbs[] = {
 	  "docker inside the sandbox's own daemon", none_opts),
 	V("gc", "pisb-gc", "[--hours N] [--dry-run]", NULL, NULL, NULL, 0, 0, false,
 	  "remove dead-owner sandboxes, stale handles and caches", gc_opts),
-	V("renew", "pisb-renew", "[--watch]", NULL, NULL, NULL, 0, 0, false,
-	  "renew remote sandboxes whose TTL is due", renew_opts),
+	V("renew", "pisb-renew", "[NAME] [--watch]", "name", NULL, NULL, 0, 1, false,
+	  "renew remote sandboxes whose TTL is due (NAME: that one, now)", renew_opts),
 	{ NULL, NULL, NULL, { NULL }, 0, 0, false, false, NULL, NULL },
 };

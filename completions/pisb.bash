@@ -64,7 +64,7 @@ _pisb_verb() {
     gc) opts="--hours --dry-run"
       vals=" --hours:none" pos="" ;;
     renew) opts="--watch --interval"
-      vals=" --interval:none" pos="" ;;
+      vals=" --interval:none" pos="name" ;;
     help) opts="" vals="" pos="create|prepare|start|stop|destroy|list|inspect|connect|verify|doctor|validate|exec|exec-status|exec-kill|shell|read|write|edit|ls|stat|mkdir|find|grep|logs|push|pull|svc|docker|gc|renew|action|help|completion" ;;
     completion) opts="" vals="" pos="bash|zsh|fish" ;;
     *) opts="" vals="" pos="" ;;

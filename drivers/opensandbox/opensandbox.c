@@ -937,7 +937,7 @@ int pisb_os_connect(struct pisb_state *st, const struct pisb_config *cfg,
 	_cleanup_close_ int sdir = -1, lock = -1;
 	char state[32], exp[64], expires[64];
 	bool resumed = false, noexp = false;
-	int g, ret = -1;
+	int g, outcome, ret = -1;
 
 	if (!pisb_name_valid(o->name))
 		return pisb_err_set(e, PISB_EXIT_USAGE,
@@ -965,13 +965,16 @@ int pisb_os_connect(struct pisb_state *st, const struct pisb_config *cfg,
 	}
 	if (resumed)
 		os_log(sdir, "resumed sandbox %s (it was %s)", c.sid, state);
-	/* renewed once now; pisb renew takes over from this expiry */
-	if (os_renew(&c, cfg->os.timeout_seconds, expires, &noexp, e) < 0) {
+	/* renewed once now, never to less than it has left; pisb renew
+	 * takes over from this expiry */
+	if (os_renew(&c, cfg->os.timeout_seconds, exp, expires, &outcome, e) < 0) {
 		undo(st, o->name, sdir, stg, false, &c, false, e);
 		goto out;
 	}
+	noexp = outcome == OS_RENEW_NOEXP;
 	os_log(sdir, "connected to sandbox %s on %s; %s", c.sid, c.what,
-	       noexp ? "it has no automatic expiration" : "renewed");
+	       noexp ? "it has no automatic expiration" :
+	       outcome == OS_RENEW_KEPT ? "its expiry is later than a renewal would set: kept" : "renewed");
 	if (settle(sdir, &c, o->name, noexp ? exp : expires, false, &resumed, e) < 0) {
 		undo(st, o->name, sdir, stg, false, &c, false, e);
 		goto out;

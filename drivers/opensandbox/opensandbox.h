@@ -215,12 +215,20 @@ int pisb_os_pull(struct pisb_state *st, const char *name, const char *path,
 struct pisb_os_renew_opts {
 	int parallel;            /* concurrent requests; 0 = 256 */
 	int timeout_ms;          /* per request; 0 = 30000 */
+	/* only these instances (each must exist: else exit 3), renewed now
+	 * whether due or not; the other rules hold */
+	char *const *names;
+	size_t nnames;
 };
 /* One pass over every opensandbox instance: renew those that are due
  * (interval min(timeoutSeconds/2, 1 h) since the last renewal; new expiry
- * = request time + timeoutSeconds), in parallel (libcurl multi), each
- * under its renew.lock (busy -> skipped).  Not renewed: gone sandboxes,
- * those whose owner process is gone (so they expire), those not due.
+ * = request time + timeoutSeconds, never earlier than the one in force),
+ * in parallel (libcurl multi), each under its renew.lock (busy ->
+ * skipped).  Not renewed: gone sandboxes, paused ones (use has ended;
+ * start resumes renewal), those whose owner process is gone (so they
+ * expire), those not due, those whose known expiry is already later.
+ * A 409 or 400 answer re-reads the sandbox: only a sandbox without
+ * expiresAt stops being renewed; else the failure is retried.
  * Writes {"renewed":[names],"failed":[{"name","error"}],
  * "skipped":[{"name","reason"}]}.  Failures are recorded in status.json
  * (inspect) and remote.log, and retried at the next pass.  Returns the

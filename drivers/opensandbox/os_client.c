@@ -11,6 +11,7 @@
 #include "json.h"
 #include "util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -466,11 +467,38 @@ int os_execd_wait(struct os_conn *c, int timeout_ms, struct pisb_err *e)
 	return ret;
 }
 
-void os_renew_body(long long seconds, char out[96])
+int64_t os_time_ms(const char *s)
 {
-	/* milliseconds matter: with whole seconds a short TTL could be
-	 * renewed to less than itself */
-	int64_t ms = pisb_now_ms() + seconds * 1000;
+	struct tm tm;
+	const char *p;
+	int64_t t, ms = 0;
+	int digits = 0;
+
+	if (!s || !*s)
+		return 0;
+	memset(&tm, 0, sizeof(tm));
+	p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!p)
+		return 0;
+	t = (int64_t)timegm(&tm);
+	if (*p == '.')
+		for (p++; isdigit((unsigned char)*p); p++)
+			if (digits++ < 3)
+				ms = ms * 10 + (*p - '0');
+	while (digits > 0 && digits < 3) {
+		ms *= 10;
+		digits++;
+	}
+	if ((*p == '+' || *p == '-') && isdigit((unsigned char)p[1])) {
+		int hh = 0, mm = 0;
+		if (sscanf(p + 1, "%2d:%2d", &hh, &mm) >= 1)
+			t -= (*p == '+' ? 1 : -1) * (int64_t)(hh * 3600 + mm * 60);
+	}
+	return t * 1000 + ms;
+}
+
+void os_renew_body_at(int64_t ms, char out[96])
+{
 	char ts[32];
 
 	pisb_time_rfc3339(ms / 1000, ts);
@@ -478,22 +506,49 @@ void os_renew_body(long long seconds, char out[96])
 	snprintf(out, 96, "{\"expiresAt\":\"%s.%03dZ\"}", ts, (int)(ms % 1000));
 }
 
-int os_renew(struct os_conn *c, long long seconds, char expires[64],
-	     bool *noexp, struct pisb_err *e)
+int os_renew(struct os_conn *c, long long seconds, const char *current, char expires[64],
+	     int *outcome, struct pisb_err *e)
 {
 	struct pisb_http_resp r;
-	char body[96];
+	char body[96], state[32];
 	_cleanup_free_ char *path = xasprintf("/sandboxes/%s/renew-expiration", c->sid);
-	int ret = -1;
+	/* milliseconds matter: with whole seconds a short TTL could be
+	 * renewed to less than itself */
+	int64_t want = pisb_now_ms() + seconds * 1000, cur = os_time_ms(current);
+	int ret = -1, g;
 
-	*noexp = false;
+	*outcome = OS_RENEWED;
 	expires[0] = '\0';
-	os_renew_body(seconds, body);
+	if (cur >= want) {
+		/* never shorten: the current expiry is later than ours */
+		snprintf(expires, 64, "%s", current);
+		*outcome = OS_RENEW_KEPT;
+		return 0;
+	}
+	os_renew_body_at(want, body);
 	pisb_http_resp_init(&r);
 	if (os_lc(c, "POST", path, body, 0, &r, e) < 0)
 		goto out;
-	if (r.status == 409) {
-		*noexp = true;
+	if (r.status == 409 || r.status == 400) {
+		/* 409 is any state conflict, 400 a time the server refuses:
+		 * what the sandbox says now decides */
+		struct pisb_err fe = PISB_ERR_INIT;
+		os_fail(c, &r, "renew", &fe);
+		g = os_get(c, state, expires, 0, e);
+		if (g < 0)
+			goto out;
+		if (g == 1) {
+			pisb_err_set(e, PISB_EXIT_BACKEND, "sandbox %s no longer exists on the server", c->sid);
+			goto out;
+		}
+		if (!expires[0]) {
+			*outcome = OS_RENEW_NOEXP;
+		} else if (os_time_ms(expires) >= want) {
+			*outcome = OS_RENEW_KEPT;
+		} else {
+			pisb_err_set(e, PISB_EXIT_BACKEND, "%s (the sandbox still expires at %s)", fe.msg, expires);
+			goto out;
+		}
 		ret = 0;
 		goto out;
 	}

@@ -74,11 +74,19 @@ int os_execd_wait(struct os_conn *c, int timeout_ms, struct pisb_err *e);
 int os_execd(struct os_conn *c, const char *method, const char *path,
 	     const char *ctype, const void *body, size_t n, long timeout_ms,
 	     struct pisb_http_resp *r, struct pisb_err *e);
-/* Renew: expires = now + seconds; *noexp set on 409 (no TTL). */
-int os_renew(struct os_conn *c, long long seconds, char expires[64],
-	     bool *noexp, struct pisb_err *e);
-/* The JSON body of a renew request for now + seconds. */
-void os_renew_body(long long seconds, char out[96]);
+/* Renew to now + seconds, never earlier than current (RFC 3339 or
+ * NULL/"" when unknown): when current is already later, nothing is sent
+ * (OS_RENEW_KEPT).  A 409 or 400 answer re-reads the sandbox: no
+ * expiresAt there = OS_RENEW_NOEXP; one at least as late as ours =
+ * OS_RENEW_KEPT; else an error naming both.  expires gets the expiry in
+ * force afterwards. */
+enum { OS_RENEWED, OS_RENEW_KEPT, OS_RENEW_NOEXP };
+int os_renew(struct os_conn *c, long long seconds, const char *current, char expires[64],
+	     int *outcome, struct pisb_err *e);
+/* The JSON body of a renew request for the unix time ms. */
+void os_renew_body_at(int64_t ms, char out[96]);
+/* RFC 3339 -> unix milliseconds (0 if unparsable or empty). */
+int64_t os_time_ms(const char *s);
 
 /* ---- commands through execd (os_exec.c) ---- */
 

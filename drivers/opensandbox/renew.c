@@ -51,7 +51,9 @@ struct item {
 	char *url;
 	const struct keyent *key;
 	char body[96];
-	int64_t sent_at;
+	int64_t sent_at, want_ms;   /* the expiry asked for */
+	bool reread;                /* the GET after a refused renewal */
+	char refused[512];          /* why the renewal was refused */
 	struct pisb_http_call call;
 	struct pisb_http_resp r;
 };
@@ -64,6 +66,8 @@ struct pass {
 	struct pisb_buf failed, skipped;   /* JSON members, comma-joined */
 	int nfailed;
 	int64_t now;
+	bool force;                 /* named sandboxes: renewed now if allowed */
+	const struct pisb_os_renew_opts *o;
 };
 
 static void add_pair(struct pisb_buf *b, const char *k1, const char *name,
@@ -142,7 +146,7 @@ static void keys_release(struct pass *p)
 /* Is it due?  Fills why (for a skip) when not. */
 static bool due(const struct pisb_runtime *rt, const struct os_extra *x,
 		const struct pisb_record *rec, long long timeout, int64_t now,
-		char *why, size_t n)
+		bool force, char *why, size_t n)
 {
 	int64_t next;
 	char ts[32];
@@ -159,12 +163,21 @@ static bool due(const struct pisb_runtime *rt, const struct os_extra *x,
 		snprintf(why, n, "its owner process %d is gone: it is left to expire", (int)rec->owner.pid);
 		return false;
 	}
+	if (!strcmp(rt->state, "paused")) {
+		/* use has ended: it is renewed again once started */
+		snprintf(why, n, "it is paused: renewal resumes at 'pisb start'");
+		return false;
+	}
 	if (x->no_expiry) {
 		snprintf(why, n, "the server says it has no automatic expiration");
 		return false;
 	}
+	if (x->expires_at && os_time_ms(x->expires_at) >= (now + timeout) * 1000) {
+		snprintf(why, n, "it expires at %s, later than a renewal would set", x->expires_at);
+		return false;
+	}
 	next = x->renewed_at + os_renew_interval(timeout);
-	if (x->renewed_at && now < next) {
+	if (!force && x->renewed_at && now < next) {
 		pisb_time_rfc3339(next, ts);
 		snprintf(why, n, "not due until %s", ts);
 		return false;
@@ -228,7 +241,8 @@ static int prepare(struct pass *p, struct item *it)
 	}
 	os_extra_parse(rt.extra_json, &x);
 	/* again, under the lock: another pass may have renewed it */
-	ok = due(&rt, &x, &rec, it->cfg->os.timeout_seconds, pisb_now_ms() / 1000, why, sizeof(why));
+	ok = due(&rt, &x, &rec, it->cfg->os.timeout_seconds, pisb_now_ms() / 1000, p->force,
+		 why, sizeof(why));
 	{
 		struct pisb_json j;
 		if (rec.remote_json && pisb_json_parse(&j, rec.remote_json, strlen(rec.remote_json), &e) == 0) {
@@ -265,7 +279,9 @@ static int prepare(struct pass *p, struct item *it)
 		it->url = pisb_buf_detach(&u);
 	}
 	it->sent_at = pisb_now_ms() / 1000;
-	os_renew_body(it->cfg->os.timeout_seconds, it->body);
+	it->want_ms = pisb_now_ms() + it->cfg->os.timeout_seconds * 1000;
+	it->reread = false;
+	os_renew_body_at(it->want_ms, it->body);
 	memset(&it->call, 0, sizeof(it->call));
 	it->call.method = "POST";
 	it->call.url = it->url;
@@ -291,37 +307,76 @@ static char *expires_of(const struct pisb_http_resp *r)
 	return s;
 }
 
-/* Record the outcome of one request (still under its lock). */
-static void finish(struct pass *p, struct item *it, CURLcode rc)
+/* The GET after a refused renewal, on the same handle. */
+static void reread(struct item *it)
+{
+	struct pisb_buf u = PISB_BUF_INIT;
+
+	pisb_buf_addf(&u, "%s://%s/v1/sandboxes/", it->cfg->os.protocol, it->cfg->os.domain);
+	pisb_http_escape(&u, it->sid);
+	free(it->url);
+	it->url = pisb_buf_detach(&u);
+	it->reread = true;
+	it->call.method = "GET";
+	it->call.url = it->url;
+	it->call.body = NULL;
+	it->call.nbody = 0;
+	pisb_http_resp_release(&it->r);
+	pisb_http_resp_init(&it->r);
+	pisb_http_setup(it->h, &it->call, &it->r);
+}
+
+enum { RENEWED, FAILED, GONE, NOEXP, KEPT };
+
+/* Record the outcome of one request (still under its lock).  Returns 1
+ * when the renewal was refused (409 or 400) and the sandbox must be read
+ * again (reread() set up the GET), else 0. */
+static int finish(struct pass *p, struct item *it, CURLcode rc)
 {
 	struct pisb_err e = PISB_ERR_INIT, ig = PISB_ERR_INIT;
 	struct pisb_runtime rt;
 	struct os_extra x;
 	const char *state;
 	int64_t now = pisb_now_ms() / 1000;
-	int outcome;   /* 0 renewed, 1 failed, 2 gone, 3 no expiry */
+	int outcome;
 	char what[300];
+	_cleanup_free_ char *ex = NULL;
+	struct os_conn c;
 
 	snprintf(what, sizeof(what), "the OpenSandbox server at %s://%s", it->cfg->os.protocol,
 		 it->cfg->os.domain);
+	memset(&c, 0, sizeof(c));
+	c.what = what;
+	c.have_key = it->key->have_key;
+	c.key_source = it->key->source;
 	if (pisb_http_done(it->h, rc, &it->r, what, &e) < 0) {
-		outcome = 1;
-	} else if (it->r.status == 200) {
-		outcome = 0;
+		outcome = FAILED;
 	} else if (it->r.status == 404) {
-		outcome = 2;
+		outcome = GONE;
 		snprintf(e.msg, sizeof(e.msg), "sandbox %s no longer exists on the server: it expired or was deleted",
 			 it->sid);
-	} else if (it->r.status == 409) {
-		outcome = 3;
-	} else {
-		struct os_conn c;
-		memset(&c, 0, sizeof(c));
-		c.what = what;
-		c.have_key = it->key->have_key;
-		c.key_source = it->key->source;
+	} else if (!it->reread && (it->r.status == 409 || it->r.status == 400)) {
+		/* 409 is any state conflict, not "no expiration": ask the
+		 * sandbox what its expiry is now */
 		os_fail(&c, &it->r, "renew", &e);
-		outcome = 1;
+		snprintf(it->refused, sizeof(it->refused), "%s", e.msg);
+		reread(it);
+		return 1;
+	} else if (it->r.status != 200) {
+		os_fail(&c, &it->r, it->reread ? "read the sandbox after a refused renewal" : "renew", &e);
+		outcome = FAILED;
+	} else {
+		ex = expires_of(&it->r);
+		if (!it->reread)
+			outcome = RENEWED;
+		else if (!ex)
+			outcome = NOEXP;
+		else if (os_time_ms(ex) >= it->want_ms)
+			outcome = KEPT;
+		else {
+			outcome = FAILED;
+			snprintf(e.msg, sizeof(e.msg), "%s (the sandbox still expires at %s)", it->refused, ex);
+		}
 	}
 	if (pisb_runtime_load(it->idir, &rt, &ig) < 0)
 		memset(&rt, 0, sizeof(rt));
@@ -329,19 +384,27 @@ static void finish(struct pass *p, struct item *it, CURLcode rc)
 	if (!x.sandbox_id)
 		x.sandbox_id = xstrdup(it->sid);
 	state = rt.state[0] ? rt.state : "running";
-	switch (outcome) {
-	case 0: {
-		char *ex = expires_of(&it->r);
+	if (ex) {
 		free(x.expires_at);
-		x.expires_at = ex;
+		x.expires_at = xstrdup(ex);
+	}
+	switch (outcome) {
+	case RENEWED:
+	case KEPT:
 		x.renewed_at = it->sent_at;
 		x.next_renew_at = it->sent_at + os_renew_interval(it->cfg->os.timeout_seconds);
 		x.failures = 0;
-		os_log(it->idir, "renewed sandbox %s: expires %s", it->sid, ex ? ex : "(not said)");
-		pisb_strv_push(&p->renewed, it->name);
+		x.no_expiry = false;
+		if (outcome == RENEWED) {
+			os_log(it->idir, "renewed sandbox %s: expires %s", it->sid, ex ? ex : "(not said)");
+			pisb_strv_push(&p->renewed, it->name);
+		} else {
+			os_log(it->idir, "renew refused (%s), but sandbox %s already expires at %s: kept",
+			       it->refused, it->sid, ex);
+			skip(p, it->name, "it already expires at %s, later than a renewal would set", ex);
+		}
 		break;
-	}
-	case 2:
+	case GONE:
 		state = "gone";
 		free(x.remote_state);
 		x.remote_state = NULL;
@@ -352,10 +415,11 @@ static void finish(struct pass *p, struct item *it, CURLcode rc)
 		add_pair(&p->failed, "name", it->name, "error", e.msg);
 		p->nfailed++;
 		break;
-	case 3:
+	case NOEXP:
 		x.no_expiry = true;
 		x.next_renew_at = 0;
-		os_log(it->idir, "renew: sandbox %s has no automatic expiration; no more renewals", it->sid);
+		os_log(it->idir, "renew refused (%s); sandbox %s has no automatic expiration: no more renewals",
+		       it->refused, it->sid);
 		skip(p, it->name, "the server says it has no automatic expiration");
 		break;
 	default:
@@ -373,11 +437,22 @@ static void finish(struct pass *p, struct item *it, CURLcode rc)
 	os_extra_release(&x);
 	pisb_runtime_release(&rt);
 	item_close(it);
+	return 0;
 }
 
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool wanted(const struct pass *p, const char *name)
+{
+	if (!p->o || !p->o->nnames)
+		return true;
+	for (size_t i = 0; i < p->o->nnames; i++)
+		if (!strcmp(p->o->names[i], name))
+			return true;
+	return false;
 }
 
 /* The candidates: opensandbox instances that look due (cheap checks). */
@@ -396,7 +471,7 @@ static void scan(struct pass *p, struct pisb_strv *cand)
 		return;
 	}
 	while ((de = readdir(d)))
-		if (pisb_name_valid(de->d_name))
+		if (pisb_name_valid(de->d_name) && wanted(p, de->d_name))
 			pisb_strv_push(&names, de->d_name);
 	closedir(d);
 	if (names.n)
@@ -436,7 +511,7 @@ static void scan(struct pass *p, struct pisb_strv *cand)
 			}
 		}
 		os_extra_parse(rt.extra_json, &x);
-		if (due(&rt, &x, &rec, timeout, p->now, why, sizeof(why)))
+		if (due(&rt, &x, &rec, timeout, p->now, p->force, why, sizeof(why)))
 			pisb_strv_push(cand, names.v[i]);
 		else
 			skip(p, names.v[i], "%s", why);
@@ -472,7 +547,28 @@ int pisb_os_renew_pass(struct pisb_state *st, const struct pisb_os_renew_opts *o
 
 	memset(&p, 0, sizeof(p));
 	p.st = st;
+	p.o = o;
 	p.now = pisb_now_ms() / 1000;
+	/* named ones: each must be an opensandbox instance, renewed now */
+	for (size_t i = 0; o && i < o->nnames; i++) {
+		_cleanup_close_ int idir = pisb_instance_open(st, "instances", o->names[i], e);
+		struct pisb_record rec;
+		bool os;
+
+		if (idir < 0)
+			return -1;
+		if (pisb_record_load(idir, &rec, e) < 0)
+			return -1;
+		os = !strcmp(rec.driver, "opensandbox");
+		if (!os)
+			pisb_err_set(e, PISB_EXIT_USAGE,
+				     "sandbox '%s' uses driver '%s': only opensandbox sandboxes are renewed",
+				     o->names[i], rec.driver);
+		pisb_record_release(&rec);
+		if (!os)
+			return -1;
+		p.force = true;
+	}
 	pisb_http_init();
 	more_files(par * 4 + 64);
 	scan(&p, &cand);
@@ -522,7 +618,10 @@ int pisb_os_renew_pass(struct pisb_state *st, const struct pisb_os_renew_opts *o
 					CURL *h = it->h;
 					CURLcode rc = msg->data.result;
 					curl_multi_remove_handle(m, h);
-					finish(&p, it, rc);
+					if (finish(&p, it, rc) == 1) {
+						curl_multi_add_handle(m, h);
+						break;
+					}
 					it->h = NULL;
 					pool[npool++] = h;
 				}

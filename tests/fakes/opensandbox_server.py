@@ -389,12 +389,15 @@ DEFAULT_SETTINGS = {
     "command_path": None,       # PATH of commands (sandbox paths, ':'-separated): what the image has;
                                 # None = the host's PATH
     "corrupt_uploads": 0,       # the next N uploaded files get one byte flipped (a damaged transfer)
+    "renew_after_current": False,  # renew: refuse (400) an expiresAt not after the current one, as the
+                                   # spec says ("must be in the future and after the current expiresAt")
 }
 
 SETTING_TYPES = {
     "latency_ms": int, "pending_ms": int, "pausing_ms": int, "resuming_ms": int,
     "stream_grace_ms": int, "ping_interval_ms": int, "paused_hang_ms": int,
     "min_timeout": int, "execd_token": bool, "corrupt_uploads": int,
+    "renew_after_current": bool,
 }
 
 
@@ -1370,6 +1373,10 @@ class Handler(BaseHTTPRequestHandler):
                                "Sandbox %s does not have automatic expiration enabled." % sid)
             if sbx.gone:
                 raise lc_error(404, "DOCKER::SANDBOX_NOT_FOUND", "Sandbox %s not found." % sid)
+            if fake.settings["renew_after_current"] and new_us <= sbx.expires_us:
+                raise lc_error(400, "DOCKER::INVALID_EXPIRATION",
+                               "New expiration time must be after the current expiresAt (%s)."
+                               % fmt_lifecycle_time(sbx.expires_us))
             sbx.expires_us = new_us
         self.send_lc_json(200, {"expiresAt": fmt_lifecycle_time(new_us)})
 
