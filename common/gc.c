@@ -7,6 +7,7 @@
 #include "instance.h"
 #include "json.h"
 #include "local.h"
+#include "opensandbox.h"
 #include "lock.h"
 #include "proc.h"
 #include "sbx.h"
@@ -63,6 +64,12 @@ static void add(struct pisb_gc_list *l, const char *kind, const char *name,
 	l->v[l->n].name = xstrdup(name);
 	l->v[l->n].reason = pisb_buf_detach(&b);
 	l->n++;
+}
+
+void pisb_gc_report_add(struct pisb_gc_list *l, const char *kind, const char *name,
+			const char *reason)
+{
+	add(l, kind, name, "%s", reason);
 }
 
 static void list_release(struct pisb_gc_list *l)
@@ -345,6 +352,11 @@ static void sweep_instance(struct gc *g, const char *name)
 		sweep_broken(g, idir, name, e.msg);
 		return;
 	}
+	if (!strcmp(rec.driver, "opensandbox")) {
+		/* swept by pisb_os_gc */
+		pisb_record_release(&rec);
+		return;
+	}
 	owner_dead = rec.owner.pid > 0 && !pisb_proc_id_alive(&rec.owner);
 	if (strcmp(rec.driver, "local")) {
 		if (owner_dead)
@@ -477,6 +489,8 @@ static void sweep_staging(struct gc *g)
 
 		if (fstatat(sdir, ns.v[i], &sb, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
+		if (d >= 0 && pisb_os_gc_staged(d))
+			continue;   /* pisb_os_gc decided */
 		if (d >= 0 && (pisb_lock_is_held(d, "op.lock") || pisb_lock_is_held(d, "controller.lock"))) {
 			add(&g->r->kept, "staging", what, "a create or prepare is using it");
 			note_dir(g, d, who);
@@ -855,6 +869,7 @@ int pisb_gc_run(struct pisb_state *st, const struct pisb_gc_opts *o,
 		if (t >= 0)
 			note_dir(&g, t, who);
 	}
+	pisb_os_gc(st, o->dry_run, r, &le);
 	sweep_staging(&g);
 	sweep_trash(&g);
 	read_names(st->fd, "instances", &names);

@@ -69,6 +69,9 @@ struct pisb_gc_report {
 int pisb_gc_run(struct pisb_state *st, const struct pisb_gc_opts *o,
 		struct pisb_gc_report *r, struct pisb_err *e);
 void pisb_gc_report_release(struct pisb_gc_report *r);
+/* Add an item to one of r's lists (a driver's sweep reports through it). */
+void pisb_gc_report_add(struct pisb_gc_list *l, const char *kind, const char *name,
+			const char *reason);
 /* {"removed":[{"kind","name","reason"}],"cleaned":[…],"kept":[…],
  *  "failed":[…],"dryRun":bool,"busy":bool,"note":str|null} */
 void pisb_gc_report_json(const struct pisb_gc_report *r, struct pisb_jw *w);

@@ -241,3 +241,100 @@ fake_expiry() {
 		grep -q "^\.SH \"\?$s\"\?$" "$TOP/man/pisb-renew.1"
 	done
 }
+
+@test "a 409 from renew is a state conflict, not 'no expiration': re-read, then renewed at the next pass" {
+	run -0 pisb create c409 -f "$BATS_TEST_TMPDIR/r.yaml"
+	id=$(os_sid c409)
+	make_due c409
+	os_fault '{"fail":{"renew":{"status":409,"count":1,"body":{"code":"DOCKER::SANDBOX_STATE_CONFLICT","message":"busy"}}}}'
+	os_admin DELETE /_fake/stats >/dev/null
+	run -5 --separate-stderr pisb renew --json
+	jq -e '.renewed == [] and (.failed[0].error | test("409")) and (.failed[0].error | test("still expires at"))' <<<"$output"
+	# the sandbox was read again after the refusal
+	[ "$(os_ops get)" -eq 1 ]
+	run -0 pisb inspect c409
+	jq -e '.remote.noExpiration == false' <<<"$output"
+	before=$(date +%s)
+	run -0 pisb renew --json
+	jq -e '.renewed == ["c409"]' <<<"$output"
+	exp=$(fake_expiry "$id")
+	[ "$exp" -ge $((before + 600 - 2)) ]
+}
+
+@test "a server enforcing 'after the current expiresAt': connect never shortens, renew still works" {
+	os_fault '{"renew_after_current":true}'
+	# a sandbox with 2 h left; the config asks for 600 s
+	out=$(os_api POST /v1/sandboxes -d '{"image":{"uri":"x"},"entrypoint":["tail"],"resourceLimits":{"cpu":"1"},"timeout":7200}')
+	id=$(sed '$d' <<<"$out" | jq -r .id)
+	before=$(fake_expiry "$id")
+	os_config "$BATS_TEST_TMPDIR/c.yaml" "  sandboxId: $id" "  timeoutSeconds: 600"
+	os_admin DELETE /_fake/stats >/dev/null
+	run -0 pisb connect long -f "$BATS_TEST_TMPDIR/c.yaml"
+	# nothing sent: its expiry is later than now + 600
+	[ "$(os_ops renew)" -eq 0 ]
+	[ "$(fake_expiry "$id")" -eq "$before" ]
+	grep -q "later than a renewal would set: kept" "$PI_SANDBOX_HOME/instances/long/remote.log"
+	make_due long
+	run -0 pisb renew --json
+	jq -e '.renewed == [] and (.skipped[0].reason | test("later than a renewal would set"))' <<<"$output"
+	[ "$(fake_expiry "$id")" -eq "$before" ]
+	# a sandbox of pisb's own is renewed through the strict server
+	run -0 pisb create own -f "$BATS_TEST_TMPDIR/r.yaml"
+	make_due own
+	run -0 pisb renew --json
+	jq -e '.renewed == ["own"] and .failed == []' <<<"$output"
+}
+
+@test "a stale local expiry behind the server's: the 400 re-reads, and the later expiry is kept" {
+	os_fault '{"renew_after_current":true}'
+	run -0 pisb create stale -f "$BATS_TEST_TMPDIR/r.yaml"
+	id=$(os_sid stale)
+	# someone else moved it to 2 h from now
+	t=$(date -u -d '+2 hours' +%Y-%m-%dT%H:%M:%SZ)
+	run -0 os_api POST "/v1/sandboxes/$id/renew-expiration" -d "{\"expiresAt\":\"$t\"}"
+	make_due stale
+	run -0 pisb renew --json
+	jq -e '.failed == [] and (.skipped[0].reason | test("already expires at"))' <<<"$output"
+	[ "$(fake_expiry "$id")" -eq "$(date -u -d "$t" +%s)" ]
+}
+
+@test "a paused sandbox is not renewed; start makes it due again" {
+	run -0 pisb create p -f "$BATS_TEST_TMPDIR/r.yaml"
+	run -0 pisb stop p
+	make_due p
+	os_admin DELETE /_fake/stats >/dev/null
+	run -0 pisb renew --json
+	jq -e '.renewed == [] and (.skipped[0].reason | test("paused"))' <<<"$output"
+	[ "$(os_ops renew)" -eq 0 ]
+	run -0 pisb start p
+	make_due p
+	run -0 pisb renew --json
+	jq -e '.renewed == ["p"]' <<<"$output"
+}
+
+@test "a disconnected sandbox leaves the roster: it is never renewed again" {
+	out=$(os_api POST /v1/sandboxes -d '{"image":{"uri":"x"},"entrypoint":["tail"],"resourceLimits":{"cpu":"1"},"timeout":600}')
+	id=$(sed '$d' <<<"$out" | jq -r .id)
+	os_config "$BATS_TEST_TMPDIR/c.yaml" "  sandboxId: $id" "  timeoutSeconds: 600"
+	run -0 pisb connect d -f "$BATS_TEST_TMPDIR/c.yaml"
+	run -0 pisb stop d
+	os_admin DELETE /_fake/stats >/dev/null
+	run -0 pisb renew --json
+	[ "$output" = '{"renewed":[],"failed":[],"skipped":[]}' ]
+	[ "$(os_ops renew)" -eq 0 ]
+	[ "$(os_state "$id")" = Running ]
+}
+
+@test "renew NAME renews that one now, due or not; unknown names and --watch are refused" {
+	run -0 pisb create n1 -f "$BATS_TEST_TMPDIR/r.yaml"
+	run -0 pisb create n2 -f "$BATS_TEST_TMPDIR/r.yaml"
+	sleep 1.1
+	os_admin DELETE /_fake/stats >/dev/null
+	run -0 pisb renew n1 --json
+	jq -e '.renewed == ["n1"] and .skipped == []' <<<"$output"
+	[ "$(os_ops renew)" -eq 1 ]
+	run -3 --separate-stderr pisb renew nosuch
+	[[ $stderr == *"'nosuch'"* ]]
+	run -2 --separate-stderr pisb renew n1 --watch
+	[[ $stderr == *"no --watch"* ]]
+}

@@ -204,7 +204,8 @@ int64_t os_renew_interval(long long timeout_seconds)
 
 /* ---- record.json "remote" ---- */
 
-static char *remote_json(const struct pisb_config *cfg, const char *sid, bool created)
+static char *remote_json(const struct pisb_config *cfg, const char *sid, bool created,
+			 const char *instance_id)
 {
 	struct pisb_buf b = PISB_BUF_INIT;
 	struct pisb_jw w;
@@ -212,6 +213,8 @@ static char *remote_json(const struct pisb_config *cfg, const char *sid, bool cr
 	pisb_jw_init(&w, &b);
 	pisb_jw_obj(&w);
 	pisb_jw_kstr(&w, "sandboxId", sid);
+	if (instance_id)
+		pisb_jw_kstr(&w, "instanceId", instance_id);
 	pisb_jw_kbool(&w, "createdByPisb", created);
 	pisb_jw_kstr(&w, "domain", cfg->os.domain);
 	pisb_jw_kstr(&w, "protocol", cfg->os.protocol);
@@ -417,7 +420,7 @@ static int emit(const struct pisb_os_opts *o, const char *event, const char *nam
 
 /* Metadata values are Kubernetes label values: keep a session id that is
  * one, else send a hash of it. */
-static void label_value(const char *s, char out[64])
+void os_label_value(const char *s, char out[64])
 {
 	size_t n = strlen(s);
 	bool ok = n > 0 && n <= 63 && isalnum((unsigned char)s[0]) && isalnum((unsigned char)s[n - 1]);
@@ -441,6 +444,21 @@ static void jw_map(struct pisb_jw *w, const struct pisb_map *m)
 {
 	for (size_t i = 0; i < m->n; i++)
 		pisb_jw_kstr(w, m->v[i].key, m->v[i].val);
+}
+
+/* User metadata without the keys pisb sets itself (no key twice). */
+static void jw_user_metadata(struct pisb_jw *w, const struct pisb_map *m)
+{
+	static const char *const ours[] = { "pi-extension", "pi-session-id", OS_MD_STATE,
+					    OS_MD_INSTANCE, OS_MD_POLICY, OS_MD_NAME };
+	for (size_t i = 0; i < m->n; i++) {
+		bool skip = false;
+		for (size_t k = 0; k < sizeof(ours) / sizeof(ours[0]); k++)
+			if (!strcmp(m->v[i].key, ours[k]))
+				skip = true;
+		if (!skip)
+			pisb_jw_kstr(w, m->v[i].key, m->v[i].val);
+	}
 }
 
 static void jw_strs(struct pisb_jw *w, const char *key, char **v, size_t n)
@@ -499,10 +517,21 @@ static void create_body(const struct pisb_config *cfg, const struct pisb_os_opts
 	pisb_jw_obj_end(&w);
 	pisb_jw_key(&w, "metadata");
 	pisb_jw_obj(&w);
-	jw_map(&w, &os->metadata);
+	jw_user_metadata(&w, &os->metadata);
 	pisb_jw_kstr(&w, "pi-extension", "pisb");
+	/* what gc needs to find it if the create dies: whose (this state
+	 * directory on this host), which intent, and what to do with it */
+	if (o->instance_id) {
+		char ident[64];
+		os_state_label(o->state, ident);
+		pisb_jw_kstr(&w, OS_MD_STATE, ident);
+		pisb_jw_kstr(&w, OS_MD_INSTANCE, o->instance_id);
+		pisb_jw_kstr(&w, OS_MD_POLICY, policy_word[cfg->os.on_shutdown]);
+		os_label_value(o->name, label);
+		pisb_jw_kstr(&w, OS_MD_NAME, label);
+	}
 	if (o->session_id && *o->session_id) {
-		label_value(o->session_id, label);
+		os_label_value(o->session_id, label);
 		pisb_jw_kstr(&w, "pi-session-id", label);
 	}
 	pisb_jw_obj_end(&w);
@@ -627,7 +656,7 @@ static int stage(struct pisb_state *st, const struct pisb_config *cfg,
 	rec.owner.pid = o->owner_pid;
 	rec.owner.start = o->owner_pid > 0 ? pisb_proc_start(o->owner_pid) : 0;
 	rec.session_id = (char *)o->session_id;
-	rec.remote_json = remote_json(cfg, sid, created);
+	rec.remote_json = remote_json(cfg, sid, created, o->instance_id);
 	r = pisb_record_save(sdir, &rec, e);
 	free(rec.remote_json);
 	if (r < 0)
@@ -658,7 +687,7 @@ fail:
 /* Record the sandbox id (create: known only now) and publish. */
 static int publish(struct pisb_state *st, int sdir, const char *stg, const char *name,
 		   const struct pisb_config *cfg, const char *sid, bool created,
-		   struct pisb_err *e)
+		   const char *instance_id, struct pisb_err *e)
 {
 	_cleanup_free_ char *dest = xasprintf("instances/%s", name);
 	struct pisb_record rec;
@@ -667,7 +696,7 @@ static int publish(struct pisb_state *st, int sdir, const char *stg, const char 
 	if (pisb_record_load(sdir, &rec, e) < 0)
 		return -1;
 	free(rec.remote_json);
-	rec.remote_json = remote_json(cfg, sid, created);
+	rec.remote_json = remote_json(cfg, sid, created, instance_id);
 	r = pisb_record_save(sdir, &rec, e);
 	pisb_record_release(&rec);
 	if (r < 0)
@@ -833,9 +862,36 @@ static void set_next(int sdir, long long timeout, bool noexp)
 	pisb_runtime_release(&rt);
 }
 
+static int create(struct pisb_state *st, const struct pisb_config *cfg,
+		  const char *config_json, const struct pisb_os_opts *o,
+		  struct pisb_err *e);
+
 int pisb_os_create(struct pisb_state *st, const struct pisb_config *cfg,
 		   const char *config_json, const struct pisb_os_opts *o,
 		   struct pisb_err *e)
+{
+	struct pisb_os_opts oo = *o;
+	struct os_sigsave sv;
+	char iid[33];
+	int ret;
+
+	/* the intent's id, recorded in the staged record before the POST
+	 * and sent as metadata: whatever kills this create, gc finds the
+	 * sandbox and the record by it */
+	pisb_random_hex(iid, 16);
+	oo.instance_id = iid;
+	oo.state = st;
+	if (cfg->os.present && cfg->os.domain && !cfg->os.sandbox_id)
+		os_gc_name(st, &cfg->os, o->name);
+	os_stop_catch(&sv);
+	ret = create(st, cfg, config_json, &oo, e);
+	os_stop_restore(&sv);
+	return ret;
+}
+
+static int create(struct pisb_state *st, const struct pisb_config *cfg,
+		  const char *config_json, const struct pisb_os_opts *o,
+		  struct pisb_err *e)
 {
 	struct os_conn c;
 	_cleanup_free_ char *stg = NULL;
@@ -843,7 +899,7 @@ int pisb_os_create(struct pisb_state *st, const struct pisb_config *cfg,
 	_cleanup_buf_ struct pisb_buf body = PISB_BUF_INIT;
 	struct pisb_http_resp r;
 	char expires[64] = "";
-	bool published = false, resumed = false;
+	bool resumed = false;
 	int ret = -1;
 
 	if (!pisb_name_valid(o->name))
@@ -864,7 +920,7 @@ int pisb_os_create(struct pisb_state *st, const struct pisb_config *cfg,
 	if (sdir < 0)
 		goto out;
 	create_body(cfg, o, &body);
-	if (os_lc(&c, "POST", "/sandboxes", body.s, 0, &r, e) < 0) {
+	if (os_stop_check(e) < 0 || os_lc(&c, "POST", "/sandboxes", body.s, 0, &r, e) < 0) {
 		undo(st, o->name, sdir, stg, false, &c, false, e);
 		goto out;
 	}
@@ -895,11 +951,15 @@ int pisb_os_create(struct pisb_state *st, const struct pisb_config *cfg,
 		free(ex);
 	}
 	os_log(sdir, "created sandbox %s on %s", c.sid, c.what);
-	if (publish(st, sdir, stg, o->name, cfg, c.sid, true, e) < 0) {
+	if (os_stop_check(e) < 0) {
+		/* a signal during the POST: the sandbox exists, kill it */
 		undo(st, o->name, sdir, stg, false, &c, true, e);
 		goto out;
 	}
-	published = true;
+	if (publish(st, sdir, stg, o->name, cfg, c.sid, true, o->instance_id, e) < 0) {
+		undo(st, o->name, sdir, stg, false, &c, true, e);
+		goto out;
+	}
 	if (settle(sdir, &c, o->name, expires, true, &resumed, e) < 0 ||
 	    make_workspace(&c, cfg->os.workspace, e) < 0) {
 		undo(st, o->name, sdir, NULL, true, &c, true, e);
@@ -907,6 +967,10 @@ int pisb_os_create(struct pisb_state *st, const struct pisb_config *cfg,
 	}
 	set_next(sdir, cfg->os.timeout_seconds, false);
 	run_setup(sdir, &c, cfg);
+	if (os_stop_check(e) < 0) {
+		undo(st, o->name, sdir, NULL, true, &c, true, e);
+		goto out;
+	}
 	os_log(sdir, "sandbox %s is ready (expires %s)", c.sid, expires[0] ? expires : "never");
 	/* the instance is complete: other commands may use it from here on */
 	close(lock);
@@ -920,7 +984,7 @@ int pisb_os_create(struct pisb_state *st, const struct pisb_config *cfg,
 out:
 	if (ret < 0)
 		pisb_err_prefix(e, "create '%s'%s", o->name,
-				published ? " (the sandbox was killed and the instance removed)" : "");
+				c.sid ? " (the sandbox was killed and the instance removed)" : "");
 	pisb_http_resp_release(&r);
 	os_conn_release(&c);
 	return ret;
@@ -980,7 +1044,7 @@ int pisb_os_connect(struct pisb_state *st, const struct pisb_config *cfg,
 		goto out;
 	}
 	set_next(sdir, cfg->os.timeout_seconds, noexp);
-	if (publish(st, sdir, stg, o->name, cfg, c.sid, false, e) < 0) {
+	if (publish(st, sdir, stg, o->name, cfg, c.sid, false, NULL, e) < 0) {
 		undo(st, o->name, sdir, stg, false, &c, false, e);
 		goto out;
 	}

@@ -59,6 +59,10 @@ struct pisb_os_opts {
 	int events_fd;           /* --events-fd N, or -1 */
 	bool json;               /* --json: events go to stdout when events_fd < 0 */
 	int wait_ms;             /* --wait: for op.lock (0 = busy fails at once) */
+	/* set by create itself: */
+	const char *instance_id; /* the intent's id (record remote.instanceId,
+				    metadata pisb-instance) */
+	const struct pisb_state *state;
 };
 
 /* -v: trace every HTTP exchange on stderr (request line, headers with the
@@ -209,6 +213,22 @@ int pisb_os_push(struct pisb_state *st, const char *name, const char *hostdir,
 		 const char *to, bool all, struct pisb_xfer *x, struct pisb_err *e);
 int pisb_os_pull(struct pisb_state *st, const char *name, const char *path,
 		 const char *hostdir, struct pisb_xfer *x, struct pisb_err *e);
+
+/* ---- gc (pisb-gc): see os_gc.c ----
+ *
+ * The opensandbox sweep: published instances (an interrupted create is
+ * undone; a dead owner's sandbox gets its recorded policy), then on every
+ * server that a record names, the sandboxes carrying this state
+ * directory's metadata that no live record owns (staged creates whose
+ * creator died: killed, the staging entry removed; no record at all: the
+ * pisb-policy metadata applied).  dry_run changes nothing.  Results go
+ * into r; returns 0. */
+struct pisb_gc_report;
+int pisb_os_gc(struct pisb_state *st, bool dry_run, struct pisb_gc_report *r,
+	       struct pisb_err *e);
+/* Is this staging entry a staged opensandbox create (left to pisb_os_gc,
+ * which keeps it while its server cannot be asked)? */
+bool pisb_os_gc_staged(int dirfd);
 
 /* ---- renewal (pisb-renew) ---- */
 

@@ -9,11 +9,13 @@
 #include "os_internal.h"
 #include "err.h"
 #include "json.h"
+#include "state.h"
 #include "util.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,57 @@ int os_ready_ms(void)
 	if (v && pisb_parse_ll(v, 100, 3600 * 1000, &n) == 0)
 		return (int)n;
 	return 180 * 1000;
+}
+
+/* ---- signals during create, and who we are ---- */
+
+volatile sig_atomic_t os_stop_sig;
+static void on_stop(int sig) { os_stop_sig = sig; }
+static const int stop_sigs[3] = { SIGINT, SIGTERM, SIGHUP };
+
+void os_stop_catch(struct os_sigsave *sv)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	os_stop_sig = 0;
+	for (int i = 0; i < 3; i++)
+		sigaction(stop_sigs[i], &sa, &sv->old[i]);
+}
+
+void os_stop_restore(struct os_sigsave *sv)
+{
+	for (int i = 0; i < 3; i++)
+		sigaction(stop_sigs[i], &sv->old[i], NULL);
+}
+
+int os_stop_check(struct pisb_err *e)
+{
+	int sig = os_stop_sig;
+
+	if (!sig)
+		return 0;
+	return pisb_err_set(e, 128 + sig, "interrupted by %s", sig == SIGINT ? "SIGINT" :
+			    sig == SIGTERM ? "SIGTERM" : "SIGHUP");
+}
+
+void os_state_label(const struct pisb_state *st, char out[64])
+{
+	char host[256] = "";
+	uint64_t h = 1469598103934665603ULL;
+	const char *parts[2] = { host, st->path ? st->path : "" };
+
+	gethostname(host, sizeof(host) - 1);
+	for (int k = 0; k < 2; k++)
+		for (const char *p = parts[k];; p++) {
+			h ^= (unsigned char)*p;
+			h *= 1099511628211ULL;
+			if (!*p)
+				break;
+		}
+	snprintf(out, 64, "s%016llx", (unsigned long long)h);
 }
 
 /* ---- the key ---- */
@@ -338,8 +391,11 @@ int os_ensure_running(struct os_conn *c, const char *name, bool *resumed,
 
 	*resumed = false;
 	for (;;) {
-		int g = os_get(c, state, exp, 0, e);
+		int g;
 
+		if (os_stop_check(e) < 0)
+			return -1;
+		g = os_get(c, state, exp, 0, e);
 		if (g < 0)
 			return -1;
 		if (g == 1)
@@ -448,6 +504,8 @@ int os_execd_wait(struct os_conn *c, int timeout_ms, struct pisb_err *e)
 	pisb_http_resp_init(&r);
 	for (;;) {
 		struct pisb_err pe = PISB_ERR_INIT;
+		if (os_stop_check(e) < 0)
+			break;
 		if (os_execd(c, "GET", "/ping", NULL, NULL, 0, 5000, &r, &pe) == 0 &&
 		    r.status == 200) {
 			ret = 0;

@@ -320,8 +320,10 @@ static int command(struct os_conn *c, const char *cmdline, const char *cwd,
 			}
 		if (finished || s.done)
 			break;
-		if (got_sig && !interrupted) {
+		if ((got_sig || os_stop_sig) && !interrupted) {
 			interrupted = true;
+			if (!got_sig)
+				got_sig = os_stop_sig;
 			give_up = pisb_mono_ms() + 8000;
 			if (s.id[0])
 				interrupt_cmd(c, s.id);

@@ -4,6 +4,7 @@
 #define PISB_OS_INTERNAL_H
 
 #include <stdbool.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -150,6 +151,33 @@ int os_status_save(int idir, struct pisb_runtime *rt, const char *state,
 		   const struct os_extra *x, bool sync, struct pisb_err *e);
 /* Append a line to remote.log ("<time> <msg>"). */
 void os_log(int idir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Metadata pisb puts on every sandbox it creates (label values):
+ * the state directory (os_state_label), the create's intent id (record
+ * remote.instanceId), the policy for a dead owner, the instance name. */
+#define OS_MD_STATE "pisb-state"
+#define OS_MD_INSTANCE "pisb-instance"
+#define OS_MD_POLICY "pisb-policy"
+#define OS_MD_NAME "pisb-name"
+/* A Kubernetes label value for s: s itself if it is one, else a hash. */
+void os_label_value(const char *s, char out[64]);
+/* Who this state directory is, as a label value: a hash of the host name
+ * and the state directory's path, so that gc never takes another pisb's
+ * sandboxes for its own. */
+void os_state_label(const struct pisb_state *st, char out[64]);
+/* SIGINT/SIGTERM/SIGHUP during create: the handler only records the
+ * signal (os_stop_sig); the waits check it, and create undoes what it
+ * made.  os_stop_catch returns with the old handlers saved in *old. */
+extern volatile sig_atomic_t os_stop_sig;
+struct os_sigsave { struct sigaction old[3]; };
+void os_stop_catch(struct os_sigsave *sv);
+void os_stop_restore(struct os_sigsave *sv);
+/* 0, or -1 with e ("interrupted by SIGTERM", exit 128+N) after a signal. */
+int os_stop_check(struct pisb_err *e);
+
+/* create NAME's sweep (os_gc.c): on os's server, the sandboxes of ours
+ * named NAME that no live record owns get what gc would do to them. */
+void os_gc_name(struct pisb_state *st, const struct pisb_os_config *os, const char *name);
+
 /* Interval between renewals: min(timeout/2, 1 h), at least 1 s. */
 int64_t os_renew_interval(long long timeout_seconds);
 
