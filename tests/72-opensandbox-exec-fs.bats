@@ -247,3 +247,48 @@ teardown() {
 	run -0 pisb grep box q --json
 	jq -e '.linesTruncated == true and (.matches[0].text | startswith("qqq"))' <<<"$output"
 }
+
+# ---- stdin (execd takes none) ----
+
+@test "exec with piped stdin is refused (exit 2) instead of dropping it; /dev/null, a tty-less empty pipe and an empty file run" {
+	run -2 --separate-stderr bash -c 'echo x | pisb exec box -- sh -c "cat; echo done"'
+	[ "$output" = "" ]
+	[[ $stderr == *"stdin has data"*"'box'"*"pisb write box /tmp/in"* ]]
+	printf 'data\n' >"$BATS_TEST_TMPDIR/in"
+	run -2 --separate-stderr bash -c 'pisb exec box -- cat <"$1"' _ "$BATS_TEST_TMPDIR/in"
+	[[ $stderr == *"stdin has data"* ]]
+	run -2 --separate-stderr bash -c 'echo x | pisb exec box --timeout-ms 1000 -- cat'
+	[[ $stderr == *"stdin has data"* ]]
+	run -0 bash -c 'pisb exec box -- sh -c "cat; echo done" </dev/null'
+	[ "$output" = done ]
+	run -0 bash -c 'true | pisb exec box -- echo ok'
+	[ "$output" = ok ]
+	: >"$BATS_TEST_TMPDIR/empty"
+	run -0 bash -c 'pisb exec box -- echo ok <"$1"' _ "$BATS_TEST_TMPDIR/empty"
+	[ "$output" = ok ]
+	# the documented workaround
+	run -0 bash -c 'pisb write box /tmp/in <"$1"' _ "$BATS_TEST_TMPDIR/in"
+	run -0 pisb exec box --sh 'cat < /tmp/in; echo done' </dev/null
+	[ "$output" = "$(printf 'data\ndone')" ]
+}
+
+@test "a command killed from outside says so on stderr: by a signal, or with its sandbox deleted" {
+	pisb exec box -- sleep 30 </dev/null >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err" &
+	pid=$!
+	sleep 1
+	# what a server shutdown does to the command: SIGKILL from outside
+	pg=$(os_admin GET "/_fake/sandboxes/$ID" | jq -r '[.commands[] | select(.running) | .pid][0]')
+	kill -KILL -- "-$pg"
+	st=0
+	wait "$pid" || st=$?
+	[ "$st" -eq 137 ]
+	grep -q "pisb: the command was killed inside the sandbox (signal: killed)" "$BATS_TEST_TMPDIR/err"
+	pisb exec box -- sleep 30 </dev/null >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err" &
+	pid=$!
+	sleep 1
+	os_api DELETE "/v1/sandboxes/$ID" >/dev/null
+	st=0
+	wait "$pid" || st=$?
+	[ "$st" -eq 5 ]
+	grep -q "no longer exists on the server" "$BATS_TEST_TMPDIR/err"
+}

@@ -281,6 +281,7 @@ fake_expiry() {
 	# a sandbox of pisb's own is renewed through the strict server
 	run -0 pisb create own -f "$BATS_TEST_TMPDIR/r.yaml"
 	make_due own
+	sleep 1.1
 	run -0 pisb renew --json
 	jq -e '.renewed == ["own"] and .failed == []' <<<"$output"
 }

@@ -25,6 +25,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/ioctl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +74,8 @@ static void emit(struct sse *s, bool err, const char *p, size_t n)
 	}
 }
 
+static volatile sig_atomic_t got_sig;   /* an interrupt we were sent */
+
 /* Exit status from an error event's evalue and traceback. */
 static int error_code(struct pisb_json *j, int err, struct sse *s)
 {
@@ -79,18 +84,26 @@ static int error_code(struct pisb_json *j, int err, struct sse *s)
 	long long v;
 
 	if (ev && pisb_parse_ll(ev, -1000000, 1000000, &v) == 0) {
+		int sig = SIGKILL;
+
 		if (v >= 0)
 			return (int)(v & 0xff) == v ? (int)v : 255;
 		/* killed by a signal: Go reports -1, the traceback names it */
-		if (tb && strstr(tb, "killed"))
-			return 128 + SIGKILL;
 		if (tb && strstr(tb, "terminated"))
-			return 128 + SIGTERM;
-		if (tb && strstr(tb, "interrupt"))
-			return 128 + SIGINT;
-		if (tb && strstr(tb, "hangup"))
-			return 128 + SIGHUP;
-		return 128 + SIGKILL;
+			sig = SIGTERM;
+		else if (tb && strstr(tb, "interrupt"))
+			sig = SIGINT;
+		else if (tb && strstr(tb, "hangup"))
+			sig = SIGHUP;
+		if (!got_sig && !os_stop_sig) {
+			/* not our interrupt: say who, or the 137 is a mystery */
+			_cleanup_buf_ struct pisb_buf m = PISB_BUF_INIT;
+			pisb_buf_addf(&m, "pisb: the command was killed inside the sandbox (%s): %s\n",
+				      tb ? tb : "signal", s->o->timeout_ms > 0 ? "its timeout passed, or the sandbox was stopped or removed"
+				      : "the sandbox was stopped, paused or removed, or its server shut down");
+			emit(s, true, m.s, m.len);
+		}
+		return 128 + sig;
 	}
 	/* the process could not start: evalue is the error text */
 	{
@@ -189,7 +202,6 @@ static bool sink(const char *p, size_t n, void *arg)
 
 /* ---- signals ---- */
 
-static volatile sig_atomic_t got_sig;
 static void on_sig(int sig) { got_sig = sig; }
 
 struct sigsave {
@@ -379,9 +391,20 @@ static int command(struct os_conn *c, const char *cmdline, const char *cwd,
 			ret = 0;
 			goto out;
 		}
-		pisb_err_set(e, PISB_EXIT_BACKEND,
-			     "the command's stream ended without an exit status (%s): its exit status is unknown and it may still be running",
-			     tr < 0 ? te.msg : "the connection to the sandbox was closed");
+		{
+			/* why: a sandbox removed or paused under the command
+			 * (or a server going down) is worth saying */
+			char st[32], ex[64];
+			struct pisb_err ge = PISB_ERR_INIT;
+			int g = c->sid ? os_get(c, st, ex, 5000, &ge) : -1;
+			const char *why = g == 1 ? "; the sandbox no longer exists on the server (deleted or expired): the command is gone"
+					: g < 0 ? "; the server cannot be asked either"
+					: strcmp(st, "Running") ? "; the sandbox is no longer running" : "";
+			pisb_err_set(e, PISB_EXIT_BACKEND,
+				     "the command's stream ended without an exit status (%s): its exit status is unknown%s%s",
+				     tr < 0 ? te.msg : "the connection to the sandbox was closed",
+				     g == 1 ? "" : " and it may still be running", why);
+		}
 	}
 out:
 	sig_restore(&sv);
@@ -426,6 +449,38 @@ static char *command_line(const struct pisb_exec_req *r)
 	return pisb_buf_detach(&b);
 }
 
+/* execd has no stdin for commands (execd-api.yaml: RunCommandRequest
+ * has none; background ones get /dev/null): never drop what the caller
+ * pipes in.  Refused when fd 0 is a file with bytes left or a pipe or
+ * socket holding data (looked at for up to 50 ms, so `echo x | pisb exec`
+ * is caught); a tty, /dev/null, a closed fd or a pipe at its end are
+ * fine, as is a pipe that stays quiet (it is never read). */
+static int check_stdin(const char *name, struct pisb_err *e)
+{
+	struct stat sb;
+	bool data = false;
+
+	if (fstat(0, &sb) < 0)
+		return 0;
+	if (S_ISREG(sb.st_mode)) {
+		off_t at = lseek(0, 0, SEEK_CUR);
+		data = sb.st_size > (at < 0 ? 0 : at);
+	} else if (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode)) {
+		struct pollfd p = { 0, POLLIN, 0 };
+		int n = 0;
+
+		if (poll(&p, 1, 50) > 0 && (p.revents & POLLIN) && ioctl(0, FIONREAD, &n) == 0)
+			data = n > 0;
+	}
+	if (!data)
+		return 0;
+	return pisb_err_set(e, PISB_EXIT_USAGE,
+			    "stdin has data, but a command in opensandbox sandbox '%s' cannot read it (execd takes no stdin): "
+			    "write it into the sandbox first ('pisb write %s /tmp/in < FILE', then --sh 'CMD < /tmp/in'), "
+			    "or run with stdin from /dev/null",
+			    name, name);
+}
+
 static int check_env(const struct pisb_exec_req *r, struct pisb_err *e)
 {
 	for (size_t i = 0; i < r->nenv; i++)
@@ -433,7 +488,7 @@ static int check_env(const struct pisb_exec_req *r, struct pisb_err *e)
 			return pisb_err_set(e, PISB_EXIT_USAGE, "--env '%s': expected K=V", r->env[i]);
 	if (!r->sh && !r->argc)
 		return pisb_err_set(e, PISB_EXIT_USAGE, "exec: no command");
-	return 0;
+	return check_stdin(r->name, e);
 }
 
 int pisb_os_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
