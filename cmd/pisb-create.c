@@ -290,6 +290,11 @@ static int cmd_list(struct pisb_ctx *c)
 	int n;
 
 	pisb_jw_init(&w, &b);
+	/* remote sandboxes: ask their servers, so a dead one says so */
+	if (!pisb_args_has(&c->a, "templates")) {
+		pisb_os_set_verbose(c->a.verbose);
+		pisb_os_refresh_all(&c->st, 2000);
+	}
 	if (pisb_list(&c->st, pisb_args_has(&c->a, "templates"), &w, &c->err) < 0)
 		return -1;
 	if (c->a.json) {

@@ -176,6 +176,7 @@ static int one(struct pisb_state *st, const char *kind, const char *name, bool f
 	enum pisb_status s;
 	char ts[32];
 	bool running;
+	_cleanup_free_ char *unreachable = NULL;
 
 	if (idir < 0)
 		return -1;
@@ -192,6 +193,8 @@ static int one(struct pisb_state *st, const char *kind, const char *name, bool f
 	}
 	if (!strcmp(kind, "templates"))
 		s = PISB_ST_STOPPED;
+	else if (!strcmp(rec.driver, "opensandbox") && (unreachable = pisb_os_unreachable(rt.extra_json)))
+		s = PISB_ST_UNREACHABLE;
 	else if (!strcmp(rec.driver, "opensandbox") || !strcmp(rec.driver, "sbx"))
 		s = recorded_status(idir, &rt);
 	else if (!strcmp(rec.driver, "vm"))
@@ -203,6 +206,8 @@ static int one(struct pisb_state *st, const char *kind, const char *name, bool f
 	pisb_jw_kstr(w, "name", rec.name);
 	pisb_jw_kstr(w, "driver", rec.driver);
 	pisb_jw_kstr(w, "status", !strcmp(kind, "templates") ? "template" : pisb_status_name(s));
+	if (unreachable)
+		pisb_jw_kstr(w, "error", unreachable);
 	if (!strcmp(rec.driver, "opensandbox")) {
 		pisb_jw_kstr(w, "image", cfg->os.image ? cfg->os.image :
 				       cfg->os.snapshot_id ? cfg->os.snapshot_id : cfg->os.sandbox_id);
@@ -226,7 +231,9 @@ static int one(struct pisb_state *st, const char *kind, const char *name, bool f
 			pisb_jw_null(w);
 		pisb_jw_kbool(w, "ownerAlive", rec.owner.pid > 0 && pisb_proc_id_alive(&rec.owner));
 		pisb_jw_kstr(w, "sessionId", rec.session_id);
-		if (!strcmp(rec.driver, "sbx"))
+		if (!strcmp(rec.driver, "opensandbox"))
+			pisb_os_inspect(w, cfg, rt.extra_json);
+		else if (!strcmp(rec.driver, "sbx"))
 			sbx_limits(w, cfg, running);
 		else if (!strcmp(rec.driver, "vm"))
 			vm_limits(w, cfg, running);
@@ -240,6 +247,9 @@ static int one(struct pisb_state *st, const char *kind, const char *name, bool f
 			pisb_jw_int(w, rt.resume.pid);
 		else
 			pisb_jw_null(w);
+		/* a remote sandbox has no local controller */
+		if (!strcmp(rec.driver, "opensandbox"))
+			running = false;
 		pisb_jw_key(w, "controller");
 		pisb_jw_obj(w);
 		pisb_jw_key(w, "pid");
@@ -268,7 +278,10 @@ static int one(struct pisb_state *st, const char *kind, const char *name, bool f
 			raw_or(w, !strcmp(rec.driver, "vm") ? "vm" : "remote", rt.extra_json, "null");
 		if (full) {
 			pisb_jw_key(w, "config");
-			pisb_jw_raw(w, rec.config_json, strlen(rec.config_json));
+			if (!strcmp(rec.driver, "opensandbox"))
+				pisb_os_config_json(w, rec.config_json);
+			else
+				pisb_jw_raw(w, rec.config_json, strlen(rec.config_json));
 		}
 	}
 	pisb_jw_obj_end(w);

@@ -33,6 +33,7 @@ const char *pisb_status_name(enum pisb_status s)
 	case PISB_ST_CONNECTED: return "connected";
 	case PISB_ST_PAUSED: return "paused";
 	case PISB_ST_GONE: return "gone";
+	case PISB_ST_UNREACHABLE: return "unreachable";
 	}
 	return "unknown";
 }

@@ -38,6 +38,7 @@ enum pisb_status {
 	PISB_ST_CONNECTED,     /* remote, attached */
 	PISB_ST_PAUSED,
 	PISB_ST_GONE,          /* remote sandbox no longer exists */
+	PISB_ST_UNREACHABLE,   /* remote: its server could not be asked */
 };
 const char *pisb_status_name(enum pisb_status s);
 

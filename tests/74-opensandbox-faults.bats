@@ -62,11 +62,30 @@ teardown() {
 	[ -e "$PI_SANDBOX_HOME/instances/down" ]
 	run -5 pisb create other -f "$BATS_TEST_TMPDIR/r.yaml"
 	[ ! -e "$PI_SANDBOX_HOME/instances/other" ]
-	# list needs no server; inspect says what it last knew
+	# list and inspect ask the server, and say it cannot be asked
 	run -0 pisb list --json
-	jq -e '.[0].name == "down" and .[0].status == "running"' <<<"$output"
+	jq -e '.[0].name == "down" and .[0].status == "unreachable"
+		and (.[0].error | test("cannot reach the OpenSandbox server"))' <<<"$output"
+	run -0 pisb list
+	[[ $output == *"down"*"opensandbox"*"unreachable"* ]]
 	run -0 pisb inspect down
-	jq -e '.remote.sandboxId' <<<"$output"
+	jq -e '.status == "unreachable" and (.error | test("cannot reach")) and .remote.sandboxId' <<<"$output"
+}
+
+@test "inspect shows the remote sandbox's own limits, image and state, no local-driver fields" {
+	os_config "$BATS_TEST_TMPDIR/l.yaml" "  image: python:3.11" "  resourceLimits:" "    cpu: 500m" "    memory: 512Mi"
+	run -0 pisb create lim -f "$BATS_TEST_TMPDIR/l.yaml"
+	run -0 pisb inspect lim
+	jq -e '.limits == {"resourceLimits":{"cpu":"500m","memory":"512Mi"},"note":"enforced by the OpenSandbox server, not by pisb"}' <<<"$output"
+	jq -e '.image == "python:3.11" and .remoteState == "Running" and .status == "running"' <<<"$output"
+	jq -e '.controller.alive == false and .controller.pid == null' <<<"$output"
+	jq -e '.config | has("image") | not' <<<"$output"
+	jq -e '.config | has("diskGiB") | not' <<<"$output"
+	jq -e '.config.opensandbox.image == "python:3.11"' <<<"$output"
+	# the server's state, not the last one pisb saw
+	os_api POST "/v1/sandboxes/$(os_sid lim)/pause" >/dev/null
+	run -0 pisb inspect lim
+	jq -e '.status == "paused" and .remoteState == "Paused"' <<<"$output"
 }
 
 @test "a sandbox that expired on the server: inspect says gone, verbs fail with 5" {

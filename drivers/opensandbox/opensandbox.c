@@ -27,6 +27,7 @@
 #include "util.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -51,6 +52,7 @@ void os_extra_release(struct os_extra *x)
 	free(x->remote_state);
 	free(x->expires_at);
 	free(x->last_error);
+	free(x->unreachable);
 	memset(x, 0, sizeof(*x));
 }
 
@@ -79,6 +81,7 @@ void os_extra_parse(const char *json, struct os_extra *x)
 		x->last_error_at = v;
 	if (pisb_json_int(&j, pisb_json_get(&j, 0, "renewFailures"), &v) == 0)
 		x->failures = (int)v;
+	x->unreachable = pisb_json_str(&j, pisb_json_get(&j, 0, "unreachable"));
 	pisb_json_release(&j);
 }
 
@@ -100,6 +103,7 @@ char *os_extra_json(const struct os_extra *x)
 	pisb_jw_kstr(&w, "lastRenewError", x->last_error);
 	pisb_jw_kint(&w, "lastRenewErrorAt", x->last_error_at);
 	pisb_jw_kint(&w, "renewFailures", x->failures);
+	pisb_jw_kstr(&w, "unreachable", x->unreachable);
 	pisb_jw_obj_end(&w);
 	return pisb_buf_detach(&b);
 }
@@ -1282,6 +1286,119 @@ int pisb_os_release(struct pisb_state *st, const char *name,
 
 /* ---- list / inspect ---- */
 
+void pisb_os_refresh_all(struct pisb_state *st, int timeout_ms)
+{
+	int fd = openat(st->fd, "instances", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct pisb_strv down = PISB_STRV_INIT;
+	DIR *d;
+	struct dirent *de;
+
+	if (fd < 0)
+		return;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		struct pisb_err e = PISB_ERR_INIT;
+		_cleanup_close_ int idir = -1;
+		struct pisb_record rec;
+		struct pisb_config *cfg = NULL;
+		_cleanup_free_ char *srv = NULL;
+		bool skip = false;
+
+		if (!pisb_name_valid(de->d_name))
+			continue;
+		idir = pisb_instance_open(st, "instances", de->d_name, &e);
+		if (idir < 0 || pisb_record_load(idir, &rec, &e) < 0)
+			continue;
+		if (strcmp(rec.driver, "opensandbox") || pisb_record_config(&rec, &cfg, &e) < 0) {
+			pisb_record_release(&rec);
+			continue;
+		}
+		srv = xasprintf("%s://%s", cfg->os.protocol, cfg->os.domain);
+		/* one server that does not answer costs one timeout, not one
+		 * per sandbox */
+		for (size_t i = 0; i < down.n; i++)
+			if (!strcmp(down.v[i], srv))
+				skip = true;
+		if (!skip && pisb_os_refresh(st, de->d_name, timeout_ms, &e) < 0 &&
+		    e.code == PISB_EXIT_BACKEND && strstr(e.msg, "cannot reach"))
+			pisb_strv_push(&down, srv);
+		if (skip)
+			pisb_os_refresh(st, de->d_name, 1, &e);
+		pisb_config_free(cfg);
+		pisb_record_release(&rec);
+	}
+	closedir(d);
+	pisb_strv_release(&down);
+}
+
+void pisb_os_inspect(struct pisb_jw *w, const struct pisb_config *cfg, const char *extra_json)
+{
+	struct os_extra x;
+
+	os_extra_parse(extra_json, &x);
+	/* the limits are the remote sandbox's own, as create sent them */
+	pisb_jw_key(w, "limits");
+	pisb_jw_obj(w);
+	pisb_jw_key(w, "resourceLimits");
+	pisb_jw_obj(w);
+	if (cfg->os.resource_limits.n) {
+		for (size_t i = 0; i < cfg->os.resource_limits.n; i++)
+			pisb_jw_kstr(w, cfg->os.resource_limits.v[i].key, cfg->os.resource_limits.v[i].val);
+	} else {
+		char cpu[16], mem[24];
+		snprintf(cpu, sizeof(cpu), "%d", cfg->cpus);
+		snprintf(mem, sizeof(mem), "%dGi", cfg->memory_gib);
+		pisb_jw_kstr(w, "cpu", cpu);
+		pisb_jw_kstr(w, "memory", mem);
+	}
+	pisb_jw_obj_end(w);
+	pisb_jw_kstr(w, "note", "enforced by the OpenSandbox server, not by pisb");
+	pisb_jw_obj_end(w);
+	pisb_jw_kstr(w, "remoteState", x.remote_state);
+	os_extra_release(&x);
+}
+
+void pisb_os_config_json(struct pisb_jw *w, const char *config_json)
+{
+	struct pisb_json j;
+	struct pisb_err ig = PISB_ERR_INIT;
+
+	if (pisb_json_parse(&j, config_json, strlen(config_json), &ig) < 0 ||
+	    j.tok[0].type != JSMN_OBJECT) {
+		pisb_jw_raw(w, config_json, strlen(config_json));
+		return;
+	}
+	pisb_jw_obj(w);
+	for (int k = 0, i = 1; k < j.tok[0].size && i > 0; k++) {
+		_cleanup_free_ char *key = pisb_json_str(&j, i);
+		size_t n;
+		const char *raw = pisb_json_raw(&j, i + 1, &n);
+		/* the local driver's image and disk mean nothing remotely */
+		if (key && raw && strcmp(key, "image") && strcmp(key, "diskGiB")) {
+			pisb_jw_key(w, key);
+			pisb_jw_raw(w, raw, n);
+		}
+		i = pisb_json_skip(&j, i + 1);
+	}
+	pisb_jw_obj_end(w);
+	pisb_json_release(&j);
+}
+
+char *pisb_os_unreachable(const char *extra_json)
+{
+	struct os_extra x;
+	char *u;
+
+	os_extra_parse(extra_json, &x);
+	u = PISB_STEAL(x.unreachable);
+	os_extra_release(&x);
+	return u;
+}
+
 int pisb_os_refresh(struct pisb_state *st, const char *name, int timeout_ms,
 		    struct pisb_err *e)
 {
@@ -1294,23 +1411,30 @@ int pisb_os_refresh(struct pisb_state *st, const char *name, int timeout_ms,
 	if (os_inst_open(st, name, &t, e) < 0)
 		return -1;
 	g = os_get(&t.c, state, exp, timeout_ms, e);
-	if (g < 0)
-		goto out;
 	/* never wait behind a renewal for a status hint */
 	lk = pisb_lock_acquire(t.idir, "renew.lock", true, 0, "renewal", &ig);
 	if (lk < 0) {
-		ret = 0;
+		ret = g < 0 ? -1 : 0;
 		goto out;
 	}
 	pisb_runtime_release(&t.rt);
 	os_extra_release(&t.x);
-	if (pisb_runtime_load(t.idir, &t.rt, e) < 0)
+	if (pisb_runtime_load(t.idir, &t.rt, g < 0 ? &ig : e) < 0)
 		goto out;
 	os_extra_parse(t.rt.extra_json, &t.x);
 	if (!t.x.sandbox_id)
 		t.x.sandbox_id = xstrdup(t.sid);
 	t.x.created = t.created;
 	t.x.checked_at = pisb_now_ms() / 1000;
+	free(t.x.unreachable);
+	t.x.unreachable = NULL;
+	if (g < 0) {
+		/* inspect and list say so, with the server's error, instead
+		 * of the last state seen */
+		t.x.unreachable = xstrdup(e->msg);
+		os_status_save(t.idir, &t.rt, t.rt.state, &t.x, true, &ig);
+		goto out;
+	}
 	if (g == 1) {
 		free(t.x.remote_state);
 		t.x.remote_state = NULL;

@@ -116,9 +116,23 @@ int pisb_os_release(struct pisb_state *st, const char *name,
 
 /* For inspect: GET the sandbox (timeout_ms, e.g. 2000) and update
  * status.json (state, expiresAt, checkedAt; gone on 404).  Returns 0, or
- * -1 with e when the server cannot be reached (status.json unchanged). */
+ * -1 with e when the server cannot be reached (status.json keeps the last
+ * state and records e's message: pisb_os_unreachable). */
 int pisb_os_refresh(struct pisb_state *st, const char *name, int timeout_ms,
 		    struct pisb_err *e);
+
+/* For list: pisb_os_refresh of every opensandbox instance (a server that
+ * cannot be reached is asked once, its other sandboxes marked too). */
+void pisb_os_refresh_all(struct pisb_state *st, int timeout_ms);
+/* For inspect: the opensandbox keys in place of the local driver's
+ * (limits: {resourceLimits, note}; remoteState: the server's word). */
+void pisb_os_inspect(struct pisb_jw *w, const struct pisb_config *cfg, const char *extra_json);
+/* inspect's "config" of an opensandbox sandbox: the stored config without
+ * the local driver's keys (image, diskGiB). */
+void pisb_os_config_json(struct pisb_jw *w, const char *config_json);
+/* Why the last ask (pisb_os_refresh) failed, or NULL if it was answered:
+ * status "unreachable" with this as "error".  Caller frees. */
+char *pisb_os_unreachable(const char *extra_json);
 
 /* ---- exec (pisb-exec): same contract as exec.h ----
  *

@@ -120,6 +120,7 @@ struct os_extra {
 	char *last_error;              /* last renewal error */
 	int64_t last_error_at;
 	int failures;                  /* consecutive renewal failures */
+	char *unreachable;             /* the last ask failed: why (NULL: answered) */
 };
 void os_extra_release(struct os_extra *x);
 void os_extra_parse(const char *json, struct os_extra *x);
