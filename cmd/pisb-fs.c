@@ -692,17 +692,6 @@ out:
 	return ret;
 }
 
-/* logs serves the local driver only */
-static int local_only(struct pisb_ctx *c)
-{
-	if (!is_os(c))
-		return cmd_logs(c);
-	/* no controller, no services: nothing there is what logs shows */
-	return pisb_err_set(&c->err, PISB_EXIT_FAIL,
-			    "%s: sandbox '%s' is an opensandbox sandbox; %s serves local sandboxes only (pisb's record of its lifecycle steps is instances/%s/remote.log in the state directory)",
-			    c->a.verb->name, c->a.pos[0], c->a.verb->name, c->a.pos[0]);
-}
-
 static const struct pisb_handler handlers[] = {
 	{ "read", cmd_read, true },
 	{ "write", cmd_write, true },
@@ -712,7 +701,7 @@ static const struct pisb_handler handlers[] = {
 	{ "mkdir", cmd_mkdir, true },
 	{ "find", cmd_find, true },
 	{ "grep", cmd_grep, true },
-	{ "logs", local_only, true },
+	{ "logs", cmd_logs, true },
 	{ "push", cmd_push_pull, true },
 	{ "pull", cmd_push_pull, true },
 	{ NULL, NULL, false },

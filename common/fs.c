@@ -77,6 +77,8 @@ int pisb_fs_open(struct pisb_fs *fs, const struct pisb_state *st, const char *na
 	}
 	if (driver && !strcmp(driver, "vm"))
 		fs->log = "setup.log";  /* no controller: the setup's output */
+	if (driver && !strcmp(driver, "opensandbox"))
+		fs->log = "remote.log"; /* lifecycle steps, renewals, setup output */
 	if (!running)
 		return 0;
 	if (driver && strcmp(driver, "local"))

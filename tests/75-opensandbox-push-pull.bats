@@ -431,7 +431,23 @@ no_leftovers() {
 	no_leftovers
 }
 
-@test "logs of an opensandbox sandbox: a clear refusal" {
-	run -1 --separate-stderr pisb logs box
-	[[ $stderr == *"opensandbox sandbox; logs serves local sandboxes only (pisb's record of its lifecycle steps is instances/box/remote.log in the state directory)"* ]]
+@test "logs of an opensandbox sandbox: pisb's remote log, with the setup output" {
+	run -0 pisb logs box
+	[[ $output == *"created sandbox $(os_sid box)"* ]]
+	[[ $output == *"is ready"* ]]
+	run -0 pisb logs box --json --lines 1
+	jq -e '.lines == 1 and (.content | test("is ready")) and .truncated == false' <<<"$output"
+	run -1 --separate-stderr pisb logs box web
+	[[ $stderr == *"has no services"* ]]
+	os_config "$BATS_TEST_TMPDIR/s.yaml" "  image: python:3.11"
+	echo "setup:" >>"$BATS_TEST_TMPDIR/s.yaml"
+	echo "  - echo hello-from-setup" >>"$BATS_TEST_TMPDIR/s.yaml"
+	run -0 pisb create withsetup -f "$BATS_TEST_TMPDIR/s.yaml"
+	run -0 pisb logs withsetup
+	[[ $output == *"setup[0]: echo hello-from-setup"* ]]
+	[[ $output == *"hello-from-setup"$'\n'* ]]
+	# the server down: still readable
+	os_fake_stop
+	run -0 pisb logs withsetup
+	[[ $output == *"hello-from-setup"* ]]
 }
