@@ -158,7 +158,7 @@ const struct pisb_verb pisb_verbs[] = {
 	V("prepare", "pisb-create", "NAME -f FILE", "name", NULL, NULL, 1, 1, false,
 	  "run setup and save the disk as template NAME", prepare_opts),
 	V("start", "pisb-create", "NAME", "name", NULL, NULL, 1, 1, false,
-	  "start a stopped sandbox from its last checkpoint", none_opts),
+	  "start a stopped sandbox from its last checkpoint", stop_opts),
 	V("stop", "pisb-create", "NAME", "name", NULL, NULL, 1, 1, false,
 	  "stop services and processes, checkpoint the disk", stop_opts),
 	V("destroy", "pisb-create", "NAME --confirm NAME", "name", NULL, NULL, 1, 1, false,

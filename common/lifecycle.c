@@ -16,13 +16,30 @@ static int released(const struct pisb_os_opts *o, const char *name, const char *
 	return o->events_fd >= 0 ? pisb_event_write(o->events_fd, &ev, e) : 0;
 }
 
+static int lifecycle(struct pisb_state *st, int d, enum pisb_lc_verb verb, const char *name,
+		     const struct pisb_os_opts *o, struct pisb_err *e);
+
 int pisb_lifecycle(struct pisb_state *st, enum pisb_lc_verb verb, const char *name,
 		   const struct pisb_os_opts *o, struct pisb_err *e)
 {
 	int d = pisb_instance_driver(st, name, e);
 
-	if (d < 0)
+	if (d < 0 || lifecycle(st, d, verb, name, o, e) < 0)
 		return -1;
+	/* start --events-fd: "ready" once it runs (the opensandbox driver
+	 * writes its own, with the sandbox id and whether it resumed) */
+	if (verb == PISB_LC_START && d != PISB_DRIVER_OPENSANDBOX && o->events_fd >= 0) {
+		static const char *const dn[] = { [PISB_DRIVER_LOCAL] = "local", [PISB_DRIVER_VM] = "vm",
+						  [PISB_DRIVER_SBX] = "sbx" };
+		struct pisb_event ev = { "ready", name, dn[d], NULL, NULL, false, false, NULL };
+		return pisb_event_write(o->events_fd, &ev, e);
+	}
+	return 0;
+}
+
+static int lifecycle(struct pisb_state *st, int d, enum pisb_lc_verb verb, const char *name,
+		     const struct pisb_os_opts *o, struct pisb_err *e)
+{
 	if (d == PISB_DRIVER_VM) {
 		switch (verb) {
 		case PISB_LC_START: return pisb_vm_start(st, name, o, e);

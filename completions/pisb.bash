@@ -9,8 +9,8 @@ _pisb_verb() {
       vals=" --file:file -f:file --template:none --driver:none --owner-pid:none --session-id:none --on-ready:none --events-fd:none" pos="name" ;;
     prepare) opts="--file -f"
       vals=" --file:file -f:file" pos="name" ;;
-    start) opts=""
-      vals="" pos="name" ;;
+    start) opts="--events-fd"
+      vals=" --events-fd:none" pos="name" ;;
     stop) opts="--events-fd"
       vals=" --events-fd:none" pos="name" ;;
     destroy) opts="--confirm --template --events-fd"

@@ -4,7 +4,7 @@
 # 'value' (an option's) or 'rest' (after --).
 function __pisb_takes -a verb opt
     switch "$verb $opt"
-        case '* --state-dir' 'create --file' 'create -f' 'create --template' 'create --driver' 'create --owner-pid' 'create --session-id' 'create --on-ready' 'create --events-fd' 'prepare --file' 'prepare -f' 'stop --events-fd' 'destroy --confirm' 'destroy --events-fd' 'connect --file' 'connect -f' 'connect --owner-pid' 'connect --session-id' 'connect --on-ready' 'connect --events-fd' 'validate --file' 'validate -f' 'exec --cwd' 'exec --env' 'exec -e' 'exec --sh' 'exec --bash' 'exec --timeout-ms' 'exec-status --timeout-ms' 'read --offset' 'read --limit' 'write --mode' 'write --from' 'write --content' 'edit --old' 'edit --new' 'edit --old-file' 'edit --new-file' 'find --path' 'find --limit' 'grep --path' 'grep --glob' 'grep --context' 'grep -C' 'grep --limit' 'logs --lines' 'logs -n' 'push --to' 'svc --port' 'svc --title' 'svc --description' 'svc --timeout-ms' 'gc --hours' 'renew --interval'
+        case '* --state-dir' 'create --file' 'create -f' 'create --template' 'create --driver' 'create --owner-pid' 'create --session-id' 'create --on-ready' 'create --events-fd' 'prepare --file' 'prepare -f' 'start --events-fd' 'stop --events-fd' 'destroy --confirm' 'destroy --events-fd' 'connect --file' 'connect -f' 'connect --owner-pid' 'connect --session-id' 'connect --on-ready' 'connect --events-fd' 'validate --file' 'validate -f' 'exec --cwd' 'exec --env' 'exec -e' 'exec --sh' 'exec --bash' 'exec --timeout-ms' 'exec-status --timeout-ms' 'read --offset' 'read --limit' 'write --mode' 'write --from' 'write --content' 'edit --old' 'edit --new' 'edit --old-file' 'edit --new-file' 'find --path' 'find --limit' 'grep --path' 'grep --glob' 'grep --context' 'grep -C' 'grep --limit' 'logs --lines' 'logs -n' 'push --to' 'svc --port' 'svc --title' 'svc --description' 'svc --timeout-ms' 'gc --hours' 'renew --interval'
             return 0
     end
     return 1
@@ -116,6 +116,7 @@ complete -c pisb -n '__pisb_is create' -l dry-run -d 'validate and print the nor
 complete -c pisb -n '__pisb_pos create 1' -x -a '(__pisb_names)'
 complete -c pisb -n '__pisb_is prepare' -l file -s f -r -F -d 'sandbox.yaml whose setup prepares the template'
 complete -c pisb -n '__pisb_pos prepare 1' -x -a '(__pisb_names)'
+complete -c pisb -n '__pisb_is start' -l events-fd -x -d 'write lifecycle events as JSON lines to fd N'
 complete -c pisb -n '__pisb_pos start 1' -x -a '(__pisb_names)'
 complete -c pisb -n '__pisb_is stop' -l events-fd -x -d 'write lifecycle events as JSON lines to fd N'
 complete -c pisb -n '__pisb_pos stop 1' -x -a '(__pisb_names)'

@@ -142,7 +142,7 @@ offers() {
 	# every verb whose synopsis starts with NAME offers sandboxes there
 	for v in $(pisb --list-commands | grep -vxE 'help|completion'); do
 		case $(pisb "$v" --help 2>/dev/null | head -n 1) in
-		"usage: pisb $v NAME"*) offers "demo dev" pisb "$v" d || return 1 ;;
+		"usage: pisb $v NAME"*|"usage: pisb $v [NAME]"*) offers "demo dev" pisb "$v" d || return 1 ;;
 		*) offers "" pisb "$v" d || return 1 ;;
 		esac
 	done

@@ -230,3 +230,33 @@ policy_yaml() {
 	jq -e '(.failed[0].reason | test("cannot be reached|kept until it answers"))' <<<"$output"
 	[ -n "$(ls -A "$PI_SANDBOX_HOME/staging")" ]
 }
+
+@test "start of a create killed while provisioning finishes it (workspace, setup), instead of leaving it interrupted" {
+	os_config "$BATS_TEST_TMPDIR/s.yaml" "  image: python:3.11" "  timeoutSeconds: 600"
+	printf 'setup:\n  - echo finished-setup > /workspace/done\n' >>"$BATS_TEST_TMPDIR/s.yaml"
+	os_fault '{"pending_ms":3000}'
+	pisb create fin -f "$BATS_TEST_TMPDIR/s.yaml" &
+	pid=$!
+	sleep 1
+	kill -KILL "$pid"
+	wait "$pid" || true
+	run -0 pisb list --json
+	jq -e '.[0].status == "interrupted"' <<<"$output"
+	run -0 pisb start fin --events-fd 3 3>"$BATS_TEST_TMPDIR/ev"
+	jq -e '.event == "ready" and .sandboxId != null' "$BATS_TEST_TMPDIR/ev"
+	run -0 pisb inspect fin
+	jq -e '.status == "running"' <<<"$output"
+	run -0 pisb read fin done --raw
+	[ "$output" = finished-setup ]
+	grep -q "finishing an interrupted create" "$PI_SANDBOX_HOME/instances/fin/remote.log"
+	[ "$(remote_count)" -eq 1 ]
+}
+
+@test "start --events-fd: 'ready' with resumed true after a pause" {
+	run -0 pisb create ev -f "$BATS_TEST_TMPDIR/r.yaml"
+	run -0 pisb stop ev
+	run -0 pisb start ev --events-fd 3 3>"$BATS_TEST_TMPDIR/ev"
+	jq -e '.event == "ready" and .resumed == true and .name == "ev" and .driver == "opensandbox"' "$BATS_TEST_TMPDIR/ev"
+	run -0 pisb start ev --events-fd 3 3>"$BATS_TEST_TMPDIR/ev2"
+	jq -e '.event == "ready" and .resumed == false' "$BATS_TEST_TMPDIR/ev2"
+}

@@ -1083,6 +1083,8 @@ int pisb_os_start(struct pisb_state *st, const char *name,
 {
 	struct os_inst t;
 	_cleanup_close_ int lk = -1;
+	struct pisb_os_opts quiet = { .events_fd = -1 };
+	bool was_paused, interrupted;
 	int ret = -1;
 
 	if (os_inst_open(st, name, &t, e) < 0)
@@ -1090,7 +1092,24 @@ int pisb_os_start(struct pisb_state *st, const char *name,
 	lk = op_lock(&t, o, e);
 	if (lk < 0)
 		goto out;
+	was_paused = !strcmp(t.rt.state, "paused");
+	interrupted = !strcmp(t.rt.state, "creating");
+	/* leftovers of earlier creates of this name go first */
+	os_gc_name(st, &t.cfg->os, name);
 	if (os_inst_ready(&t, e) < 0)
+		goto out;
+	if (interrupted) {
+		/* we hold op.lock: the create that held it died after the
+		 * sandbox existed; finish what it left undone */
+		os_log(t.idir, "finishing an interrupted create of sandbox %s", t.sid);
+		if (make_workspace(&t.c, t.cfg->os.workspace, e) < 0)
+			goto out;
+		set_next(t.idir, t.cfg->os.timeout_seconds, false);
+		run_setup(t.idir, &t.c, t.cfg);
+		os_log(t.idir, "sandbox %s is ready", t.sid);
+	}
+	if (o && emit(o->events_fd >= 0 ? o : &quiet, "ready", name, t.sid, t.cfg->os.workspace,
+		      t.created, was_paused, NULL, e) < 0)
 		goto out;
 	ret = 0;
 out:
