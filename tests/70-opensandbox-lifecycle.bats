@@ -37,7 +37,8 @@ teardown() {
 	jq -e '.request | .image.uri == "python:3.11" and .timeout == 1200
 		and .resourceLimits == {"cpu":"2","memory":"4Gi"} and .entrypoint == ["sleep","infinity"]
 		and .env.GREETING == "hello"
-		and .metadata == {"project":"apollo","pi-extension":"pisb","pi-session-id":"sess-42"}
+		and (.metadata | del(.["pisb-state"], .["pisb-instance"])) == {"project":"apollo","pi-extension":"pisb",
+			"pi-session-id":"sess-42","pisb-policy":"kill","pisb-name":"demo"}
 		and .networkPolicy == {"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"},{"action":"allow","target":"*.pythonhosted.org"}]}
 		and .volumes[0].name == "data" and .volumes[0].mountPath == "/data"
 		and .volumes[0].pvc.claimName == "data-pvc" and .volumes[0].pvc.storage == "5Gi"' <<<"$output"
@@ -58,7 +59,8 @@ teardown() {
 	run -0 os_admin GET "/_fake/sandboxes/$(os_sid dflt)"
 	jq -e '.request | .timeout == 3600 and .networkPolicy == {"defaultAction":"deny","egress":[]}
 		and .entrypoint == ["tail","-f","/dev/null"] and (.resourceLimits | has("cpu") and has("memory"))
-		and .metadata == {"pi-extension":"pisb"}' <<<"$output"
+		and (.metadata | del(.["pisb-state"], .["pisb-instance"])) == {"pi-extension":"pisb",
+			"pisb-policy":"kill","pisb-name":"dflt"}' <<<"$output"
 }
 
 @test "create runs setup lines in the workspace; a failing one is kept in setupError" {

@@ -395,13 +395,18 @@ static void sweep_instances(struct sweep *s, const struct locals *l)
 			report(s, R(kept), "sandbox", x->name, "busy: another pisb command holds its lock");
 			continue;
 		}
+		if (!x->cfg) {
+			report(s, R(kept), "sandbox", x->name,
+			       "its record has no usable opensandbox settings: not touched");
+			continue;
+		}
 		if (pisb_record_load(idir, &rec, &e) < 0 || pisb_runtime_load(idir, &rt, &e) < 0) {
 			report(s, R(kept), "sandbox", x->name, "unreadable state (%s): not touched", e.msg);
 			continue;
 		}
 		dead = rec.owner.pid > 0 && !pisb_proc_id_alive(&rec.owner);
 		creating = !strcmp(rt.state, "creating");
-		policy = x->cfg ? (int)x->cfg->os.on_shutdown : PISB_POLICY_KILL;
+		policy = (int)x->cfg->os.on_shutdown;
 		if (creating) {
 			if (!s->dry_run && pisb_os_destroy(s->st, x->name, &o, &e) < 0)
 				report(s, R(failed), "sandbox", x->name, "interrupted create: %s", e.msg);
