@@ -259,11 +259,15 @@ teardown() {
 	[ "$output" = via-file ]
 }
 
-@test "list reads the last known status without touching the network; inspect asks" {
+@test "list and inspect ask the server once per sandbox (GET), and show what it says" {
 	run -0 pisb create l -f "$BATS_TEST_TMPDIR/r.yaml"
 	os_admin DELETE /_fake/stats >/dev/null
 	run -0 pisb list
-	[ "$(os_admin GET /_fake/stats | jq .total)" -eq 0 ]
-	run -0 pisb inspect l
+	[ "$(os_admin GET /_fake/stats | jq .total)" -eq 1 ]
 	[ "$(os_ops get)" -eq 1 ]
+	run -0 pisb inspect l
+	[ "$(os_ops get)" -eq 2 ]
+	os_api POST "/v1/sandboxes/$(os_sid l)/pause" >/dev/null
+	run -0 pisb list --json
+	jq -e '.[0].status == "paused"' <<<"$output"
 }
