@@ -259,15 +259,20 @@ teardown() {
 	[ "$output" = via-file ]
 }
 
-@test "list and inspect ask the server once per sandbox (GET), and show what it says" {
+@test "list asks each server once (one list request per 200 of pisb's sandboxes, a GET per connected one); inspect asks" {
 	run -0 pisb create l -f "$BATS_TEST_TMPDIR/r.yaml"
+	run -0 pisb create l2 -f "$BATS_TEST_TMPDIR/r.yaml"
+	out=$(os_api POST /v1/sandboxes -d '{"image":{"uri":"x"},"entrypoint":["tail"],"resourceLimits":{"cpu":"1"},"timeout":600}')
+	os_config "$BATS_TEST_TMPDIR/c.yaml" "  sandboxId: $(sed '$d' <<<"$out" | jq -r .id)"
+	run -0 pisb connect lc -f "$BATS_TEST_TMPDIR/c.yaml"
 	os_admin DELETE /_fake/stats >/dev/null
 	run -0 pisb list
-	[ "$(os_admin GET /_fake/stats | jq .total)" -eq 1 ]
+	[ "$(os_admin GET /_fake/stats | jq .total)" -eq 2 ]
+	[ "$(os_ops list)" -eq 1 ]
 	[ "$(os_ops get)" -eq 1 ]
 	run -0 pisb inspect l
 	[ "$(os_ops get)" -eq 2 ]
 	os_api POST "/v1/sandboxes/$(os_sid l)/pause" >/dev/null
 	run -0 pisb list --json
-	jq -e '.[0].status == "paused"' <<<"$output"
+	jq -e '.[0].name == "l" and .[0].status == "paused" and .[1].status == "running" and .[2].status == "running"' <<<"$output"
 }

@@ -1305,10 +1305,15 @@ int pisb_os_release(struct pisb_state *st, const char *name,
 
 /* ---- list / inspect ---- */
 
+static int refresh_apply(struct os_inst *t, int g, const char *state, const char *exp,
+			 bool sync, struct pisb_err *e);
+
 void pisb_os_refresh_all(struct pisb_state *st, int timeout_ms)
 {
 	int fd = openat(st->fd, "instances", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	struct pisb_strv down = PISB_STRV_INIT;
+	struct os_inst *v = NULL;
+	size_t n = 0;
+	bool *done;
 	DIR *d;
 	struct dirent *de;
 
@@ -1321,37 +1326,65 @@ void pisb_os_refresh_all(struct pisb_state *st, int timeout_ms)
 	}
 	while ((de = readdir(d))) {
 		struct pisb_err e = PISB_ERR_INIT;
-		_cleanup_close_ int idir = -1;
-		struct pisb_record rec;
-		struct pisb_config *cfg = NULL;
-		_cleanup_free_ char *srv = NULL;
-		bool skip = false;
+		struct os_inst t;
 
-		if (!pisb_name_valid(de->d_name))
-			continue;
-		idir = pisb_instance_open(st, "instances", de->d_name, &e);
-		if (idir < 0 || pisb_record_load(idir, &rec, &e) < 0)
-			continue;
-		if (strcmp(rec.driver, "opensandbox") || pisb_record_config(&rec, &cfg, &e) < 0) {
-			pisb_record_release(&rec);
-			continue;
-		}
-		srv = xasprintf("%s://%s", cfg->os.protocol, cfg->os.domain);
-		/* one server that does not answer costs one timeout, not one
-		 * per sandbox */
-		for (size_t i = 0; i < down.n; i++)
-			if (!strcmp(down.v[i], srv))
-				skip = true;
-		if (!skip && pisb_os_refresh(st, de->d_name, timeout_ms, &e) < 0 &&
-		    e.code == PISB_EXIT_BACKEND && strstr(e.msg, "cannot reach"))
-			pisb_strv_push(&down, srv);
-		if (skip)
-			pisb_os_refresh(st, de->d_name, 1, &e);
-		pisb_config_free(cfg);
-		pisb_record_release(&rec);
+		if (!pisb_name_valid(de->d_name) || inst_load(st, de->d_name, &t, &e) < 0)
+			continue;   /* another driver's, or broken: list says so */
+		v = xrealloc(v, (n + 1) * sizeof(*v));
+		v[n++] = t;
 	}
 	closedir(d);
-	pisb_strv_release(&down);
+	done = xcalloc(n + 1, sizeof(*done));
+	/* one server at a time: one list request per 200 of pisb's own
+	 * sandboxes, a GET for the others (connected ones); a server that
+	 * cannot be asked costs one timeout, not one per sandbox */
+	for (size_t i = 0; i < n; i++) {
+		struct os_conn c;
+		struct pisb_err le = PISB_ERR_INIT;
+		struct os_remote *rv = NULL;
+		size_t rn = 0;
+		int lr;
+
+		if (done[i])
+			continue;
+		if (os_conn_init(&c, &v[i].cfg->os, NULL, &le) < 0) {
+			done[i] = true;
+			refresh_apply(&v[i], -1, NULL, NULL, false, &le);
+			continue;
+		}
+		lr = os_list_ours(&c, st, NULL, timeout_ms, &rv, &rn, &le);
+		for (size_t k = i; k < n; k++) {
+			struct pisb_err e = PISB_ERR_INIT;
+			const struct os_remote *hit = NULL;
+
+			if (done[k] || !os_same_server(&v[k].cfg->os, &v[i].cfg->os))
+				continue;
+			done[k] = true;
+			if (lr < 0) {
+				refresh_apply(&v[k], -1, NULL, NULL, false, &le);
+				continue;
+			}
+			for (size_t r = 0; r < rn; r++)
+				if (!strcmp(rv[r].id, v[k].sid))
+					hit = &rv[r];
+			if (hit) {
+				refresh_apply(&v[k], 0, hit->state ? hit->state : "Unknown", hit->expires, false, &e);
+			} else {
+				char state[32], exp[64];
+				int g;
+				free(c.sid);
+				c.sid = xstrdup(v[k].sid);
+				g = os_get(&c, state, exp, timeout_ms, &e);
+				refresh_apply(&v[k], g, state, exp, false, &e);
+			}
+		}
+		os_remotes_free(rv, rn);
+		os_conn_release(&c);
+	}
+	for (size_t i = 0; i < n; i++)
+		os_inst_release(&v[i]);
+	free(v);
+	free(done);
 }
 
 void pisb_os_inspect(struct pisb_jw *w, const struct pisb_config *cfg, const char *extra_json)
@@ -1418,65 +1451,70 @@ char *pisb_os_unreachable(const char *extra_json)
 	return u;
 }
 
+/* Record what one ask said: g as os_get returns it (-1: e->msg is why
+ * the server could not be asked).  sync false: no fsync (list's many
+ * small updates; a lost one is only a stale hint). */
+static int refresh_apply(struct os_inst *t, int g, const char *state, const char *exp,
+			 bool sync, struct pisb_err *e)
+{
+	_cleanup_close_ int lk = -1;
+	struct pisb_err ig = PISB_ERR_INIT;
+	const char *s;
+
+	/* never wait behind a renewal for a status hint */
+	lk = pisb_lock_acquire(t->idir, "renew.lock", true, 0, "renewal", &ig);
+	if (lk < 0)
+		return g < 0 ? -1 : 0;
+	pisb_runtime_release(&t->rt);
+	os_extra_release(&t->x);
+	if (pisb_runtime_load(t->idir, &t->rt, g < 0 ? &ig : e) < 0)
+		return -1;
+	os_extra_parse(t->rt.extra_json, &t->x);
+	if (!t->x.sandbox_id)
+		t->x.sandbox_id = xstrdup(t->sid);
+	t->x.created = t->created;
+	t->x.checked_at = pisb_now_ms() / 1000;
+	free(t->x.unreachable);
+	t->x.unreachable = NULL;
+	if (g < 0) {
+		/* inspect and list say so, with the server's error, instead
+		 * of the last state seen */
+		t->x.unreachable = xstrdup(e->msg);
+		os_status_save(t->idir, &t->rt, t->rt.state, &t->x, sync, &ig);
+		return -1;
+	}
+	if (g == 1) {
+		free(t->x.remote_state);
+		t->x.remote_state = NULL;
+		if (strcmp(t->rt.state, "gone"))
+			os_log(t->idir, "sandbox %s no longer exists on the server", t->sid);
+		return os_status_save(t->idir, &t->rt, "gone", &t->x, sync, e);
+	}
+	free(t->x.remote_state);
+	t->x.remote_state = xstrdup(state);
+	if (exp && exp[0]) {
+		free(t->x.expires_at);
+		t->x.expires_at = xstrdup(exp);
+	}
+	s = t->rt.state;
+	if (!strcmp(state, "Running"))
+		s = "running";
+	else if (!strcmp(state, "Paused") || !strcmp(state, "Pausing"))
+		s = "paused";
+	return os_status_save(t->idir, &t->rt, s, &t->x, sync, e);
+}
+
 int pisb_os_refresh(struct pisb_state *st, const char *name, int timeout_ms,
 		    struct pisb_err *e)
 {
 	struct os_inst t;
 	char state[32], exp[64];
-	int g, ret = -1;
-	_cleanup_close_ int lk = -1;
-	struct pisb_err ig = PISB_ERR_INIT;
+	int g, ret;
 
 	if (os_inst_open(st, name, &t, e) < 0)
 		return -1;
 	g = os_get(&t.c, state, exp, timeout_ms, e);
-	/* never wait behind a renewal for a status hint */
-	lk = pisb_lock_acquire(t.idir, "renew.lock", true, 0, "renewal", &ig);
-	if (lk < 0) {
-		ret = g < 0 ? -1 : 0;
-		goto out;
-	}
-	pisb_runtime_release(&t.rt);
-	os_extra_release(&t.x);
-	if (pisb_runtime_load(t.idir, &t.rt, g < 0 ? &ig : e) < 0)
-		goto out;
-	os_extra_parse(t.rt.extra_json, &t.x);
-	if (!t.x.sandbox_id)
-		t.x.sandbox_id = xstrdup(t.sid);
-	t.x.created = t.created;
-	t.x.checked_at = pisb_now_ms() / 1000;
-	free(t.x.unreachable);
-	t.x.unreachable = NULL;
-	if (g < 0) {
-		/* inspect and list say so, with the server's error, instead
-		 * of the last state seen */
-		t.x.unreachable = xstrdup(e->msg);
-		os_status_save(t.idir, &t.rt, t.rt.state, &t.x, true, &ig);
-		goto out;
-	}
-	if (g == 1) {
-		free(t.x.remote_state);
-		t.x.remote_state = NULL;
-		if (strcmp(t.rt.state, "gone"))
-			os_log(t.idir, "sandbox %s no longer exists on the server", t.sid);
-		ret = os_status_save(t.idir, &t.rt, "gone", &t.x, true, e);
-		goto out;
-	}
-	free(t.x.remote_state);
-	t.x.remote_state = xstrdup(state);
-	if (exp[0]) {
-		free(t.x.expires_at);
-		t.x.expires_at = xstrdup(exp);
-	}
-	{
-		const char *s = t.rt.state;
-		if (!strcmp(state, "Running"))
-			s = "running";
-		else if (!strcmp(state, "Paused") || !strcmp(state, "Pausing"))
-			s = "paused";
-		ret = os_status_save(t.idir, &t.rt, s, &t.x, true, e);
-	}
-out:
+	ret = refresh_apply(&t, g, state, exp, true, e);
 	os_inst_release(&t);
 	return ret;
 }

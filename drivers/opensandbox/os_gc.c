@@ -148,32 +148,27 @@ static const struct local *find_iid(const struct locals *l, const char *iid)
 	return NULL;
 }
 
-static bool same_server(const struct pisb_os_config *a, const struct pisb_os_config *b)
+bool os_same_server(const struct pisb_os_config *a, const struct pisb_os_config *b)
 {
 	return !strcmp(a->domain, b->domain) && !strcmp(a->protocol, b->protocol) &&
 	       !strcmp(a->api_key_file ? a->api_key_file : "", b->api_key_file ? b->api_key_file : "");
 }
 
-/* One remote sandbox of ours, as the list gives it. */
-struct remote {
-	char *id, *iid, *policy, *name;
-};
-
-static void remotes_release(struct remote *v, size_t n)
+void os_remotes_free(struct os_remote *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		free(v[i].id);
 		free(v[i].iid);
 		free(v[i].policy);
 		free(v[i].name);
+		free(v[i].state);
+		free(v[i].expires);
 	}
 	free(v);
 }
 
-/* Every sandbox on c's server with our metadata (and pisb-name=name
- * when name is given), all pages. */
-static int list_ours(struct os_conn *c, const struct pisb_state *st, const char *name,
-		     struct remote **out, size_t *n, struct pisb_err *e)
+int os_list_ours(struct os_conn *c, const struct pisb_state *st, const char *name,
+		 int timeout_ms, struct os_remote **out, size_t *n, struct pisb_err *e)
 {
 	char ident[64], label[64];
 	int page = 1;
@@ -197,7 +192,7 @@ static int list_ours(struct os_conn *c, const struct pisb_state *st, const char 
 		pisb_http_escape(&path, q.s);
 		pisb_buf_addf(&path, "&pageSize=200&page=%d", page);
 		pisb_http_resp_init(&r);
-		if (os_lc(c, "GET", path.s, NULL, 30000, &r, e) < 0) {
+		if (os_lc(c, "GET", path.s, NULL, timeout_ms, &r, e) < 0) {
 			pisb_http_resp_release(&r);
 			return -1;
 		}
@@ -214,9 +209,11 @@ static int list_ours(struct os_conn *c, const struct pisb_state *st, const char 
 		for (int k = 0; items >= 0 && k < j.tok[items].size; k++) {
 			int it = pisb_json_at(&j, items, k);
 			int md = pisb_json_get(&j, it, "metadata");
-			struct remote x;
+			struct os_remote x;
 
 			x.id = pisb_json_str(&j, pisb_json_get(&j, it, "id"));
+			x.state = pisb_json_str(&j, pisb_json_get(&j, pisb_json_get(&j, it, "status"), "state"));
+			x.expires = pisb_json_str(&j, pisb_json_get(&j, it, "expiresAt"));
 			x.iid = md >= 0 ? pisb_json_str(&j, pisb_json_get(&j, md, OS_MD_INSTANCE)) : NULL;
 			x.policy = md >= 0 ? pisb_json_str(&j, pisb_json_get(&j, md, OS_MD_POLICY)) : NULL;
 			x.name = md >= 0 ? pisb_json_str(&j, pisb_json_get(&j, md, OS_MD_NAME)) : NULL;
@@ -224,6 +221,8 @@ static int list_ours(struct os_conn *c, const struct pisb_state *st, const char 
 				free(x.iid);
 				free(x.policy);
 				free(x.name);
+				free(x.state);
+				free(x.expires);
 				continue;
 			}
 			*out = xrealloc(*out, (*n + 1) * sizeof(**out));
@@ -297,7 +296,7 @@ static void sweep_server(struct sweep *s, const struct pisb_os_config *os, const
 {
 	struct os_conn c;
 	struct pisb_err e = PISB_ERR_INIT;
-	struct remote *rv = NULL;
+	struct os_remote *rv = NULL;
 	size_t rn = 0;
 	_cleanup_free_ bool *fail = NULL;
 	struct locals l = { 0 };
@@ -307,7 +306,7 @@ static void sweep_server(struct sweep *s, const struct pisb_os_config *os, const
 		report(s, R(failed), "opensandbox", srv, "%s: staged creates kept", e.msg);
 		return;
 	}
-	if (list_ours(&c, s->st, name, &rv, &rn, &e) < 0) {
+	if (os_list_ours(&c, s->st, name, 30000, &rv, &rn, &e) < 0) {
 		report(s, R(failed), "opensandbox", srv, "%s: its staged creates are kept until it answers",
 		       e.msg);
 		os_conn_release(&c);
@@ -351,7 +350,7 @@ static void sweep_server(struct sweep *s, const struct pisb_os_config *os, const
 		struct pisb_err re = PISB_ERR_INIT;
 		bool failed = false;
 
-		if (!x->staging || x->busy || !x->cfg || !same_server(&x->cfg->os, os))
+		if (!x->staging || x->busy || !x->cfg || !os_same_server(&x->cfg->os, os))
 			continue;
 		if (name && strcmp(x->name, name))
 			continue;
@@ -368,7 +367,7 @@ static void sweep_server(struct sweep *s, const struct pisb_os_config *os, const
 			       x->name, srv);
 	}
 	locals_release(&l);
-	remotes_release(rv, rn);
+	os_remotes_free(rv, rn);
 	os_conn_release(&c);
 }
 
@@ -458,7 +457,7 @@ int pisb_os_gc(struct pisb_state *st, bool dry_run, struct pisb_gc_report *r,
 		if (!l.v[i].cfg || !l.v[i].cfg->os.domain)
 			continue;
 		for (size_t k = 0; k < ns; k++)
-			if (same_server(servers[k], &l.v[i].cfg->os))
+			if (os_same_server(servers[k], &l.v[i].cfg->os))
 				seen = true;
 		if (!seen) {
 			servers = xrealloc(servers, (ns + 1) * sizeof(*servers));

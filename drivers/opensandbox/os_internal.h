@@ -175,6 +175,19 @@ void os_stop_restore(struct os_sigsave *sv);
 /* 0, or -1 with e ("interrupted by SIGTERM", exit 128+N) after a signal. */
 int os_stop_check(struct pisb_err *e);
 
+/* One sandbox of ours as the server's list gives it (os_gc.c). */
+struct os_remote {
+	char *id, *iid, *policy, *name;   /* metadata pisb-instance, -policy, -name */
+	char *state, *expires;            /* status.state, expiresAt (or NULL) */
+};
+void os_remotes_free(struct os_remote *v, size_t n);
+/* Every sandbox on c's server carrying this state directory's metadata
+ * (and pisb-name=name when name is given), all pages (200 each). */
+int os_list_ours(struct os_conn *c, const struct pisb_state *st, const char *name,
+		 int timeout_ms, struct os_remote **out, size_t *n, struct pisb_err *e);
+/* The same server and key? */
+bool os_same_server(const struct pisb_os_config *a, const struct pisb_os_config *b);
+
 /* create NAME's sweep (os_gc.c): on os's server, the sandboxes of ours
  * named NAME that no live record owns get what gc would do to them. */
 void os_gc_name(struct pisb_state *st, const struct pisb_os_config *os, const char *name);
