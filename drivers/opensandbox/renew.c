@@ -172,14 +172,15 @@ static bool due(const struct pisb_runtime *rt, const struct os_extra *x,
 		snprintf(why, n, "the server says it has no automatic expiration");
 		return false;
 	}
-	if (x->expires_at && os_time_ms(x->expires_at) >= (now + timeout) * 1000) {
-		snprintf(why, n, "it expires at %s, later than a renewal would set", x->expires_at);
-		return false;
-	}
 	next = x->renewed_at + os_renew_interval(timeout);
 	if (!force && x->renewed_at && now < next) {
 		pisb_time_rfc3339(next, ts);
 		snprintf(why, n, "not due until %s", ts);
+		return false;
+	}
+	/* never shorten: a known expiry later than now + timeout stays */
+	if (x->expires_at && os_time_ms(x->expires_at) >= pisb_now_ms() + timeout * 1000) {
+		snprintf(why, n, "it expires at %s, later than a renewal would set", x->expires_at);
 		return false;
 	}
 	return true;
