@@ -29,17 +29,26 @@ import {
 import type { BashOperations, ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { Type } from "typebox";
 
+/** what session_shutdown does with a sandbox the extension created: pisb's words */
 export type Lifecycle = "remove" | "stop" | "keep";
+/** the same in the OpenSandbox seed's words */
+export type SeedMode = "kill" | "pause" | "keep";
 
 export interface SandboxEvent {
 	phase: "ready" | "released";
+	/** the backend's id: the OpenSandbox sandbox id for opensandbox, pisb's name otherwise */
 	sandboxId: string;
+	/** pisb's name of the sandbox */
+	name: string;
 	driver?: string;
 	workspace: string;
 	createdByExtension: boolean;
+	/** true when an existing (stopped or paused) sandbox was resumed for this session */
 	resumed: boolean;
-	/** released only: what shutdown did */
-	mode?: "removed" | "stopped" | "kept" | "disconnected";
+	/** released only: the policy applied, in the seed's words (a connected sandbox: keep) */
+	mode?: SeedMode;
+	/** released only: what pisb did */
+	pisbMode?: "removed" | "stopped" | "kept" | "disconnected";
 	/** the lifecycle events pisb itself reported on --events-fd, as it wrote them */
 	pisbEvents: unknown[];
 }
@@ -55,14 +64,17 @@ export interface PisbExtensionOptions {
 	configFile?: string;
 	/** inline configuration (object, JSON or YAML text) instead of a file, for embedding */
 	config?: string | Record<string, unknown>;
-	/** what session_shutdown does with a sandbox this extension manages; default "stop" */
-	lifecycle?: Lifecycle;
+	/** what session_shutdown does with a sandbox this extension created; default: the config's, else "remove" (the seed's kill) */
+	lifecycle?: Lifecycle | SeedMode;
 	/** host variables passed into the sandbox besides PI_* */
 	envAllowlist?: string[];
 	/** copy the host working directory into the workspace when the sandbox is created */
 	push?: boolean;
 	/** bound on every pisb call except bash (ms); default 120000 */
 	opTimeoutMs?: number;
+	/** at session start, remove this user's session sandboxes stopped for more than this many hours (0: never); default $PISB_GC_HOURS, else 24 */
+	gcHours?: number;
+	/** throwing (or rejecting) on "ready" cleans the sandbox up and fails session_start */
 	onSandboxEvent?: (event: SandboxEvent) => void | Promise<void>;
 }
 
@@ -72,6 +84,16 @@ const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SECRET_KEY_RE = /KEY|TOKEN|SECRET|PASSW|CREDENTIAL/i;
 const DEFAULT_ENV_ALLOWLIST = ["LANG", "LC_ALL", "LC_CTYPE", "TZ"];
 const STATUS_KEY = "pisb";
+/** metadata keys the extension adds to the configs it creates sandboxes from */
+const META_PROJECT = "pisb.pi/project";
+const META_ROLE = "pisb.pi/role";
+/**
+ * How the bash tool and ! commands hand a command string to `pisb exec`.
+ * TODO(sec-exec, issue 12 item 3): switch to pisb exec's bash option once it
+ * lands on main; until then the command runs through /bin/sh -lc.
+ */
+const SHELL_OPTION = "--sh";
+const SEED_MODE: Record<Lifecycle, SeedMode> = { remove: "kill", stop: "pause", keep: "keep" };
 /**
  * /reload, /new, /resume and /fork shut one extension instance down and start
  * another in the same process: the sandbox is handed over (by host cwd and
@@ -91,15 +113,31 @@ interface RunResult {
 
 interface Sandbox {
 	name: string;
+	/** the backend's id (OpenSandbox id), else the name */
+	backendId: string;
 	driver?: string;
 	workspace: string;
 	createdByExtension: boolean;
 	resumed: boolean;
-	/** only disconnect at shutdown */
+	/** attached through opensandbox.sandboxId: at shutdown only disconnected (its record forgotten) */
 	connected: boolean;
+	/** existed before the session under a pinned name: left as it is at shutdown */
+	adopted: boolean;
 	lifecycle: Lifecycle;
 	/** pisb's events since the last ready/released */
 	events: unknown[];
+	/** opensandbox: renewal every min(TTL/2, 1 h) while the session lives */
+	renewal?: Renewal;
+	/** lifecycle remove: a host process that destroys the sandbox if Pi dies without shutdown */
+	watchdog?: ChildProcess;
+	/** set once pisb says the sandbox no longer exists */
+	gone?: boolean;
+}
+
+interface Renewal {
+	timer?: NodeJS.Timeout;
+	pending?: Promise<void>;
+	stopped: boolean;
 }
 
 // ---------------------------------------------------------------- helpers
@@ -123,40 +161,6 @@ function lifecycleOf(value: string | undefined): Lifecycle | undefined {
 		default:
 			return undefined;
 	}
-}
-
-/**
- * Reads one scalar from sandbox.yaml: the few keys the extension itself needs
- * (driver, connect id, lifecycle). Block mappings and JSON only; pisb parses
- * and validates the whole file.
- */
-function yamlScalar(text: string, keys: string[]): string | undefined {
-	if (text.trimStart().startsWith("{")) {
-		try {
-			let v: any = JSON.parse(text);
-			for (const k of keys) v = v?.[k];
-			return typeof v === "string" || typeof v === "number" || typeof v === "boolean" ? String(v) : undefined;
-		} catch {
-			return undefined;
-		}
-	}
-	const stack: { indent: number; key: string }[] = [];
-	for (const raw of text.split(/\r?\n/)) {
-		if (/^\s*(#|$)/.test(raw)) continue;
-		const m = /^(\s*)("[^"]*"|'[^']*'|[A-Za-z0-9_.-]+)\s*:(?:\s+(.*))?$/.exec(raw);
-		if (!m) continue;
-		const indent = m[1].length;
-		const key = m[2].replace(/^["']|["']$/g, "");
-		while (stack.length && stack[stack.length - 1].indent >= indent) stack.pop();
-		const value = (m[3] ?? "").replace(/\s+#.*$/, "").trim();
-		const at = [...stack.map((s) => s.key), key];
-		if (!value) {
-			stack.push({ indent, key });
-			continue;
-		}
-		if (at.length === keys.length && at.every((k, i) => k === keys[i])) return value.replace(/^(["'])(.*)\1$/, "$2");
-	}
-	return undefined;
 }
 
 function slug(s: string): string {
@@ -216,6 +220,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		let starting: Promise<Sandbox> | undefined;
 		let sessionCwd = process.cwd();
 		let lastError: string | undefined;
+		let sweeping: Promise<void> | undefined;
 
 		// ------------------------------------------------------------ pisb calls
 
@@ -307,6 +312,12 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			return new Error(describe(r, what));
 		}
 
+		/** a failed call on the session's sandbox: "gone" if pisb no longer has it, else failure() */
+		async function failed(sb: Sandbox, r: RunResult, what: string): Promise<Error> {
+			if (r.code === 3 || r.code === 5 || r.code === 125) await checkGone(sb);
+			return failure(r, what, sb.name);
+		}
+
 		async function inspect(name: string): Promise<any | undefined> {
 			const r = await run(["inspect", name, "--json"], { timeoutMs: opTimeoutMs });
 			if (r.code === 3) return undefined;
@@ -320,58 +331,132 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 
 		// ------------------------------------------------------------ lifecycle
 
-		function readConfig(cwd: string): { file?: string; text?: string } {
-			if (options.config !== undefined) {
-				const text = typeof options.config === "string" ? options.config : JSON.stringify(options.config);
-				return { text };
-			}
-			const file = options.configFile ?? process.env.PISB_CONFIG ?? path.join(cwd, ".pi", "sandbox.yaml");
+		function projectRoot(cwd: string): string {
 			try {
-				return { file, text: readFileSync(file, "utf8") };
-			} catch (e: any) {
-				if (options.configFile || process.env.PISB_CONFIG) throw new SandboxUnavailableError(`cannot read ${file}: ${e.message}`);
-				return {};
+				return realpathSync(cwd);
+			} catch {
+				return path.resolve(cwd);
 			}
 		}
 
-		async function configFileFor(cfg: { file?: string; text?: string }): Promise<string | undefined> {
-			if (cfg.file || cfg.text === undefined) return cfg.file;
+		/** what marks a sandbox as created from this project (metadata pisb.pi/project) */
+		function projectKey(cwd: string): string {
+			return createHash("sha256").update(projectRoot(cwd)).digest("hex").slice(0, 16);
+		}
+
+		async function privateTemp<T>(fn: (dir: string) => Promise<T>): Promise<T> {
 			const dir = await fsp.mkdtemp(path.join(tmpdir(), "pisb-pi-"));
-			const file = path.join(dir, "sandbox.yaml");
-			await fsp.writeFile(file, cfg.text, { mode: 0o600 });
-			return file;
+			try {
+				return await fn(dir);
+			} finally {
+				await fsp.rm(dir, { recursive: true, force: true });
+			}
+		}
+
+		/**
+		 * pisb's normalised view of a sandbox.yaml (`pisb validate --json`): the
+		 * extension never parses YAML itself. `quiet` keeps pisb's message out of
+		 * the error (a file the model named: its content is never echoed).
+		 */
+		async function validate(file: string, quiet = false): Promise<any> {
+			const r = await run(["validate", "--json", "-f", file], { timeoutMs: opTimeoutMs });
+			let cfg: any;
+			try {
+				cfg = JSON.parse(r.stdout.toString("utf8"));
+			} catch {}
+			if (r.code !== 0 || !cfg || typeof cfg !== "object" || Array.isArray(cfg)) {
+				if (quiet) throw new Error(`'${file}' is not a valid sandbox.yaml (run 'pisb validate -f ${file}' on the host to see why)`);
+				throw new SandboxUnavailableError(describe(r, `invalid configuration '${file}'`));
+			}
+			return cfg;
+		}
+
+		/** the session's configuration: file name (if any) and pisb's normalised form */
+		async function sessionConfig(cwd: string): Promise<{ file?: string; cfg: any }> {
+			if (options.config !== undefined) {
+				const text = typeof options.config === "string" ? options.config : JSON.stringify(options.config);
+				return privateTemp(async (dir) => {
+					const file = path.join(dir, "sandbox.yaml");
+					await fsp.writeFile(file, text, { mode: 0o600 });
+					return { cfg: await validate(file) };
+				});
+			}
+			const explicit = options.configFile ?? process.env.PISB_CONFIG;
+			const file = explicit ?? path.join(cwd, ".pi", "sandbox.yaml");
+			try {
+				await fsp.access(file, fsConstants.R_OK);
+			} catch (e: any) {
+				if (explicit) throw new SandboxUnavailableError(`cannot read ${file}: ${e.message}`);
+				return { cfg: { version: 1, metadata: {} } };
+			}
+			return { file, cfg: await validate(file) };
+		}
+
+		/** the policy: option, PISB_LIFECYCLE, the config's (opensandbox.lifecycle.onSessionShutdown, sbx.teardown), else remove */
+		function policyOf(cfg: any): Lifecycle {
+			return (
+				lifecycleOf(options.lifecycle) ??
+				lifecycleOf(process.env.PISB_LIFECYCLE) ??
+				(cfg?.driver === "opensandbox" ? lifecycleOf(cfg?.opensandbox?.lifecycle?.onSessionShutdown) : undefined) ??
+				(cfg?.driver === "sbx" ? lifecycleOf(cfg?.sbx?.teardown) : undefined) ??
+				"remove"
+			);
+		}
+
+		/** runs `pisb create NAME -f <cfg + markers>`: the normalised config, with this project's metadata added */
+		async function createFrom(
+			cfg: any,
+			name: string,
+			role: "session" | "tool",
+			cwd: string,
+			extra: string[],
+			runOpts: { timeoutMs?: number; events?: unknown[]; signal?: AbortSignal } = {},
+		): Promise<RunResult> {
+			const marked = { ...cfg, metadata: { ...(cfg?.metadata ?? {}), [META_PROJECT]: projectKey(cwd), [META_ROLE]: role } };
+			return privateTemp(async (dir) => {
+				const file = path.join(dir, "sandbox.json");
+				await fsp.writeFile(file, JSON.stringify(marked), { mode: 0o600 });
+				return run(["create", name, "-f", file, ...extra], { timeoutMs: 1_800_000, ...runOpts });
+			});
 		}
 
 		async function emit(ev: SandboxEvent, ctx?: ExtensionContext): Promise<void> {
 			try {
 				pi.events?.emit("pisb:sandbox", ev);
 			} catch {}
-			if (ev.phase === "ready") ctx?.ui?.setStatus?.(STATUS_KEY, `sandbox ${ev.sandboxId}${ev.driver ? ` (${ev.driver})` : ""}`);
+			if (ev.phase === "ready") ctx?.ui?.setStatus?.(STATUS_KEY, `sandbox ${ev.name}${ev.driver ? ` (${ev.driver})` : ""}`);
 			else ctx?.ui?.setStatus?.(STATUS_KEY, undefined);
-			try {
-				await options.onSandboxEvent?.(ev);
-			} catch {}
+			// a throw on ready is the caller's to handle (the seed: clean up, no sandbox)
+			if (ev.phase === "ready") await options.onSandboxEvent?.(ev);
+			else
+				try {
+					await options.onSandboxEvent?.(ev);
+				} catch {}
+		}
+
+		function eventOf(sb: Sandbox, phase: SandboxEvent["phase"]): SandboxEvent {
+			return {
+				phase,
+				sandboxId: sb.backendId,
+				name: sb.name,
+				driver: sb.driver,
+				workspace: sb.workspace,
+				createdByExtension: sb.createdByExtension,
+				resumed: sb.resumed,
+				pisbEvents: sb.events.splice(0),
+			};
 		}
 
 		async function startSandbox(cwd: string, ctx?: ExtensionContext): Promise<Sandbox> {
-			const cfg = readConfig(cwd);
-			const text = cfg.text ?? "";
-			const lifecycle =
-				options.lifecycle ??
-				lifecycleOf(process.env.PISB_LIFECYCLE) ??
-				lifecycleOf(yamlScalar(text, ["opensandbox", "lifecycle", "onSessionShutdown"])) ??
-				lifecycleOf(yamlScalar(text, ["sbx", "teardown"])) ??
-				"stop";
+			const { file, cfg } = await sessionConfig(cwd);
+			const lifecycle = policyOf(cfg);
 			const push = options.push ?? ["1", "true", "yes"].includes((process.env.PISB_PUSH ?? "").toLowerCase());
 			const pinned = options.name ?? process.env.PISB_SANDBOX;
-			const remoteId = yamlScalar(text, ["opensandbox", "sandboxId"]);
+			const remoteId = cfg?.opensandbox?.sandboxId;
 			let name: string;
 			if (pinned) name = pinned;
 			else {
-				let real = cwd;
-				try {
-					real = realpathSync(cwd);
-				} catch {}
+				const real = projectRoot(cwd);
 				const hash = createHash("sha256").update(real).digest("hex").slice(0, 6);
 				name = `pi-${slug(path.basename(real))}-${hash}`;
 				// a sandbox removed at shutdown belongs to this session alone
@@ -384,9 +469,9 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			let createdByExtension = false;
 			let resumed = false;
 			let connected = false;
+			let adopted = false;
 			let info = await inspect(name);
 			if (!info) {
-				const file = await configFileFor(cfg);
 				if (remoteId) {
 					if (!file) throw new SandboxUnavailableError("connect needs a configuration file");
 					// no --owner-pid: a connected sandbox is never the session's to reclaim
@@ -396,24 +481,23 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 					if (r.code !== 0) throw failure(r, `connect '${name}'`, name);
 					connected = true;
 				} else {
-					const args = ["create", name];
-					if (file) args.push("-f", file);
-					if (lifecycle === "remove") args.push("--owner-pid", String(process.pid));
-					if (sessionId) args.push("--session-id", sessionId);
+					const extra: string[] = [];
+					if (lifecycle === "remove") extra.push("--owner-pid", String(process.pid));
+					if (sessionId) extra.push("--session-id", sessionId);
 					ctx?.ui?.setStatus?.(STATUS_KEY, `creating sandbox ${name}…`);
-					const r = await run(args, { timeoutMs: 1_800_000, events });
-					if (r.code === 4 && pinned) connected = true; // someone else created it meanwhile
+					const r = await createFrom(cfg, name, "session", cwd, extra, { events });
+					if (r.code === 4 && pinned) adopted = true; // someone else created it meanwhile
 					else if (r.code !== 0) throw failure(r, `create '${name}'`, name);
 					else createdByExtension = true;
 				}
-				if (file && file !== cfg.file) await fsp.rm(path.dirname(file), { recursive: true, force: true });
 				info = await inspect(name);
 				if (!info) throw new SandboxUnavailableError(`sandbox '${name}' vanished after it was created`);
 			} else if (pinned) {
-				connected = true;
+				adopted = true;
 			}
 			if (info.status !== "running") {
-				if (info.status === "unavailable") throw new SandboxUnavailableError(`sandbox '${name}' is unavailable`);
+				if (info.status === "unavailable" || info.status === "gone")
+					throw new SandboxUnavailableError(`sandbox '${name}' is ${info.status}`);
 				const r = await run(["start", name], { timeoutMs: 600_000 });
 				if (r.code !== 0) throw failure(r, `start '${name}'`, name);
 				resumed = true;
@@ -423,23 +507,117 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			}
 			const sb: Sandbox = {
 				name,
+				backendId: typeof info.remote?.sandboxId === "string" ? info.remote.sandboxId : name,
 				driver: info.driver,
 				workspace: typeof info.workspace === "string" && info.workspace.startsWith("/") ? info.workspace : "/workspace",
 				createdByExtension,
 				resumed,
 				connected,
+				adopted,
 				lifecycle,
 				events,
 			};
-			if (push && createdByExtension) {
-				const r = await run(["push", name, cwd, "--to", sb.workspace], { timeoutMs: 1_800_000 });
-				if (r.code !== 0) throw failure(r, `push '${cwd}' into '${name}'`, name);
+			try {
+				if (createdByExtension && lifecycle === "remove") sb.watchdog = armWatchdog(name);
+				if (push && createdByExtension) {
+					const r = await run(["push", name, cwd, "--to", sb.workspace], { timeoutMs: 1_800_000 });
+					if (r.code !== 0) throw failure(r, `push '${cwd}' into '${name}'`, name);
+				}
+				if (sb.driver === "opensandbox") {
+					const ttl = Number(info.config?.opensandbox?.timeoutSeconds ?? cfg?.opensandbox?.timeoutSeconds ?? 3600);
+					// a reused (resumed) sandbox is renewed once before its timer starts; connect renews itself
+					if (resumed) await renewOnce(name);
+					sb.renewal = startRenewal(name, ttl);
+				}
+			} catch (e) {
+				await cleanUp(sb);
+				throw e;
 			}
 			return sb;
 		}
 
+		/**
+		 * A detached host process holding the read end of a pipe whose write end
+		 * only Pi holds: when Pi dies, even by SIGKILL, read returns and the
+		 * sandbox is destroyed through pisb. At shutdown it is ended first.
+		 */
+		function armWatchdog(name: string): ChildProcess | undefined {
+			try {
+				const child = spawn(
+					"/bin/sh",
+					["-c", 'read -r _ || :; exec "$@"', "pisb-pi-watchdog", bin, ...globalArgs, "-q", "destroy", name, "--confirm", name],
+					{ stdio: ["pipe", "ignore", "ignore"], detached: true },
+				);
+				child.on("error", () => {});
+				child.stdin!.on("error", () => {});
+				(child.stdin as any)?.unref?.();
+				child.unref();
+				return child;
+			} catch {
+				return undefined;
+			}
+		}
+
+		function disarmWatchdog(sb: Sandbox): void {
+			const w = sb.watchdog;
+			sb.watchdog = undefined;
+			if (w?.pid && w.exitCode === null && w.signalCode === null)
+				try {
+					process.kill(w.pid, "SIGKILL");
+				} catch {}
+		}
+
+		/** `pisb renew`: pisb renews what is due, each sandbox under its own lock */
+		async function renewOnce(name: string): Promise<void> {
+			const r = await run(["renew"], { timeoutMs: opTimeoutMs }).catch((e) => ({ code: 1, stderr: String(e?.message ?? e) }) as any);
+			if (r.code !== 0) console.error(`pisb: warning: renewal of '${name}' failed: ${r.stderr || `status ${r.code}`}`);
+		}
+
+		/** every min(TTL/2, 1 h); the next request is scheduled only once the last one is done */
+		function startRenewal(name: string, ttlSeconds: number): Renewal {
+			const every = Math.max(1000, Math.min((ttlSeconds > 0 ? ttlSeconds : 3600) * 500, 3_600_000));
+			const rn: Renewal = { stopped: false };
+			const schedule = () => {
+				if (rn.stopped) return;
+				rn.timer = setTimeout(() => {
+					rn.timer = undefined;
+					rn.pending = renewOnce(name).finally(() => {
+						rn.pending = undefined;
+						schedule();
+					});
+				}, every);
+				rn.timer.unref?.();
+			};
+			schedule();
+			return rn;
+		}
+
+		/** stops renewal and waits for a request in flight */
+		async function stopRenewal(sb: Sandbox): Promise<void> {
+			const rn = sb.renewal;
+			if (!rn) return;
+			rn.stopped = true;
+			if (rn.timer) clearTimeout(rn.timer);
+			await rn.pending;
+		}
+
+		/** the seed's cleanup: kill a sandbox the extension created, disconnect one it connected to */
+		async function cleanUp(sb: Sandbox): Promise<void> {
+			await stopRenewal(sb);
+			disarmWatchdog(sb);
+			if (sb.createdByExtension || sb.connected)
+				await run(["destroy", sb.name, "--confirm", sb.name], { timeoutMs: opTimeoutMs }).catch(() => undefined);
+		}
+
+		/**
+		 * Once per session (session_start): the sandbox, or the error that leaves
+		 * the session without one. Tools await the same promise.
+		 */
 		function ensure(ctx?: ExtensionContext): Promise<Sandbox> {
-			if (sandbox) return Promise.resolve(sandbox);
+			if (sandbox) {
+				if (sandbox.gone) return Promise.reject(goneError(sandbox.name));
+				return Promise.resolve(sandbox);
+			}
 			const key = `${bin}\0${ctx?.cwd ?? sessionCwd}`;
 			const adopted = handoff.get(key) as Sandbox | undefined;
 			if (adopted && !starting) {
@@ -451,29 +629,25 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				const cwd = ctx?.cwd ?? sessionCwd;
 				starting = startSandbox(cwd, ctx).then(
 					async (sb) => {
+						try {
+							await emit(eventOf(sb, "ready"), ctx);
+						} catch (e: any) {
+							await cleanUp(sb);
+							throw new SandboxUnavailableError(`the sandbox ready callback failed (${e?.message ?? e}); the sandbox was cleaned up`);
+						}
 						sandbox = sb;
 						lastError = undefined;
-						await emit(
-							{
-								phase: "ready",
-								sandboxId: sb.name,
-								driver: sb.driver,
-								workspace: sb.workspace,
-								createdByExtension: sb.createdByExtension,
-								resumed: sb.resumed,
-								pisbEvents: sb.events.splice(0),
-							},
-							ctx,
-						);
 						return sb;
 					},
-					(e) => {
-						starting = undefined; // a later call may try again; nothing runs on the host meanwhile
-						lastError = e?.message ?? String(e);
-						ctx?.ui?.setStatus?.(STATUS_KEY, "sandbox unavailable");
-						throw new SandboxUnavailableError(`pisb sandbox unavailable: ${lastError}; nothing was run on the host`);
-					},
 				);
+				starting = starting.catch((e) => {
+					// the session stays without a sandbox; /sandbox recreate tries again
+					lastError = e?.message ?? String(e);
+					ctx?.ui?.setStatus?.(STATUS_KEY, "sandbox unavailable");
+					throw new SandboxUnavailableError(
+						`pisb sandbox unavailable: ${lastError}; nothing was run on the host (/sandbox recreate tries again)`,
+					);
+				});
 			}
 			return starting;
 		}
@@ -482,11 +656,12 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			const pending = starting;
 			starting = undefined;
 			if (!sandbox && pending) await pending.catch(() => undefined);
+			await sweeping;
 			const sb = sandbox;
 			sandbox = undefined;
 			if (reason && reason !== "quit") {
 				// the process goes on with a new session: the next instance adopts the sandbox
-				if (sb) handoff.set(`${bin}\0${ctx?.cwd ?? sessionCwd}`, sb);
+				if (sb && !sb.gone) handoff.set(`${bin}\0${ctx?.cwd ?? sessionCwd}`, sb);
 				return;
 			}
 			if (sb) await applyPolicy(sb, ctx);
@@ -498,33 +673,83 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			}
 		}
 
+		/** one pisb verb per policy: destroy (kill), stop (pause); a connected sandbox is disconnected (its record forgotten) */
 		async function applyPolicy(sb: Sandbox, ctx?: ExtensionContext): Promise<void> {
-			let mode: SandboxEvent["mode"] = "disconnected";
-			if (!sb.connected) {
-				const events = sb.events;
-				if (sb.lifecycle === "remove") {
-					const r = await run(["destroy", sb.name, "--confirm", sb.name], { timeoutMs: opTimeoutMs, events }).catch(
-						() => undefined,
-					);
-					mode = r?.code === 0 ? "removed" : "kept";
-				} else if (sb.lifecycle === "stop") {
-					const r = await run(["stop", sb.name], { timeoutMs: opTimeoutMs, events }).catch(() => undefined);
-					mode = r?.code === 0 ? "stopped" : "kept";
-				} else mode = "kept";
+			await stopRenewal(sb);
+			disarmWatchdog(sb);
+			let pisbMode: SandboxEvent["pisbMode"] = "kept";
+			let mode: SeedMode = SEED_MODE[sb.lifecycle];
+			const events = sb.events;
+			if (sb.gone) pisbMode = "removed";
+			else if (sb.connected) {
+				mode = "keep";
+				const r = await run(["stop", sb.name], { timeoutMs: opTimeoutMs, events }).catch(() => undefined);
+				pisbMode = r?.code === 0 ? "disconnected" : "kept";
+			} else if (sb.adopted) {
+				mode = "keep";
+				pisbMode = "disconnected";
+			} else if (sb.lifecycle === "remove") {
+				const r = await run(["destroy", sb.name, "--confirm", sb.name], { timeoutMs: opTimeoutMs, events }).catch(
+					() => undefined,
+				);
+				pisbMode = r?.code === 0 ? "removed" : "kept";
+			} else if (sb.lifecycle === "stop") {
+				const r = await run(["stop", sb.name], { timeoutMs: opTimeoutMs, events }).catch(() => undefined);
+				pisbMode = r?.code === 0 ? "stopped" : "kept";
 			}
-			await emit(
-				{
-					phase: "released",
-					sandboxId: sb.name,
-					driver: sb.driver,
-					workspace: sb.workspace,
-					createdByExtension: sb.createdByExtension,
-					resumed: sb.resumed,
-					mode,
-					pisbEvents: sb.events.splice(0),
-				},
-				ctx,
+			await emit({ ...eventOf(sb, "released"), mode, pisbMode }, ctx);
+		}
+
+		/**
+		 * The docker seed's sweep, at session start: `pisb gc` removes sandboxes
+		 * whose owner (a Pi that died) is gone; this user's session sandboxes
+		 * (metadata pisb.pi/role session) stopped for more than gcHours are
+		 * destroyed. Running sandboxes and sandboxes not made by a Pi session are
+		 * never touched.
+		 */
+		async function sweep(): Promise<void> {
+			await run(["-q", "gc"], { timeoutMs: opTimeoutMs }).catch(() => undefined);
+			const hours = options.gcHours ?? Number(process.env.PISB_GC_HOURS ?? 24);
+			if (!Number.isInteger(hours) || hours <= 0) return;
+			const r = await run(["gc", "--dry-run", "--hours", String(hours), "--json"], { timeoutMs: opTimeoutMs }).catch(
+				() => undefined,
 			);
+			let report: any;
+			try {
+				report = JSON.parse(r?.stdout.toString("utf8") ?? "");
+			} catch {
+				return;
+			}
+			for (const item of report?.removed ?? []) {
+				if (item?.kind !== "sandbox" || typeof item.name !== "string" || !NAME_RE.test(item.name)) continue;
+				if (item.name === sandbox?.name) continue;
+				const info = await inspect(item.name).catch(() => undefined);
+				if (info?.status !== "stopped" || info?.config?.metadata?.[META_ROLE] !== "session") continue;
+				await run(["-q", "destroy", item.name, "--confirm", item.name], { timeoutMs: opTimeoutMs }).catch(() => undefined);
+			}
+		}
+
+		function goneError(name: string): SandboxUnavailableError {
+			return new SandboxUnavailableError(
+				`sandbox '${name}' is gone (it was destroyed); nothing was run on the host. ` +
+					"Run /sandbox recreate for a new sandbox, or restart Pi",
+			);
+		}
+
+		/** after a failed call: if pisb no longer knows the sandbox, say so (and remember it) */
+		async function checkGone(sb: Sandbox): Promise<void> {
+			if (sb.gone) throw goneError(sb.name);
+			const r = await run(["inspect", sb.name, "--json"], { timeoutMs: opTimeoutMs }).catch(() => undefined);
+			let info: any;
+			try {
+				info = r && r.code === 0 ? JSON.parse(r.stdout.toString("utf8")) : undefined;
+			} catch {}
+			if (r?.code === 3 || info?.status === "gone") {
+				sb.gone = true;
+				await stopRenewal(sb);
+				disarmWatchdog(sb);
+				throw goneError(sb.name);
+			}
 		}
 
 		// ------------------------------------------------------------ paths
@@ -576,7 +801,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			return {
 				exec: async (command, cwd, { onData, signal, timeout, env }) => {
 					const sb = await ensure(ctx);
-					const args = ["exec", sb.name, "--cwd", toGuest(sb, cwd, cwd), ...sandboxEnv(env), "--sh", command];
+					const args = ["exec", sb.name, "--cwd", toGuest(sb, cwd, cwd), ...sandboxEnv(env), SHELL_OPTION, command];
 					return new Promise((resolve, reject) => {
 						if (signal?.aborted) return reject(new Error("aborted"));
 						let child: ChildProcess;
@@ -628,6 +853,14 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 							if (aborted) return reject(new Error("aborted"));
 							if (timedOut) return reject(new Error(`timeout:${timeout}`));
 							const exitCode = code ?? 128 + signalNumber(sig);
+							// 3 with pisb's own "no such sandbox": the sandbox was destroyed
+							if (exitCode === 3 && stderrTail.includes(`no such sandbox '${sb.name}'`)) {
+								const gone = await checkGone(sb).then(
+									() => undefined,
+									(e) => e,
+								);
+								if (gone) return reject(gone);
+							}
 							// 125 is pisb's own failure; 5 may be either pisb or the command: ask
 							if (exitCode === 125 || exitCode === 5) {
 								const info = await inspect(sb.name).catch(() => undefined);
@@ -666,10 +899,13 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				const sb = await ensure(ctx);
 				const guest = toGuest(sb, cwd, p);
 				const r = await run(["read", "--raw", "--", sb.name, guest], { timeoutMs: opTimeoutMs });
-				if (r.code === 3) throw fsError("ENOENT", `ENOENT: no such file or directory in sandbox, ${verb} '${guest}'`);
+				if (r.code === 3) {
+					await checkGone(sb);
+					throw fsError("ENOENT", `ENOENT: no such file or directory in sandbox, ${verb} '${guest}'`);
+				}
 				if (r.code === 1 && /director/i.test(r.stderr))
 					throw fsError("EISDIR", `EISDIR: illegal operation on a directory, read '${guest}'`);
-				if (r.code !== 0) throw failure(r, `read '${guest}'`, sb.name);
+				if (r.code !== 0) throw await failed(sb, r, `read '${guest}'`);
 				cache.set(p, r.stdout);
 				return r.stdout;
 			};
@@ -679,7 +915,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			const sb = await ensure(ctx);
 			const guest = toGuest(sb, ctx?.cwd ?? sessionCwd, p);
 			const r = await run(["write", "--mkdir", "--", sb.name, guest], { input: content, timeoutMs: opTimeoutMs });
-			if (r.code !== 0) throw failure(r, `write '${guest}'`, sb.name);
+			if (r.code !== 0) throw await failed(sb, r, `write '${guest}'`);
 		}
 
 		function readOps(ctx?: ExtensionContext) {
@@ -722,12 +958,15 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				const sb = await ensure(ctx);
 				const guest = toGuest(sb, cwd, p);
 				const r = await run(["ls", "--json", "--", sb.name, guest], { timeoutMs: opTimeoutMs });
-				if (r.code === 3) return false;
+				if (r.code === 3) {
+					await checkGone(sb);
+					return false;
+				}
 				if (r.code === 1 && /director/i.test(r.stderr)) {
 					notDirs.add(p);
 					return true;
 				}
-				if (r.code !== 0) throw failure(r, `ls '${guest}'`, sb.name);
+				if (r.code !== 0) throw await failed(sb, r, `ls '${guest}'`);
 				const parsed = JSON.parse(r.stdout.toString("utf8"));
 				dirs.set(p, Array.isArray(parsed.entries) ? parsed.entries : []);
 				return true;
@@ -762,8 +1001,11 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 					const r = await run(["find", "--json", "--path", guest, "--limit", String(o.limit), "--", sb.name, pattern], {
 						timeoutMs: opTimeoutMs,
 					});
-					if (r.code === 3) throw new Error(`Path not found: ${searchPath}`);
-					if (r.code !== 0) throw failure(r, `find '${pattern}' in '${guest}'`, sb.name);
+					if (r.code === 3) {
+						await checkGone(sb);
+						throw new Error(`Path not found: ${searchPath}`);
+					}
+					if (r.code !== 0) throw await failed(sb, r, `find '${pattern}' in '${guest}'`);
 					const parsed = JSON.parse(r.stdout.toString("utf8"));
 					// relative to the search path as Pi named it, so Pi relativizes them back
 					return (parsed.matches as string[]).map((m) => path.posix.join(searchPath, m));
@@ -836,8 +1078,11 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				if (ctxLines) args.push("-C", String(ctxLines));
 				args.push("--", sb.name, pattern);
 				const r = await run(args, { timeoutMs: opTimeoutMs, signal });
-				if (r.code === 3) throw new Error(`Path not found: ${searchPath}`);
-				if (r.code !== 0) throw failure(r, "grep", sb.name);
+				if (r.code === 3) {
+					await checkGone(sb);
+					throw new Error(`Path not found: ${searchPath}`);
+				}
+				if (r.code !== 0) throw await failed(sb, r, "grep");
 				const res = JSON.parse(r.stdout.toString("utf8"));
 				const matches: { path: string; line: number; text: string; kind: string }[] = res.matches ?? [];
 				if (!matches.length || !res.matchCount)
@@ -873,30 +1118,243 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			},
 		} as any);
 
-		// The sandbox tool: pisb's JSON action surface, one string in.
+		// The sandbox tool: the seed's actions on sandboxes of this project, and
+		// nothing of the host. See README "The sandbox tool".
+		type Kind = "string" | "integer" | "boolean" | "string[]" | "env";
+		const N = { name: "string" } as const;
+		const TOOL_ACTIONS: Record<string, { summary: string; args: Record<string, Kind> }> = {
+			list: { summary: "sandboxes this session may use (its own and those created from this project)", args: { templates: "boolean" } },
+			create: { summary: "create a sandbox from a config file inside the project, or from a prepared template", args: { ...N, config: "string", template: "string" } },
+			prepare: { summary: "run a config's setup and save the disk as template NAME", args: { ...N, config: "string" } },
+			start: { summary: "start a stopped sandbox", args: { ...N } },
+			stop: { summary: "stop services, checkpoint the disk", args: { ...N } },
+			destroy: { summary: "remove a sandbox for good; confirm must repeat the name", args: { ...N, confirm: "string" } },
+			inspect: { summary: "status, limits, ports, previews", args: { ...N } },
+			exec: { summary: "run cmd (a shell string) or command (argv); waits timeoutMs (0-60000, default 10000), then returns a handle", args: { ...N, cmd: "string", command: "string[]", cwd: "string", env: "env", timeoutMs: "integer" } },
+			"exec-status": { summary: "new output and status of a handle (pid)", args: { ...N, pid: "string", handle: "string", timeoutMs: "integer" } },
+			"exec-kill": { summary: "end a handle's process group", args: { ...N, pid: "string", handle: "string" } },
+			read: { summary: "a text file inside the sandbox (64 KiB cap)", args: { ...N, path: "string", offset: "integer", limit: "integer" } },
+			write: { summary: "replace a file inside the sandbox with content", args: { ...N, path: "string", content: "string", mkdir: "boolean", mode: "string" } },
+			logs: { summary: "the controller's or a service's log", args: { ...N, service: "string", lines: "integer" } },
+			services: { summary: "op ensure|status|restart|stop|start|remove, optionally one service (start: an ad-hoc service from command)", args: { ...N, op: "string", service: "string", command: "string[]", port: "integer", preview: "boolean", title: "string", description: "string", timeoutMs: "integer" } },
+			preview: { summary: "a preview URL for a guest port already listening", args: { ...N, port: "integer", title: "string", description: "string" } },
+		};
+		/** keys that would reach the host, with the reason given in the refusal */
+		const HOST_KEYS: Record<string, string> = {
+			onReady: "it runs a command on the host",
+			from: "it reads a host file",
+			file: "it opens a host file (use config, a path inside the project)",
+			hostDir: "it names a host directory",
+			all: "it copies host files",
+			stateDir: "it selects a host state directory",
+			ownerPid: "it names a host process",
+			eventsFd: "it names a host file descriptor",
+			oldFile: "it reads a host file",
+			newFile: "it reads a host file",
+			driver: "the driver comes from the config",
+			raw: "reads are capped here",
+		};
+		const HOST_ACTIONS: Record<string, string> = {
+			push: "it copies a host directory into a sandbox",
+			pull: "it writes into a host directory",
+			docker: "docker goes through the docker tools",
+			shell: "it opens a terminal on the host (the user has /sandbox)",
+			connect: "it attaches a sandbox from a host config",
+			gc: "it removes sandboxes of other sessions",
+			renew: "renewal is the session's own",
+			doctor: "it inspects the host",
+			validate: "configs are read only by create and prepare",
+		};
+		const SERVICE_OPS = ["ensure", "status", "restart", "stop", "start", "remove"];
+
+		function toolHelp() {
+			return {
+				usage: 'input is "help" or one JSON action object, e.g. {"action":"list"}; name defaults to this session\'s sandbox',
+				session: sandbox?.name ?? null,
+				actions: Object.entries(TOOL_ACTIONS).map(([action, a]) => ({ action, summary: a.summary, args: a.args })),
+			};
+		}
+
+		function refuse(msg: string): never {
+			throw new Error(`sandbox tool: ${msg}; nothing was run`);
+		}
+
+		function checkArgs(action: string, req: Record<string, unknown>): void {
+			const spec = TOOL_ACTIONS[action];
+			for (const [k, v] of Object.entries(req)) {
+				if (k === "action") continue;
+				if (HOST_KEYS[k]) refuse(`'${k}' is not accepted: ${HOST_KEYS[k]}`);
+				const kind = spec.args[k];
+				if (!kind) refuse(`'${action}' has no argument '${k}' (arguments: ${Object.keys(spec.args).join(", ") || "none"})`);
+				const ok =
+					kind === "string"
+						? typeof v === "string"
+						: kind === "integer"
+							? Number.isSafeInteger(v)
+							: kind === "boolean"
+								? typeof v === "boolean"
+								: kind === "string[]"
+									? Array.isArray(v) && v.every((x) => typeof x === "string")
+									: v !== null &&
+										typeof v === "object" &&
+										!Array.isArray(v) &&
+										Object.entries(v as object).every(([ek, ev]) => ENV_KEY_RE.test(ek) && typeof ev === "string");
+				if (!ok) refuse(`'${k}' must be ${kind === "env" ? "an object of NAME: string" : `a ${kind}`}`);
+			}
+		}
+
+		/** a config the model names: a regular file inside the project directory (after symlinks) */
+		async function projectConfig(p: string, cwd: string): Promise<string> {
+			const root = projectRoot(cwd);
+			let real: string;
+			try {
+				real = await fsp.realpath(path.resolve(root, p));
+			} catch {
+				refuse(`config '${p}': no such file in the project directory`);
+			}
+			if (real !== root && !real.startsWith(`${root}/`)) refuse(`config '${p}' is outside the project directory`);
+			const st = await fsp.stat(real);
+			if (!st.isFile()) refuse(`config '${p}' is not a regular file`);
+			return real;
+		}
+
+		/** the sandboxes the tool may touch: the session's own, and those whose metadata names this project */
+		async function mayTouch(name: string, cwd: string): Promise<any | undefined> {
+			if (name === sandbox?.name) return true;
+			const info = await inspect(name).catch(() => undefined);
+			if (info?.config?.metadata?.[META_PROJECT] === projectKey(cwd)) return info;
+			return undefined;
+		}
+
+		async function action(json: Record<string, unknown>): Promise<any> {
+			const r = await run(["action", JSON.stringify(json)], { timeoutMs: 180_000 });
+			const text = r.stdout.toString("utf8").trim();
+			let parsed: any;
+			try {
+				parsed = JSON.parse(text);
+			} catch {}
+			if (r.code !== 0 || parsed?.error) {
+				const msg = parsed?.error?.message ?? (r.stderr || text || `pisb action exited with status ${r.code}`);
+				throw new Error(parsed?.error?.code ? `${parsed.error.code}: ${msg}` : msg);
+			}
+			return parsed ?? {};
+		}
+
+		async function sandboxTool(input: string, ctx?: ExtensionContext): Promise<any> {
+			const cwd = cwdOf(ctx);
+			if (input === "" || input === "help" || input === "{}") return toolHelp();
+			let req: any;
+			try {
+				req = JSON.parse(input);
+			} catch {
+				refuse('input must be "help" or one JSON object');
+			}
+			if (!req || typeof req !== "object" || Array.isArray(req)) refuse("input must be one JSON object");
+			const act = req.action;
+			if (typeof act !== "string") refuse("'action' is required");
+			if (act === "help") return toolHelp();
+			if (HOST_ACTIONS[act]) refuse(`action '${act}' is not available: ${HOST_ACTIONS[act]}`);
+			if (!TOOL_ACTIONS[act]) refuse(`unknown action '${act}' (actions: ${Object.keys(TOOL_ACTIONS).join(", ")})`);
+			checkArgs(act, req);
+
+			if (act === "list") {
+				if (req.templates) return action({ action: "list", templates: true });
+				const all = await action({ action: "list" });
+				const out: any[] = [];
+				for (const s of Array.isArray(all) ? all : []) if (await mayTouch(s?.name, cwd)) out.push(s);
+				return out;
+			}
+
+			let name: string | undefined = req.name;
+			if (name === undefined && act !== "create" && act !== "prepare") name = (await ensure(ctx)).name;
+			if (typeof name !== "string" || !NAME_RE.test(name)) refuse(`'name' must be a sandbox name (${NAME_RE.source})`);
+
+			if (act === "create" || act === "prepare") {
+				let cfg: any = { version: 1, metadata: {} };
+				if (req.config !== undefined) cfg = await validate(await projectConfig(req.config, cwd), true);
+				else if (act === "prepare") refuse("'prepare' needs config");
+				if (cfg?.opensandbox?.sandboxId) refuse("a config with opensandbox.sandboxId attaches an existing sandbox; not available here");
+				if (act === "prepare")
+					return privateTemp(async (dir) => {
+						const file = path.join(dir, "sandbox.json");
+						await fsp.writeFile(file, JSON.stringify(cfg), { mode: 0o600 });
+						return action({ action: "prepare", name, file });
+					});
+				const extra: string[] = [];
+				if (req.template !== undefined) extra.push("--template", req.template);
+				const sid = ctx?.sessionManager?.getSessionId?.();
+				if (sid) extra.push("--session-id", sid);
+				const r = await createFrom(cfg, name, "tool", cwd, ["--json", ...extra]);
+				if (r.code !== 0) throw new Error(describe(r, `create '${name}'`));
+				const info = await inspect(name);
+				return info ?? { name, created: true };
+			}
+
+			if (!(await mayTouch(name, cwd)))
+				refuse(`sandbox '${name}' is not this session's and was not created from this project`);
+			switch (act) {
+				case "start":
+				case "stop":
+				case "inspect":
+					return action({ action: act, name });
+				case "destroy":
+					if (req.confirm !== name) refuse(`destroy needs confirm equal to the name ('${name}')`);
+					return action({ action: "destroy", name, confirm: name });
+				case "exec": {
+					if ((req.cmd === undefined) === (req.command === undefined)) refuse("exec needs exactly one of cmd (a shell string) and command (argv)");
+					const timeoutMs = req.timeoutMs ?? 10_000;
+					if (timeoutMs < 0 || timeoutMs > 60_000) refuse("timeoutMs must be 0-60000");
+					const j: Record<string, unknown> = { action: "exec", name, timeoutMs };
+					if (req.cmd !== undefined) j.sh = req.cmd;
+					else j.command = req.command;
+					if (req.cwd !== undefined) j.cwd = req.cwd;
+					if (req.env !== undefined) j.env = req.env;
+					return action(j);
+				}
+				case "exec-status":
+				case "exec-kill": {
+					const handle = req.pid ?? req.handle;
+					if (typeof handle !== "string") refuse(`${act} needs pid (the handle exec returned)`);
+					const j: Record<string, unknown> = { action: act, name, handle };
+					if (req.timeoutMs !== undefined && act === "exec-status") j.timeoutMs = req.timeoutMs;
+					return action(j);
+				}
+				case "read":
+				case "write":
+				case "logs": {
+					if (act !== "logs" && typeof req.path !== "string") refuse(`${act} needs path`);
+					if (act === "write" && typeof req.content !== "string") refuse("write needs content");
+					return action({ ...req, action: act, name });
+				}
+				case "services": {
+					const op = req.op ?? "status";
+					if (!SERVICE_OPS.includes(op)) refuse(`op must be one of ${SERVICE_OPS.join(", ")}`);
+					return action({ ...req, action: "svc", name, op });
+				}
+				case "preview": {
+					if (!Number.isSafeInteger(req.port)) refuse("preview needs port");
+					const j: Record<string, unknown> = { action: "svc", name, op: "preview", service: String(req.port) };
+					if (req.title !== undefined) j.title = req.title;
+					if (req.description !== undefined) j.description = req.description;
+					return action(j);
+				}
+			}
+			refuse(`unknown action '${act}'`);
+		}
+
 		pi.registerTool({
 			name: "sandbox",
 			label: "sandbox",
 			description:
-				'Manage pisb sandboxes (list, create, start, stop, inspect, exec, services, previews, …). input is "help" for the list of actions, or one JSON action object such as {"action":"list"}. The session\'s own sandbox is named in the system prompt.',
-			promptSnippet: "Manage pisb sandboxes and their services through JSON actions",
+				'Manage this project\'s pisb sandboxes: list, create, start, stop, destroy, inspect, prepare, exec, exec-status, exec-kill, read, write, logs, services, preview. input is "help" for the arguments, or one JSON action object such as {"action":"list"}. name defaults to the session\'s own sandbox. Everything happens inside sandboxes: no host path or host command is accepted.',
+			promptSnippet: "Manage this project's pisb sandboxes and their services through JSON actions",
 			parameters: Type.Object({
 				input: Type.String({ description: 'help, or one JSON action object, e.g. {"action":"list"}' }),
 			}),
-			async execute(_id: string, params: any, signal: AbortSignal | undefined) {
-				const input = String(params?.input ?? "").trim() || "help";
-				if (input.startsWith("-")) throw new Error('input must be "help" or a JSON object');
-				const r = await run(["action", input], { timeoutMs: 180_000, signal });
-				const text = r.stdout.toString("utf8").trim();
-				let parsed: any;
-				try {
-					parsed = JSON.parse(text);
-				} catch {}
-				if (r.code !== 0 || parsed?.error) {
-					const msg = parsed?.error?.message ?? (r.stderr || text || `pisb action exited with status ${r.code}`);
-					throw new Error(parsed?.error?.code ? `${parsed.error.code}: ${msg}` : msg);
-				}
-				return { content: [{ type: "text", text: text || "{}" }], details: parsed };
+			async execute(_id: string, params: any, _signal: AbortSignal | undefined, _onUpdate: any, ctx: ExtensionContext) {
+				const input = String(params?.input ?? "").trim();
+				const result = await sandboxTool(input, ctx);
+				return { content: [{ type: "text", text: JSON.stringify(result) }], details: result };
 			},
 		} as any);
 
@@ -907,9 +1365,27 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		// ------------------------------------------------------------ /sandbox
 
 		pi.registerCommand("sandbox", {
-			description: "Open a terminal in a sandbox: /sandbox [NAME [USER]] (default: this session's sandbox)",
+			description:
+				"Open a terminal in a sandbox: /sandbox [NAME [USER]] (default: this session's sandbox); /sandbox recreate: a new sandbox for this session",
 			handler: async (argText: string, ctx: any) => {
 				const words = String(argText ?? "").trim().split(/\s+/).filter(Boolean);
+				if (words[0] === "recreate" && words.length === 1) {
+					// the session's sandbox is gone or never came up: make (or start) one again
+					const old = sandbox;
+					if (old && !old.gone) {
+						ctx.ui.notify(`sandbox '${old.name}' is still there; destroy it first or keep using it`, "warning");
+						return;
+					}
+					sandbox = undefined;
+					starting = undefined;
+					try {
+						const sb = await ensure(ctx);
+						ctx.ui.notify(`sandbox '${sb.name}' is ready`, "info");
+					} catch (e: any) {
+						ctx.ui.notify(e.message, "error");
+					}
+					return;
+				}
 				let name = words[0];
 				const user = words[1];
 				if (!name) name = (sandbox ?? (await ensure(ctx).catch(() => undefined)))?.name ?? "";
@@ -939,8 +1415,16 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 
 		pi.on("session_start", async (_event, ctx) => {
 			sessionCwd = ctx.cwd;
-			// lazily, once: tools await the same promise; a failure is reported, never bypassed
-			ensure(ctx).catch((e) => ctx.ui?.notify?.(e.message, "error"));
+			// the docker seed's sweep of stale session sandboxes, beside the creation
+			sweeping ??= sweep().catch(() => undefined);
+			// the seed: failing to make the sandbox fails session_start; the session
+			// then has no sandbox and every tool refuses (nothing runs on the host)
+			try {
+				await ensure(ctx);
+			} catch (e: any) {
+				ctx.ui?.notify?.(e.message, "error");
+				throw e;
+			}
 		});
 
 		pi.on("session_shutdown", async (event: any, ctx) => {
@@ -949,10 +1433,10 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 
 		pi.on("before_agent_start", async (event: any, ctx) => {
 			const cwd = ctx.cwd;
-			await ensure(ctx).catch(() => undefined);
+			await (starting ?? ensure(ctx)).catch(() => undefined);
 			const where = sandbox
 				? `${sandbox.workspace} (inside pisb sandbox '${sandbox.name}'; the host directory ${cwd} maps to ${sandbox.workspace}, and every tool runs in the sandbox)`
-				: `${cwd} (pisb sandbox not ready${lastError ? `: ${lastError}` : ""}; tools refuse to run until it is)`;
+				: `${cwd} (pisb sandbox not ready${lastError ? `: ${lastError}` : ""}; every tool refuses to run)`;
 			const prompt = event.systemPrompt;
 			if (typeof prompt !== "string") return undefined;
 			const line = `Current working directory: ${cwd}`; // Pi 0.73
