@@ -104,8 +104,19 @@ require_sdk() {
 	[ ! -e "$PROJ/HOSTMARK" ] && [ ! -e "$PROJ/w.txt" ]
 }
 
-@test "default lifecycle: a project sandbox, stopped at exit, resumed with its workspace" {
+@test "default lifecycle is the seed's kill: the session's sandbox is destroyed at exit" {
 	unset PISB_SANDBOX
+	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"echo hi"}}]},{"text":"done"}]' "$OUT" -e "$PI_DIR/events-probe.ts"
+	tool_result "$OUT" 0
+	[ "$tool_err" = false ]
+	run -0 pisb list --json
+	jq -e 'length == 0' <<<"$output"
+	jq -se '[.[] | select(.kind=="event")][1] | .mode == "kill" and .pisbMode == "removed"' "$PISB_PROBE_LOG"
+}
+
+@test "lifecycle stop: a project sandbox, stopped at exit, resumed with its workspace" {
+	unset PISB_SANDBOX
+	export PISB_LIFECYCLE=stop
 	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"echo kept > persist.txt"}}]},{"text":"done"}]' "$OUT"
 	tool_result "$OUT" 0
 	[ "$tool_err" = false ]
@@ -119,6 +130,9 @@ require_sdk() {
 	[ "$tool_text" = kept ]
 	run -0 pisb list --json
 	jq -e 'length == 1' <<<"$output"
+	# the second session resumed it
+	run -0 run_pi_json '[{"text":"done"}]' "$OUT" -e "$PI_DIR/events-probe.ts"
+	jq -se '[.[] | select(.kind=="event")] | .[0].resumed == true and .[1].mode == "pause" and .[1].pisbMode == "stopped"' "$PISB_PROBE_LOG"
 }
 
 @test "lifecycle remove: a sandbox of the session's own, destroyed at exit" {
@@ -129,7 +143,7 @@ require_sdk() {
 	[ "$tool_err" = false ]
 	run -0 pisb list --json
 	jq -e 'length == 0' <<<"$output"
-	jq -se '[.[] | select(.kind=="event")] | (.[0].phase == "ready") and (.[0].sandboxId | test("^pi-proj-[0-9a-f]{6}-[0-9a-f]{4}$")) and (.[1].phase == "released") and (.[1].mode == "removed")' "$PISB_PROBE_LOG"
+	jq -se '[.[] | select(.kind=="event")] | (.[0].phase == "ready") and (.[0].sandboxId | test("^pi-proj-[0-9a-f]{6}-[0-9a-f]{4}$")) and (.[1].phase == "released") and (.[1].mode == "kill") and (.[1].pisbMode == "removed")' "$PISB_PROBE_LOG"
 }
 
 @test "a sandbox that existed before is only disconnected" {
@@ -140,15 +154,15 @@ require_sdk() {
 	[ "$tool_err" = false ]
 	run -0 pisb inspect "$SB" --json
 	jq -e '.status == "running"' <<<"$output"
-	jq -se '[.[] | select(.kind=="event")] | (.[0].phase == "ready") and (.[0].createdByExtension == false) and (.[1].mode == "disconnected")' "$PISB_PROBE_LOG"
+	jq -se '[.[] | select(.kind=="event")] | (.[0].phase == "ready") and (.[0].createdByExtension == false) and (.[1].mode == "keep") and (.[1].pisbMode == "disconnected")' "$PISB_PROBE_LOG"
 }
 
 @test "ready and released events, and the system prompt names the workspace" {
 	run -0 run_pi_json '[{"text":"done"}]' "$OUT" -e "$PI_DIR/events-probe.ts"
 	cat "$PISB_PROBE_LOG"
 	jq -se --arg sb "$SB" '[.[] | select(.kind=="event")] | length == 2
-		and .[0].phase == "ready" and .[0].sandboxId == $sb and .[0].createdByExtension and .[0].workspace == "/workspace"
-		and .[1].phase == "released" and .[1].mode == "stopped"' "$PISB_PROBE_LOG"
+		and .[0].phase == "ready" and .[0].sandboxId == $sb and .[0].name == $sb and .[0].createdByExtension and .[0].workspace == "/workspace"
+		and .[0].resumed == false and .[1].phase == "released" and .[1].mode == "kill" and .[1].pisbMode == "removed"' "$PISB_PROBE_LOG"
 	jq -se --arg sb "$SB" '[.[] | select(.kind=="prompt")][0].systemPrompt
 		| test("(Current working directory: |<cwd>\n)/workspace \\(inside pisb sandbox \u0027" + $sb + "\u0027")' "$PISB_PROBE_LOG"
 }

@@ -365,7 +365,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				cfg = JSON.parse(r.stdout.toString("utf8"));
 			} catch {}
 			if (r.code !== 0 || !cfg || typeof cfg !== "object" || Array.isArray(cfg)) {
-				if (quiet) throw new Error(`'${file}' is not a valid sandbox.yaml (run 'pisb validate -f ${file}' on the host to see why)`);
+				if (quiet) refuse(`config '${path.basename(file)}' is not a valid sandbox.yaml ('pisb validate -f FILE' on the host says why)`);
 				throw new SandboxUnavailableError(describe(r, `invalid configuration '${file}'`));
 			}
 			return cfg;
