@@ -60,6 +60,7 @@ require_sdk() {
 
 @test "after 'pisb stop', every tool and ! command fails and nothing runs on the host" {
 	require_sdk
+	export PISB_LIFECYCLE=keep
 	local script
 	script=$(jq -nc --arg sb "$SB" --arg p "$PROJ" '[
 	 {tools:[{name:"bash",args:{command:"echo alive > alive.txt; echo alive"}}]},

@@ -3,7 +3,7 @@
 # Node 24, both installed from npm into tests/pi/.cache on first use): the
 # tool scenario and the session tests run again with PI_FLAVOR=current, and
 # the ! command and abort are driven over RPC, which current Pi routes through
-# the extension.
+# the extension. 84 and 85 run again under it too.
 load helpers
 load pi/helpers
 
@@ -58,6 +58,21 @@ rpc_session() {
 	[ "$status" -eq 0 ]
 	[[ $output != *"not ok"* ]]
 	[[ $output == *"ok "*"fails closed"* ]]
+}
+
+@test "current Pi: the sandbox tool tests of 84-pi-sandbox-tool.bats pass" {
+	run bats "$TOP/tests/84-pi-sandbox-tool.bats"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output != *"not ok"* ]]
+}
+
+@test "current Pi: the lifecycle tests of 85-pi-lifecycle.bats pass" {
+	run bats "$TOP/tests/85-pi-lifecycle.bats"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output != *"not ok"* ]]
+	[[ $output == *"ok "*"kill -9"* ]]
 }
 
 @test "current Pi: an RPC ! command runs in the sandbox" {
