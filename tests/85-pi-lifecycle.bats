@@ -232,3 +232,16 @@ events() {
 	run pisb inspect "$name" --json
 	[ "$status" -eq 3 ]
 }
+
+@test "bash and the sandbox tool's exec use pisb exec --bash when pisb offers it, --sh otherwise" {
+	export PISB_SANDBOX; PISB_SANDBOX=$(pi_name sh)
+	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"echo \"[${BASH_VERSION:+bash}]\" {1..3}"}}]},{"tools":[{"name":"sandbox","args":{"input":"{\"action\":\"exec\",\"cmd\":\"echo \\\"[${BASH_VERSION:+bash}]\\\" {1..3}\"}"}}]},{"text":"done"}]' "$OUT"
+	local want='[] {1..3}'
+	if pisb exec --help | grep -q -- '--bash STRING'; then want='[bash] 1 2 3'; fi
+	tool_result "$OUT" 0
+	[ "$tool_err" = false ]
+	[ "$tool_text" = "$want" ]
+	tool_result "$OUT" 1
+	[ "$tool_err" = false ]
+	jq -e --arg w "$want" '.output == $w + "\n"' <<<"$tool_text"
+}

@@ -88,11 +88,12 @@ const STATUS_KEY = "pisb";
 const META_PROJECT = "pisb.pi/project";
 const META_ROLE = "pisb.pi/role";
 /**
- * How the bash tool and ! commands hand a command string to `pisb exec`.
- * TODO(sec-exec, issue 12 item 3): switch to pisb exec's bash option once it
- * lands on main; until then the command runs through /bin/sh -lc.
+ * How the bash tool, ! commands and the sandbox tool's exec hand a command
+ * string to `pisb exec`: `--bash` (bash when the sandbox has it, sh
+ * otherwise, as Pi runs bash) when this pisb offers it (`pisb exec --help`
+ * names it; issue 12 item 3), else `--sh` (/bin/sh).
  */
-const SHELL_OPTION = "--sh";
+const SHELL_OPTIONS = { bash: "--bash", sh: "--sh" } as const;
 const SEED_MODE: Record<Lifecycle, SeedMode> = { remove: "kill", stop: "pause", keep: "keep" };
 /**
  * /reload, /new, /resume and /fork shut one extension instance down and start
@@ -221,6 +222,10 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		let sessionCwd = process.cwd();
 		let lastError: string | undefined;
 		let sweeping: Promise<void> | undefined;
+		/** "bash" once `pisb exec --help` offers --bash (learnt at session start) */
+		let shell: keyof typeof SHELL_OPTIONS = "sh";
+		/** the session's context, for warnings that arrive outside any call (renewal) */
+		let uiCtx: ExtensionContext | undefined;
 
 		// ------------------------------------------------------------ pisb calls
 
@@ -570,7 +575,11 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		/** `pisb renew`: pisb renews what is due, each sandbox under its own lock */
 		async function renewOnce(name: string): Promise<void> {
 			const r = await run(["renew"], { timeoutMs: opTimeoutMs }).catch((e) => ({ code: 1, stderr: String(e?.message ?? e) }) as any);
-			if (r.code !== 0) console.error(`pisb: warning: renewal of '${name}' failed: ${r.stderr || `status ${r.code}`}`);
+			if (r.code === 0) return;
+			const msg = `pisb: renewal of '${name}' failed (tried again at the next interval): ${r.stderr || `status ${r.code}`}`;
+			// the terminal UI owns the screen: a warning there, stderr otherwise
+			if (uiCtx?.hasUI) uiCtx.ui?.notify?.(msg, "warning");
+			else console.error(`warning: ${msg}`);
 		}
 
 		/** every min(TTL/2, 1 h); the next request is scheduled only once the last one is done */
@@ -802,7 +811,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			return {
 				exec: async (command, cwd, { onData, signal, timeout, env }) => {
 					const sb = await ensure(ctx);
-					const args = ["exec", sb.name, "--cwd", toGuest(sb, cwd, cwd), ...sandboxEnv(env), SHELL_OPTION, command];
+					const args = ["exec", sb.name, "--cwd", toGuest(sb, cwd, cwd), ...sandboxEnv(env), SHELL_OPTIONS[shell], command];
 					return new Promise((resolve, reject) => {
 						if (signal?.aborted) return reject(new Error("aborted"));
 						let child: ChildProcess;
@@ -1306,7 +1315,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 					const timeoutMs = req.timeoutMs ?? 10_000;
 					if (timeoutMs < 0 || timeoutMs > 60_000) refuse("timeoutMs must be 0-60000");
 					const j: Record<string, unknown> = { action: "exec", name, timeoutMs };
-					if (req.cmd !== undefined) j.sh = req.cmd;
+					if (req.cmd !== undefined) j[shell] = req.cmd;
 					else j.command = req.command;
 					if (req.cwd !== undefined) j.cwd = req.cwd;
 					if (req.env !== undefined) j.env = req.env;
@@ -1416,8 +1425,11 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 
 		pi.on("session_start", async (_event, ctx) => {
 			sessionCwd = ctx.cwd;
+			uiCtx = ctx;
 			// the docker seed's sweep of stale session sandboxes, beside the creation
 			sweeping ??= sweep().catch(() => undefined);
+			const help = await run(["exec", "--help"], { timeoutMs: opTimeoutMs }).catch(() => undefined);
+			shell = help?.stdout.toString("utf8").includes("--bash STRING") ? "bash" : "sh";
 			// the seed: failing to make the sandbox fails session_start; the session
 			// then has no sandbox and every tool refuses (nothing runs on the host)
 			try {
