@@ -4,6 +4,9 @@
  * This file holds no sandbox logic. It maps Pi's tool operations onto the
  * pisb command line (argv arrays only, never a shell string built on the host)
  * and maps paths between the host working directory and the sandbox workspace.
+ * What it decides itself: which requests of the model's sandbox tool reach
+ * pisb (nothing of the host, only this project's sandboxes), and when the
+ * session's sandbox is made, renewed and released (each step one pisb verb).
  *
  * Imports use the legacy @mariozechner names: Pi 0.73.1 resolves only those,
  * and current Pi maps them to its own modules.
