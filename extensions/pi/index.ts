@@ -1429,8 +1429,6 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		pi.on("session_start", async (_event, ctx) => {
 			sessionCwd = ctx.cwd;
 			uiCtx = ctx;
-			// the docker seed's sweep of stale session sandboxes, beside the creation
-			sweeping ??= sweep().catch(() => undefined);
 			const help = await run(["exec", "--help"], { timeoutMs: opTimeoutMs }).catch(() => undefined);
 			shell = help?.stdout.toString("utf8").includes("--bash STRING") ? "bash" : "sh";
 			// the seed: failing to make the sandbox fails session_start; the session
@@ -1440,6 +1438,10 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			} catch (e: any) {
 				ctx.ui?.notify?.(e.message, "error");
 				throw e;
+			} finally {
+				// the docker seed's sweep of stale session sandboxes, once the
+				// session's own is made (gc never races its creation)
+				sweeping ??= sweep().catch(() => undefined);
 			}
 		});
 
