@@ -46,12 +46,12 @@ events() {
 }
 
 @test "opensandbox: renewed at the server while the session lives; flow-style kill applied at exit" {
-	os_project kill
+	os_project kill 6
 	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"sleep 5; echo slept"}}]},{"text":"done"}]' "$OUT" -e "$PI_DIR/events-probe.ts"
 	tool_result "$OUT" 0
 	[ "$tool_err" = false ]
 	[[ $tool_text == *slept* ]]
-	# TTL 4 s: one renewal every 2 s; the session held the sandbox for more than 5 s
+	# TTL 6 s: one renewal every 3 s; the session held the sandbox for more than 5 s
 	[ "$(os_ops renew)" -ge 1 ]
 	run -0 events
 	echo "$output"
@@ -67,7 +67,7 @@ events() {
 }
 
 @test "opensandbox: flow-style pause pauses at exit; the next session resumes it and renews it first" {
-	os_project pause 20
+	os_project pause 60
 	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"echo one > one.txt"}}]},{"text":"done"}]' "$OUT" -e "$PI_DIR/events-probe.ts"
 	run -0 events
 	local id name
@@ -75,11 +75,11 @@ events() {
 	name=$(jq -r '.[0].name' <<<"$output")
 	jq -e '.[1].mode == "pause" and .[1].pisbMode == "stopped" and .[0].resumed == false' <<<"$output"
 	[ "$(os_state "$id")" = Paused ]
-	# as if the renewal interval (TTL 20 s: every 10 s) had passed: pisb's
+	# as if the renewal interval (TTL 60 s: every 30 s) had passed: pisb's
 	# record of the last renewal moved back, the server's expiry left alone
 	local f="$PI_SANDBOX_HOME/instances/$name/status.json"
 	cat "$f"
-	jq 'walk(if type == "object" and has("renewedAt") then .renewedAt -= 60 else . end)' "$f" > "$f.new"
+	jq 'walk(if type == "object" and has("renewedAt") then .renewedAt -= 100 else . end)' "$f" > "$f.new"
 	mv "$f.new" "$f"
 	local renews
 	renews=$(os_ops renew)
