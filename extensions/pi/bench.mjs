@@ -12,7 +12,7 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
+import os, { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -44,10 +44,13 @@ function pisb(args, input) {
 	});
 }
 
+/** wall ms, and the CPU ms this node process itself spent (not its children): the latter does not depend on the machine's load */
 async function time(fn) {
+	const c0 = process.cpuUsage();
 	const t0 = process.hrtime.bigint();
 	await fn();
-	return Number(process.hrtime.bigint() - t0) / 1e6;
+	const c = process.cpuUsage(c0);
+	return [Number(process.hrtime.bigint() - t0) / 1e6, (c.user + c.system) / 1e3];
 }
 
 const mid = (t) => [...t].sort((a, b) => a - b)[Math.floor(t.length / 2)];
@@ -59,14 +62,16 @@ async function medians(direct, viaExt) {
 	const d = [];
 	const e = [];
 	const diff = [];
+	const cpu = [];
 	for (let i = 0; i < N; i++) {
-		const a = await time(direct);
-		const b = await time(viaExt);
+		const [a, ca] = await time(direct);
+		const [b, cb] = await time(viaExt);
 		d.push(a);
 		e.push(b);
 		diff.push(b - a);
+		cpu.push(cb - ca);
 	}
-	return [mid(d), mid(e), mid(diff)];
+	return [mid(d), mid(e), mid(diff), mid(cpu)];
 }
 
 const project = mkdtempSync(path.join(tmpdir(), "pisb-bench-"));
@@ -107,11 +112,12 @@ try {
 		["grep 8 files", () => pisb(["grep", "--json", "--path", "/workspace/src", "--limit", "100", "--", name, "TODO"]), () => grep.execute("g", { pattern: "TODO", path: "src" }, undefined, undefined, ctx)],
 	];
 	console.log(`pisb extension overhead, ${N} calls each, median ms (driver sandbox '${name}')`);
-	console.log(["operation", "direct pisb", "via extension", "overhead (median of pairs)"].map((s) => s.padEnd(18)).join(""));
+	console.log(`load average ${os.loadavg()[0].toFixed(1)} on ${os.cpus().length} cores; "wall +" is the median of per-pair differences, "cpu +" the extra CPU of Pi's process`);
+	console.log(["operation", "direct pisb", "via extension", "wall +", "cpu +"].map((s) => s.padEnd(18)).join(""));
 	for (const [label, direct, viaExt] of rows) {
 		try {
-			const [d, e, over] = await medians(direct, viaExt);
-			console.log([label, d.toFixed(2), e.toFixed(2), over.toFixed(2)].map((s) => String(s).padEnd(18)).join(""));
+			const [d, e, over, cpu] = await medians(direct, viaExt);
+			console.log([label, d.toFixed(2), e.toFixed(2), over.toFixed(2), cpu.toFixed(2)].map((s) => String(s).padEnd(18)).join(""));
 			if (over >= 2) code = 1;
 		} catch (err) {
 			console.log(`${label.padEnd(18)}failed: ${err.message.split("\n")[0]}`);
