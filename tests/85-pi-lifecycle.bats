@@ -66,6 +66,21 @@ events() {
 	jq -e 'length == 0' <<<"$output"
 }
 
+@test "opensandbox: shutdown waits for a renewal in flight before the kill, and none starts after it" {
+	os_project kill 6
+	# the renewal due at 3 s takes 2.5 s: it is in flight when the session ends at about 4 s
+	os_fault '{"delay_ms":{"renew":2500}}'
+	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"sleep 4; echo slept"}}]},{"text":"done"}]' "$OUT"
+	tool_result "$OUT" 0
+	[ "$tool_err" = false ]
+	run -0 os_admin GET /_fake/log
+	jq -c '.[] | select(.op == "renew" or .op == "delete") | [.op, .start_ms, .end_ms]' <<<"$output"
+	jq -e '[.[] | select(.op == "renew")] | length >= 1' <<<"$output"
+	jq -e '[.[] | select(.op == "delete")] | length == 1' <<<"$output"
+	# every renewal ended before the kill began
+	jq -e '([.[] | select(.op == "delete")][0].start_ms) as $kill | all(.[] | select(.op == "renew"); .end_ms <= $kill)' <<<"$output"
+}
+
 @test "opensandbox: flow-style pause pauses at exit; the next session resumes it and renews it first" {
 	os_project pause 60
 	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"echo one > one.txt"}}]},{"text":"done"}]' "$OUT" -e "$PI_DIR/events-probe.ts"
