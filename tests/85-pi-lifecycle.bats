@@ -223,13 +223,15 @@ events() {
 	jq -e '.status == "stopped"' <<<"$output"
 }
 
-@test "kill -9 of Pi under policy remove: the watchdog destroys the sandbox within seconds" {
-	export PISB_LIFECYCLE=remove
+# kill9_pi: Pi with a long bash call in the background, killed with SIGKILL
+# once its sandbox exists; sets name to the sandbox's
+kill9_pi() {
 	printf '%s\n' '[{"tools":[{"name":"bash","args":{"command":"sleep 120"}}]},{"text":"done"}]' > "$OUT.script.json"
 	cd "$PROJ"
 	PI_SCRIPT="$OUT.script.json" pi_exec --mode json --no-session --offline \
 		--provider scripted --model m1 -e "$PI_DIR/scripted-provider.ts" -e "$PI_EXT" go > "$OUT" 2> "$OUT.stderr" &
-	local pid=$! i name=
+	local pid=$! i
+	name=
 	for ((i = 0; i < 240; i++)); do
 		grep -q '"tool_execution_start"' "$OUT" && name=$(pisb list --json | jq -r '.[0].name // empty') && [ -n "$name" ] && break
 		sleep 0.25
@@ -240,12 +242,30 @@ events() {
 	[[ $(readlink "/proc/$pid/exe") == */node ]]
 	kill -9 "$pid"
 	wait "$pid" || true
+}
+
+@test "kill -9 of Pi under policy remove: the watchdog destroys the sandbox within seconds" {
+	export PISB_LIFECYCLE=remove
+	local name i
+	kill9_pi
 	for ((i = 0; i < 80; i++)); do
 		pisb inspect "$name" --json >/dev/null 2>&1 || break
 		sleep 0.25
 	done
 	run pisb inspect "$name" --json
 	[ "$status" -eq 3 ]
+}
+
+@test "kill -9 of Pi under policy stop: the watchdog stops the sandbox" {
+	export PISB_LIFECYCLE=stop
+	local name i
+	kill9_pi
+	for ((i = 0; i < 80; i++)); do
+		[ "$(pisb inspect "$name" --json | jq -r .status)" = stopped ] && break
+		sleep 0.25
+	done
+	run -0 pisb inspect "$name" --json
+	jq -e '.status == "stopped"' <<<"$output"
 }
 
 @test "bash and the sandbox tool's exec use pisb exec --bash when pisb offers it, --sh otherwise" {

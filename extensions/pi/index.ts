@@ -526,7 +526,16 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				events,
 			};
 			try {
-				if (createdByExtension && lifecycle === "remove") sb.watchdog = armWatchdog(name);
+				// if Pi dies without a shutdown, the same teardown: destroy (remove), stop
+				// (stop; a connected sandbox: disconnect); nothing for keep and adopted ones
+				const verb = connected
+					? ["stop", name]
+					: !createdByExtension || lifecycle === "keep"
+						? undefined
+						: lifecycle === "remove"
+							? ["destroy", name, "--confirm", name]
+							: ["stop", name];
+				if (verb) sb.watchdog = armWatchdog(verb);
 				if (push && createdByExtension) {
 					const r = await run(["push", name, cwd, "--to", sb.workspace], { timeoutMs: 1_800_000 });
 					if (r.code !== 0) throw failure(r, `push '${cwd}' into '${name}'`, name);
@@ -547,13 +556,14 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		/**
 		 * A detached host process holding the read end of a pipe whose write end
 		 * only Pi holds: when Pi dies, even by SIGKILL, read returns and the
-		 * sandbox is destroyed through pisb. At shutdown it is ended first.
+		 * policy's pisb verb runs. At shutdown it is ended first. Its argv is
+		 * the extension's own, never the model's.
 		 */
-		function armWatchdog(name: string): ChildProcess | undefined {
+		function armWatchdog(verb: string[]): ChildProcess | undefined {
 			try {
 				const child = spawn(
 					"/bin/sh",
-					["-c", 'read -r _ || :; exec "$@"', "pisb-pi-watchdog", bin, ...globalArgs, "-q", "destroy", name, "--confirm", name],
+					["-c", 'read -r _ || :; exec "$@"', "pisb-pi-watchdog", bin, ...globalArgs, "-q", ...verb],
 					{ stdio: ["pipe", "ignore", "ignore"], detached: true },
 				);
 				child.on("error", () => {});
