@@ -193,14 +193,26 @@ events() {
 	jq -e '.[1].phase == "released" and .[1].pisbMode == "removed"' <<<"$output"
 }
 
-@test "session start sweeps this user's stale session sandboxes, never running or foreign ones" {
+@test "session start sweeps this user's stale and orphaned session sandboxes, never running, fresh or foreign ones" {
 	export PISB_GC_HOURS=1
-	local stale running foreign
+	local stale running foreign orphan fresh owner
 	stale=$(pi_name stale)
 	running=$(pi_name run)
 	foreign=$(pi_name foreign)
+	orphan=$(pi_name orphan)
+	fresh=$(pi_name fresh)
 	printf '{"version":1,"driver":"local","metadata":{"pisb.pi/project":"x","pisb.pi/role":"session"}}\n' > "$BATS_TEST_TMPDIR/session.json"
 	pisb create "$stale" -f "$BATS_TEST_TMPDIR/session.json" >/dev/null
+	# a session sandbox whose Pi died (its owner process is gone), stopped just now
+	sleep 30 &
+	owner=$!
+	pisb create "$orphan" -f "$BATS_TEST_TMPDIR/session.json" --owner-pid "$owner" >/dev/null
+	pisb stop "$orphan" >/dev/null
+	kill "$owner"
+	wait "$owner" || true
+	# a session sandbox stopped just now, its owner unknown: kept
+	pisb create "$fresh" -f "$BATS_TEST_TMPDIR/session.json" >/dev/null
+	pisb stop "$fresh" >/dev/null
 	pisb create "$running" -f "$BATS_TEST_TMPDIR/session.json" >/dev/null
 	pisb create "$foreign" -f "$PROJ/.pi/sandbox.yaml" >/dev/null
 	pisb stop "$stale" >/dev/null
@@ -217,6 +229,10 @@ events() {
 	run -0 run_pi_json '[{"text":"done"}]' "$OUT"
 	run pisb inspect "$stale" --json
 	[ "$status" -eq 3 ]
+	run pisb inspect "$orphan" --json
+	[ "$status" -eq 3 ]
+	run -0 pisb inspect "$fresh" --json
+	jq -e '.status == "stopped"' <<<"$output"
 	run -0 pisb inspect "$running" --json
 	jq -e '.status == "running"' <<<"$output"
 	run -0 pisb inspect "$foreign" --json

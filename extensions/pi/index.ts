@@ -724,26 +724,31 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		}
 
 		/**
-		 * The docker seed's sweep, at session start: `pisb gc` removes sandboxes
-		 * whose owner (a Pi that died) is gone; this user's session sandboxes
-		 * (metadata pisb.pi/role session) stopped for more than gcHours are
-		 * destroyed. Running sandboxes and sandboxes not made by a Pi session are
+		 * The docker seed's sweep, at session start: this user's session
+		 * sandboxes (metadata pisb.pi/role session, in this state directory)
+		 * that are stopped and either have a dead owner (a Pi that died, --owner-pid)
+		 * or have been stopped for more than gcHours, are destroyed. pisb decides
+		 * both (`pisb gc --dry-run --json`); nothing else gc would clean is
+		 * touched. Running sandboxes and sandboxes not made by a Pi session are
 		 * never touched.
 		 */
 		async function sweep(): Promise<void> {
-			await run(["-q", "gc"], { timeoutMs: opTimeoutMs }).catch(() => undefined);
 			const hours = options.gcHours ?? Number(process.env.PISB_GC_HOURS ?? 24);
-			if (!Number.isInteger(hours) || hours <= 0) return;
-			const r = await run(["gc", "--dry-run", "--hours", String(hours), "--json"], { timeoutMs: opTimeoutMs }).catch(
-				() => undefined,
-			);
+			const args = ["gc", "--dry-run", "--json"];
+			if (Number.isInteger(hours) && hours > 0) args.push("--hours", String(hours));
+			const r = await run(args, { timeoutMs: opTimeoutMs }).catch(() => undefined);
 			let report: any;
 			try {
 				report = JSON.parse(r?.stdout.toString("utf8") ?? "");
 			} catch {
 				return;
 			}
-			for (const item of report?.removed ?? []) {
+			const candidates = [
+				...(report?.removed ?? []),
+				// a remote sandbox whose owner is gone is left by gc to its driver
+				...(report?.kept ?? []).filter((k: any) => /^owner pid \d+ is gone/.test(String(k?.reason ?? ""))),
+			];
+			for (const item of candidates) {
 				if (item?.kind !== "sandbox" || typeof item.name !== "string" || !NAME_RE.test(item.name)) continue;
 				if (item.name === sandbox?.name) continue;
 				const info = await inspect(item.name).catch(() => undefined);
