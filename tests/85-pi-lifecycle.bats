@@ -296,3 +296,17 @@ kill9_pi() {
 	[ "$tool_err" = false ]
 	jq -e --arg w "$want" '.output == $w + "\n"' <<<"$tool_text"
 }
+
+@test "bash through the extension: a background job does not hold the call, and keeps running in the sandbox" {
+	export PISB_SANDBOX PISB_LIFECYCLE=keep; PISB_SANDBOX=$(pi_name bg)
+	# a hang would end in Pi's own timeout (an error), not in a result
+	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"sleep 300 & echo bg started","timeout":60}}]},{"tools":[{"name":"bash","args":{"command":"pgrep -x sleep >/dev/null && echo still running"}}]},{"text":"done"}]' "$OUT"
+	tool_result "$OUT" 0
+	[ "$tool_err" = false ]
+	[ "$tool_text" = "bg started" ]
+	tool_result "$OUT" 1
+	[ "$tool_err" = false ]
+	[ "$tool_text" = "still running" ]
+	run -0 pisb exec "$PISB_SANDBOX" -- pgrep -x sleep
+	pi_destroy "$PISB_SANDBOX"
+}
