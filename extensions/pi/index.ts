@@ -585,9 +585,9 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				} catch {}
 		}
 
-		/** `pisb renew`: pisb renews what is due, each sandbox under its own lock */
+		/** `pisb renew NAME`: that sandbox, now, under its own lock (one roster with cron and --watch) */
 		async function renewOnce(name: string): Promise<void> {
-			const r = await run(["renew"], { timeoutMs: opTimeoutMs }).catch((e) => ({ code: 1, stderr: String(e?.message ?? e) }) as any);
+			const r = await run(["renew", name], { timeoutMs: opTimeoutMs }).catch((e) => ({ code: 1, stderr: String(e?.message ?? e) }) as any);
 			if (r.code === 0) return;
 			const msg = `pisb: renewal of '${name}' failed (tried again at the next interval): ${r.stderr || `status ${r.code}`}`;
 			// the terminal UI owns the screen: a warning there, stderr otherwise
