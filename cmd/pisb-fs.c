@@ -17,6 +17,7 @@ static int is_os(struct pisb_ctx *c)
 }
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -643,6 +644,9 @@ static void print_xfer(struct pisb_ctx *c, const struct pisb_xfer *x, bool push)
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 	struct pisb_jw w;
 
+	if (x->left_out_git)
+		pisb_front_warn("left out %lld entries under .git (pass --include-git to pull them)",
+				x->left_out_git);
 	if (!c->a.json) {
 		pisb_front_info(c, "%s %lld files (%lld bytes) %s '%s', sha256 %s", push ? "pushed" : "pulled",
 				x->files, x->bytes, push ? "to" : "into", x->where, x->sha256);
@@ -668,12 +672,15 @@ static int cmd_push_pull(struct pisb_ctx *c)
 	bool push = !strcmp(c->a.verb->name, "push");
 	/* the pull test hook reads a crafted archive instead of the sandbox */
 	bool hook = !push && getenv("PISB_TEST_PULL_ARCHIVE") && *getenv("PISB_TEST_PULL_ARCHIVE");
+	struct pisb_pull_opts po = { pisb_args_has(&c->a, "include-git"), 0 };
 	int ret = -1;
 
+	if (!push && pisb_args_int(&c->a, "max-bytes", 1, LLONG_MAX, PISB_PULL_MAX_BYTES, &po.max_bytes, &c->err) < 0)
+		goto out;
 	if (is_os(c)) {
 		if (push ? pisb_os_push(&c->st, c->a.pos[0], c->a.pos[1], pisb_args_get(&c->a, "to"),
 					pisb_args_has(&c->a, "all"), &x, &c->err)
-			 : pisb_os_pull(&c->st, c->a.pos[0], c->a.pos[1], c->a.pos[2], &x, &c->err))
+			 : pisb_os_pull(&c->st, c->a.pos[0], c->a.pos[1], c->a.pos[2], &po, &x, &c->err))
 			goto out;
 		print_xfer(c, &x, push);
 		ret = 0;
@@ -682,7 +689,7 @@ static int cmd_push_pull(struct pisb_ctx *c)
 	if (sandbox(c, &fs, !hook, false) < 0)
 		goto out;
 	if (push ? pisb_push(&fs, c->a.pos[1], pisb_args_get(&c->a, "to"), pisb_args_has(&c->a, "all"), &x, &c->err)
-		 : pisb_pull(&fs, c->a.pos[1], c->a.pos[2], &x, &c->err))
+		 : pisb_pull(&fs, c->a.pos[1], c->a.pos[2], &po, &x, &c->err))
 		goto out;
 	print_xfer(c, &x, push);
 	ret = 0;

@@ -2,6 +2,7 @@
 #include "archive.h"
 #include "err.h"
 #include "fs.h"
+#include "gitindex.h"
 #include "ignore.h"
 #include "proc.h"
 #include "sha256.h"
@@ -16,15 +17,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 /* libarchive is loaded when push or pull runs, not at every start (see
  * archive_lazy.h): read and write must stay close to a bare nsenter + cat. */
@@ -75,10 +75,97 @@ static struct archive *writer_open(struct sink *s, int fd)
 	return a;
 }
 
-/* Add dirfd/name to the archive as arcname (symlinks as symlinks). */
-static int add_entry(struct archive *a, int dirfd, const char *name, const char *arcname,
-		     struct pisb_xfer *x, struct pisb_err *e)
+/* The data regions of the file on fd (size bytes) as sparse entries of en
+ * when it has holes: the archive then carries only the data, and the
+ * extracting side seeks over the holes.  Regions are kept in rs (pairs of
+ * offset, length); *n 0 when the file is dense (or SEEK_DATA is missing). */
+#define SPARSE_MAX 4096   /* regions; past that, the rest is sent densely */
+static void sparse_map(int fd, long long size, struct archive_entry *en, long long *rs, size_t *n)
 {
+	long long off = 0;
+
+	*n = 0;
+	if (size <= 0)
+		return;
+	while (off < size && *n < SPARSE_MAX) {
+		off_t d = lseek(fd, off, SEEK_DATA), h;
+		if (d < 0) {
+			if (errno == ENXIO)
+				break;   /* a hole up to the end */
+			*n = 0;
+			return;
+		}
+		h = lseek(fd, d, SEEK_HOLE);
+		if (h < 0 || h > size)
+			h = size;
+		if (*n == SPARSE_MAX - 1)
+			h = size;
+		rs[2 * *n] = d;
+		rs[2 * *n + 1] = h - d;
+		(*n)++;
+		off = h;
+	}
+	if (*n == 1 && rs[0] == 0 && rs[1] == size)
+		*n = 0;   /* no hole */
+	if (*n == 0 && off == 0 && lseek(fd, 0, SEEK_DATA) < 0 && errno == ENXIO) {
+		rs[0] = size;   /* all hole: one empty region at the end */
+		rs[1] = 0;
+		*n = 1;
+	}
+	lseek(fd, 0, SEEK_SET);
+	for (size_t i = 0; i < *n; i++)
+		archive_entry_sparse_add_entry(en, rs[2 * i], rs[2 * i + 1]);
+}
+
+static const char zeros[1 << 20];
+
+/* Send size bytes of fd: the data regions rs[0..n) (hole bytes are given
+ * to the archive as zeros, which a sparse entry does not store), or the
+ * whole file when n is 0. */
+static int send_data(struct archive *a, int fd, long long size, const long long *rs, size_t n,
+		     const char *arcname, struct pisb_err *e)
+{
+	char buf[64 * 1024];
+	long long pos = 0;
+	size_t i = 0;
+
+	while (pos < size) {
+		long long start = n ? (i < n ? rs[2 * i] : size) : 0;
+		long long end = n ? (i < n ? rs[2 * i] + rs[2 * i + 1] : size) : size;
+		while (pos < start) {
+			size_t k = (size_t)(start - pos) < sizeof(zeros) ? (size_t)(start - pos) : sizeof(zeros);
+			if (archive_write_data(a, zeros, k) < 0)
+				goto aerr;
+			pos += (long long)k;
+		}
+		while (pos < end) {
+			size_t want = sizeof(buf) < (size_t)(end - pos) ? sizeof(buf) : (size_t)(end - pos);
+			ssize_t r = pread(fd, buf, want, pos);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0)
+				return pisb_err_sys(e, PISB_EXIT_FAIL, "read '%s'", arcname);
+			if (r == 0)
+				return 0;   /* it shrank: the archive pads it with zeros */
+			if (archive_write_data(a, buf, (size_t)r) < 0)
+				goto aerr;
+			pos += r;
+		}
+		i++;
+	}
+	return 0;
+aerr:
+	return pisb_err_set(e, PISB_EXIT_FAIL, "archive '%s': %s", arcname, archive_error_string(a));
+}
+
+/* Add dirfd/name to the archive as arcname (symlinks as symlinks).
+ * sparse: a file with holes travels as a sparse entry (the reader is
+ * libarchive, never a tar that may not know them). */
+static int add_entry(struct archive *a, int dirfd, const char *name, const char *arcname,
+		     bool sparse, struct pisb_xfer *x, struct pisb_err *e)
+{
+	_cleanup_free_ long long *rs = NULL;
+	size_t nrs = 0;
 	struct archive_entry *en;
 	struct stat st;
 	char link[4096];
@@ -116,6 +203,10 @@ static int add_entry(struct archive *a, int dirfd, const char *name, const char 
 		}
 		archive_entry_set_filetype(en, AE_IFREG);
 		archive_entry_set_size(en, st.st_size);
+		if (sparse && st.st_blocks * 512LL < st.st_size) {
+			rs = xcalloc(2 * SPARSE_MAX, sizeof(*rs));
+			sparse_map(fd, st.st_size, en, rs, &nrs);
+		}
 		x->files++;
 		x->bytes += st.st_size;
 	}
@@ -123,27 +214,8 @@ static int add_entry(struct archive *a, int dirfd, const char *name, const char 
 		ret = pisb_err_set(e, PISB_EXIT_FAIL, "archive '%s': %s", arcname, archive_error_string(a));
 		goto out;
 	}
-	if (fd >= 0) {
-		char buf[64 * 1024];
-		long long left = st.st_size;
-		while (left > 0) {
-			ssize_t r = read(fd, buf, sizeof(buf) < (size_t)left ? sizeof(buf) : (size_t)left);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r < 0) {
-				ret = pisb_err_sys(e, PISB_EXIT_FAIL, "read '%s'", arcname);
-				goto out;
-			}
-			if (r == 0)
-				break;   /* it shrank: the archive pads it with zeros */
-			if (archive_write_data(a, buf, (size_t)r) < 0) {
-				ret = pisb_err_set(e, PISB_EXIT_FAIL, "archive '%s': %s", arcname,
-						   archive_error_string(a));
-				goto out;
-			}
-			left -= r;
-		}
-	}
+	if (fd >= 0)
+		ret = send_data(a, fd, st.st_size, rs, nrs, arcname, e);
 out:
 	archive_entry_free(en);
 	return ret;
@@ -151,6 +223,7 @@ out:
 
 struct tree_ctx {
 	struct archive *a;
+	bool sparse;
 	struct pisb_xfer *x;
 	struct pisb_err *e;
 };
@@ -159,14 +232,14 @@ static int tree_cb(void *arg, const struct pisb_walk_entry *en)
 {
 	struct tree_ctx *t = arg;
 
-	return add_entry(t->a, en->dirfd, en->name, en->rel, t->x, t->e) < 0 ? -1 : PISB_WALK_CONTINUE;
+	return add_entry(t->a, en->dirfd, en->name, en->rel, t->sparse, t->x, t->e) < 0 ? -1 : PISB_WALK_CONTINUE;
 }
 
 /* Every entry under dirfd (named path, for messages) into a. */
-static int add_tree(struct archive *a, int dirfd, const char *path, struct pisb_xfer *x,
-		    struct pisb_err *e)
+static int add_tree(struct archive *a, int dirfd, const char *path, bool sparse,
+		    struct pisb_xfer *x, struct pisb_err *e)
 {
-	struct tree_ctx t = { a, x, e };
+	struct tree_ctx t = { a, sparse, x, e };
 	struct pisb_walk_opts o = { -1, dirfd, path, false };
 
 	return pisb_walk(&o, tree_cb, &t, e);
@@ -260,15 +333,34 @@ static bool safe_link(const char *name, const char *t)
 	return climb(t, strlen(t), depth) >= 0;
 }
 
+/* Has p a component named .git (any case: a case-insensitive host file
+ * system would take .GIT for it)? */
+static bool in_git_dir(const char *p)
+{
+	while (p && *p) {
+		size_t n = strcspn(p, "/");
+		if (n == 4 && !strncasecmp(p, ".git", 4))
+			return true;
+		p += n;
+		while (*p == '/')
+			p++;
+	}
+	return false;
+}
+
 /* Extract the archive on fd into the directory destfd (the process's cwd
  * becomes destfd).  The digest of every byte read goes into sha_hex.
  * any_symlink: symlinks may point anywhere (inside a sandbox, where
  * "anywhere" is still the sandbox, and nothing is written through them);
  * else one that leaves the tree is refused.  skip_special: devices, fifos
- * and sockets are left out instead of refused. */
-static int extract(int fd, int destfd, bool any_symlink, bool skip_special, struct pisb_xfer *x,
-		   char sha_hex[65], struct pisb_err *e)
+ * and sockets are left out instead of refused.  o (pull): entries under
+ * .git left out unless o->include_git; at most o->max_bytes of file data
+ * (holes are not written: the disk seeks over them). */
+static int extract(int fd, int destfd, bool any_symlink, bool skip_special,
+		   const struct pisb_pull_opts *o, struct pisb_xfer *x, char sha_hex[65],
+		   struct pisb_err *e)
 {
+	long long cap = o ? (o->max_bytes > 0 ? o->max_bytes : PISB_PULL_MAX_BYTES) : -1, data = 0;
 	struct archive *a = archive_read_new(), *w = archive_write_disk_new();
 	struct archive_entry *en;
 	struct source *src = xcalloc(1, sizeof(*src));
@@ -306,6 +398,10 @@ static int extract(int fd, int destfd, bool any_symlink, bool skip_special, stru
 					   name, hl);
 			goto out;
 		}
+		if (o && !o->include_git && (in_git_dir(name) || in_git_dir(hl))) {
+			x->left_out_git++;
+			continue;   /* git would run what .git/config and hooks say */
+		}
 		if (!hl && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && skip_special)
 			continue;   /* as the local side's archives: specials do not travel */
 		if (!hl && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
@@ -319,6 +415,13 @@ static int extract(int fd, int destfd, bool any_symlink, bool skip_special, stru
 			goto out;
 		}
 		archive_entry_set_perm(en, archive_entry_perm(en) & 01777);
+		if (cap >= 0 && type == AE_IFREG && !hl && archive_entry_sparse_count(en) == 0 &&
+		    archive_entry_size(en) > cap - data) {
+			ret = pisb_err_set(e, PISB_EXIT_FAIL,
+					   "pull would write more than %lld bytes of file data ('%s' alone has %lld); nothing was written (raise the limit with --max-bytes)",
+					   cap, name, (long long)archive_entry_size(en));
+			goto out;
+		}
 		if (archive_write_header(w, en) != ARCHIVE_OK) {
 			ret = pisb_err_set(e, PISB_EXIT_FAIL, "extract '%s': %s", name, archive_error_string(w));
 			goto out;
@@ -328,6 +431,13 @@ static int extract(int fd, int destfd, bool any_symlink, bool skip_special, stru
 			size_t size;
 			la_int64_t off;
 			while ((r = archive_read_data_block(a, &buf, &size, &off)) == ARCHIVE_OK) {
+				data += (long long)size;
+				if (cap >= 0 && data > cap) {
+					ret = pisb_err_set(e, PISB_EXIT_FAIL,
+							   "pull would write more than %lld bytes of file data (at '%s'); nothing was written (raise the limit with --max-bytes)",
+							   cap, name);
+					goto out;
+				}
 				if (archive_write_data_block(w, buf, size, off) < 0) {
 					ret = pisb_err_set(e, PISB_EXIT_FAIL, "extract '%s': %s", name,
 							   archive_error_string(w));
@@ -416,58 +526,58 @@ static int read_report(int fd, pid_t pid, struct pisb_xfer *x, char sha[65], str
 
 /* ---- push ---- */
 
-/* Tracked files of the git checkout at dir, NUL-separated in out; -1 when
- * dir is not in a checkout (or git is missing). */
-static int git_files(const char *dir, struct pisb_buf *out)
+/* A tracked path rel under hostfd into the archive.  No symlink is
+ * followed on the way (git never tracks a path through one): such a path,
+ * like one deleted in the working tree, is left out. */
+static int add_tracked(struct archive *a, int hostfd, const char *rel, bool sparse,
+		       struct pisb_xfer *x, struct pisb_err *e)
 {
-	char *argv[] = { "git", "-C", (char *)dir, "ls-files", "-z", "--cached", "--recurse-submodules", NULL };
-	posix_spawn_file_actions_t fa;
-	int p[2], status = 0, r;
-	pid_t pid;
+	const char *slash = strrchr(rel, '/');
+	_cleanup_close_ int pfd = -1;
+	struct stat st;
 
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -1;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	r = posix_spawnp(&pid, "git", &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	close(p[1]);
-	if (r != 0) {
-		close(p[0]);
-		return -1;
+	if (slash) {
+		_cleanup_free_ char *parent = xstrndup(rel, (size_t)(slash - rel));
+		struct open_how how;
+		memset(&how, 0, sizeof(how));
+		how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+		how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+		do
+			pfd = (int)syscall(SYS_openat2, hostfd, parent, &how, sizeof(how));
+		while (pfd < 0 && (errno == EINTR || errno == EAGAIN));
+		if (pfd < 0)
+			return errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV
+			       ? 0 : pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", parent);
 	}
-	pisb_read_fd(p[0], out, (size_t)1 << 30);
-	close(p[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+	if (fstatat(slash ? pfd : hostfd, slash ? slash + 1 : rel, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;   /* deleted in the working tree */
+	if (S_ISDIR(st.st_mode))
+		return 0;   /* a submodule that is not checked out */
+	return add_entry(a, slash ? pfd : hostfd, slash ? slash + 1 : rel, rel, sparse, x, e);
 }
 
-/* The host side of push: the archive of hostdir onto fd. */
-static int push_write(int hostfd, const char *hostdir, bool all, int fd, struct pisb_xfer *x,
-		      struct pisb_err *e)
+/* The host side of push: the archive of hostdir onto fd (sparse: files
+ * with holes as sparse entries, for a libarchive reader). */
+static int push_write(int hostfd, const char *hostdir, bool all, bool sparse, int fd,
+		      struct pisb_xfer *x, struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf list = PISB_BUF_INIT;
 	struct sink s;
-	struct archive *a = writer_open(&s, fd);
-	int r = 0;
+	struct archive *a;
+	int r = 0, g = 1;
 
+	if (!all && (g = pisb_git_tracked(hostdir, &list, e)) < 0)
+		return -1;
+	a = writer_open(&s, fd);
 	if (!a)
 		return pisb_err_set(e, PISB_EXIT_FAIL, "start the archive");
-	if (all || git_files(hostdir, &list) < 0) {
-		r = add_tree(a, hostfd, hostdir, x, e);
+	if (g == 1) {
+		r = add_tree(a, hostfd, hostdir, sparse, x, e);
 	} else {
 		for (size_t off = 0; off < list.len && r == 0;) {
 			const char *rel = list.s + off;
-			struct stat st;
 			off += strlen(rel) + 1;
-			if (fstatat(hostfd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0)
-				continue;   /* deleted in the working tree */
-			if (S_ISDIR(st.st_mode))
-				continue;   /* a submodule that is not checked out */
-			r = add_entry(a, hostfd, rel, rel, x, e);
+			r = add_tracked(a, hostfd, rel, sparse, x, e);
 		}
 	}
 	if (writer_close(a, &s, x, e) < 0 || r < 0)
@@ -638,7 +748,7 @@ static int push_child(struct pisb_fs *fs, const char *target, int fd, int hashfd
 		pisb_err_sys(e, PISB_EXIT_FAIL, "open the staging directory");
 		goto fail;
 	}
-	if (extract(fd, sfd, true, false, x, x->sha256, e) < 0)
+	if (extract(fd, sfd, true, false, NULL, x, x->sha256, e) < 0)
 		goto fail;
 	if (pisb_read_all(hashfd, want, 64) != 64) {
 		pisb_err_set(e, PISB_EXIT_FAIL, "the host side did not finish the transfer");
@@ -776,7 +886,7 @@ int pisb_push(struct pisb_fs *fs, const char *hostdir, const char *to, bool all,
 	close(data[0]);
 	close(hash[0]);
 	close(res[1]);
-	wr = push_write(hostfd, hostdir, all, data[1], x, &werr);
+	wr = push_write(hostfd, hostdir, all, true, data[1], x, &werr);
 	close(data[1]);
 	if (wr == 0)
 		pisb_write_all(hash[1], x->sha256, 64);
@@ -837,11 +947,11 @@ static int pull_child(struct pisb_fs *fs, const char *path, int fd, struct pisb_
 	if (!a)
 		return pisb_err_set(e, PISB_EXIT_FAIL, "start the archive");
 	if (S_ISDIR(st.st_mode)) {
-		r = add_tree(a, pfd, path, x, e);
+		r = add_tree(a, pfd, path, true, x, e);
 	} else {
 		/* the file as opened (a final symlink followed), under its own name */
 		const char *base = strrchr(path, '/');
-		r = add_entry(a, pfd, "", base && base[1] ? base + 1 : path, x, e);
+		r = add_entry(a, pfd, "", base && base[1] ? base + 1 : path, true, x, e);
 	}
 	if (writer_close(a, &s, x, e) < 0 || r < 0)
 		return -1;
@@ -884,6 +994,13 @@ static int merge(int src, int dst, const char *rel, bool dry, struct pisb_err *e
 				ret = merge(s2, d2, path, dry, e);
 			continue;
 		}
+		if (S_ISLNK(ds.st_mode)) {
+			/* replacing it would be writing where it points, for a user
+			 * who follows it later: a conflict, as for a directory */
+			ret = pisb_err_set(e, PISB_EXIT_BUSY, "'%s' is a symlink on the host; nothing was changed",
+					   path);
+			continue;
+		}
 		if (S_ISDIR(ss.st_mode) || S_ISDIR(ds.st_mode)) {
 			ret = pisb_err_set(e, PISB_EXIT_BUSY, "'%s' is a %s on the host and a %s in the sandbox; nothing was changed",
 					   path, S_ISDIR(ds.st_mode) ? "directory" : S_ISLNK(ds.st_mode) ? "symlink" : "file",
@@ -901,7 +1018,8 @@ static int merge(int src, int dst, const char *rel, bool dry, struct pisb_err *e
  * with want when want is given; skip_special as extract()), else one made
  * in sandbox fs from path by a child. */
 static int pull_into(struct pisb_fs *fs, const char *path, int afd, const char *want,
-		     bool skip_special, const char *hostdir, struct pisb_xfer *x, struct pisb_err *e)
+		     bool skip_special, const char *hostdir, const struct pisb_pull_opts *o,
+		     struct pisb_xfer *x, struct pisb_err *e)
 {
 	_cleanup_close_ int hostfd = -1, sfd = -1, cwd = -1;
 	_cleanup_free_ char *abs = NULL;
@@ -912,7 +1030,7 @@ static int pull_into(struct pisb_fs *fs, const char *path, int afd, const char *
 	struct pisb_err ig = PISB_ERR_INIT;
 
 	memset(x, 0, sizeof(*x));
-	if (pisb_archive_load(e) < 0)
+	if (pisb_pull_check(path, hostdir, o, e) < 0 || pisb_archive_load(e) < 0)
 		return -1;
 	x->where = xstrdup(hostdir);
 	if (pisb_mkdirs_at(AT_FDCWD, hostdir, 0755, e) < 0)
@@ -934,7 +1052,7 @@ static int pull_into(struct pisb_fs *fs, const char *path, int afd, const char *
 		goto out;
 	}
 	if (afd >= 0) {
-		if (extract(afd, sfd, false, skip_special, x, sha, e) < 0)
+		if (extract(afd, sfd, false, skip_special, o, x, sha, e) < 0)
 			goto out;
 		if (want && strcmp(want, sha)) {
 			pisb_err_set(e, PISB_EXIT_FAIL, "checksum mismatch: sent %s, received %s; nothing was written",
@@ -971,7 +1089,7 @@ static int pull_into(struct pisb_fs *fs, const char *path, int afd, const char *
 		close(data[1]);
 		close(res[1]);
 		data[1] = res[1] = -1;
-		r = extract(data[0], sfd, false, false, x, sha, e);
+		r = extract(data[0], sfd, false, false, o, x, sha, e);
 		close(data[0]);
 		data[0] = -1;
 		{
@@ -1016,8 +1134,23 @@ out:
 	return ret;
 }
 
-int pisb_pull(struct pisb_fs *fs, const char *path, const char *hostdir, struct pisb_xfer *x,
-	      struct pisb_err *e)
+int pisb_pull_check(const char *path, const char *hostdir, const struct pisb_pull_opts *o,
+		    struct pisb_err *e)
+{
+	if (o->include_git)
+		return 0;
+	if (path && in_git_dir(path))
+		return pisb_err_set(e, PISB_EXIT_USAGE,
+				    "'%s' is inside a .git directory: pass --include-git to pull git's own files", path);
+	if (in_git_dir(hostdir))
+		return pisb_err_set(e, PISB_EXIT_USAGE,
+				    "host directory '%s' is inside a .git directory: pass --include-git to pull into it",
+				    hostdir);
+	return 0;
+}
+
+int pisb_pull(struct pisb_fs *fs, const char *path, const char *hostdir, const struct pisb_pull_opts *o,
+	      struct pisb_xfer *x, struct pisb_err *e)
 {
 	const char *hook = getenv("PISB_TEST_PULL_ARCHIVE");
 	_cleanup_close_ int afd = -1;
@@ -1028,13 +1161,13 @@ int pisb_pull(struct pisb_fs *fs, const char *path, const char *hostdir, struct 
 		if (afd < 0)
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "PISB_TEST_PULL_ARCHIVE '%s'", hook);
 	}
-	return pull_into(fs, path, afd, NULL, false, hostdir, x, e);
+	return pull_into(fs, path, afd, NULL, false, hostdir, o, x, e);
 }
 
-int pisb_pull_archive(int fd, const char *want, const char *hostdir, struct pisb_xfer *x,
-		      struct pisb_err *e)
+int pisb_pull_archive(int fd, const char *want, const char *hostdir, const struct pisb_pull_opts *o,
+		      struct pisb_xfer *x, struct pisb_err *e)
 {
-	return pull_into(NULL, NULL, fd, want, true, hostdir, x, e);
+	return pull_into(NULL, NULL, fd, want, true, hostdir, o, x, e);
 }
 
 int pisb_push_archive(const char *hostdir, bool all, int fd, struct pisb_xfer *x,
@@ -1049,5 +1182,5 @@ int pisb_push_archive(const char *hostdir, bool all, int fd, struct pisb_xfer *x
 	if (hostfd < 0)
 		return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
 				    "open host directory '%s'", hostdir);
-	return push_write(hostfd, hostdir, all, fd, x, e);
+	return push_write(hostfd, hostdir, all, false, fd, x, e);
 }

@@ -22,7 +22,8 @@
  * never writes through a symlink.  On the host (pull) a symlink that points
  * outside the tree (absolute, or climbing above its root) is refused too;
  * inside a sandbox (push) symlinks may point anywhere, since anywhere is
- * still the sandbox.  Set-user/group-id bits are dropped.  Owners are not restored (files belong to the receiving user:
+ * still the sandbox.  Sparse files keep their holes both ways (local
+ * sandboxes).  Set-user/group-id bits are dropped.  Owners are not restored (files belong to the receiving user:
  * root inside the sandbox, the caller on the host).
  */
 #ifndef PISB_ARCHIVE_H
@@ -33,6 +34,13 @@
 struct pisb_err;
 struct pisb_fs;
 
+/* What one pull may do on the host. */
+#define PISB_PULL_MAX_BYTES (10LL << 30)   /* default cap of file data written */
+struct pisb_pull_opts {
+	bool include_git;         /* entries under a .git directory (else left out) */
+	long long max_bytes;      /* file data written at most (holes are free); 0: the default */
+};
+
 struct pisb_xfer {
 	long long files;          /* entries that are not directories */
 	long long bytes;          /* bytes of file content */
@@ -40,12 +48,17 @@ struct pisb_xfer {
 	char sha256[65];          /* of the archive bytes */
 	char *where;              /* owned: push: target inside; pull: HOSTDIR */
 	bool kept_config;         /* push: <workspace>/.sandbox.yaml carried over */
+	long long left_out_git;   /* pull: entries under .git left out */
 };
 void pisb_xfer_release(struct pisb_xfer *x);
 
 /* Files sent by push: git's tracked files (as they are in the working
  * tree; deleted ones skipped) when hostdir is in a git checkout and all is
- * false, else every file under hostdir. */
+ * false, else every file under hostdir.  The tracked files come from the
+ * index file read by pisb (gitindex.h): no git runs, so nothing of the
+ * checkout's config, hooks or attributes executes; a tracked path is
+ * opened without following any symlink on the way (one through a symlink
+ * is left out, as git would never track it). */
 int pisb_push(struct pisb_fs *fs, const char *hostdir, const char *to, bool all,
 	      struct pisb_xfer *x, struct pisb_err *e);
 /* The directory push replaces, for an absolute path: ".." components
@@ -59,8 +72,18 @@ char *pisb_push_target(const char *abs);
  * extracted instead of one made in the sandbox (no sandbox is entered and
  * no digest compared), so the refusal rules can be tried on crafted
  * archives. */
+/* Without o->include_git, archive entries under a directory named .git
+ * are left out (counted in x->left_out_git), and a PATH or HOSTDIR with a
+ * .git component is refused (exit 2): a tree out of a sandbox must not
+ * bring git config or hooks that git on the host would run.  Holes of
+ * sparse files stay holes; more than o->max_bytes of file data fails the
+ * pull (exit 1) with nothing moved into HOSTDIR.  A host symlink where an
+ * entry lands is a conflict (exit 4, nothing changed). */
 int pisb_pull(struct pisb_fs *fs, const char *path, const char *hostdir,
-	      struct pisb_xfer *x, struct pisb_err *e);
+	      const struct pisb_pull_opts *o, struct pisb_xfer *x, struct pisb_err *e);
+/* The .git rule above for a PATH inside (NULL: not checked) and HOSTDIR. */
+int pisb_pull_check(const char *path, const char *hostdir, const struct pisb_pull_opts *o,
+		    struct pisb_err *e);
 
 /* The two halves a remote driver needs (opensandbox: the archive travels
  * over HTTP, made or unpacked by tar inside the sandbox).
@@ -73,6 +96,6 @@ int pisb_pull(struct pisb_fs *fs, const char *path, const char *hostdir,
 int pisb_push_archive(const char *hostdir, bool all, int fd, struct pisb_xfer *x,
 		      struct pisb_err *e);
 int pisb_pull_archive(int fd, const char *want, const char *hostdir,
-		      struct pisb_xfer *x, struct pisb_err *e);
+		      const struct pisb_pull_opts *o, struct pisb_xfer *x, struct pisb_err *e);
 
 #endif

@@ -31,7 +31,8 @@
 	X(archive_entry_perm) X(archive_entry_set_perm) X(archive_entry_size) \
 	X(archive_entry_set_size) X(archive_entry_set_mtime) X(archive_entry_uid) \
 	X(archive_entry_gid) X(archive_entry_set_uid) X(archive_entry_set_gid) \
-	X(archive_entry_set_uname) X(archive_entry_set_gname)
+	X(archive_entry_set_uname) X(archive_entry_set_gname) \
+	X(archive_entry_sparse_add_entry) X(archive_entry_sparse_count)
 
 
 struct pisb_archive_api {
@@ -49,6 +50,8 @@ int pisb_archive_load(struct pisb_err *e);
 const struct pisb_archive_api *pisb_archive(void);
 
 #ifndef PISB_ARCHIVE_LAZY_IMPL
+#define archive_entry_sparse_add_entry(...) (pisb_archive()->archive_entry_sparse_add_entry(__VA_ARGS__))
+#define archive_entry_sparse_count(...) (pisb_archive()->archive_entry_sparse_count(__VA_ARGS__))
 #define archive_error_string(...) (pisb_archive()->archive_error_string(__VA_ARGS__))
 #define archive_set_error(...) (pisb_archive()->archive_set_error(__VA_ARGS__))
 #define archive_read_new(...) (pisb_archive()->archive_read_new(__VA_ARGS__))

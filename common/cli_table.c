@@ -126,6 +126,11 @@ static const struct pisb_opt push_opts[] = {
 	FLAG("all", 0, "every file, not only those git tracks"),
 	END,
 };
+static const struct pisb_opt pull_opts[] = {
+	FLAG("include-git", 0, "also pull .git directories (left out by default: git on the host would run their config and hooks)"),
+	INT("max-bytes", 0, "N", "fail when the pull would write more than N bytes of file data (default 10737418240, 10 GiB)"),
+	END,
+};
 static const struct pisb_opt svc_opts[] = {
 	INT("port", 0, "N", "guest port for an ad-hoc service"),
 	FLAG("preview", 0, "give the ad-hoc service a preview URL"),
@@ -203,8 +208,8 @@ const struct pisb_verb pisb_verbs[] = {
 	  "last lines of the controller's or a service's log", logs_opts),
 	V("push", "pisb-fs", "NAME HOSTDIR [--to DIR] [--all]", "name", "hostDir", NULL, 2, 2, false,
 	  "copy a host tree into the sandbox, verified", push_opts),
-	V("pull", "pisb-fs", "NAME PATH HOSTDIR", "name", "path", "hostDir", 3, 3, false,
-	  "copy a sandbox tree out to a host directory", none_opts),
+	V("pull", "pisb-fs", "NAME PATH HOSTDIR [--include-git] [--max-bytes N]", "name", "path", "hostDir", 3, 3, false,
+	  "copy a sandbox tree out to a host directory", pull_opts),
 	V("svc", "pisb-svc", "NAME ensure|status|restart|stop|start|preview|remove [SERVICE|PORT] [-- CMD...]", "name", "op", "service", 2, 3, true,
 	  "manage services and previews", svc_opts),
 	{ "supervise", "pisb-svc", "NAME", { "name", NULL }, 1, 1, false, true,

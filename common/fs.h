@@ -50,6 +50,16 @@ void pisb_fs_release(struct pisb_fs *fs);
 /* Enter the sandbox as root inside; the calling process must be
  * single-threaded and never comes back to the host's view. */
 int pisb_fs_enter(struct pisb_fs *fs, struct pisb_err *e);
+/* Read the regular file abs inside the sandbox whose init is pid (with
+ * start time start) with the rights of the sandbox's root, never the
+ * caller's: a child enters the sandbox's user and mount namespaces (as
+ * pisb_fs_enter) and opens abs with pisb_fs_resolve, so symlinks resolve
+ * inside and a file root inside may not read stays unread.  For host-side
+ * code (the controller) that must read what the sandbox wrote.  At most
+ * max bytes into b.  0, or -1 with errno: ENOENT missing, EACCES, EISDIR
+ * (not a regular file), EFBIG (larger than max), ESRCH (not running). */
+int pisb_fs_read_guest(pid_t pid, unsigned long long start, const char *abs, size_t max,
+		       struct pisb_buf *b);
 /* The absolute path inside for PATH (relative: under the workspace), with
  * duplicate and trailing slashes and "." components removed.  Caller frees. */
 char *pisb_fs_abspath(const struct pisb_fs *fs, const char *path);

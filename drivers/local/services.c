@@ -19,6 +19,7 @@
 #include "services.h"
 #include "config.h"
 #include "err.h"
+#include "fs.h"
 #include "gate.h"
 #include "instance.h"
 #include "json.h"
@@ -426,42 +427,49 @@ static int open_in_root(int rootfd, const char *rel)
 	return (int)syscall(SYS_openat2, rootfd, rel, &how, sizeof(how));
 }
 
-/* Read <workspace>/.sandbox.yaml as the sandbox sees it: through its root
- * (/proc/INIT/root), symlinks resolved inside it; else from the disk's
- * upper layer, also resolved inside.  *out NULL + 0 when it is missing. */
+/* Read <workspace>/.sandbox.yaml as the sandbox sees it and with its
+ * root's rights only (we are host root, or the user: a guest symlink to
+ * /etc/shadow must find what root inside finds, which is nothing it may
+ * read): from inside its namespaces (pisb_fs_read_guest); when it is not
+ * running, from the disk's upper layer, which holds only what the sandbox
+ * wrote, symlinks resolved inside it.  *out NULL + 0 when it is missing. */
 static int load_guest(struct pisb_services *s, struct pisb_config **out,
 		      struct pisb_err *e)
 {
 	_cleanup_free_ char *rel = xasprintf("%s/.sandbox.yaml", s->cfg->workspace + 1);
 	_cleanup_free_ char *shown = xasprintf("%s/.sandbox.yaml", s->cfg->workspace);
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
-	_cleanup_close_ int fd = -1;
-	char root[64];
-	struct stat sb;
+	int r = -1;
 
 	*out = NULL;
-	snprintf(root, sizeof(root), "/proc/%d/root", (int)s->rt->init.pid);
-	{
-		_cleanup_close_ int r = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (r >= 0 && pisb_proc_start(s->rt->init.pid) == s->rt->init.start)
-			fd = open_in_root(r, rel);
+	if (pisb_proc_start(s->rt->init.pid) == s->rt->init.start)
+		r = pisb_fs_read_guest(s->rt->init.pid, s->rt->init.start, shown, PISB_CONFIG_MAX, &b);
+	else
+		errno = ESRCH;
+	if (r < 0 && errno == ESRCH) {
+		_cleanup_close_ int up = openat(s->idir, "disk/upper", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		_cleanup_close_ int fd = up < 0 ? -1 : open_in_root(up, rel);
+		struct stat sb;
+		if (fd < 0)
+			r = -1;
+		else if (fstat(fd, &sb) < 0)
+			r = -1;
+		else if (!S_ISREG(sb.st_mode))
+			r = -1, errno = EISDIR;
+		else if (sb.st_size > PISB_CONFIG_MAX)
+			r = -1, errno = EFBIG;
+		else
+			r = pisb_read_fd(fd, &b, PISB_CONFIG_MAX) < 0 ? (errno = EFBIG, -1) : 0;
 	}
-	if (fd < 0 && errno != ENOENT) {
-		_cleanup_close_ int r = openat(s->idir, "disk/upper", O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (r >= 0)
-			fd = open_in_root(r, rel);
-	}
-	if (fd < 0) {
+	if (r < 0) {
 		if (errno == ENOENT)
 			return 0;
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "read '%s'", shown);
+		if (errno == EISDIR)
+			return pisb_err_set(e, PISB_EXIT_USAGE, "'%s' is not a regular file", shown);
+		if (errno == EFBIG)
+			return pisb_err_set(e, PISB_EXIT_USAGE, "'%s' is larger than 1 MiB", shown);
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "read '%s' inside the sandbox", shown);
 	}
-	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode))
-		return pisb_err_set(e, PISB_EXIT_USAGE, "'%s' is not a regular file", shown);
-	if (sb.st_size > PISB_CONFIG_MAX)
-		return pisb_err_set(e, PISB_EXIT_USAGE, "'%s' is larger than 1 MiB", shown);
-	if (pisb_read_fd(fd, &b, PISB_CONFIG_MAX) < 0)
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "read '%s'", shown);
 	return pisb_config_load_buf(b.s ? b.s : "", b.len, shown, s->cfg->workspace, out, e);
 }
 

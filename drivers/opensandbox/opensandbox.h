@@ -48,6 +48,7 @@ struct pisb_jw;
 struct pisb_buf;
 struct pisb_exec_req;
 struct pisb_xfer;
+struct pisb_pull_opts;
 
 /* Options of the lifecycle verbs (create, connect, start, stop, destroy,
  * release).  Zero-initialise, then set events_fd = -1 unless given. */
@@ -226,7 +227,8 @@ int pisb_os_grep(struct pisb_state *st, const char *name, const struct pisb_fs_g
 int pisb_os_push(struct pisb_state *st, const char *name, const char *hostdir,
 		 const char *to, bool all, struct pisb_xfer *x, struct pisb_err *e);
 int pisb_os_pull(struct pisb_state *st, const char *name, const char *path,
-		 const char *hostdir, struct pisb_xfer *x, struct pisb_err *e);
+		 const char *hostdir, const struct pisb_pull_opts *o, struct pisb_xfer *x,
+		 struct pisb_err *e);
 
 /* ---- gc (pisb-gc): see os_gc.c ----
  *

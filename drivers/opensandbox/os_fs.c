@@ -1694,8 +1694,8 @@ int pisb_os_push(struct pisb_state *st, const char *name, const char *hostdir, c
 	return ret;
 }
 
-static int pull_in(struct os_inst *t, const char *path, const char *hostdir, struct pisb_xfer *x,
-		   struct pisb_err *e)
+static int pull_in(struct os_inst *t, const char *path, const char *hostdir,
+		   const struct pisb_pull_opts *o, struct pisb_xfer *x, struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf script = PISB_BUF_INIT;
 	_cleanup_free_ char *arch = NULL;
@@ -1734,11 +1734,11 @@ static int pull_in(struct os_inst *t, const char *path, const char *hostdir, str
 		return pisb_err_prefix(e, "pull");
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "rewind the archive");
-	return pisb_pull_archive(fd, ok, hostdir, x, e);
+	return pisb_pull_archive(fd, ok, hostdir, o, x, e);
 }
 
 int pisb_os_pull(struct pisb_state *st, const char *name, const char *path, const char *hostdir,
-		 struct pisb_xfer *x, struct pisb_err *e)
+		 const struct pisb_pull_opts *o, struct pisb_xfer *x, struct pisb_err *e)
 {
 	struct os_inst t;
 	_cleanup_free_ char *a = NULL;
@@ -1748,7 +1748,7 @@ int pisb_os_pull(struct pisb_state *st, const char *name, const char *path, cons
 	if (open_ready(st, name, &t, e) < 0)
 		return -1;
 	a = abspath(&t, path);
-	ret = pull_in(&t, a, hostdir, x, e);
+	ret = pisb_pull_check(a, hostdir, o, e) < 0 ? -1 : pull_in(&t, a, hostdir, o, x, e);
 	os_inst_release(&t);
 	return ret;
 }
