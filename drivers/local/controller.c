@@ -11,6 +11,7 @@
 #include "cgroup.h"
 #include "config.h"
 #include "err.h"
+#include "fs.h"
 #include "instance.h"
 #include "json.h"
 #include "lock.h"
@@ -114,11 +115,16 @@ static int run_script(struct ctl *c, const char *script, int timeout_ms,
 }
 
 /* Is <workspace>/.agents/NAME on the disk?  (The workspace lives in the
- * overlay's upper layer, so a host-side look is enough to skip a shell.) */
+ * overlay's upper layer, so a host-side look is enough to skip a shell.)
+ * The path is the sandbox's: resolved inside the upper layer, so a guest
+ * symlink on the way never makes us look at a host path. */
 static bool agents_hook(struct ctl *c, const char *name)
 {
-	_cleanup_free_ char *p = xasprintf("disk/upper%s/.agents/%s", c->cfg->workspace, name);
-	return faccessat(c->idir, p, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	_cleanup_free_ char *p = xasprintf("%s/.agents/%s", c->cfg->workspace, name);
+	_cleanup_close_ int up = openat(c->idir, "disk/upper", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int fd = up < 0 ? -1 : pisb_fs_resolve(up, p, O_PATH | O_NOFOLLOW, 0);
+
+	return fd >= 0;
 }
 
 /* setup lines, then <workspace>/.agents/setup if executable; one deadline */

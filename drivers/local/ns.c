@@ -5,6 +5,7 @@
 #include "state.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -113,11 +114,89 @@ static const char *const masked_dirs[] = {
 	"/etc/pisb", NULL,
 };
 
-/* The host's system directories, read-only, into the new root (cwd). */
+/* What host path p is to the view: 1 a masked file, 2 a masked directory,
+ * 3 a directory holding a masked path, 0 none of these. */
+static int mask_kind(const char *p)
+{
+	size_t n = strlen(p);
+
+	for (int i = 0; masked_files[i]; i++)
+		if (!strcmp(p, masked_files[i]))
+			return 1;
+	for (int i = 0; masked_dirs[i]; i++)
+		if (!strcmp(p, masked_dirs[i]))
+			return 2;
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; (k ? masked_dirs : masked_files)[i]; i++) {
+			const char *m = (k ? masked_dirs : masked_files)[i];
+			if (!strncmp(m, p, n) && m[n] == '/')
+				return 3;
+		}
+	return 0;
+}
+
+/* The host directory src at dst (relative to the cwd, dst exists on a
+ * file system of the sandbox's own): each entry a read-only bind of the
+ * host's, a symlink copied, masked files as empty files and masked
+ * directories as empty directories, a directory that holds a masked path
+ * rebuilt the same way.  The masks are not mounts over host files (root
+ * inside could unmount those, its user namespace owns them): what they
+ * hide is simply not in the view, so no unmount, move or remount inside
+ * can show it. */
+static void view_dir(const char *src, const char *dst, int sock)
+{
+	DIR *d = opendir(src);
+	struct dirent *de;
+
+	if (!d)
+		child_fail(sock, src);
+	while ((de = readdir(d))) {
+		char sp[4096], dp[4096], link[4096];
+		struct stat sb;
+		ssize_t n;
+		int kind;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(sp, sizeof(sp), "%s/%s", src, de->d_name);
+		snprintf(dp, sizeof(dp), "%s/%s", dst, de->d_name);
+		if (lstat(sp, &sb) < 0)
+			continue;
+		kind = mask_kind(sp);
+		if (kind == 1 || (kind == 0 && S_ISREG(sb.st_mode))) {
+			int fd = open(dp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kind ? 0640 : 0644);
+			if (fd < 0)
+				child_fail(sock, sp);
+			close(fd);
+			if (!kind && bind_ro(sp, dp) < 0)
+				child_fail(sock, sp);
+		} else if (S_ISDIR(sb.st_mode)) {
+			if (mkdir(dp, sb.st_mode & 07777) < 0)
+				child_fail(sock, sp);
+			if (kind == 3)
+				view_dir(sp, dp, sock);
+			else if (kind == 0 && bind_ro(sp, dp) < 0)
+				child_fail(sock, sp);
+		} else if (S_ISLNK(sb.st_mode) && !kind) {
+			n = readlink(sp, link, sizeof(link) - 1);
+			if (n < 0)
+				continue;
+			link[n] = '\0';
+			if (symlink(link, dp) < 0)
+				child_fail(sock, sp);
+		}
+		/* sockets, fifos and devices of the host's /etc stay out */
+	}
+	closedir(d);
+}
+
+/* The host's system directories, read-only, into the new root (cwd).
+ * /etc, where the masked paths are, is a read-only tmpfs of its own
+ * holding the view of view_dir. */
 static void host_binds(int sock)
 {
 	static const char *const sys[] = {
-		"/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", NULL,
+		"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", NULL,
 	};
 	struct stat sb;
 
@@ -127,19 +206,12 @@ static void host_binds(int sock)
 		if (mkdir_p(sys[i] + 1, 0755) < 0 || bind_ro(sys[i], sys[i] + 1) < 0)
 			child_fail(sock, sys[i]);
 	}
-	for (int i = 0; masked_files[i]; i++) {
-		if (lstat(masked_files[i], &sb) < 0 || !S_ISREG(sb.st_mode))
-			continue;
-		if (mount("/dev/null", masked_files[i] + 1, NULL, MS_BIND, NULL) < 0)
-			child_fail(sock, masked_files[i]);
-	}
-	for (int i = 0; masked_dirs[i]; i++) {
-		if (lstat(masked_dirs[i], &sb) < 0 || !S_ISDIR(sb.st_mode))
-			continue;
-		if (mount("tmpfs", masked_dirs[i] + 1, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY,
-			  "size=4k,mode=0755") < 0)
-			child_fail(sock, masked_dirs[i]);
-	}
+	if (mkdir_p("etc", 0755) < 0 ||
+	    mount("tmpfs", "etc", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
+		child_fail(sock, "mount /etc");
+	view_dir("/etc", "etc", sock);
+	if (mount(NULL, "etc", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+		child_fail(sock, "make /etc read-only");
 }
 
 /* /dev of its own, relative to the new root (cwd). */
