@@ -418,7 +418,7 @@ static int extract(int fd, int destfd, bool any_symlink, bool skip_special,
 		if (cap >= 0 && type == AE_IFREG && !hl && archive_entry_sparse_count(en) == 0 &&
 		    archive_entry_size(en) > cap - data) {
 			ret = pisb_err_set(e, PISB_EXIT_FAIL,
-					   "pull would write more than %lld bytes of file data ('%s' alone has %lld); nothing was written (raise the limit with --max-bytes)",
+					   "pull would write more than %lld bytes of file data (at '%s', %lld bytes); nothing was written (raise the limit with --max-bytes)",
 					   cap, name, (long long)archive_entry_size(en));
 			goto out;
 		}

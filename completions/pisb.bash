@@ -55,8 +55,8 @@ _pisb_verb() {
       vals=" --lines:none -n:none" pos="name none" ;;
     push) opts="--to --all"
       vals=" --to:none" pos="name dir" ;;
-    pull) opts=""
-      vals="" pos="name none dir" ;;
+    pull) opts="--include-git --max-bytes"
+      vals=" --max-bytes:none" pos="name none dir" ;;
     svc) opts="--port --preview --title --description --timeout-ms"
       vals=" --port:none --title:none --description:none --timeout-ms:none" pos="name ensure|status|restart|stop|start|preview|remove none" dd=1 ;;
     docker) opts=""

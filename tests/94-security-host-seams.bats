@@ -1,0 +1,298 @@
+#!/usr/bin/env bats
+# Seams where host-side pisb touches what a sandbox wrote (issue 18, items
+# 1, 2, 6 (pull), 10).  Each test is the attack, made from inside the
+# sandbox, and asserts the host untouched: marker files absent, secrets
+# absent from every output, the host disk bounded.
+#   - pull, then push, of a repository whose .git/config, hooks and
+#     attributes would run commands: nothing runs on the host
+#   - the masks over /etc/shadow, /etc/ssh, ... cannot be removed inside
+#   - the controller reads the guest's .sandbox.yaml with the sandbox
+#     root's rights only
+#   - pull never replaces a host symlink (exit 4, nothing changed)
+#   - pull keeps holes and caps what it writes
+load helpers
+
+setup_file() {
+	unshare -Ur true 2>/dev/null || skip "machine lacks: unprivileged user namespaces"
+	FS_TMP=$(mktemp -d /tmp/pisb-fs94.XXXXXX)
+	chmod 755 "$FS_TMP"
+	export FS_TMP PI_SANDBOX_HOME="$FS_TMP/state"
+	pisb create seam >/dev/null
+}
+
+teardown_file() {
+	pisb destroy seam --confirm seam >/dev/null 2>&1 || true
+	rm -rf "$FS_TMP"
+	rm -f /usr/local/.pisb-test94-secret /etc/ssh/pisb-test94.pub
+}
+
+setup() {
+	pisb_test_setup
+	export PI_SANDBOX_HOME="$FS_TMP/state"
+}
+
+# Inside sandbox $1 (pisb command prefix in $PISB): a repository at
+# /workspace/evil whose config, hooks and attributes each touch a host
+# marker under $2 when git runs there; the file a.txt tracked.
+plant_repo() {
+	local m=$2
+	$PISB exec "$1" --sh "
+		set -e
+		rm -rf /workspace/evil && mkdir -p /workspace/evil/sub && cd /workspace/evil
+		git init -q . && echo tracked >a.txt && echo deep >sub/b.txt && echo 'a.txt filter=x' >.gitattributes
+		git add -A && git -c user.email=t@example.com -c user.name=t commit -qm one
+		# armed after the commit: from here on, git in this tree runs them
+		git config core.fsmonitor 'touch $m/fsmonitor; echo'
+		git config core.hooksPath .git/hooks
+		git config filter.x.clean 'touch $m/filter; cat'
+		git config filter.x.smudge 'touch $m/smudge; cat'
+		git config core.pager 'touch $m/pager; cat'
+		git config core.sshCommand 'touch $m/ssh'
+		git config include.path ../included
+		printf '[core]\n\tfsmonitor = touch $m/include; echo\n' >included
+		for h in post-checkout pre-commit post-index-change reference-transaction pre-push; do
+			printf '#!/bin/sh\ntouch $m/hook-%s\n' \$h >.git/hooks/\$h && chmod +x .git/hooks/\$h
+		done
+		git -c core.fsmonitor=false -c core.hooksPath=/dev/null update-index --index-version 4
+	"
+}
+
+no_markers() {
+	run ls -A "$1"
+	[ "$status" = 0 ]
+	[ "$output" = "" ]
+}
+
+@test "pull, then push, of a repository armed by the sandbox runs nothing on the host" {
+	require_cmd git
+	local m="$BATS_TEST_TMPDIR/markers" h="$BATS_TEST_TMPDIR/host"
+	mkdir -p "$m"
+	PISB=pisb plant_repo seam "$m"
+	# the attack: the user pulls the tree with its .git (asked for), then pushes it back
+	run -0 pisb pull seam /workspace/evil "$h/evil" --include-git
+	grep -q fsmonitor "$h/evil/.git/config"
+	[ -x "$h/evil/.git/hooks/post-checkout" ]
+	run -0 pisb push seam "$h/evil" --to /workspace/back --json
+	# the index was read: the tracked files went, the untracked one did not
+	jq -e '.files == 3' <<<"$output"
+	run -0 pisb exec seam --sh 'cd /workspace/back && ls -A | sort | tr "\n" " "'
+	[ "$output" = ".gitattributes a.txt sub " ]
+	run -0 pisb push seam "$h/evil/sub" --to /workspace/back2 --json
+	jq -e '.files == 1' <<<"$output"
+	no_markers "$m"
+	# control: the vectors are live, git itself on that tree runs them
+	git -C "$h/evil" status >/dev/null 2>&1 || true
+	[ -e "$m/fsmonitor" ] || [ -e "$m/include" ]
+}
+
+@test "pull leaves .git out unless --include-git, and refuses a .git PATH or HOSTDIR" {
+	require_cmd git
+	local m="$BATS_TEST_TMPDIR/markers" h="$BATS_TEST_TMPDIR/host"
+	mkdir -p "$m"
+	PISB=pisb plant_repo seam "$m"
+	run -0 pisb pull seam /workspace/evil "$h/plain"
+	[[ $output == *"left out"*".git"*"--include-git"* ]]
+	[ ! -e "$h/plain/.git" ]
+	[ -f "$h/plain/a.txt" ]
+	[ -f "$h/plain/included" ]
+	run -2 pisb pull seam /workspace/evil/.git "$h/g"
+	[[ $output == *"--include-git"* ]]
+	[ ! -e "$h/g" ]
+	run -2 pisb pull seam /workspace/evil/sub "$h/x/.git/hooks"
+	[ ! -e "$h/x" ]
+	# a tree with .GIT (a case-insensitive file system's .git) is left out too
+	pisb exec seam --sh 'mkdir -p /workspace/ci/.GIT && echo x >/workspace/ci/.GIT/config && echo y >/workspace/ci/f'
+	run -0 pisb pull seam /workspace/ci "$h/ci"
+	[ ! -e "$h/ci/.GIT" ]
+	[ -f "$h/ci/f" ]
+	no_markers "$m"
+}
+
+@test "push follows no symlink on the way to a tracked path" {
+	require_cmd git
+	local r="$BATS_TEST_TMPDIR/repo" secret="$BATS_TEST_TMPDIR/secretdir"
+	mkdir -p "$r/d" "$secret"
+	echo "HOST-SECRET-$RANDOM" >"$secret/f"
+	git -C "$r" init -q
+	echo ok >"$r/d/f"
+	echo top >"$r/top"
+	git -C "$r" add -A
+	# d becomes a symlink to a host directory: the index still lists d/f
+	rm -rf "$r/d"
+	ln -s "$secret" "$r/d"
+	run -0 pisb push seam "$r" --to /workspace/sl --json
+	jq -e '.files == 1' <<<"$output"
+	run pisb read seam /workspace/sl/d/f
+	[ "$status" -ne 0 ]
+	[[ $output != *HOST-SECRET* ]]
+}
+
+@test "a damaged or hostile git index is an error, never git" {
+	local r="$BATS_TEST_TMPDIR/bad"
+	mkdir -p "$r/.git"
+	printf 'DIRC\0\0\0\7\0\0\0\1garbage' >"$r/.git/index"
+	echo x >"$r/f"
+	run -1 pisb push seam "$r" --to /workspace/bad
+	[[ $output == *"git index"* ]]
+	[[ $output == *"--all"* || $output == *damaged* || $output == *version* ]]
+	run -0 pisb push seam "$r" --to /workspace/bad --all --json
+	jq -e '.files == 2' <<<"$output"
+}
+
+# masks: root inside tries every way to uncover the host's files
+uncover='for p in /etc/shadow /etc/gshadow /etc/ssh /etc/ssl/private /etc/docker /etc; do
+	umount "$p"; umount -l "$p"; mount -o remount,rw "$p"; done 2>/dev/null
+	mkdir -p /tmp/mv && mount --move /etc/ssh /tmp/mv 2>/dev/null
+	mount --bind / /tmp/mv 2>/dev/null
+	cat /etc/shadow /etc/gshadow /etc/ssh/* /etc/ssl/private/* /tmp/mv/etc/shadow /tmp/mv/etc/ssh/* 2>/dev/null
+	echo done'
+
+@test "the masks over /etc/shadow, /etc/ssh, ... cannot be removed from inside" {
+	require_root
+	local pub="HOST-SSH-PUB-$RANDOM-$RANDOM"
+	mkdir -p /etc/ssh
+	echo "$pub" >/etc/ssh/pisb-test94.pub
+	chmod 644 /etc/ssh/pisb-test94.pub
+	# a fresh sandbox, to see the file planted now
+	run -0 pisb create maskt
+	run -0 pisb exec maskt --sh "$uncover"
+	rm -f /etc/ssh/pisb-test94.pub
+	pisb destroy maskt --confirm maskt >/dev/null
+	[[ $output == *done* ]]
+	[[ $output != *"$pub"* ]]
+	if [ -s /etc/shadow ]; then
+		[[ $output != *"$(head -1 /etc/shadow)"* ]]
+	fi
+}
+
+@test "the masks hold for an unprivileged user too" {
+	st=$(mktemp -d /tmp/pisb-user94.XXXXXX); chown pisbtest "$st" 2>/dev/null || skip "machine lacks: the test user pisbtest"
+	local pub="HOST-SSH-PUB-$RANDOM-$RANDOM"
+	mkdir -p /etc/ssh
+	echo "$pub" >/etc/ssh/pisb-test94.pub
+	chmod 644 /etc/ssh/pisb-test94.pub
+	run -0 as_user pisb --state-dir "$st/s" create u
+	run -0 as_user pisb --state-dir "$st/s" exec u --sh "$uncover"
+	rm -f /etc/ssh/pisb-test94.pub
+	as_user pisb --state-dir "$st/s" destroy u --confirm u >/dev/null
+	rm -rf "$st"
+	[[ $output == *done* ]]
+	[[ $output != *"$pub"* ]]
+}
+
+@test "the controller reads the guest's .sandbox.yaml with the sandbox's rights only" {
+	require_root
+	local text="HOST-ROOT-ONLY-$RANDOM-$RANDOM"
+	# a host file root inside can see (host /usr is bound in) but not read
+	printf '%s: [\n' "$text" >/usr/local/.pisb-test94-secret
+	chmod 600 /usr/local/.pisb-test94-secret
+	run -1 pisb exec seam -- cat /usr/local/.pisb-test94-secret
+	[[ $output != *"$text"* ]]
+	pisb exec seam -- ln -sf /usr/local/.pisb-test94-secret /workspace/.sandbox.yaml
+	run pisb svc seam ensure
+	[ "$status" -ne 0 ]
+	[[ $output == *"Permission denied"* ]]
+	[[ $output != *"$text"* ]]
+	local t
+	for t in ../../../../usr/local/.pisb-test94-secret /proc/self/root/usr/local/.pisb-test94-secret \
+		/proc/1/root/usr/local/.pisb-test94-secret /etc/shadow /etc/gshadow; do
+		pisb exec seam -- ln -sf "$t" /workspace/.sandbox.yaml
+		run pisb svc seam ensure
+		[[ $output != *"$text"* ]]
+		if [ -s /etc/shadow ]; then
+			[[ $output != *"$(head -1 /etc/shadow)"* ]]
+		fi
+	done
+	# the logs keep no copy either
+	run pisb logs seam
+	[[ $output != *"$text"* ]]
+	rm -f /usr/local/.pisb-test94-secret
+	pisb exec seam -- rm -f /workspace/.sandbox.yaml
+}
+
+@test "pull over a host symlink is a conflict: exit 4, the link and its target untouched" {
+	local h="$BATS_TEST_TMPDIR/h" target="$BATS_TEST_TMPDIR/target"
+	mkdir -p "$h"
+	echo original >"$target"
+	ln -s "$target" "$h/link"
+	pisb exec seam --sh 'mkdir -p /workspace/sl2 && echo evil >/workspace/sl2/link && echo new >/workspace/sl2/other'
+	run -4 pisb pull seam /workspace/sl2 "$h"
+	[[ $output == *"'link' is a symlink on the host"* ]]
+	[ -L "$h/link" ]
+	[ "$(readlink "$h/link")" = "$target" ]
+	[ "$(cat "$target")" = original ]
+	# nothing changed: the other file did not land either
+	[ ! -e "$h/other" ]
+	run ls -A "$h"
+	[ "$output" = link ]
+}
+
+@test "pull keeps holes: a 1 TiB sparse file costs the host almost nothing" {
+	pisb exec seam --sh 'rm -rf /workspace/sp && mkdir /workspace/sp && cd /workspace/sp &&
+		truncate -s 1T huge && printf head | dd of=huge conv=notrunc 2>/dev/null &&
+		printf tail | dd of=huge bs=1 seek=$((2 * 1024 * 1024 * 1024)) conv=notrunc 2>/dev/null &&
+		truncate -s 2G hole-only'
+	local h="$BATS_TEST_TMPDIR/sp"
+	run -0 pisb pull seam /workspace/sp "$h" --json
+	jq -e '.files == 2' <<<"$output"
+	[ "$(stat -c %s "$h/huge")" = $((1024 * 1024 * 1024 * 1024)) ]
+	[ "$(stat -c %s "$h/hole-only")" = $((2 * 1024 * 1024 * 1024)) ]
+	# allocated: a few blocks, not gigabytes
+	[ "$(du -k "$h/huge" | cut -f1)" -lt 1024 ]
+	[ "$(du -k "$h/hole-only" | cut -f1)" -lt 1024 ]
+	[ "$(head -c 4 "$h/huge")" = head ]
+	[ "$(dd if="$h/huge" bs=1 skip=$((2 * 1024 * 1024 * 1024)) count=4 2>/dev/null)" = tail ]
+	rm -rf "$h"
+	pisb exec seam -- rm -rf /workspace/sp
+}
+
+@test "push keeps holes too: a host sparse file does not fill the sandbox's disk" {
+	local d="$BATS_TEST_TMPDIR/sparse"
+	mkdir -p "$d"
+	truncate -s 100G "$d/big"
+	echo x >>"$d/big"
+	run -0 pisb push seam "$d" --to /workspace/sp2 --json
+	run -0 pisb exec seam --sh 'stat -c %s /workspace/sp2/big; du -k /workspace/sp2/big | cut -f1'
+	[ "${lines[0]}" = $((100 * 1024 * 1024 * 1024 + 2)) ]
+	[ "${lines[1]}" -lt 1024 ]
+	pisb exec seam -- rm -rf /workspace/sp2
+}
+
+@test "pull is capped: over --max-bytes it fails and writes nothing" {
+	pisb exec seam --sh 'rm -rf /workspace/cap && mkdir /workspace/cap && cd /workspace/cap &&
+		head -c 600000 /dev/urandom >a && head -c 600000 /dev/urandom >b && truncate -s 5G c'
+	local h="$BATS_TEST_TMPDIR/cap"
+	mkdir -p "$h"
+	run -1 pisb pull seam /workspace/cap "$h" --max-bytes 1000000
+	[[ $output == *"more than 1000000 bytes"* ]]
+	[[ $output == *"--max-bytes"* ]]
+	run ls -A "$h"
+	[ "$output" = "" ]
+	# one file alone over the cap is refused before it is written
+	run -1 pisb pull seam /workspace/cap/a "$h" --max-bytes 1000
+	[[ $output == *"at 'a', 600000 bytes"* ]]
+	run ls -A "$h"
+	[ "$output" = "" ]
+	# holes do not count: under the cap with the 5 GiB file
+	run -0 pisb pull seam /workspace/cap "$h" --max-bytes 1300000
+	[ "$(stat -c %s "$h/c")" = $((5 * 1024 * 1024 * 1024)) ]
+	run -2 pisb pull seam /workspace/cap "$h" --max-bytes 0
+	rm -rf "$h"
+	pisb exec seam -- rm -rf /workspace/cap
+}
+
+@test "an unprivileged user: pull, then push, of an armed repository runs nothing" {
+	require_cmd git
+	st=$(mktemp -d /tmp/pisb-user94.XXXXXX); chown pisbtest "$st" 2>/dev/null || skip "machine lacks: the test user pisbtest"
+	chmod 755 "$st"
+	as_user mkdir "$st/m" "$st/h"
+	run -0 as_user pisb --state-dir "$st/s" create u
+	PISB="as_user pisb --state-dir $st/s" plant_repo u "$st/m"
+	run -0 as_user pisb --state-dir "$st/s" pull u /workspace/evil "$st/h/evil" --include-git
+	run -0 as_user pisb --state-dir "$st/s" push u "$st/h/evil" --to /workspace/back --json
+	jq -e '.files == 3' <<<"$output"
+	run ls -A "$st/m"
+	as_user pisb --state-dir "$st/s" destroy u --confirm u >/dev/null
+	rm -rf "$st"
+	[ "$output" = "" ]
+}
