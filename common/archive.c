@@ -16,13 +16,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1028,8 +1028,11 @@ static int pull_into(struct pisb_fs *fs, const char *path, int afd, const char *
 	pid_t pid = -1;
 	int ret = -1, r;
 	struct pisb_err ig = PISB_ERR_INIT;
+	static const struct pisb_pull_opts defaults = { false, 0 };
 
 	memset(x, 0, sizeof(*x));
+	if (!o)
+		o = &defaults;
 	if (pisb_pull_check(path, hostdir, o, e) < 0 || pisb_archive_load(e) < 0)
 		return -1;
 	x->where = xstrdup(hostdir);
@@ -1137,7 +1140,7 @@ out:
 int pisb_pull_check(const char *path, const char *hostdir, const struct pisb_pull_opts *o,
 		    struct pisb_err *e)
 {
-	if (o->include_git)
+	if (o && o->include_git)
 		return 0;
 	if (path && in_git_dir(path))
 		return pisb_err_set(e, PISB_EXIT_USAGE,

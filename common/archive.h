@@ -81,7 +81,8 @@ char *pisb_push_target(const char *abs);
  * entry lands is a conflict (exit 4, nothing changed). */
 int pisb_pull(struct pisb_fs *fs, const char *path, const char *hostdir,
 	      const struct pisb_pull_opts *o, struct pisb_xfer *x, struct pisb_err *e);
-/* The .git rule above for a PATH inside (NULL: not checked) and HOSTDIR. */
+/* The .git rule above for a PATH inside (NULL: not checked) and HOSTDIR
+ * (o NULL: the defaults). */
 int pisb_pull_check(const char *path, const char *hostdir, const struct pisb_pull_opts *o,
 		    struct pisb_err *e);
 

@@ -142,12 +142,15 @@ static int mask_kind(const char *p)
  * rebuilt the same way.  The masks are not mounts over host files (root
  * inside could unmount those, its user namespace owns them): what they
  * hide is simply not in the view, so no unmount, move or remount inside
- * can show it. */
-static void view_dir(const char *src, const char *dst, int sock)
+ * can show it.  A directory below the top that cannot be listed stays
+ * empty. */
+static void view_dir(const char *src, const char *dst, bool top, int sock)
 {
 	DIR *d = opendir(src);
 	struct dirent *de;
 
+	if (!d && !top)
+		return;
 	if (!d)
 		child_fail(sock, src);
 	while ((de = readdir(d))) {
@@ -174,7 +177,7 @@ static void view_dir(const char *src, const char *dst, int sock)
 			if (mkdir(dp, sb.st_mode & 07777) < 0)
 				child_fail(sock, sp);
 			if (kind == 3)
-				view_dir(sp, dp, sock);
+				view_dir(sp, dp, false, sock);
 			else if (kind == 0 && bind_ro(sp, dp) < 0)
 				child_fail(sock, sp);
 		} else if (S_ISLNK(sb.st_mode) && !kind) {
@@ -209,7 +212,7 @@ static void host_binds(int sock)
 	if (mkdir_p("etc", 0755) < 0 ||
 	    mount("tmpfs", "etc", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
 		child_fail(sock, "mount /etc");
-	view_dir("/etc", "etc", sock);
+	view_dir("/etc", "etc", true, sock);
 	if (mount(NULL, "etc", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
 		child_fail(sock, "make /etc read-only");
 }
