@@ -4,7 +4,7 @@
 # 'value' (an option's) or 'rest' (after --).
 function __pisb_takes -a verb opt
     switch "$verb $opt"
-        case '* --state-dir' 'create --file' 'create -f' 'create --template' 'create --driver' 'create --owner-pid' 'create --session-id' 'create --on-ready' 'create --events-fd' 'prepare --file' 'prepare -f' 'start --events-fd' 'stop --events-fd' 'destroy --confirm' 'destroy --events-fd' 'connect --file' 'connect -f' 'connect --owner-pid' 'connect --session-id' 'connect --on-ready' 'connect --events-fd' 'validate --file' 'validate -f' 'exec --cwd' 'exec --env' 'exec -e' 'exec --sh' 'exec --bash' 'exec --timeout-ms' 'exec-status --timeout-ms' 'read --offset' 'read --limit' 'write --mode' 'write --from' 'write --content' 'edit --old' 'edit --new' 'edit --old-file' 'edit --new-file' 'find --path' 'find --limit' 'grep --path' 'grep --glob' 'grep --context' 'grep -C' 'grep --limit' 'logs --lines' 'logs -n' 'push --to' 'svc --port' 'svc --title' 'svc --description' 'svc --timeout-ms' 'gc --hours' 'renew --interval'
+        case '* --state-dir' 'create --file' 'create -f' 'create --template' 'create --driver' 'create --owner-pid' 'create --session-id' 'create --on-ready' 'create --events-fd' 'prepare --file' 'prepare -f' 'start --events-fd' 'stop --events-fd' 'destroy --confirm' 'destroy --events-fd' 'connect --file' 'connect -f' 'connect --owner-pid' 'connect --session-id' 'connect --on-ready' 'connect --events-fd' 'validate --file' 'validate -f' 'exec --cwd' 'exec --env' 'exec -e' 'exec --sh' 'exec --bash' 'exec --timeout-ms' 'exec-status --timeout-ms' 'read --offset' 'read --limit' 'write --mode' 'write --from' 'write --content' 'edit --old' 'edit --new' 'edit --old-file' 'edit --new-file' 'find --path' 'find --limit' 'grep --path' 'grep --glob' 'grep --context' 'grep -C' 'grep --limit' 'logs --lines' 'logs -n' 'push --to' 'pull --max-bytes' 'svc --port' 'svc --title' 'svc --description' 'svc --timeout-ms' 'gc --hours' 'renew --interval'
             return 0
     end
     return 1
@@ -179,6 +179,8 @@ complete -c pisb -n '__pisb_is push' -l to -x -d 'target directory in the sandbo
 complete -c pisb -n '__pisb_is push' -l all -d 'every file, not only those git tracks'
 complete -c pisb -n '__pisb_pos push 1' -x -a '(__pisb_names)'
 complete -c pisb -n '__pisb_pos push 2' -x -a '(__fish_complete_directories (commandline -ct))'
+complete -c pisb -n '__pisb_is pull' -l include-git -d 'also pull .git directories (left out by default: git on the host would run their config and hooks)'
+complete -c pisb -n '__pisb_is pull' -l max-bytes -x -d 'fail when the pull would write more than N bytes of file data (default 10737418240, 10 GiB)'
 complete -c pisb -n '__pisb_pos pull 1' -x -a '(__pisb_names)'
 complete -c pisb -n '__pisb_pos pull 3' -x -a '(__fish_complete_directories (commandline -ct))'
 complete -c pisb -n '__pisb_is svc' -l port -x -d 'guest port for an ad-hoc service'
