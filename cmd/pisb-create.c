@@ -4,12 +4,11 @@
 #include "doctor.h"
 #include "events.h"
 #include "inspect.h"
+#include "driver.h"
 #include "lifecycle.h"
 #include "json.h"
 #include "local.h"
 #include "opensandbox.h"
-#include "sbx.h"
-#include "vm.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,10 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The options the opensandbox driver takes, from the parsed flags. */
-static struct pisb_os_opts os_opts(struct pisb_ctx *c, const char *name)
+/* The lifecycle options, from the parsed flags. */
+static struct pisb_lc_opts lc_opts(struct pisb_ctx *c, const char *name)
 {
-	struct pisb_os_opts o = { 0 };
+	struct pisb_lc_opts o = { 0 };
 	long long owner = 0, fd = -1;
 	struct pisb_err ig = PISB_ERR_INIT;
 
@@ -47,15 +46,6 @@ static int print_inspect(struct pisb_ctx *c, const char *name, bool full)
 		return -1;
 	pisb_front_out(&b);
 	return 0;
-}
-
-/* A vm sandbox that booted without KVM says so (also in inspect: vm.accelNote). */
-static void vm_note(struct pisb_ctx *c, const char *name)
-{
-	_cleanup_free_ char *note = pisb_vm_accel_note(&c->st, name);
-
-	if (note)
-		pisb_front_info(c, "note: sandbox '%s': %s", name, note);
 }
 
 static int cmd_validate(struct pisb_ctx *c)
@@ -107,10 +97,9 @@ static int cmd_create(struct pisb_ctx *c)
 	bool prepare = !strcmp(c->a.verb->name, "prepare");
 	const char *name = c->a.pos[0], *f = pisb_args_get(&c->a, "file");
 	const char *driver = pisb_args_get(&c->a, "driver");
-	struct pisb_create_opts o = { 0 };
+	struct pisb_lc_opts o = { 0 };
 	struct pisb_config *cfg = NULL;
 	_cleanup_buf_ struct pisb_buf text = PISB_BUF_INIT, js = PISB_BUF_INIT;
-	_cleanup_free_ char *setup_error = NULL;
 	struct pisb_jw w;
 	long long owner = 0, events_fd = -1;
 	int ret = -1;
@@ -123,20 +112,22 @@ static int cmd_create(struct pisb_ctx *c)
 	if (pisb_args_int(&c->a, "owner-pid", 1, 4194304, 0, &owner, &c->err) < 0 ||
 	    pisb_args_int(&c->a, "events-fd", 0, 65535, -1, &events_fd, &c->err) < 0)
 		return -1;
+	if (driver && !pisb_driver_find(driver)) {
+		_cleanup_buf_ struct pisb_buf names = PISB_BUF_INIT;
+		pisb_driver_names(&names, ", ");
+		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "--driver: unknown driver '%s' (%s)", driver, names.s);
+	}
 	if (f) {
 		if (pisb_config_load(f, &cfg, &c->err) < 0)
 			return -1;
-		if (pisb_read_file_at(AT_FDCWD, f, &text, 1 << 20) < 0)
+		if (pisb_read_file_at(AT_FDCWD, f, &text, 1 << 20) < 0) {
+			pisb_config_free(cfg);
 			return pisb_err_sys(&c->err, PISB_EXIT_USAGE, "read '%s'", f);
+		}
 	} else {
 		cfg = pisb_config_default();
 	}
 	if (driver) {
-		if (strcmp(driver, "local") && strcmp(driver, "vm") &&
-		    strcmp(driver, "opensandbox") && strcmp(driver, "sbx")) {
-			pisb_err_set(&c->err, PISB_EXIT_USAGE, "--driver: unknown driver '%s' (local, vm, opensandbox, sbx)", driver);
-			goto out;
-		}
 		free(cfg->driver);
 		cfg->driver = xstrdup(driver);
 	}
@@ -147,88 +138,32 @@ static int cmd_create(struct pisb_ctx *c)
 		ret = 0;
 		goto out;
 	}
-	if (!strcmp(cfg->driver, "opensandbox") && !prepare) {
-		struct pisb_os_opts oo = os_opts(c, name);
-		if (pisb_os_create(&c->st, cfg, js.s, &oo, &c->err) < 0)
-			goto out;
-		ret = 0;
-		if (!c->a.json)
-			pisb_front_info(c, "created sandbox '%s' (opensandbox)", name);
-		goto out;
-	}
-	if (!strcmp(cfg->driver, "sbx") && !prepare) {
-		struct pisb_os_opts oo = os_opts(c, name);
-		if (pisb_args_get(&c->a, "template")) {
-			pisb_err_set(&c->err, PISB_EXIT_USAGE,
-				     "--template: pisb templates are local disks; a sbx sandbox starts from sbx.template");
-			goto out;
-		}
-		if (pisb_sbx_create(&c->st, cfg, js.s, &oo, &c->err) < 0)
-			goto out;
-		ret = 0;
-		if (!c->a.json)
-			pisb_front_info(c, "created sandbox '%s' (sbx)", name);
-		goto out;
-	}
-	if (!strcmp(cfg->driver, "vm") && !prepare) {
-		struct pisb_os_opts oo = os_opts(c, name);
-		if (pisb_args_get(&c->a, "template")) {
-			pisb_err_set(&c->err, PISB_EXIT_USAGE, "--template: the vm driver has no templates yet");
-			goto out;
-		}
-		if (pisb_vm_create(&c->st, cfg, js.s, &oo, &c->err) < 0)
-			goto out;
-		vm_note(c, name);
-		ret = 0;
-		if (c->a.json)
-			ret = print_inspect(c, name, false);
-		else
-			pisb_front_info(c, "created sandbox '%s' (vm, running)", name);
-		goto out;
-	}
-	if (!strcmp(cfg->driver, "vm")) {
-		pisb_err_set(&c->err, PISB_EXIT_FAIL, "prepare: driver vm has no templates yet (use driver local)");
-		goto out;
-	}
-	if (strcmp(cfg->driver, "local")) {
-		pisb_err_set(&c->err, PISB_EXIT_FAIL, "%s: driver '%s' is not available in this build (use driver: local, vm, opensandbox or sbx)",
-			     prepare ? "prepare" : "create", cfg->driver);
-		goto out;
-	}
-	o.name = name;
+	o = lc_opts(c, name);
 	o.template_ = pisb_args_get(&c->a, "template");
 	o.config_text = text.len ? text.s : js.s;
 	o.config_len = text.len ? text.len : js.len;
-	o.owner_pid = (pid_t)owner;
-	o.session_id = pisb_args_get(&c->a, "session-id");
-	o.wait_ms = c->a.wait_ms;
 	o.prepare = prepare;
-	if (pisb_local_create(&c->st, cfg, js.s, &o, &setup_error, &c->err) < 0)
+	if (pisb_lifecycle_make(&c->st, prepare ? PISB_LC_PREPARE : PISB_LC_CREATE, cfg, js.s, &o,
+				&c->err) < 0)
 		goto out;
-	if (setup_error)
-		pisb_front_warn("sandbox '%s': setup failed: %s (the sandbox runs anyway; see 'pisb logs %s')",
-				name, setup_error, name);
-	if (!prepare)
-		warn_unready(c, name);
-	if (!prepare) {
-		struct pisb_event ev = { "ready", name, "local", NULL, cfg->workspace, true, false, NULL };
-		const char *hook = pisb_args_get(&c->a, "on-ready");
-		if ((events_fd >= 0 && pisb_event_write((int)events_fd, &ev, &c->err) < 0) ||
-		    (hook && pisb_event_hook(hook, &ev, &c->err) < 0)) {
-			struct pisb_err ig = PISB_ERR_INIT;
-			pisb_local_destroy(&c->st, "instances", name, -1, &ig);
-			pisb_err_prefix(&c->err, "create '%s' (removed again)", name);
-			goto out;
-		}
-	}
 	ret = 0;
-	if (prepare)
+	if (o.setup_error)
+		pisb_front_warn("sandbox '%s': setup failed: %s (the sandbox runs anyway; see 'pisb logs %s')",
+				name, o.setup_error, name);
+	if (prepare) {
 		pisb_front_info(c, "prepared template '%s'", name);
-	else if (c->a.json)
+		goto out;
+	}
+	if (o.note)
+		pisb_front_info(c, "note: sandbox '%s': %s", name, o.note);
+	warn_unready(c, name);
+	if (c->a.json)
 		ret = print_inspect(c, name, false);
 	else
-		pisb_front_info(c, "created sandbox '%s' (local, running)", name);
+		pisb_front_info(c, "created sandbox '%s' (%s)", name, cfg->driver);
 out:
+	free(o.setup_error);
+	free(o.note);
 	pisb_config_free(cfg);
 	return ret;
 }
@@ -237,12 +172,14 @@ static int cmd_start_stop(struct pisb_ctx *c)
 {
 	const char *name = c->a.pos[0];
 	bool start = !strcmp(c->a.verb->name, "start");
-	struct pisb_os_opts oo = os_opts(c, name);
+	struct pisb_lc_opts oo = lc_opts(c, name);
 
-	if (pisb_lifecycle(&c->st, start ? PISB_LC_START : PISB_LC_STOP, name, &oo, &c->err) < 0)
+	_cleanup_free_ char *note = NULL;
+
+	if (pisb_lifecycle(&c->st, start ? PISB_LC_START : PISB_LC_STOP, name, &oo, &note, &c->err) < 0)
 		return -1;
-	if (start && pisb_instance_driver(&c->st, name, &(struct pisb_err)PISB_ERR_INIT) == PISB_DRIVER_VM)
-		vm_note(c, name);
+	if (note)
+		pisb_front_info(c, "note: sandbox '%s': %s", name, note);
 	if (c->a.json) {
 		/* stopping a connected sandbox disconnects it: nothing to inspect */
 		if (!start && faccessat(c->st.fd, "instances", F_OK, 0) == 0) {
@@ -264,13 +201,13 @@ static int cmd_destroy(struct pisb_ctx *c)
 {
 	const char *name = c->a.pos[0], *confirm = pisb_args_get(&c->a, "confirm");
 	bool tmpl = pisb_args_has(&c->a, "template");
-	struct pisb_os_opts oo = os_opts(c, name);
+	struct pisb_lc_opts oo = lc_opts(c, name);
 
 	if (!confirm || strcmp(confirm, name))
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 				    "destroy removes '%s' for good: repeat its name with --confirm %s", name, name);
 	if ((tmpl ? pisb_local_destroy(&c->st, "templates", name, c->a.wait_ms, &c->err)
-		  : pisb_lifecycle(&c->st, PISB_LC_DESTROY, name, &oo, &c->err)) < 0)
+		  : pisb_lifecycle(&c->st, PISB_LC_DESTROY, name, &oo, NULL, &c->err)) < 0)
 		return -1;
 	if (c->a.json) {
 		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
@@ -323,51 +260,46 @@ static int cmd_list(struct pisb_ctx *c)
 
 static int cmd_inspect(struct pisb_ctx *c)
 {
-	int d = pisb_instance_driver(&c->st, c->a.pos[0], &c->err);
-
-	if (d < 0)
-		return -1;
-	if (d == PISB_DRIVER_OPENSANDBOX) {
-		/* ask the server; unreachable leaves the last known status */
-		struct pisb_err ig = PISB_ERR_INIT;
-		pisb_os_set_verbose(c->a.verbose);
-		pisb_os_refresh(&c->st, c->a.pos[0], 3000, &ig);
-	} else if (d == PISB_DRIVER_SBX) {
-		struct pisb_err ig = PISB_ERR_INIT;
-		pisb_sbx_refresh(&c->st, c->a.pos[0], &ig);
-	}
+	pisb_os_set_verbose(c->a.verbose);
 	/* inspect always prints JSON: it is the machine-readable view */
 	return print_inspect(c, c->a.pos[0], true);
 }
 
 static int cmd_verify(struct pisb_ctx *c)
 {
-	if (pisb_instance_driver(&c->st, c->a.pos[0], &c->err) == PISB_DRIVER_SBX) {
-		/* a sbx sandbox: the audit of pisb docker NAME verify */
-		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT, t = PISB_BUF_INIT;
-		_cleanup_strv_ struct pisb_strv notes = PISB_STRV_INIT;
-		struct pisb_jw w;
-		bool json = false;
-		int code = 0;
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	int r = pisb_verify_sandbox(&c->st, c->a.pos[0], c->a.json, &b, &c->err);
 
-		pisb_jw_init(&w, &b);
-		if (pisb_sbx_docker(&c->st, c->a.pos[0], "verify", NULL, 0, &w, &json, &code, &notes,
-				    &c->err) < 0)
-			return -1;
-		if (c->a.json) {
-			pisb_front_out(&b);
-		} else {
-			pisb_sbx_verify_text(b.s, b.len, &t);
-			pisb_write_all(1, t.s ? t.s : "", t.len);
-		}
-		return code;
-	}
-	return pisb_verify_cmd(&c->st, c->a.pos[0], c->a.json, &c->err);
+	if (r < 0)
+		return -1;
+	pisb_write_all(1, b.s ? b.s : "", b.len);
+	return r;
 }
 
 static int cmd_doctor(struct pisb_ctx *c)
 {
-	return pisb_doctor_cmd(c->a.state_dir, c->a.json, &c->err);
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	int r = pisb_doctor(c->a.state_dir, c->a.json, &b, &c->err);
+
+	if (r < 0)
+		return -1;
+	pisb_write_all(1, b.s ? b.s : "", b.len);
+	return r;
+}
+
+static int cmd_drivers(struct pisb_ctx *c)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_jw w;
+
+	if (c->a.json) {
+		pisb_jw_init(&w, &b);
+		pisb_drivers_json(&w);
+	} else {
+		pisb_drivers_text(&b, c->a.quiet);
+	}
+	pisb_front_out(&b);
+	return 0;
 }
 
 static int cmd_connect(struct pisb_ctx *c)
@@ -375,7 +307,7 @@ static int cmd_connect(struct pisb_ctx *c)
 	const char *name = c->a.pos[0], *f = pisb_args_get(&c->a, "file");
 	struct pisb_config *cfg = NULL;
 	_cleanup_buf_ struct pisb_buf js = PISB_BUF_INIT;
-	struct pisb_os_opts oo;
+	struct pisb_lc_opts oo;
 	struct pisb_jw w;
 	int r;
 
@@ -386,21 +318,22 @@ static int cmd_connect(struct pisb_ctx *c)
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "connect: -f FILE (with opensandbox.sandboxId) is required");
 	if (pisb_config_load(f, &cfg, &c->err) < 0)
 		return -1;
-	if (strcmp(cfg->driver, "opensandbox") || !cfg->os.sandbox_id) {
-		pisb_config_free(cfg);
-		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
-				    "%s: connect needs driver: opensandbox and opensandbox.sandboxId", f);
-	}
 	pisb_jw_init(&w, &js);
 	pisb_config_json(cfg, &w);
-	oo = os_opts(c, name);
-	r = pisb_os_connect(&c->st, cfg, js.s, &oo, &c->err);
-	pisb_config_free(cfg);
-	if (r < 0)
+	oo = lc_opts(c, name);
+	r = pisb_lifecycle_make(&c->st, PISB_LC_CONNECT, cfg, js.s, &oo, &c->err);
+	free(oo.setup_error);
+	free(oo.note);
+	if (r < 0) {
+		pisb_config_free(cfg);
 		return -1;
-	if (!c->a.json)
-		pisb_front_info(c, "connected sandbox '%s' (opensandbox)", name);
-	return 0;
+	}
+	if (c->a.json)
+		r = print_inspect(c, name, false);
+	else
+		pisb_front_info(c, "connected sandbox '%s' (%s)", name, cfg->driver);
+	pisb_config_free(cfg);
+	return r;
 }
 
 static const struct pisb_handler handlers[] = {
@@ -415,6 +348,7 @@ static const struct pisb_handler handlers[] = {
 	{ "connect", cmd_connect, true },
 	{ "verify", cmd_verify, true },
 	{ "doctor", cmd_doctor, false },
+	{ "drivers", cmd_drivers, false },
 	{ NULL, NULL, false },
 };
 

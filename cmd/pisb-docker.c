@@ -7,6 +7,7 @@
  * DOCKER_HOST or the host's docker socket.
  */
 #include "front.h"
+#include "driver.h"
 #include "json.h"
 #include "sbx.h"
 
@@ -74,6 +75,7 @@ static int cmd_docker(struct pisb_ctx *c)
 	const char *name = c->a.pos[0], *verb = c->a.pos[1];
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 	_cleanup_strv_ struct pisb_strv notes = PISB_STRV_INIT;
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
 	struct pisb_jw w;
 	bool json = false;
 	int i, code = 0;
@@ -84,9 +86,12 @@ static int cmd_docker(struct pisb_ctx *c)
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 				    "docker: unknown verb '%s' (status, verify, resources, prune, ps, images, pull, load, run, logs, exec, build, init, compose, stop, start, rm, curl)",
 				    verb);
+	if (pisb_sandbox_open(&sb, &c->st, name, &c->err) < 0)
+		return -1;
+	if (!sb.drv->docker)
+		return pisb_driver_refuse(&sb, PISB_V_DOCKER, &c->err);
 	pisb_jw_init(&w, &b);
-	if (pisb_sbx_docker(&c->st, name, verb, c->a.cmd, c->a.ncmd, &w, &json, &code, &notes,
-			    &c->err) < 0)
+	if (sb.drv->docker(&sb, verb, c->a.cmd, c->a.ncmd, &w, &json, &code, &notes, &c->err) < 0)
 		return -1;
 	for (size_t k = 0; k < notes.n; k++)
 		pisb_front_info(c, "%s", notes.v[k]);

@@ -1,10 +1,9 @@
 /* pisb-exec - run commands in a sandbox; see man/pisb-exec.1 */
 #include "front.h"
+#include "driver.h"
 #include "exec.h"
 #include "json.h"
 #include "opensandbox.h"
-#include "sbx.h"
-#include "vm.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -48,25 +47,6 @@ static int report(struct pisb_ctx *c, struct pisb_buf *b, int code, bool running
 	return running ? 0 : code;
 }
 
-/* Each driver's exec verbs (the same contract, exec.h), by enum pisb_driver. */
-static const struct {
-	int (*attached)(struct pisb_state *, const struct pisb_exec_req *, int *, struct pisb_err *);
-	int (*handle)(struct pisb_state *, const struct pisb_exec_req *, struct pisb_jw *, int *,
-		      bool *, struct pisb_err *);
-	int (*status)(struct pisb_state *, const char *, const char *, int, struct pisb_jw *, int *,
-		      bool *, struct pisb_err *);
-	int (*kill)(struct pisb_state *, const char *, const char *, struct pisb_jw *, int *,
-		    struct pisb_err *);
-} drivers[] = {
-	[PISB_DRIVER_LOCAL] = { pisb_exec_attached, pisb_exec_handle, pisb_exec_status, pisb_exec_kill },
-	[PISB_DRIVER_VM] = { pisb_vm_exec_attached, pisb_vm_exec_handle, pisb_vm_exec_status,
-			     pisb_vm_exec_kill },
-	[PISB_DRIVER_OPENSANDBOX] = { pisb_os_exec_attached, pisb_os_exec_handle, pisb_os_exec_status,
-				      pisb_os_exec_kill },
-	[PISB_DRIVER_SBX] = { pisb_sbx_exec_attached, pisb_sbx_exec_handle, pisb_sbx_exec_status,
-			      pisb_sbx_exec_kill },
-};
-
 static int cmd_exec(struct pisb_ctx *c)
 {
 	static char *bash_argv[] = {
@@ -77,8 +57,9 @@ static int cmd_exec(struct pisb_ctx *c)
 	struct pisb_exec_req r = { 0 };
 	const char *envs[256];
 	size_t nenv = pisb_args_all(&c->a, "env", envs, 256);
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
 	long long tmo = -1;
-	int code = 0, d;
+	int code = 0;
 
 	if (nenv > 256)
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "at most 256 --env");
@@ -104,9 +85,9 @@ static int cmd_exec(struct pisb_ctx *c)
 				    c->a.verb->synopsis);
 	if (pisb_args_int(&c->a, "timeout-ms", 0, 60000, -1, &tmo, &c->err) < 0)
 		return -1;
-	if ((d = pisb_instance_driver(&c->st, r.name, &c->err)) < 0)
+	if (pisb_sandbox_open(&sb, &c->st, r.name, &c->err) < 0)
 		return -1;
-	if (r.bash && d != PISB_DRIVER_LOCAL) {
+	if (r.bash && !(sb.drv->caps & PISB_DRV_EXEC_BASH)) {
 		/* the other drivers run argv: bash if the sandbox has it, else sh */
 		r.argv = bash_argv;
 		r.argc = 5;
@@ -120,7 +101,9 @@ static int cmd_exec(struct pisb_ctx *c)
 					    "exec --json needs --timeout-ms (streamed output is not JSON)");
 		/* before the command runs, errors keep their own codes (3, 5...);
 		 * after, the command's status is ours */
-		if (drivers[d].attached(&c->st, &r, &code, &c->err) < 0)
+		if (!sb.drv->exec)
+			return pisb_driver_refuse(&sb, PISB_V_EXEC, &c->err);
+		if (sb.drv->exec(&sb, &r, &code, &c->err) < 0)
 			return -1;
 		return code;
 	}
@@ -129,8 +112,10 @@ static int cmd_exec(struct pisb_ctx *c)
 		struct pisb_jw w;
 		bool running = false;
 		r.timeout_ms = (int)tmo;
+		if (!sb.drv->exec_handle)
+			return pisb_driver_refuse(&sb, PISB_V_EXEC_HANDLE, &c->err);
 		pisb_jw_init(&w, &b);
-		if (drivers[d].handle(&c->st, &r, &w, &code, &running, &c->err) < 0)
+		if (sb.drv->exec_handle(&sb, &r, &w, &code, &running, &c->err) < 0)
 			return -1;
 		return report(c, &b, code, running);
 	}
@@ -138,24 +123,26 @@ static int cmd_exec(struct pisb_ctx *c)
 
 static int cmd_status_kill(struct pisb_ctx *c)
 {
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	bool kill = !strcmp(c->a.verb->name, "exec-kill");
 	struct pisb_jw w;
 	long long tmo = 0;
 	bool running = false;
-	int code = 0, r, d = pisb_instance_driver(&c->st, c->a.pos[0], &c->err);
+	int code = 0, r;
 
-	if (d < 0)
+	if (!kill && pisb_args_int(&c->a, "timeout-ms", 0, 60000, 0, &tmo, &c->err) < 0)
+		return -1;
+	if (pisb_sandbox_open(&sb, &c->st, c->a.pos[0], &c->err) < 0)
 		return -1;
 	pisb_os_set_verbose(c->a.verbose);
+	if (kill ? !sb.drv->exec_kill : !sb.drv->exec_status)
+		return pisb_driver_refuse(&sb, kill ? PISB_V_EXEC_KILL : PISB_V_EXEC_STATUS, &c->err);
 	pisb_jw_init(&w, &b);
-	if (!strcmp(c->a.verb->name, "exec-kill")) {
-		r = drivers[d].kill(&c->st, c->a.pos[0], c->a.pos[1], &w, &code, &c->err);
-	} else {
-		if (pisb_args_int(&c->a, "timeout-ms", 0, 60000, 0, &tmo, &c->err) < 0)
-			return -1;
-		r = drivers[d].status(&c->st, c->a.pos[0], c->a.pos[1], (int)tmo, &w, &code, &running,
-				      &c->err);
-	}
+	if (kill)
+		r = sb.drv->exec_kill(&sb, c->a.pos[1], &w, &code, &c->err);
+	else
+		r = sb.drv->exec_status(&sb, c->a.pos[1], (int)tmo, &w, &code, &running, &c->err);
 	if (r < 0)
 		return -1;
 	return report(c, &b, code, running);
@@ -163,26 +150,14 @@ static int cmd_status_kill(struct pisb_ctx *c)
 
 static int cmd_shell(struct pisb_ctx *c)
 {
-	int code = 0, d = pisb_instance_driver(&c->st, c->a.pos[0], &c->err);
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+	int code = 0;
 
-	if (d < 0)
+	if (pisb_sandbox_open(&sb, &c->st, c->a.pos[0], &c->err) < 0)
 		return -1;
-	if (d == PISB_DRIVER_OPENSANDBOX)
-		return pisb_err_set(&c->err, PISB_EXIT_FAIL,
-				    "shell: sandbox '%s' is an opensandbox sandbox, whose execd has no terminal; use 'pisb exec %s -- CMD'",
-				    c->a.pos[0], c->a.pos[0]);
-	if (d == PISB_DRIVER_VM)
-		return pisb_err_set(&c->err, PISB_EXIT_FAIL,
-				    "shell: sandbox '%s' uses driver vm, which has no terminal yet; use 'pisb exec %s -- CMD'",
-				    c->a.pos[0], c->a.pos[0]);
-	if (d == PISB_DRIVER_SBX) {
-		if (pisb_sbx_shell(&c->st, c->a.pos[0], c->a.npos > 1 ? c->a.pos[1] : NULL, &code,
-				   &c->err) < 0)
-			return -1;
-		return code;
-	}
-	if (pisb_exec_shell(&c->st, c->a.pos[0], c->a.npos > 1 ? c->a.pos[1] : NULL, &code,
-			    &c->err) < 0)
+	if (!sb.drv->shell)
+		return pisb_driver_refuse(&sb, PISB_V_SHELL, &c->err);
+	if (sb.drv->shell(&sb, c->a.npos > 1 ? c->a.pos[1] : NULL, &code, &c->err) < 0)
 		return -1;
 	return code;
 }

@@ -2,19 +2,11 @@
  * find, grep, logs, push, pull; see man/pisb-fs.1 */
 #include "front.h"
 #include "archive.h"
+#include "driver.h"
 #include "fs.h"
 #include "json.h"
 #include "opensandbox.h"
 #include "rx.h"
-
-/* Is the sandbox a remote (opensandbox) one?  Its files go through execd. */
-static int is_os(struct pisb_ctx *c)
-{
-	struct pisb_err ig = PISB_ERR_INIT;
-
-	pisb_os_set_verbose(c->a.verbose);
-	return pisb_instance_driver(&c->st, c->a.pos[0], &ig) == PISB_DRIVER_OPENSANDBOX;
-}
 
 #include <fcntl.h>
 #include <limits.h>
@@ -35,47 +27,35 @@ static void out_flush(struct pisb_buf *b, bool force)
 	}
 }
 
-/* Open sandbox NAME (pos[0]); with enter, move into it. */
-static int sandbox(struct pisb_ctx *c, struct pisb_fs *fs, bool running, bool enter)
+/* Open sandbox NAME (pos[0]) whose driver must have verb v. */
+static int sandbox(struct pisb_ctx *c, struct pisb_sandbox *sb, enum pisb_verb_id v)
 {
-	if (pisb_fs_open(fs, &c->st, c->a.pos[0], running, &c->err) < 0)
+	pisb_os_set_verbose(c->a.verbose);
+	if (pisb_sandbox_open(sb, &c->st, c->a.pos[0], &c->err) < 0)
 		return -1;
-	return enter ? pisb_fs_enter(fs, &c->err) : 0;
+	return pisb_driver_has(sb->drv, v) ? 0 : pisb_driver_refuse(sb, v, &c->err);
 }
 
 static int cmd_read(struct pisb_ctx *c)
 {
-	struct pisb_fs fs = PISB_FS_INIT;
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
 	struct pisb_fs_text t;
 	_cleanup_free_ char *abs = NULL;
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 	long long off, lim, bytes;
 	struct pisb_jw w;
-	int ret = -1;
 
 	if (pisb_args_int(&c->a, "offset", 1, 1LL << 40, 1, &off, &c->err) < 0 ||
 	    pisb_args_int(&c->a, "limit", 1, 1LL << 40, 0, &lim, &c->err) < 0)
 		return -1;
 	if (pisb_args_has(&c->a, "raw") && (pisb_args_has(&c->a, "offset") || pisb_args_has(&c->a, "limit")))
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "--raw streams the whole file: drop --offset and --limit");
-	if (is_os(c)) {
-		if (pisb_args_has(&c->a, "raw")) {
-			ret = pisb_os_read_raw(&c->st, c->a.pos[0], c->a.pos[1], 1, &bytes, &c->err) < 0 ? -1 : 0;
-			goto out;
-		}
-		if (pisb_os_read_text(&c->st, c->a.pos[0], c->a.pos[1], off, lim, PISB_FS_READ_CAP, &abs, &t, &c->err) < 0)
-			goto out;
-	} else {
-	if (sandbox(c, &fs, true, true) < 0)
-		goto out;
-	abs = pisb_fs_abspath(&fs, c->a.pos[1]);
-	if (pisb_args_has(&c->a, "raw")) {
-		ret = pisb_fs_read_raw(&fs, abs, 1, &bytes, &c->err) < 0 ? -1 : 0;
-		goto out;
-	}
-	if (pisb_fs_read_text(&fs, abs, off, lim, PISB_FS_READ_CAP, &t, &c->err) < 0)
-		goto out;
-	}
+	if (sandbox(c, &sb, PISB_V_READ) < 0)
+		return -1;
+	if (pisb_args_has(&c->a, "raw"))
+		return sb.drv->read_raw(&sb, c->a.pos[1], 1, &bytes, &c->err) < 0 ? -1 : 0;
+	if (sb.drv->read_text(&sb, c->a.pos[1], off, lim, PISB_FS_READ_CAP, &abs, &t, &c->err) < 0)
+		return -1;
 	if (c->a.json) {
 		pisb_jw_init(&w, &b);
 		pisb_jw_obj(&w);
@@ -100,10 +80,7 @@ static int cmd_read(struct pisb_ctx *c)
 				PISB_FS_READ_CAP / 1024, t.bytes, t.next_offset);
 	}
 	pisb_fs_text_release(&t);
-	ret = 0;
-out:
-	pisb_fs_release(&fs);
-	return ret;
+	return 0;
 }
 
 static int parse_mode(const char *s, int *mode, struct pisb_err *e)
@@ -145,7 +122,7 @@ static void print_path_bytes(struct pisb_ctx *c, const char *verb, const char *a
 
 static int cmd_write(struct pisb_ctx *c)
 {
-	struct pisb_fs fs = PISB_FS_INIT;
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
 	const char *from = pisb_args_get(&c->a, "from"), *text = pisb_args_get(&c->a, "content");
 	struct pisb_fs_src src = { 0, NULL, 0 };
 	_cleanup_free_ char *abs = NULL;
@@ -157,8 +134,8 @@ static int cmd_write(struct pisb_ctx *c)
 		return -1;
 	if (from && text)
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "give the content once: --from or --content");
-	if (!is_os(c) && sandbox(c, &fs, true, false) < 0)
-		goto out;
+	if (sandbox(c, &sb, PISB_V_WRITE) < 0)
+		return -1;
 	/* the host file is opened before entering the sandbox, never after */
 	if (from) {
 		struct stat st;
@@ -177,26 +154,17 @@ static int cmd_write(struct pisb_ctx *c)
 		src.data = text;
 		src.n = strlen(text);
 	}
-	if (is_os(c)) {
-		if (pisb_os_write(&c->st, c->a.pos[0], c->a.pos[1], &src, mode, pisb_args_has(&c->a, "mkdir"), &abs, &bytes, &c->err) < 0)
-			goto out;
-	} else {
-	if (pisb_fs_enter(&fs, &c->err) < 0)
+	if (sb.drv->write(&sb, c->a.pos[1], &src, mode, pisb_args_has(&c->a, "mkdir"), &abs, &bytes, &c->err) < 0)
 		goto out;
-	abs = pisb_fs_abspath(&fs, c->a.pos[1]);
-	if (pisb_fs_write(&fs, abs, &src, mode, pisb_args_has(&c->a, "mkdir"), &bytes, &c->err) < 0)
-		goto out;
-	}
 	print_path_bytes(c, "wrote", abs, bytes, -1);
 	ret = 0;
 out:
-	pisb_fs_release(&fs);
 	return ret;
 }
 
 static int cmd_edit(struct pisb_ctx *c)
 {
-	struct pisb_fs fs = PISB_FS_INIT;
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
 	_cleanup_free_ struct pisb_fs_edit *ed = NULL;
 	_cleanup_free_ char *abs = NULL;
 	struct pisb_buf *texts = NULL;
@@ -238,23 +206,15 @@ static int cmd_edit(struct pisb_ctx *c)
 			     nold, nnew);
 		goto out;
 	}
-	if (is_os(c)) {
-		if (pisb_os_edit(&c->st, c->a.pos[0], c->a.pos[1], ed, n, &abs, &bytes, &c->err) < 0)
-			goto out;
-	} else {
-	if (sandbox(c, &fs, true, true) < 0)
+	if (sandbox(c, &sb, PISB_V_EDIT) < 0 ||
+	    sb.drv->edit(&sb, c->a.pos[1], ed, n, &abs, &bytes, &c->err) < 0)
 		goto out;
-	abs = pisb_fs_abspath(&fs, c->a.pos[1]);
-	if (pisb_fs_edit(&fs, abs, ed, n, &bytes, &c->err) < 0)
-		goto out;
-	}
 	print_path_bytes(c, "edited", abs, bytes, (long long)n);
 	ret = 0;
 out:
 	for (size_t i = 0; i < c->a.nset + 1; i++)
 		pisb_buf_release(&texts[i]);
 	free(texts);
-	pisb_fs_release(&fs);
 	return ret;
 }
 
@@ -298,7 +258,7 @@ static void info_line(struct pisb_buf *b, const struct pisb_fs_info *i)
 
 static int cmd_ls(struct pisb_ctx *c)
 {
-	struct pisb_fs fs = PISB_FS_INIT;
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
 	_cleanup_free_ char *abs = NULL;
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 	struct pisb_fs_info *v = NULL;
@@ -306,16 +266,9 @@ static int cmd_ls(struct pisb_ctx *c)
 	struct pisb_jw w;
 	int ret = -1;
 
-	if (is_os(c)) {
-		if (pisb_os_ls(&c->st, c->a.pos[0], c->a.npos > 1 ? c->a.pos[1] : NULL, &abs, &v, &n, &c->err) < 0)
-			goto out;
-	} else {
-	if (sandbox(c, &fs, true, true) < 0)
+	if (sandbox(c, &sb, PISB_V_LS) < 0 ||
+	    sb.drv->ls(&sb, c->a.npos > 1 ? c->a.pos[1] : NULL, &abs, &v, &n, &c->err) < 0)
 		goto out;
-	abs = pisb_fs_abspath(&fs, c->a.npos > 1 ? c->a.pos[1] : fs.workspace);
-	if (pisb_fs_ls(&fs, abs, &v, &n, &c->err) < 0)
-		goto out;
-	}
 	if (c->a.json) {
 		pisb_jw_init(&w, &b);
 		pisb_jw_obj(&w);
@@ -338,29 +291,21 @@ static int cmd_ls(struct pisb_ctx *c)
 	ret = 0;
 out:
 	pisb_fs_infos_free(v, n);
-	pisb_fs_release(&fs);
 	return ret;
 }
 
 static int cmd_stat(struct pisb_ctx *c)
 {
-	struct pisb_fs fs = PISB_FS_INIT;
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
 	struct pisb_fs_info i = { 0 };
 	_cleanup_free_ char *abs = NULL;
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 	struct pisb_jw w;
 	int ret = -1;
 
-	if (is_os(c)) {
-		if (pisb_os_stat(&c->st, c->a.pos[0], c->a.pos[1], &abs, &i, &c->err) < 0)
-			goto out;
-	} else {
-	if (sandbox(c, &fs, true, true) < 0)
+	if (sandbox(c, &sb, PISB_V_STAT) < 0 ||
+	    sb.drv->stat(&sb, c->a.pos[1], &abs, &i, &c->err) < 0)
 		goto out;
-	abs = pisb_fs_abspath(&fs, c->a.pos[1]);
-	if (pisb_fs_stat(&fs, abs, &i, &c->err) < 0)
-		goto out;
-	}
 	if (c->a.json) {
 		pisb_jw_init(&w, &b);
 		pisb_jw_obj(&w);
@@ -382,29 +327,21 @@ static int cmd_stat(struct pisb_ctx *c)
 	ret = 0;
 out:
 	pisb_fs_info_release(&i);
-	pisb_fs_release(&fs);
 	return ret;
 }
 
 static int cmd_mkdir(struct pisb_ctx *c)
 {
-	struct pisb_fs fs = PISB_FS_INIT;
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
 	_cleanup_free_ char *abs = NULL;
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 	struct pisb_jw w;
 	bool created = false;
 	int ret = -1;
 
-	if (is_os(c)) {
-		if (pisb_os_mkdir(&c->st, c->a.pos[0], c->a.pos[1], &abs, &created, &c->err) < 0)
-			goto out;
-	} else {
-	if (sandbox(c, &fs, true, true) < 0)
+	if (sandbox(c, &sb, PISB_V_MKDIR) < 0 ||
+	    sb.drv->mkdir(&sb, c->a.pos[1], &abs, &created, &c->err) < 0)
 		goto out;
-	abs = pisb_fs_abspath(&fs, c->a.pos[1]);
-	if (pisb_fs_mkdir(&fs, abs, &created, &c->err) < 0)
-		goto out;
-	}
 	if (c->a.json) {
 		pisb_jw_init(&w, &b);
 		pisb_jw_obj(&w);
@@ -415,7 +352,6 @@ static int cmd_mkdir(struct pisb_ctx *c)
 	}
 	ret = 0;
 out:
-	pisb_fs_release(&fs);
 	return ret;
 }
 
@@ -442,38 +378,48 @@ static void find_line(void *arg, const char *rel)
 	}
 }
 
+/* The JSON of find and grep: {"path": abs, "matches": [the lines o->w
+ * collected], ...}, opened here (the path is known after the call). */
+static void matches_begin(struct pisb_jw *w, struct pisb_buf *b, const char *abs,
+			  struct lines_out *o)
+{
+	pisb_jw_arr_end(&o->w);
+	pisb_jw_init(w, b);
+	pisb_jw_obj(w);
+	pisb_jw_kstr(w, "path", abs);
+	pisb_jw_key(w, "matches");
+	pisb_jw_raw(w, o->b.s ? o->b.s : "[]", o->b.s ? o->b.len : 2);
+}
+
 static int cmd_find(struct pisb_ctx *c)
 {
-	struct pisb_fs fs = PISB_FS_INIT;
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
 	struct pisb_fs_find f = { 0 };
 	struct lines_out o = { c, PISB_BUF_INIT, { 0 }, NULL, 0, false, false };
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
 	_cleanup_free_ char *dir = NULL;
+	struct pisb_jw w;
 	bool truncated = false;
 	int ret = -1;
 
 	if (pisb_args_int(&c->a, "limit", 1, 1LL << 40, 1000, &f.limit, &c->err) < 0)
 		return -1;
-	bool os = is_os(c);
-	if (!os && sandbox(c, &fs, true, true) < 0)
-		goto out;
-	dir = os ? pisb_os_abspath(&c->st, c->a.pos[0], pisb_args_get(&c->a, "path"), &c->err) : pisb_fs_abspath(&fs, pisb_args_get(&c->a, "path") ? pisb_args_get(&c->a, "path") : fs.workspace);
-	f.dir = os ? pisb_args_get(&c->a, "path") : dir;
+	if (sandbox(c, &sb, PISB_V_FIND) < 0)
+		return -1;
+	f.dir = pisb_args_get(&c->a, "path");
 	f.pattern = c->a.pos[1];
 	f.no_ignore = pisb_args_has(&c->a, "no-ignore");
 	if (c->a.json) {
 		pisb_jw_init(&o.w, &o.b);
-		pisb_jw_obj(&o.w);
-		pisb_jw_kstr(&o.w, "path", dir);
-		pisb_jw_key(&o.w, "matches");
 		pisb_jw_arr(&o.w);
 	}
-	if ((os ? pisb_os_find(&c->st, c->a.pos[0], &f, NULL, find_line, &o, &truncated, &c->err) : pisb_fs_find(&fs, &f, find_line, &o, &truncated, &c->err)) < 0)
+	if (sb.drv->find(&sb, &f, &dir, find_line, &o, &truncated, &c->err) < 0)
 		goto out;
 	if (c->a.json) {
-		pisb_jw_arr_end(&o.w);
-		pisb_jw_kbool(&o.w, "truncated", truncated);
-		pisb_jw_obj_end(&o.w);
-		pisb_front_out(&o.b);
+		matches_begin(&w, &out, dir, &o);
+		pisb_jw_kbool(&w, "truncated", truncated);
+		pisb_jw_obj_end(&w);
+		pisb_front_out(&out);
 	} else {
 		out_flush(&o.b, true);
 		if (truncated)
@@ -482,7 +428,6 @@ static int cmd_find(struct pisb_ctx *c)
 	ret = 0;
 out:
 	pisb_buf_release(&o.b);
-	pisb_fs_release(&fs);
 	return ret;
 }
 
@@ -540,7 +485,9 @@ static void grep_line(void *arg, const struct pisb_fs_grep_line *l)
 
 static int cmd_grep(struct pisb_ctx *c)
 {
-	struct pisb_fs fs = PISB_FS_INIT;
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+	struct pisb_jw w;
 	struct pisb_fs_grep g = { 0 };
 	struct pisb_fs_grep_result r;
 	struct lines_out o = { c, PISB_BUF_INIT, { 0 }, NULL, 0, false, false };
@@ -552,11 +499,9 @@ static int cmd_grep(struct pisb_ctx *c)
 	if (pisb_args_int(&c->a, "limit", 1, 1LL << 40, 100, &g.limit, &c->err) < 0 ||
 	    pisb_args_int(&c->a, "context", 0, 1000, 0, &ctx, &c->err) < 0)
 		return -1;
-	bool os = is_os(c);
-	if (!os && sandbox(c, &fs, true, true) < 0)
-		goto out;
-	path = os ? pisb_os_abspath(&c->st, c->a.pos[0], pisb_args_get(&c->a, "path"), &c->err) : pisb_fs_abspath(&fs, pisb_args_get(&c->a, "path") ? pisb_args_get(&c->a, "path") : fs.workspace);
-	g.path = os ? pisb_args_get(&c->a, "path") : path;
+	if (sandbox(c, &sb, PISB_V_GREP) < 0)
+		return -1;
+	g.path = pisb_args_get(&c->a, "path");
 	g.pattern = c->a.pos[1];
 	g.glob = pisb_args_get(&c->a, "glob");
 	g.icase = pisb_args_has(&c->a, "ignore-case");
@@ -574,20 +519,17 @@ static int cmd_grep(struct pisb_ctx *c)
 	o.context = ctx > 0;
 	if (c->a.json) {
 		pisb_jw_init(&o.w, &o.b);
-		pisb_jw_obj(&o.w);
-		pisb_jw_kstr(&o.w, "path", path);
-		pisb_jw_key(&o.w, "matches");
 		pisb_jw_arr(&o.w);
 	}
-	if ((os ? pisb_os_grep(&c->st, c->a.pos[0], &g, NULL, grep_line, &o, &r, &c->err) : pisb_fs_grep(&fs, &g, grep_line, &o, &r, &c->err)) < 0)
+	if (sb.drv->grep(&sb, &g, &path, grep_line, &o, &r, &c->err) < 0)
 		goto out;
 	if (c->a.json) {
-		pisb_jw_arr_end(&o.w);
-		pisb_jw_kint(&o.w, "matchCount", r.matches);
-		pisb_jw_kbool(&o.w, "limitReached", r.limit_reached);
-		pisb_jw_kbool(&o.w, "linesTruncated", r.lines_truncated);
-		pisb_jw_obj_end(&o.w);
-		pisb_front_out(&o.b);
+		matches_begin(&w, &out, path, &o);
+		pisb_jw_kint(&w, "matchCount", r.matches);
+		pisb_jw_kbool(&w, "limitReached", r.limit_reached);
+		pisb_jw_kbool(&w, "linesTruncated", r.lines_truncated);
+		pisb_jw_obj_end(&w);
+		pisb_front_out(&out);
 		ret = 0;
 	} else {
 		out_flush(&o.b, true);
@@ -598,13 +540,12 @@ static int cmd_grep(struct pisb_ctx *c)
 out:
 	free((char *)o.last_path);
 	pisb_buf_release(&o.b);
-	pisb_fs_release(&fs);
 	return ret;
 }
 
 static int cmd_logs(struct pisb_ctx *c)
 {
-	struct pisb_fs fs = PISB_FS_INIT;
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
 	const char *svc = c->a.npos > 1 ? c->a.pos[1] : NULL;
 	_cleanup_buf_ struct pisb_buf text = PISB_BUF_INIT, b = PISB_BUF_INIT;
 	long long lines, got = 0;
@@ -614,9 +555,8 @@ static int cmd_logs(struct pisb_ctx *c)
 
 	if (pisb_args_int(&c->a, "lines", 1, 500, 100, &lines, &c->err) < 0)
 		return -1;
-	/* host-side files: the sandbox need not run, nothing is entered */
-	if (sandbox(c, &fs, false, false) < 0 ||
-	    pisb_fs_logs(&fs, svc, lines, PISB_FS_READ_CAP, &text, &got, &truncated, &c->err) < 0)
+	if (sandbox(c, &sb, PISB_V_LOGS) < 0 ||
+	    sb.drv->logs(&sb, svc, lines, PISB_FS_READ_CAP, &text, &got, &truncated, &c->err) < 0)
 		goto out;
 	if (c->a.json) {
 		pisb_jw_init(&w, &b);
@@ -635,7 +575,6 @@ static int cmd_logs(struct pisb_ctx *c)
 	}
 	ret = 0;
 out:
-	pisb_fs_release(&fs);
 	return ret;
 }
 
@@ -667,35 +606,23 @@ static void print_xfer(struct pisb_ctx *c, const struct pisb_xfer *x, bool push)
 
 static int cmd_push_pull(struct pisb_ctx *c)
 {
-	struct pisb_fs fs = PISB_FS_INIT;
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
 	struct pisb_xfer x = { 0 };
 	bool push = !strcmp(c->a.verb->name, "push");
-	/* the pull test hook reads a crafted archive instead of the sandbox */
-	bool hook = !push && getenv("PISB_TEST_PULL_ARCHIVE") && *getenv("PISB_TEST_PULL_ARCHIVE");
 	struct pisb_pull_opts po = { pisb_args_has(&c->a, "include-git"), 0 };
 	int ret = -1;
 
 	if (!push && pisb_args_int(&c->a, "max-bytes", 1, LLONG_MAX, PISB_PULL_MAX_BYTES, &po.max_bytes, &c->err) < 0)
-		goto out;
-	if (is_os(c)) {
-		if (push ? pisb_os_push(&c->st, c->a.pos[0], c->a.pos[1], pisb_args_get(&c->a, "to"),
-					pisb_args_has(&c->a, "all"), &x, &c->err)
-			 : pisb_os_pull(&c->st, c->a.pos[0], c->a.pos[1], c->a.pos[2], &po, &x, &c->err))
-			goto out;
-		print_xfer(c, &x, push);
-		ret = 0;
-		goto out;
-	}
-	if (sandbox(c, &fs, !hook, false) < 0)
-		goto out;
-	if (push ? pisb_push(&fs, c->a.pos[1], pisb_args_get(&c->a, "to"), pisb_args_has(&c->a, "all"), &x, &c->err)
-		 : pisb_pull(&fs, c->a.pos[1], c->a.pos[2], &po, &x, &c->err))
+		return -1;
+	if (sandbox(c, &sb, push ? PISB_V_PUSH : PISB_V_PULL) < 0)
+		return -1;
+	if (push ? sb.drv->push(&sb, c->a.pos[1], pisb_args_get(&c->a, "to"), pisb_args_has(&c->a, "all"), &x, &c->err)
+		 : sb.drv->pull(&sb, c->a.pos[1], c->a.pos[2], &po, &x, &c->err))
 		goto out;
 	print_xfer(c, &x, push);
 	ret = 0;
 out:
 	pisb_xfer_release(&x);
-	pisb_fs_release(&fs);
 	return ret;
 }
 

@@ -2,6 +2,7 @@
  * man/pisb-renew.1.  One pass (for cron), or --watch: a pass every
  * --interval seconds until SIGINT/SIGTERM, or NAME: that one, now. */
 #include "front.h"
+#include "driver.h"
 #include "json.h"
 #include "opensandbox.h"
 
@@ -59,7 +60,7 @@ static int pass(struct pisb_ctx *c)
 		o.nnames = c->a.npos;
 	}
 	pisb_jw_init(&w, &b);
-	failed = pisb_os_renew_pass(&c->st, &o, &w, &c->err);
+	failed = pisb_drivers_renew(&c->st, &o, &w, &c->err);
 	if (failed < 0)
 		return -1;
 	if (c->a.json)

@@ -1,5 +1,6 @@
 /* pisb-svc - services, previews, and the controller; see man/pisb-svc.1 */
 #include "front.h"
+#include "driver.h"
 #include "instance.h"
 #include "json.h"
 #include "local.h"
@@ -165,7 +166,8 @@ static int cmd_svc(struct pisb_ctx *c)
 	const char *name = c->a.pos[0], *op = c->a.pos[1];
 	const char *svc = c->a.npos > 2 ? c->a.pos[2] : NULL;
 	_cleanup_buf_ struct pisb_buf req = PISB_BUF_INIT, rep = PISB_BUF_INIT;
-	_cleanup_close_ int idir = -1;
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+	bool preview = !strcmp(op, "preview");
 	struct pisb_json j;
 	bool ok = false;
 	long long code = PISB_EXIT_FAIL;
@@ -173,35 +175,16 @@ static int cmd_svc(struct pisb_ctx *c)
 
 	if (build_request(c, op, svc, &req, &timeout) < 0)
 		return -1;
-	idir = pisb_instance_open(&c->st, "instances", name, &c->err);
-	if (idir < 0)
+	if (pisb_sandbox_open(&sb, &c->st, name, &c->err) < 0)
 		return -1;
-	{
-		/* services run under the local driver's controller only */
-		struct pisb_record rec;
-		if (pisb_record_load(idir, &rec, &c->err) < 0)
-			return pisb_err_prefix(&c->err, "sandbox '%s'", name);
-		if (strcmp(rec.driver, "local")) {
-			pisb_err_set(&c->err, PISB_EXIT_FAIL,
-				     "sandbox '%s' uses driver %s: services and previews belong to the local driver%s",
-				     name, rec.driver, !strcmp(rec.driver, "sbx")
-				     ? " (publish a container's ports with 'pisb docker NAME run -p')" : "");
-			pisb_record_release(&rec);
-			return -1;
-		}
-		pisb_record_release(&rec);
-	}
-	if (pisb_control_call(idir, req.s, &rep, timeout, &c->err) < 0) {
-		struct pisb_runtime rt;
-		struct pisb_err ig = PISB_ERR_INIT;
-		if (pisb_runtime_load(idir, &rt, &ig) == 0) {
-			enum pisb_status st = pisb_instance_status(idir, &rt);
-			pisb_runtime_release(&rt);
-			if (st != PISB_ST_RUNNING)
-				return pisb_err_set(&c->err, PISB_EXIT_FAIL,
-						    "sandbox '%s' is %s: services run only while it runs (pisb start %s)",
-						    name, pisb_status_name(st), name);
-		}
+	if (!(preview ? sb.drv->preview : sb.drv->svc))
+		return pisb_driver_refuse(&sb, preview ? PISB_V_PREVIEW : PISB_V_SVC, &c->err);
+	if ((preview ? sb.drv->preview : sb.drv->svc)(&sb, req.s, &rep, timeout, &c->err) < 0) {
+		enum pisb_status st = sb.drv->status(&sb);
+		if (st != PISB_ST_RUNNING)
+			return pisb_err_set(&c->err, PISB_EXIT_FAIL,
+					    "sandbox '%s' is %s: services run only while it runs (pisb start %s)",
+					    name, pisb_status_name(st), name);
 		return pisb_err_prefix(&c->err, "svc %s '%s'", op, name);
 	}
 	if (pisb_json_parse(&j, rep.s, strcspn(rep.s, "\n"), &c->err) < 0)

@@ -30,7 +30,7 @@ const struct pisb_opt pisb_global_opts[] = {
 static const struct pisb_opt create_opts[] = {
 	OPT("file", 'f', "FILE", "sandbox.yaml to create from"),
 	OPT("template", 0, "T", "copy the prepared template T instead of a fresh disk"),
-	OPT("driver", 0, "DRIVER", "local, vm, opensandbox or sbx (overrides the config)"),
+	OPT("driver", 0, "DRIVER", "the driver to use, one of 'pisb drivers -q' (overrides the config)"),
 	INT("owner-pid", 0, "PID", "the sandbox belongs to this process; pisb gc may remove it once the process is gone"),
 	OPT("session-id", 0, "ID", "Pi session id, recorded in metadata"),
 	OPT("on-ready", 0, "CMD", "run CMD (sh -c) once ready; if it fails the sandbox is removed and create fails"),
@@ -178,6 +178,8 @@ const struct pisb_verb pisb_verbs[] = {
 	  "audit a running sandbox's isolation live", none_opts),
 	V("doctor", "pisb-create", "", NULL, NULL, NULL, 0, 0, false,
 	  "check this host for what each driver needs", none_opts),
+	V("drivers", "pisb-create", "", NULL, NULL, NULL, 0, 0, false,
+	  "what each driver can do: the verb x driver matrix", none_opts),
 	V("validate", "pisb-create", "-f FILE", NULL, NULL, NULL, 0, 0, false,
 	  "check a sandbox.yaml and print it normalised", validate_opts),
 	V("exec", "pisb-exec", "NAME [--cwd DIR] [--env K=V]... [--timeout-ms N] (--sh STRING | --bash STRING | -- CMD [ARG]...)", "name", NULL, NULL, 1, 1, true,

@@ -8,6 +8,7 @@
  * could be expanded.
  */
 #include "config.h"
+#include "driver.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -981,20 +982,6 @@ static int load_env(struct ld *L, const char *path, const struct ynode *n,
 
 /* ---- services ----------------------------------------------------------- */
 
-static bool service_name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n < 1 || n > 32)
-		return false;
-	if (!(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-'))
-			return false;
-	return true;
-}
-
 static bool url_ok(const char *u)
 {
 	const char *rest;
@@ -1176,7 +1163,7 @@ static int load_service(struct ld *L, const char *path, const char *name,
 
 	s->name = xstrdup(name);
 	s->timeout_ms = 30000;
-	if (!service_name_ok(name))
+	if (!pisb_service_name_valid(name))
 		return bad(L, path, "invalid service name (must match ^[a-z0-9][a-z0-9-]{0,31}$)");
 	if (need_map(L, path, n) < 0)
 		return -1;
@@ -1944,10 +1931,18 @@ static int load_doc(struct ld *L, const struct ynode *root, struct pisb_config *
 			return bad(L, "version", "must be 1");
 	}
 	if ((v = mget(root, "driver"))) {
-		static const char *const words[] = { "local", "vm", "opensandbox", "sbx", NULL };
-		int i = need_enum(L, "driver", v, words, "must be one of: local, vm, opensandbox, sbx");
+		/* the drivers of this build: the registry's names */
+		const char *words[16];
+		_cleanup_buf_ struct pisb_buf rule = PISB_BUF_INIT;
+		size_t n = 0;
+		int i;
 
-		if (i < 0)
+		for (const struct pisb_driver *const *d = pisb_drivers; *d && n < 15; d++)
+			words[n++] = (*d)->name;
+		words[n] = NULL;
+		pisb_buf_adds(&rule, "must be one of: ");
+		pisb_driver_names(&rule, ", ");
+		if ((i = need_enum(L, "driver", v, words, rule.s)) < 0)
 			return -1;
 		free(c->driver);
 		c->driver = xstrdup(words[i]);
@@ -2054,8 +2049,12 @@ static int load_doc(struct ld *L, const struct ynode *root, struct pisb_config *
 		return -1;
 	if ((v = mget(root, "opensandbox")) && load_opensandbox(L, v, &c->os) < 0)
 		return -1;
-	if (!c->os.present && !strcmp(c->driver, "opensandbox"))
-		return bad(L, "opensandbox", "is required when driver is opensandbox");
+	{
+		/* a driver that needs its own section (opensandbox: the server) */
+		const struct pisb_driver *d = pisb_driver_find(c->driver);
+		if (d && (d->caps & PISB_DRV_CONFIG_SECTION) && !mget(root, d->name))
+			return bad(L, d->name, "is required when driver is %s", d->name);
+	}
 	if ((v = mget(root, "sbx")) && load_sbx(L, v, &c->sbx) < 0)
 		return -1;
 	return 0;

@@ -11,6 +11,7 @@
  * printed once, human or JSON.
  */
 #include "doctor.h"
+#include "driver.h"
 #include "cgroup.h"
 #include "config.h"
 #include "err.h"
@@ -743,13 +744,12 @@ static void check_binaries(struct doctor *d)
 	dadd(d, "binaries", ST_PASS, NULL, "controller '%s'", d->svc_bin);
 }
 
-int pisb_doctor_cmd(const char *state_dir, bool json, struct pisb_err *e)
+int pisb_doctor(const char *state_dir, bool json, struct pisb_buf *out, struct pisb_err *e)
 {
 	struct doctor d;
 	bool ok = true;
 	char *qemu[] = { "qemu-system-x86_64", "--version", NULL };
 	char *sbx[] = { "sbx", "version", NULL };
-	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 
 	(void)e;
 	memset(&d, 0, sizeof(d));
@@ -766,14 +766,20 @@ int pisb_doctor_cmd(const char *state_dir, bool json, struct pisb_err *e)
 	check_tool(&d, "qemu", qemu, "the vm driver",
 		   "sudo apt-get install qemu-system-x86 (Debian/Ubuntu) or sudo dnf install qemu-system-x86");
 	check_docker(&d);
-	check_tool(&d, "sbx", sbx, "the sbx driver, not in this build yet",
+	check_tool(&d, "sbx", sbx, "the sbx driver",
 		   "install Docker Sandboxes (https://docs.docker.com/ai/sandboxes/)");
+	{
+		_cleanup_buf_ struct pisb_buf names = PISB_BUF_INIT;
+		pisb_driver_names(&names, ", ");
+		dadd(&d, "drivers", ST_PASS, NULL, "this build has the drivers %s (what each can do: pisb drivers)",
+		     names.s);
+	}
 	for (size_t i = 0; i < d.n; i++)
 		if (d.v[i].status == ST_FAIL)
 			ok = false;
 	if (json) {
 		struct pisb_jw w;
-		pisb_jw_init(&w, &b);
+		pisb_jw_init(&w, out);
 		pisb_jw_obj(&w);
 		pisb_jw_key(&w, "checks");
 		pisb_jw_arr(&w);
@@ -788,15 +794,14 @@ int pisb_doctor_cmd(const char *state_dir, bool json, struct pisb_err *e)
 		pisb_jw_arr_end(&w);
 		pisb_jw_kbool(&w, "ok", ok);
 		pisb_jw_obj_end(&w);
-		pisb_buf_addc(&b, '\n');
+		pisb_buf_addc(out, '\n');
 	} else {
 		for (size_t i = 0; i < d.n; i++) {
-			pisb_buf_addf(&b, "%s  %-10s  %s\n", st_word[d.v[i].status], d.v[i].name, d.v[i].detail);
+			pisb_buf_addf(out, "%s  %-10s  %s\n", st_word[d.v[i].status], d.v[i].name, d.v[i].detail);
 			if (d.v[i].fix)
-				pisb_buf_addf(&b, "      %-10s  fix: %s\n", "", d.v[i].fix);
+				pisb_buf_addf(out, "      %-10s  fix: %s\n", "", d.v[i].fix);
 		}
 	}
-	pisb_write_all(1, b.s, b.len);
 	for (size_t i = 0; i < d.n; i++) {
 		free(d.v[i].detail);
 		free(d.v[i].fix);
@@ -1685,10 +1690,6 @@ static int load_target(struct pisb_state *st, const char *name, struct target *t
 		return -1;
 	if (pisb_record_load(t->idir, &t->rec, e) < 0)
 		return pisb_err_prefix(e, "sandbox '%s'", name);
-	if (strcmp(t->rec.driver, "local"))
-		return pisb_err_set(e, PISB_EXIT_FAIL,
-				    "verify '%s': the sandbox uses driver %s; this build audits local sandboxes only",
-				    name, t->rec.driver);
 	if (pisb_runtime_load(t->idir, &t->rt, e) < 0)
 		return -1;
 	if (!pisb_lock_is_held(t->idir, "controller.lock") || strcmp(t->rt.state, "running"))
@@ -1714,8 +1715,8 @@ static const char *const order[] = {
 	"host-sockets", "host-processes", "namespaces", "no-new-privs", NULL,
 };
 
-int pisb_verify_cmd(struct pisb_state *st, const char *name, bool json,
-		    struct pisb_err *e)
+int pisb_verify(struct pisb_state *st, const char *name, bool json, struct pisb_buf *out,
+		struct pisb_err *e)
 {
 	struct target t;
 	struct verify *v = NULL;
@@ -1926,7 +1927,7 @@ int pisb_verify_cmd(struct pisb_state *st, const char *name, bool json,
 				pisb_buf_adds(&rep, "(PISB_VERIFY_ON_HOST=1: a test hook; the probes ran on the host, where every check should fail)\n");
 		}
 	}
-	pisb_write_all(1, rep.s, rep.len);
+	pisb_buf_add(out, rep.s ? rep.s : "", rep.len);
 	ret = nfail ? PISB_EXIT_FAIL : 0;
 out:
 	if (v) {

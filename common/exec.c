@@ -60,11 +60,6 @@ static int target_open(struct pisb_state *st, const char *name, bool need_cfg,
 	if (pisb_record_load(t->idir, &t->rec, e) < 0 ||
 	    pisb_runtime_load(t->idir, &t->rt, e) < 0)
 		goto fail;
-	if (strcmp(t->rec.driver, "local")) {
-		pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s' uses driver '%s', which this command does not serve",
-			     name, t->rec.driver);
-		goto fail;
-	}
 	if (!pisb_lock_is_held(t->idir, "controller.lock") || strcmp(t->rt.state, "running")) {
 		pisb_err_set(e, PISB_EXIT_BACKEND, "sandbox '%s' is not running (start it with 'pisb start %s')",
 			     name, name);

@@ -1,5 +1,6 @@
 /* fs.c - files inside a local sandbox; see fs.h. */
 #include "fs.h"
+#include "edit.h"
 #include "err.h"
 #include "glob.h"
 #include "ignore.h"
@@ -7,7 +8,7 @@
 #include "json.h"
 #include "lock.h"
 #include "ns.h"
-#include "sbx.h"
+#include "driver.h"
 #include "state.h"
 #include "util.h"
 
@@ -32,22 +33,17 @@
 
 /* ---- the sandbox ---- */
 
-static char *record_workspace(int idir, char **driver, struct pisb_err *e)
+/* The config's workspace (absolute), from the record already read. */
+static char *record_workspace(const struct pisb_record *rec)
 {
-	struct pisb_record rec;
-	struct pisb_json j;
 	struct pisb_err ig = PISB_ERR_INIT;
+	struct pisb_json j;
 	char *ws = NULL;
 
-	/* the one record reader: bounded, errors naming the file's path */
-	if (pisb_record_load(idir, &rec, e) < 0)
-		return NULL;
-	*driver = PISB_STEAL(rec.driver);
-	if (pisb_json_parse(&j, rec.config_json, strlen(rec.config_json), &ig) == 0) {
+	if (rec->config_json && pisb_json_parse(&j, rec->config_json, strlen(rec->config_json), &ig) == 0) {
 		ws = pisb_json_str(&j, pisb_json_get(&j, 0, "workspace"));
 		pisb_json_release(&j);
 	}
-	pisb_record_release(&rec);
 	if (!ws || ws[0] != '/') {
 		free(ws);
 		ws = xstrdup("/workspace");
@@ -55,50 +51,39 @@ static char *record_workspace(int idir, char **driver, struct pisb_err *e)
 	return ws;
 }
 
-int pisb_fs_open(struct pisb_fs *fs, const struct pisb_state *st, const char *name,
+int pisb_fs_open(struct pisb_fs *fs, struct pisb_sandbox *sb, const struct pisb_fs_how *how,
 		 bool running, struct pisb_err *e)
 {
-	_cleanup_free_ char *driver = NULL;
-	struct pisb_runtime rt;
+	const struct pisb_runtime *rt;
 
-	fs->idir = pisb_instance_open(st, "instances", name, e);
+	if (!pisb_sandbox_record(sb, e))
+		return -1;
+	fs->idir = fcntl(sb->idir, F_DUPFD_CLOEXEC, 3);
 	if (fs->idir < 0)
-		return -1;
-	fs->name = xstrdup(name);
-	fs->workspace = record_workspace(fs->idir, &driver, e);
-	if (!fs->workspace)
-		return -1;
-	if (driver && !strcmp(driver, "sbx")) {
-		/* the workspace sbx shares with the VM, on this host */
-		free(fs->workspace);
-		fs->workspace = pisb_sbx_fs_workspace(fs->idir, e);
-		fs->sbx = true;
-		fs->log = "sbx.log";
-		return fs->workspace ? 0 : pisb_err_prefix(e, "sandbox '%s'", name);
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "sandbox '%s'", sb->name);
+	fs->name = xstrdup(sb->name);
+	fs->log = how ? how->log : NULL;
+	if (how && how->workspace) {
+		/* a workspace the driver shares with this host: its own root */
+		fs->workspace = how->workspace(fs->idir, e);
+		fs->enter = how->enter;
+		return fs->workspace ? 0 : pisb_err_prefix(e, "sandbox '%s'", sb->name);
 	}
-	if (driver && !strcmp(driver, "vm"))
-		fs->log = "setup.log";  /* no controller: the setup's output */
-	if (driver && !strcmp(driver, "opensandbox"))
-		fs->log = "remote.log"; /* lifecycle steps, renewals, setup output */
+	fs->workspace = record_workspace(&sb->rec);
 	if (!running)
 		return 0;
-	if (driver && strcmp(driver, "local"))
-		return pisb_err_set(e, PISB_EXIT_FAIL,
-				    "sandbox '%s' uses driver %s, whose files pisb cannot reach in this build (use 'pisb exec %s -- CMD')",
-				    name, driver, name);
 	if (!pisb_lock_is_held(fs->idir, "controller.lock"))
 		goto not_running;
-	if (pisb_runtime_load(fs->idir, &rt, e) < 0)
+	if (!(rt = pisb_sandbox_runtime(sb, e)))
 		return -1;
-	fs->init_pid = rt.init.pid;
-	fs->init_start = rt.init.start;
-	pisb_runtime_release(&rt);
+	fs->init_pid = rt->init.pid;
+	fs->init_start = rt->init.start;
 	if (fs->init_pid <= 0)
 		goto not_running;
 	return 0;
 not_running:
 	return pisb_err_set(e, PISB_EXIT_BACKEND,
-			    "sandbox '%s' is not running (start it with 'pisb start %s')", name, name);
+			    "sandbox '%s' is not running (start it with 'pisb start %s')", sb->name, sb->name);
 }
 
 void pisb_fs_release(struct pisb_fs *fs)
@@ -128,8 +113,8 @@ int pisb_fs_enter(struct pisb_fs *fs, struct pisb_err *e)
 	/* user + mount are all file access needs: the mount namespace gives the
 	 * sandbox's view, the user namespace makes us root of its files only
 	 * (sbx: a root of our own holding only the shared workspace) */
-	if (fs->sbx) {
-		if (pisb_sbx_fs_enter(fs->workspace, e) < 0)
+	if (fs->enter) {
+		if (fs->enter(fs->workspace, e) < 0)
 			return pisb_err_prefix(e, "sandbox '%s'", fs->name);
 	} else if (pisb_sandbox_enter_ns(fs->init_pid, fs->init_start, PISB_NS_USER | PISB_NS_MNT, e) < 0 ||
 	    pisb_sandbox_become_root(privileged, e) < 0) {
@@ -764,43 +749,13 @@ int pisb_fs_write(const struct pisb_fs *fs, const char *abs, const struct pisb_f
 	return r;
 }
 
-struct hit {
-	size_t pos, len;
-	size_t idx;
-};
-
-static int cmp_hit(const void *a, const void *b)
-{
-	const struct hit *x = a, *y = b;
-	return x->pos < y->pos ? -1 : x->pos > y->pos;
-}
-
-static size_t count_occurrences(const char *hay, size_t n, const char *needle, size_t m, size_t *first)
-{
-	size_t count = 0;
-	const char *p = hay, *end = hay + n;
-
-	while (p + m <= end) {
-		const char *q = memmem(p, (size_t)(end - p), needle, m);
-		if (!q)
-			break;
-		if (!count)
-			*first = (size_t)(q - hay);
-		count++;
-		p = q + 1;   /* overlapping occurrences count too */
-	}
-	return count;
-}
-
 int pisb_fs_edit(const struct pisb_fs *fs, const char *abs, const struct pisb_fs_edit *ed,
 		 size_t n, long long *bytes, struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf orig = PISB_BUF_INIT, out = PISB_BUF_INIT;
-	_cleanup_free_ struct hit *hits = NULL;
 	struct pisb_fs_src src = { -1, NULL, 0 };
 	struct target t;
 	struct stat st;
-	size_t at = 0;
 	int fd, r;
 
 	fd = open_file(fs, abs, &st, e);
@@ -810,33 +765,8 @@ int pisb_fs_edit(const struct pisb_fs *fs, const char *abs, const struct pisb_fs
 	close(fd);
 	if (r < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "read '%s'", abs);
-	hits = xcalloc(n ? n : 1, sizeof(*hits));
-	for (size_t i = 0; i < n; i++) {
-		size_t first = 0, c;
-		if (!ed[i].oldn)
-			return pisb_err_set(e, PISB_EXIT_FAIL, "edit %zu: the old text is empty", i + 1);
-		c = count_occurrences(orig.s ? orig.s : "", orig.len, ed[i].old, ed[i].oldn, &first);
-		if (c != 1)
-			return pisb_err_set(e, PISB_EXIT_FAIL,
-					    "edit %zu: the old text matches %zu times in '%s' (it must match exactly once); nothing was written",
-					    i + 1, c, abs);
-		hits[i].pos = first;
-		hits[i].len = ed[i].oldn;
-		hits[i].idx = i;
-	}
-	qsort(hits, n, sizeof(*hits), cmp_hit);
-	for (size_t i = 1; i < n; i++)
-		if (hits[i - 1].pos + hits[i - 1].len > hits[i].pos)
-			return pisb_err_set(e, PISB_EXIT_FAIL,
-					    "edits %zu and %zu overlap in '%s'; nothing was written",
-					    hits[i - 1].idx + 1, hits[i].idx + 1, abs);
-	pisb_buf_grow(&out, orig.len + 1);
-	for (size_t i = 0; i < n; i++) {
-		pisb_buf_add(&out, orig.s + at, hits[i].pos - at);
-		pisb_buf_add(&out, ed[hits[i].idx].new_, ed[hits[i].idx].newn);
-		at = hits[i].pos + hits[i].len;
-	}
-	pisb_buf_add(&out, orig.s ? orig.s + at : "", orig.len - at);
+	if (pisb_edit_apply(orig.s, orig.len, ed, n, abs, &out, e) < 0)
+		return -1;
 	src.data = out.s ? out.s : "";
 	src.n = out.len;
 	if (target_open(fs, abs, false, &t, e) < 0) {
@@ -1488,18 +1418,6 @@ int pisb_fs_grep(const struct pisb_fs *fs, const struct pisb_fs_grep *o,
 
 /* ---- logs ---- */
 
-static bool service_name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n < 1 || n > 32 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return false;
-	return true;
-}
-
 int pisb_fs_logs(const struct pisb_fs *fs, const char *service, long long lines,
 		 size_t cap, struct pisb_buf *out, long long *nlines, bool *truncated,
 		 struct pisb_err *e)
@@ -1515,7 +1433,7 @@ int pisb_fs_logs(const struct pisb_fs *fs, const char *service, long long lines,
 
 	*truncated = false;
 	*nlines = 0;
-	if (service && !service_name_ok(service))
+	if (service && !pisb_service_name_valid(service))
 		return pisb_err_set(e, PISB_EXIT_USAGE, "invalid service name '%s'", service);
 	if (service && fs->log)
 		return pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s' has no services: its driver runs none (its log is %s)",

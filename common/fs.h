@@ -34,18 +34,30 @@ struct pisb_fs {
 	pid_t init_pid;           /* the sandbox's pid 1 ... */
 	unsigned long long init_start;   /* ... and its start time */
 	int root;                 /* after pisb_fs_enter: O_PATH fd of "/" */
-	bool sbx;                 /* driver sbx: the shared workspace only */
+	/* a driver's own way in (sbx: the shared workspace only), or NULL:
+	 * the sandbox's user and mount namespaces */
+	int (*enter)(const char *workspace, struct pisb_err *e);
 	const char *log;          /* what logs shows without SERVICE: the
 	                           * controller's log, sbx.log, or a vm's
 	                           * setup.log (NULL: controller.log) */
 };
-#define PISB_FS_INIT { -1, NULL, NULL, 0, 0, -1, false, NULL }
+#define PISB_FS_INIT { -1, NULL, NULL, 0, 0, -1, NULL, NULL }
 
-/* Look up sandbox NAME: missing -> 3; with running, not running -> 5
- * ("sandbox 'NAME' is not running (start it with 'pisb start NAME')").
- * A sbx sandbox: its workspace on this host (sbx.h), whatever its state. */
-int pisb_fs_open(struct pisb_fs *fs, const struct pisb_state *st,
-		 const char *name, bool running, struct pisb_err *e);
+/* How a driver's files are reached (NULL: the local driver's way). */
+struct pisb_fs_how {
+	const char *log;          /* what logs shows without SERVICE (NULL:
+	                           * controller.log) */
+	/* a workspace shared with this host (caller frees), found whatever
+	 * the sandbox's state, and the way into it; NULL: the config's
+	 * workspace inside the sandbox's namespaces */
+	char *(*workspace)(int idir, struct pisb_err *e);
+	int (*enter)(const char *workspace, struct pisb_err *e);
+};
+/* The files of opened sandbox sb: with running, not running -> 5
+ * ("sandbox 'NAME' is not running (start it with 'pisb start NAME')"). */
+struct pisb_sandbox;
+int pisb_fs_open(struct pisb_fs *fs, struct pisb_sandbox *sb, const struct pisb_fs_how *how,
+		 bool running, struct pisb_err *e);
 void pisb_fs_release(struct pisb_fs *fs);
 /* Enter the sandbox as root inside; the calling process must be
  * single-threaded and never comes back to the host's view. */

@@ -2,15 +2,14 @@
 #include "gc.h"
 #include "cgroup.h"
 #include "config.h"
+#include "driver.h"
 #include "err.h"
 #include "image.h"
 #include "instance.h"
 #include "json.h"
 #include "local.h"
-#include "opensandbox.h"
 #include "lock.h"
 #include "proc.h"
-#include "sbx.h"
 #include "state.h"
 #include "util.h"
 
@@ -304,10 +303,10 @@ static bool destroy_stopped(struct gc *g, int idir, const char *name, const char
 static void sweep_broken(struct gc *g, int idir, const char *name, const char *why)
 {
 	struct pisb_err e = PISB_ERR_INIT;
-	int d = pisb_instance_driver(g->st, name, &e);
+	const struct pisb_driver *d = pisb_driver_salvage(idir);
 	struct stat sb;
 
-	if (d != PISB_DRIVER_LOCAL) {
+	if (!(d->caps & PISB_DRV_GC_SWEEP)) {
 		add(&g->r->kept, "sandbox", name, "unreadable record (%s): left to its driver", why);
 		return;
 	}
@@ -342,6 +341,7 @@ static void sweep_instance(struct gc *g, const char *name)
 	_cleanup_close_ int idir = pisb_instance_open(g->st, "instances", name, &e);
 	struct pisb_record rec;
 	struct pisb_runtime rt;
+	const struct pisb_driver *drv;
 	bool owner_dead, gone = false;
 	_cleanup_free_ char *who = xasprintf("sandbox '%s'", name);
 
@@ -352,13 +352,14 @@ static void sweep_instance(struct gc *g, const char *name)
 		sweep_broken(g, idir, name, e.msg);
 		return;
 	}
-	if (!strcmp(rec.driver, "opensandbox")) {
-		/* swept by pisb_os_gc */
+	drv = pisb_driver_find(rec.driver);
+	if (drv && drv->gc_sweep) {
+		/* swept by the driver's own sweep */
 		pisb_record_release(&rec);
 		return;
 	}
 	owner_dead = rec.owner.pid > 0 && !pisb_proc_id_alive(&rec.owner);
-	if (strcmp(rec.driver, "local")) {
+	if (!drv || !(drv->caps & PISB_DRV_GC_SWEEP)) {
 		if (owner_dead)
 			add(&g->r->kept, "sandbox", name,
 			    "owner pid %d is gone, but a %s sandbox is released by its own driver ('pisb destroy %s --confirm %s')",
@@ -367,8 +368,8 @@ static void sweep_instance(struct gc *g, const char *name)
 			add(&g->r->kept, "sandbox", name, "driver %s: left to its driver", rec.driver);
 		if (rec.image_cache)
 			note_record(g, &rec, who);
-		if (!strcmp(rec.driver, "sbx")) {
-			char *sbx = pisb_sbx_name(&rec);
+		if (drv && drv->gc_name) {
+			char *sbx = drv->gc_name(&rec);
 			if (sbx)
 				pisb_strv_push(&g->sbx_names, sbx);
 			free(sbx);
@@ -471,6 +472,15 @@ out:
 
 /* ---------- staging, trash, images ---------- */
 
+/* A staged create that a driver's own sweep decides about? */
+static bool staged_by_driver(int dirfd)
+{
+	for (const struct pisb_driver *const *d = pisb_drivers; *d; d++)
+		if ((*d)->gc_staged && (*d)->gc_staged(dirfd))
+			return true;
+	return false;
+}
+
 static void sweep_staging(struct gc *g)
 {
 	_cleanup_strv_ struct pisb_strv ns = PISB_STRV_INIT;
@@ -489,8 +499,8 @@ static void sweep_staging(struct gc *g)
 
 		if (fstatat(sdir, ns.v[i], &sb, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
-		if (d >= 0 && pisb_os_gc_staged(d))
-			continue;   /* pisb_os_gc decided */
+		if (d >= 0 && staged_by_driver(d))
+			continue;   /* the driver's sweep decided */
 		if (d >= 0 && (pisb_lock_is_held(d, "op.lock") || pisb_lock_is_held(d, "controller.lock"))) {
 			add(&g->r->kept, "staging", what, "a create or prepare is using it");
 			note_dir(g, d, who);
@@ -869,7 +879,9 @@ int pisb_gc_run(struct pisb_state *st, const struct pisb_gc_opts *o,
 		if (t >= 0)
 			note_dir(&g, t, who);
 	}
-	pisb_os_gc(st, o->dry_run, r, &le);
+	for (const struct pisb_driver *const *d = pisb_drivers; *d; d++)
+		if ((*d)->gc_sweep)
+			(*d)->gc_sweep(st, o->dry_run, r, &le);
 	sweep_staging(&g);
 	sweep_trash(&g);
 	read_names(st->fd, "instances", &names);

@@ -1,13 +1,10 @@
 #include "inspect.h"
-#include "cgroup.h"
 #include "config.h"
+#include "driver.h"
 #include "err.h"
 #include "instance.h"
 #include "json.h"
 #include "lock.h"
-#include "opensandbox.h"
-#include "sbx.h"
-#include "vm.h"
 #include "state.h"
 #include "util.h"
 
@@ -17,29 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
-/* vm: the VM's size is the limit; pids are the guest kernel's business */
-static void vm_limits(struct pisb_jw *w, const struct pisb_config *cfg, bool running)
+void pisb_inspect_limits(struct pisb_sandbox *sb, const struct pisb_config *cfg, bool running,
+			 struct pisb_jw *w)
 {
-	pisb_jw_key(w, "limits");
-	pisb_jw_obj(w);
-	pisb_jw_kint(w, "cpus", cfg->cpus);
-	pisb_jw_kint(w, "memoryGiB", cfg->memory_gib);
-	pisb_jw_kint(w, "pids", cfg->pids);
-	pisb_jw_kint(w, "diskGiB", cfg->disk_gib);
-	pisb_jw_key(w, "enforced");
-	pisb_jw_obj(w);
-	pisb_jw_kbool(w, "cpus", running);
-	pisb_jw_kbool(w, "memory", running);
-	pisb_jw_kbool(w, "pids", false);
-	pisb_jw_kbool(w, "disk", true);
-	pisb_jw_obj_end(w);
-	pisb_jw_kstr(w, "note", "the VM's vCPUs, memory and disk image size are the limits; pids are not limited inside the guest");
-	pisb_jw_obj_end(w);
-}
+	struct pisb_err ig = PISB_ERR_INIT;
+	const struct pisb_runtime *rt = pisb_sandbox_runtime(sb, &ig);
 
-static void limits(struct pisb_jw *w, const struct pisb_config *cfg,
-		   const struct pisb_runtime *rt, bool running)
-{
+	running = running && rt;
 	pisb_jw_key(w, "limits");
 	pisb_jw_obj(w);
 	pisb_jw_kint(w, "cpus", cfg->cpus);
@@ -66,48 +47,6 @@ static void limits(struct pisb_jw *w, const struct pisb_config *cfg,
 	} else {
 		pisb_jw_kstr(w, "note", "limits are enforced only while the sandbox runs");
 	}
-	pisb_jw_obj_end(w);
-}
-
-/* sbx: the microVM's size as passed to sbx create (null: sbx decided) */
-static void sbx_limits(struct pisb_jw *w, const struct pisb_config *cfg, bool running)
-{
-	const struct pisb_sbx_config *x = &cfg->sbx;
-	bool sized = cfg->resources_explicit || cfg->profile_explicit;
-	long long mem = 0;
-
-	if (x->memory) {
-		size_t n = strlen(x->memory);
-		mem = atoll(x->memory);
-		if (x->memory[n - 1] == 'm')
-			mem /= 1024;
-	} else if (sized) {
-		mem = cfg->memory_gib;
-	}
-	pisb_jw_key(w, "limits");
-	pisb_jw_obj(w);
-	pisb_jw_key(w, "cpus");
-	if (x->cpus || sized)
-		pisb_jw_int(w, x->cpus ? x->cpus : cfg->cpus);
-	else
-		pisb_jw_null(w);
-	pisb_jw_key(w, "memoryGiB");
-	if (mem > 0)
-		pisb_jw_int(w, mem);
-	else
-		pisb_jw_null(w);
-	pisb_jw_key(w, "pids");
-	pisb_jw_null(w);
-	pisb_jw_key(w, "diskGiB");
-	pisb_jw_null(w);
-	pisb_jw_key(w, "enforced");
-	pisb_jw_obj(w);
-	pisb_jw_kbool(w, "cpus", running && (x->cpus || sized));
-	pisb_jw_kbool(w, "memory", running && mem > 0);
-	pisb_jw_kbool(w, "pids", false);
-	pisb_jw_kbool(w, "disk", false);
-	pisb_jw_obj_end(w);
-	pisb_jw_kstr(w, "note", "the microVM's size as given to sbx create (null: sbx's default); pids and disk are sbx's own");
 	pisb_jw_obj_end(w);
 }
 
@@ -153,7 +92,7 @@ static void raw_or(struct pisb_jw *w, const char *key, const char *raw, const ch
 /* A sandbox whose driver keeps its state in status.json (opensandbox,
  * sbx): the state word, and "creating" told apart from a create that died
  * by op.lock, which create holds until the sandbox is ready. */
-static enum pisb_status recorded_status(int idir, const struct pisb_runtime *rt)
+enum pisb_status pisb_recorded_status(int idir, const struct pisb_runtime *rt)
 {
 	if (!strcmp(rt->state, "running"))
 		return PISB_ST_RUNNING;
@@ -169,125 +108,90 @@ static enum pisb_status recorded_status(int idir, const struct pisb_runtime *rt)
 static int one(struct pisb_state *st, const char *kind, const char *name, bool full,
 	       bool brief, struct pisb_jw *w, struct pisb_err *e)
 {
-	_cleanup_close_ int idir = pisb_instance_open(st, kind, name, e);
-	struct pisb_record rec;
-	struct pisb_runtime rt;
-	struct pisb_config *cfg = NULL;
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+	const struct pisb_runtime *rt;
+	const struct pisb_config *cfg;
+	bool tmpl = !strcmp(kind, "templates");
 	enum pisb_status s;
 	char ts[32];
 	bool running;
-	_cleanup_free_ char *unreachable = NULL;
 
-	if (idir < 0)
+	if (pisb_sandbox_open_kind(&sb, st, kind, name, e) < 0)
 		return -1;
-	if (pisb_record_load(idir, &rec, e) < 0)
+	if (!pisb_sandbox_record(&sb, e))
 		return pisb_err_prefix(e, "sandbox '%s'", name);
-	if (pisb_runtime_load(idir, &rt, e) < 0) {
-		pisb_record_release(&rec);
-		return -1;
+	if (full && !tmpl && sb.drv->refresh) {
+		/* ask the backend; unreachable leaves the last known status */
+		struct pisb_err ig = PISB_ERR_INIT;
+		sb.drv->refresh(&sb, 3000, &ig);
 	}
-	if (pisb_record_config(&rec, &cfg, e) < 0) {
-		pisb_record_release(&rec);
-		pisb_runtime_release(&rt);
+	if (!(rt = pisb_sandbox_runtime(&sb, e)) || !(cfg = pisb_sandbox_config(&sb, e)))
 		return -1;
-	}
-	if (!strcmp(kind, "templates"))
-		s = PISB_ST_STOPPED;
-	else if (!strcmp(rec.driver, "opensandbox") && (unreachable = pisb_os_unreachable(rt.extra_json)))
-		s = PISB_ST_UNREACHABLE;
-	else if (!strcmp(rec.driver, "opensandbox") || !strcmp(rec.driver, "sbx"))
-		s = recorded_status(idir, &rt);
-	else if (!strcmp(rec.driver, "vm"))
-		s = pisb_vm_status(idir, &rt);
-	else
-		s = pisb_instance_status(idir, &rt);
+	s = tmpl ? PISB_ST_STOPPED : sb.drv->status(&sb);
 	running = s == PISB_ST_RUNNING || s == PISB_ST_STARTING || s == PISB_ST_UNAVAILABLE;
 	pisb_jw_obj(w);
-	pisb_jw_kstr(w, "name", rec.name);
-	pisb_jw_kstr(w, "driver", rec.driver);
-	pisb_jw_kstr(w, "status", !strcmp(kind, "templates") ? "template" : pisb_status_name(s));
-	if (unreachable)
-		pisb_jw_kstr(w, "error", unreachable);
-	if (!strcmp(rec.driver, "opensandbox")) {
-		pisb_jw_kstr(w, "image", cfg->os.image ? cfg->os.image :
-				       cfg->os.snapshot_id ? cfg->os.snapshot_id : cfg->os.sandbox_id);
-		pisb_jw_kstr(w, "workspace", cfg->os.workspace ? cfg->os.workspace : cfg->workspace);
-	} else if (!strcmp(rec.driver, "sbx")) {
-		_cleanup_free_ char *ws = pisb_sbx_workspace(&rec);
-		pisb_jw_kstr(w, "image", cfg->sbx.template_ ? cfg->sbx.template_ : "sbx shell");
-		pisb_jw_kstr(w, "workspace", ws);
-	} else {
-		pisb_jw_kstr(w, "image", cfg->image);
-		pisb_jw_kstr(w, "workspace", cfg->workspace);
-	}
-	pisb_time_rfc3339(rec.created_at, ts);
+	pisb_jw_kstr(w, "name", sb.rec.name);
+	pisb_jw_kstr(w, "driver", sb.rec.driver);
+	pisb_jw_kstr(w, "status", tmpl ? "template" : pisb_status_name(s));
+	sb.drv->describe(&sb, cfg, w);
+	pisb_time_rfc3339(sb.rec.created_at, ts);
 	pisb_jw_kstr(w, "createdAt", ts);
 	if (!brief) {
-		pisb_jw_kstr(w, "template", rec.template_);
+		pisb_jw_kstr(w, "template", sb.rec.template_);
 		pisb_jw_key(w, "ownerPid");
-		if (rec.owner.pid > 0)
-			pisb_jw_int(w, rec.owner.pid);
+		if (sb.rec.owner.pid > 0)
+			pisb_jw_int(w, sb.rec.owner.pid);
 		else
 			pisb_jw_null(w);
-		pisb_jw_kbool(w, "ownerAlive", rec.owner.pid > 0 && pisb_proc_id_alive(&rec.owner));
-		pisb_jw_kstr(w, "sessionId", rec.session_id);
-		if (!strcmp(rec.driver, "opensandbox"))
-			pisb_os_inspect(w, cfg, rt.extra_json);
-		else if (!strcmp(rec.driver, "sbx"))
-			sbx_limits(w, cfg, running);
-		else if (!strcmp(rec.driver, "vm"))
-			vm_limits(w, cfg, running);
-		else
-			limits(w, cfg, &rt, running);
-		raw_or(w, "services", running ? rt.services_json : NULL, "[]");
-		ports(w, running ? rt.services_json : NULL);
-		raw_or(w, "previews", running ? rt.previews_json : NULL, "[]");
+		pisb_jw_kbool(w, "ownerAlive", sb.rec.owner.pid > 0 && pisb_proc_id_alive(&sb.rec.owner));
+		pisb_jw_kstr(w, "sessionId", sb.rec.session_id);
+		sb.drv->limits(&sb, cfg, running, w);
+		raw_or(w, "services", running ? rt->services_json : NULL, "[]");
+		ports(w, running ? rt->services_json : NULL);
+		raw_or(w, "previews", running ? rt->previews_json : NULL, "[]");
 		pisb_jw_key(w, "resumePid");
-		if (running && pisb_proc_id_alive(&rt.resume))
-			pisb_jw_int(w, rt.resume.pid);
+		if (running && pisb_proc_id_alive(&rt->resume))
+			pisb_jw_int(w, rt->resume.pid);
 		else
 			pisb_jw_null(w);
 		/* a remote sandbox has no local controller */
-		if (!strcmp(rec.driver, "opensandbox"))
+		if (sb.drv->caps & PISB_DRV_REMOTE)
 			running = false;
 		pisb_jw_key(w, "controller");
 		pisb_jw_obj(w);
 		pisb_jw_key(w, "pid");
-		if (running && rt.controller.pid > 0)
-			pisb_jw_int(w, rt.controller.pid);
+		if (running && rt->controller.pid > 0)
+			pisb_jw_int(w, rt->controller.pid);
 		else
 			pisb_jw_null(w);
 		pisb_jw_kbool(w, "alive", running);
 		pisb_jw_key(w, "initPid");
-		if (running && rt.init.pid > 0)
-			pisb_jw_int(w, rt.init.pid);
+		if (running && rt->init.pid > 0)
+			pisb_jw_int(w, rt->init.pid);
 		else
 			pisb_jw_null(w);
-		pisb_jw_kstr(w, "generation", running ? rt.generation : NULL);
+		pisb_jw_kstr(w, "generation", running ? rt->generation : NULL);
 		pisb_jw_obj_end(w);
-		if (rt.started_at) {
-			pisb_time_rfc3339(rt.started_at, ts);
+		if (rt->started_at) {
+			pisb_time_rfc3339(rt->started_at, ts);
 			pisb_jw_kstr(w, "startedAt", ts);
 		}
-		if (rt.stopped_at) {
-			pisb_time_rfc3339(rt.stopped_at, ts);
+		if (rt->stopped_at) {
+			pisb_time_rfc3339(rt->stopped_at, ts);
 			pisb_jw_kstr(w, "stoppedAt", ts);
 		}
-		pisb_jw_kstr(w, "setupError", rt.setup_error);
-		if (rt.extra_json)
-			raw_or(w, !strcmp(rec.driver, "vm") ? "vm" : "remote", rt.extra_json, "null");
+		pisb_jw_kstr(w, "setupError", rt->setup_error);
+		if (rt->extra_json)
+			raw_or(w, sb.drv->extra_key ? sb.drv->extra_key : "remote", rt->extra_json, "null");
 		if (full) {
 			pisb_jw_key(w, "config");
-			if (!strcmp(rec.driver, "opensandbox"))
-				pisb_os_config_json(w, rec.config_json);
+			if (sb.drv->config_out)
+				sb.drv->config_out(&sb, w);
 			else
-				pisb_jw_raw(w, rec.config_json, strlen(rec.config_json));
+				pisb_jw_raw(w, sb.rec.config_json, strlen(sb.rec.config_json));
 		}
 	}
 	pisb_jw_obj_end(w);
-	pisb_config_free(cfg);
-	pisb_record_release(&rec);
-	pisb_runtime_release(&rt);
 	return 0;
 }
 

@@ -11,12 +11,25 @@ struct pisb_jw;
 
 /* One object: name, driver, status, image, workspace, createdAt, template,
  * owner, limits, ports, previews, services, resumePid, controller,
- * setupError (full adds the config). */
+ * setupError (full: the driver's backend is asked first, where it has one,
+ * and the config is added). */
 int pisb_inspect(struct pisb_state *st, const char *name, bool full,
 		 struct pisb_jw *w, struct pisb_err *e);
 /* An array of short objects, sorted by name. */
 int pisb_list(struct pisb_state *st, bool templates, struct pisb_jw *w,
 	      struct pisb_err *e);
+struct pisb_sandbox;
+struct pisb_config;
+struct pisb_runtime;
+/* The "limits" key from the config and status.json's enforced flags (the
+ * local and opensandbox drivers' limits slot). */
+void pisb_inspect_limits(struct pisb_sandbox *sb, const struct pisb_config *cfg, bool running,
+			 struct pisb_jw *w);
+/* A sandbox whose driver keeps its state in status.json (opensandbox,
+ * sbx): the state word, and "creating" told apart from a create that died
+ * by op.lock, which create holds until the sandbox is ready. */
+#include "instance.h"
+enum pisb_status pisb_recorded_status(int idir, const struct pisb_runtime *rt);
 /* The live status name of an instance ("running", ...). */
 const char *pisb_status_of(struct pisb_state *st, const char *name);
 

@@ -101,15 +101,6 @@ int pisb_record_load(int idir, struct pisb_record *r, struct pisb_err *e);
 int pisb_instance_stage(struct pisb_state *st, const char *name, char **stage, int *lock,
 			struct pisb_err *e);
 
-enum pisb_driver { PISB_DRIVER_LOCAL, PISB_DRIVER_VM, PISB_DRIVER_OPENSANDBOX, PISB_DRIVER_SBX };
-/* The driver of sandbox NAME, from its record (read once, for every
- * driver's dispatch): an enum pisb_driver, or -1 with e (3: no such
- * sandbox; 1: a record naming a driver this build does not know).  A
- * record that does not load (missing, empty, truncated, mistyped, huge)
- * still dispatches: to the driver it names in its first 64 KiB, else to
- * local, so that destroy can always remove the sandbox; verbs that need
- * the record then report what is wrong with it. */
-int pisb_instance_driver(struct pisb_state *st, const char *name, struct pisb_err *e);
 int pisb_record_save(int idir, const struct pisb_record *r, struct pisb_err *e);
 /* Parse record->config_json into a config (caller frees). */
 int pisb_record_config(const struct pisb_record *r, struct pisb_config **out,

@@ -317,6 +317,33 @@ bool pisb_name_valid(const char *name)
 	return true;
 }
 
+void pisb_log_vappend(int idir, const char *file, const char *fmt, va_list ap)
+{
+	_cleanup_close_ int fd = openat(idir, file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+					0600);
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	char ts[32], tmp[2048];
+
+	if (fd < 0)
+		return;
+	pisb_time_rfc3339(pisb_now_ms() / 1000, ts);
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	pisb_buf_addf(&b, "%s %s\n", ts, tmp);
+	pisb_write_all(fd, b.s, b.len);
+}
+
+bool pisb_service_name_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 1 || n > 32 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return false;
+	return true;
+}
+
 void pisb_freep(void *p)
 {
 	free(*(void **)p);

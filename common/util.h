@@ -6,6 +6,7 @@
 #ifndef PISB_UTIL_H
 #define PISB_UTIL_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -88,5 +89,13 @@ char *pisb_path_in(const char *workspace, const char *path);
 
 /* Sandbox and template names: ^[a-z][a-z0-9-]{0,39}$ */
 bool pisb_name_valid(const char *name);
+/* A driver's log of its steps (remote.log, sbx.log): one line
+ * "RFC3339-TIME MESSAGE" appended to file in directory idir (0600, never
+ * through a symlink); a log that cannot be written is skipped. */
+void pisb_log_vappend(int idir, const char *file, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+
+/* Service names: ^[a-z0-9][a-z0-9-]{0,31}$ (config, svc requests, logs) */
+bool pisb_service_name_valid(const char *name);
 
 #endif

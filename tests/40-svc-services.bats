@@ -521,7 +521,7 @@ teardown() {
 		jq -n --arg n "other-$d" --arg d "$d" '{version:1,name:$n,driver:$d,createdAt:1,template:null,owner:{pid:0,start:0},sessionId:null,remote:null,config:{version:1}}' \
 			> "$PI_SANDBOX_HOME/instances/other-$d/record.json"
 		run -1 --separate-stderr pisb svc "other-$d" status
-		[[ $stderr == *"sandbox 'other-$d' uses driver $d: services and previews belong to the local driver"* ]]
+		[[ $stderr == *"sandbox 'other-$d' (driver $d) cannot 'svc'"*"; see pisb drivers" ]]
 	done
 }
 

@@ -177,7 +177,7 @@ sbx_calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
 		d=$(jq -r .driver "$PI_SANDBOX_HOME/instances/$n/record.json")
 		for v in $VERBS; do
 			run -1 --separate-stderr pisb docker "$n" "$v"
-			[[ $stderr == "fatal: sandbox '$n' (driver $d) has no docker daemon of its own; pisb docker needs a sbx sandbox (driver: sbx) and never falls back to the host's docker daemon" ]] ||
+			[[ $stderr == "fatal: sandbox '$n' (driver $d) cannot 'docker': no docker daemon of its own; pisb docker needs a sbx sandbox (driver: sbx) and never falls back to the host's docker daemon; see pisb drivers" ]] ||
 				{ echo "verb $v: $stderr"; false; }
 			[ -z "$output" ]
 		done

@@ -2007,18 +2007,6 @@ void pisb_services_free(struct pisb_services *s)
 
 /* ---------- requests ---------- */
 
-static bool name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n < 1 || n > 32 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return false;
-	return true;
-}
-
 static void op_status(struct pisb_services *s, const char *name, int fd)
 {
 	_cleanup_free_ struct svc **t = NULL;
@@ -2109,7 +2097,7 @@ static void op_start(struct pisb_services *s, const struct pisb_json *j, int fd)
 	struct pisb_err e = PISB_ERR_INIT;
 	struct svc *v;
 
-	if (!name || !name_ok(name)) {
+	if (!name || !pisb_service_name_valid(name)) {
 		reply_error(fd, PISB_EXIT_USAGE, "invalid service name '%s' (a-z 0-9 -, at most 32, not starting with -)",
 			    name ? name : "");
 		return;

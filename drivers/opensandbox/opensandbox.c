@@ -19,6 +19,7 @@
 #include "config.h"
 #include "err.h"
 #include "events.h"
+#include "lifecycle.h"
 #include "instance.h"
 #include "json.h"
 #include "lock.h"
@@ -180,21 +181,11 @@ int os_status_save(int idir, struct pisb_runtime *rt, const char *state,
 
 void os_log(int idir, const char *fmt, ...)
 {
-	_cleanup_close_ int fd = openat(idir, "remote.log",
-					O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
-	char ts[32];
 	va_list ap;
-	char tmp[2048];
 
-	if (fd < 0)
-		return;
-	pisb_time_rfc3339(pisb_now_ms() / 1000, ts);
 	va_start(ap, fmt);
-	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	pisb_log_vappend(idir, "remote.log", fmt, ap);
 	va_end(ap);
-	pisb_buf_addf(&b, "%s %s\n", ts, tmp);
-	pisb_write_all(fd, b.s, b.len);
 }
 
 int64_t os_renew_interval(long long timeout_seconds)
@@ -406,18 +397,13 @@ char *os_path(const struct os_inst *t, const char *p)
 
 /* ---- events ---- */
 
-static int emit(const struct pisb_os_opts *o, const char *event, const char *name,
+static int emit(const struct pisb_lc_opts *o, const char *event, const char *name,
 		const char *sid, const char *workspace, bool created, bool resumed,
 		const char *mode, struct pisb_err *e)
 {
 	struct pisb_event ev = { event, name, "opensandbox", sid, workspace, created, resumed, mode };
-	int fd = o->events_fd >= 0 ? o->events_fd : o->json ? 1 : -1;
 
-	if (fd >= 0 && pisb_event_write(fd, &ev, e) < 0)
-		return -1;
-	if (!strcmp(event, "ready") && o->on_ready && pisb_event_hook(o->on_ready, &ev, e) < 0)
-		return -1;
-	return 0;
+	return pisb_lifecycle_event(o, &ev, e);
 }
 
 /* ---- create ---- */
@@ -474,7 +460,7 @@ static void jw_strs(struct pisb_jw *w, const char *key, char **v, size_t n)
 	pisb_jw_arr_end(w);
 }
 
-static void create_body(const struct pisb_config *cfg, const struct pisb_os_opts *o,
+static void create_body(const struct pisb_config *cfg, const struct pisb_lc_opts *o,
 			struct pisb_buf *b)
 {
 	const struct pisb_os_config *os = &cfg->os;
@@ -633,7 +619,7 @@ static char *stored_config(const struct pisb_config *cfg, const char *config_jso
 /* Stage instances/NAME: a staging dir with op.lock held, record.json and
  * a first status.json.  Returns the dir fd; *stage and *lock are set. */
 static int stage(struct pisb_state *st, const struct pisb_config *cfg,
-		 const char *config_json, const struct pisb_os_opts *o, const char *sid,
+		 const char *config_json, const struct pisb_lc_opts *o, const char *sid,
 		 bool created, char **stagep, int *lock, struct pisb_err *e)
 {
 	_cleanup_free_ char *dest = NULL, *stg = NULL, *cfgjson = NULL;
@@ -867,14 +853,14 @@ static void set_next(int sdir, long long timeout, bool noexp)
 }
 
 static int create(struct pisb_state *st, const struct pisb_config *cfg,
-		  const char *config_json, const struct pisb_os_opts *o,
+		  const char *config_json, const struct pisb_lc_opts *o,
 		  struct pisb_err *e);
 
 int pisb_os_create(struct pisb_state *st, const struct pisb_config *cfg,
-		   const char *config_json, const struct pisb_os_opts *o,
+		   const char *config_json, const struct pisb_lc_opts *o,
 		   struct pisb_err *e)
 {
-	struct pisb_os_opts oo = *o;
+	struct pisb_lc_opts oo = *o;
 	struct os_sigsave sv;
 	char iid[33];
 	int ret;
@@ -894,7 +880,7 @@ int pisb_os_create(struct pisb_state *st, const struct pisb_config *cfg,
 }
 
 static int create(struct pisb_state *st, const struct pisb_config *cfg,
-		  const char *config_json, const struct pisb_os_opts *o,
+		  const char *config_json, const struct pisb_lc_opts *o,
 		  struct pisb_err *e)
 {
 	struct os_conn c;
@@ -997,7 +983,7 @@ out:
 /* ---- connect ---- */
 
 int pisb_os_connect(struct pisb_state *st, const struct pisb_config *cfg,
-		    const char *config_json, const struct pisb_os_opts *o,
+		    const char *config_json, const struct pisb_lc_opts *o,
 		    struct pisb_err *e)
 {
 	struct os_conn c;
@@ -1071,7 +1057,7 @@ out_noprefix:
 
 /* ---- start / stop / destroy / release ---- */
 
-static int op_lock(struct os_inst *t, const struct pisb_os_opts *o, struct pisb_err *e)
+static int op_lock(struct os_inst *t, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
 	char what[96];
 	snprintf(what, sizeof(what), "sandbox '%s'", t->name);
@@ -1079,11 +1065,11 @@ static int op_lock(struct os_inst *t, const struct pisb_os_opts *o, struct pisb_
 }
 
 int pisb_os_start(struct pisb_state *st, const char *name,
-		  const struct pisb_os_opts *o, struct pisb_err *e)
+		  const struct pisb_lc_opts *o, struct pisb_err *e)
 {
 	struct os_inst t;
 	_cleanup_close_ int lk = -1;
-	struct pisb_os_opts quiet = { .events_fd = -1 };
+	struct pisb_lc_opts quiet = { .events_fd = -1 };
 	bool was_paused, interrupted;
 	int ret = -1;
 
@@ -1212,7 +1198,7 @@ static int do_kill(struct pisb_state *st, struct os_inst *t, struct pisb_err *e)
 }
 
 /* Open, take op.lock then renew.lock (waiting for a renewal in flight). */
-static int open_locked(struct pisb_state *st, const char *name, const struct pisb_os_opts *o,
+static int open_locked(struct pisb_state *st, const char *name, const struct pisb_lc_opts *o,
 		       struct os_inst *t, int *oplk, int *rlk, struct pisb_err *e)
 {
 	*oplk = *rlk = -1;
@@ -1233,10 +1219,10 @@ fail:
 	return -1;
 }
 
-static int finish(const struct pisb_os_opts *o, struct os_inst *t, const char *mode,
+static int finish(const struct pisb_lc_opts *o, struct os_inst *t, const char *mode,
 		  struct pisb_err *e)
 {
-	struct pisb_os_opts none = { .events_fd = -1 };
+	struct pisb_lc_opts none = { .events_fd = -1 };
 	return emit(o ? o : &none, "released", t->name, t->sid, t->cfg->os.workspace, t->created,
 		    false, mode, e);
 }
@@ -1245,7 +1231,7 @@ static int finish(const struct pisb_os_opts *o, struct os_inst *t, const char *m
  * gets the policy (stop: pause, destroy: kill, release: the configured
  * onSessionShutdown); one it only connected to is only disconnected.  The
  * renewal lock is held throughout, so no renewal is in flight meanwhile. */
-static int end_use(struct pisb_state *st, const char *name, const struct pisb_os_opts *o,
+static int end_use(struct pisb_state *st, const char *name, const struct pisb_lc_opts *o,
 		   int policy, const char *verb, struct pisb_err *e)
 {
 	struct os_inst t;
@@ -1286,19 +1272,19 @@ static int end_use(struct pisb_state *st, const char *name, const struct pisb_os
 }
 
 int pisb_os_stop(struct pisb_state *st, const char *name,
-		 const struct pisb_os_opts *o, struct pisb_err *e)
+		 const struct pisb_lc_opts *o, struct pisb_err *e)
 {
 	return end_use(st, name, o, PISB_POLICY_PAUSE, "stop", e);
 }
 
 int pisb_os_destroy(struct pisb_state *st, const char *name,
-		    const struct pisb_os_opts *o, struct pisb_err *e)
+		    const struct pisb_lc_opts *o, struct pisb_err *e)
 {
 	return end_use(st, name, o, PISB_POLICY_KILL, "destroy", e);
 }
 
 int pisb_os_release(struct pisb_state *st, const char *name,
-		    const struct pisb_os_opts *o, struct pisb_err *e)
+		    const struct pisb_lc_opts *o, struct pisb_err *e)
 {
 	return end_use(st, name, o, -1, "release", e);
 }

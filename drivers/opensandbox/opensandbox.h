@@ -50,21 +50,8 @@ struct pisb_exec_req;
 struct pisb_xfer;
 struct pisb_pull_opts;
 
-/* Options of the lifecycle verbs (create, connect, start, stop, destroy,
- * release).  Zero-initialise, then set events_fd = -1 unless given. */
-struct pisb_os_opts {
-	const char *name;        /* the instance (create/connect) */
-	pid_t owner_pid;         /* --owner-pid, 0 if none */
-	const char *session_id;  /* --session-id: metadata pi-session-id */
-	const char *on_ready;    /* --on-ready CMD: runs after the ready event */
-	int events_fd;           /* --events-fd N, or -1 */
-	bool json;               /* --json: events go to stdout when events_fd < 0 */
-	int wait_ms;             /* --wait: for op.lock (0 = busy fails at once) */
-	/* set by create itself: */
-	const char *instance_id; /* the intent's id (record remote.instanceId,
-				    metadata pisb-instance) */
-	const struct pisb_state *state;
-};
+/* struct pisb_lc_opts: the options of the lifecycle verbs, driver.h. */
+#include "driver.h"
 
 /* -v: trace every HTTP exchange on stderr (request line, headers with the
  * API key and execd token shown as <redacted>, status).  Global, set once
@@ -86,34 +73,34 @@ void pisb_os_set_verbose(int level);
  * config (pisb_config_json) stored in the record (ossfs secrets redacted).
  */
 int pisb_os_create(struct pisb_state *st, const struct pisb_config *cfg,
-		   const char *config_json, const struct pisb_os_opts *o,
+		   const char *config_json, const struct pisb_lc_opts *o,
 		   struct pisb_err *e);
 /* connect NAME -f remote.yaml with cfg->os.sandbox_id: resumes it if
  * paused, renews it once (now + timeoutSeconds), waits for execd, writes
  * the instance (createdByPisb false), emits "ready", runs --on-ready.
  * On failure only the local state is removed; the sandbox is never killed. */
 int pisb_os_connect(struct pisb_state *st, const struct pisb_config *cfg,
-		    const char *config_json, const struct pisb_os_opts *o,
+		    const char *config_json, const struct pisb_lc_opts *o,
 		    struct pisb_err *e);
 /* start: resume a paused sandbox (no-op when running).  Gone: exit 5. */
 int pisb_os_start(struct pisb_state *st, const char *name,
-		  const struct pisb_os_opts *o, struct pisb_err *e);
+		  const struct pisb_lc_opts *o, struct pisb_err *e);
 /* stop: created -> pause (instance kept, status paused); connected ->
  * disconnect (local state removed, the sandbox untouched).  Waits for an
  * in-flight renewal first.  Emits "released" (mode pause|disconnect). */
 int pisb_os_stop(struct pisb_state *st, const char *name,
-		 const struct pisb_os_opts *o, struct pisb_err *e);
+		 const struct pisb_lc_opts *o, struct pisb_err *e);
 /* destroy: created -> kill (DELETE; already gone is fine) + local state
  * removed; connected -> disconnect only.  Waits for an in-flight renewal.
  * Emits "released" (mode kill|disconnect). */
 int pisb_os_destroy(struct pisb_state *st, const char *name,
-		    const struct pisb_os_opts *o, struct pisb_err *e);
+		    const struct pisb_lc_opts *o, struct pisb_err *e);
 /* Session shutdown: apply lifecycle.onSessionShutdown to a sandbox pisb
  * created (kill = destroy, pause = stop, keep = leave it running and
  * keep the instance); a connected one is only disconnected.  Emits
  * "released" with the effective mode (kill|pause|keep|disconnect). */
 int pisb_os_release(struct pisb_state *st, const char *name,
-		    const struct pisb_os_opts *o, struct pisb_err *e);
+		    const struct pisb_lc_opts *o, struct pisb_err *e);
 
 /* For inspect: GET the sandbox (timeout_ms, e.g. 2000) and update
  * status.json (state, expiresAt, checkedAt; gone on 404).  Returns 0, or

@@ -10,6 +10,7 @@
 #include "opensandbox.h"
 #include "os_internal.h"
 #include "archive.h"
+#include "edit.h"
 #include "err.h"
 #include "fs.h"
 #include "glob.h"
@@ -587,25 +588,13 @@ int pisb_os_write(struct pisb_state *st, const char *name, const char *path,
 	return ret;
 }
 
-struct hit {
-	size_t pos, len, idx;
-};
-
-static int cmp_hit(const void *a, const void *b)
-{
-	const struct hit *x = a, *y = b;
-	return x->pos < y->pos ? -1 : x->pos > y->pos;
-}
-
 static int edit_in(struct os_inst *t, const char *abs, const struct pisb_fs_edit *ed, size_t n,
 		   long long *bytes, struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf orig = PISB_BUF_INIT, out = PISB_BUF_INIT;
-	_cleanup_free_ struct hit *hits = NULL;
 	struct pisb_fs_info i;
 	long long size;
 	unsigned mode;
-	size_t at = 0;
 	int r;
 
 	r = info(t, abs, &i, e);
@@ -623,39 +612,8 @@ static int edit_in(struct os_inst *t, const char *abs, const struct pisb_fs_edit
 	pisb_fs_info_release(&i);
 	if (download(t, abs, 0, &orig, -1, &size, e) < 0)
 		return -1;
-	hits = xcalloc(n ? n : 1, sizeof(*hits));
-	for (size_t k = 0; k < n; k++) {
-		const char *hay = orig.s ? orig.s : "", *p = hay, *end = hay + orig.len;
-		size_t count = 0, first = 0;
-		if (!ed[k].oldn)
-			return pisb_err_set(e, PISB_EXIT_FAIL, "edit %zu: the old text is empty", k + 1);
-		while (p + ed[k].oldn <= end) {
-			const char *q = memmem(p, (size_t)(end - p), ed[k].old, ed[k].oldn);
-			if (!q)
-				break;
-			if (!count)
-				first = (size_t)(q - hay);
-			count++;
-			p = q + 1;   /* overlapping occurrences count too */
-		}
-		if (count != 1)
-			return pisb_err_set(e, PISB_EXIT_FAIL,
-					    "edit %zu: the old text matches %zu times in '%s' (it must match exactly once); nothing was written",
-					    k + 1, count, abs);
-		hits[k] = (struct hit){ first, ed[k].oldn, k };
-	}
-	qsort(hits, n, sizeof(*hits), cmp_hit);
-	for (size_t k = 1; k < n; k++)
-		if (hits[k - 1].pos + hits[k - 1].len > hits[k].pos)
-			return pisb_err_set(e, PISB_EXIT_FAIL,
-					    "edits %zu and %zu overlap in '%s'; nothing was written",
-					    hits[k - 1].idx + 1, hits[k].idx + 1, abs);
-	for (size_t k = 0; k < n; k++) {
-		pisb_buf_add(&out, orig.s + at, hits[k].pos - at);
-		pisb_buf_add(&out, ed[hits[k].idx].new_, ed[hits[k].idx].newn);
-		at = hits[k].pos + hits[k].len;
-	}
-	pisb_buf_add(&out, orig.s ? orig.s + at : "", orig.len - at);
+	if (pisb_edit_apply(orig.s, orig.len, ed, n, abs, &out, e) < 0)
+		return -1;
 	if (replace(t, abs, out.s ? out.s : "", out.len, mode, e) < 0)
 		return -1;
 	*bytes = (long long)out.len;

@@ -381,7 +381,7 @@ static void sweep_instances(struct sweep *s, const struct locals *l)
 		_cleanup_close_ int idir = -1;
 		struct pisb_record rec;
 		struct pisb_runtime rt;
-		struct pisb_os_opts o = { .events_fd = -1 };
+		struct pisb_lc_opts o = { .events_fd = -1 };
 		bool dead, creating;
 		int policy;
 

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "err.h"
 #include "events.h"
+#include "lifecycle.h"
 #include "exec.h"
 #include "instance.h"
 #include "json.h"
@@ -372,20 +373,11 @@ static int sbx_call(const char *bin, char *const *argv, char *const *envp, int t
 
 void sbx_log(int idir, const char *fmt, ...)
 {
-	_cleanup_close_ int fd = openat(idir, "sbx.log",
-					O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
-	char ts[32], tmp[2048];
 	va_list ap;
 
-	if (fd < 0)
-		return;
-	pisb_time_rfc3339(pisb_now_ms() / 1000, ts);
 	va_start(ap, fmt);
-	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	pisb_log_vappend(idir, "sbx.log", fmt, ap);
 	va_end(ap);
-	pisb_buf_addf(&b, "%s %s\n", ts, tmp);
-	pisb_write_all(fd, b.s, b.len);
 }
 
 static char *remote_json(const char *sbxname, const char *ws, const struct pisb_sbx_config *x)
@@ -565,20 +557,12 @@ static int sbx_state(const char *bin, char *const *envp, const char *sbxname, ch
 
 /* ---- events ---- */
 
-static int emit(const struct pisb_os_opts *o, const char *event, const char *name,
+static int emit(const struct pisb_lc_opts *o, const char *event, const char *name,
 		const char *sbxname, const char *ws, const char *mode, struct pisb_err *e)
 {
 	struct pisb_event ev = { event, name, "sbx", sbxname, ws, true, false, mode };
-	int fd;
 
-	if (!o)
-		return 0;
-	fd = o->events_fd >= 0 ? o->events_fd : o->json ? 1 : -1;
-	if (fd >= 0 && pisb_event_write(fd, &ev, e) < 0)
-		return -1;
-	if (!strcmp(event, "ready") && o->on_ready && pisb_event_hook(o->on_ready, &ev, e) < 0)
-		return -1;
-	return 0;
+	return pisb_lifecycle_event(o, &ev, e);
 }
 
 /* ---- the watchdog ---- */
@@ -836,7 +820,7 @@ static void run_setup(struct sbx_inst *t)
 }
 
 int pisb_sbx_create(struct pisb_state *st, const struct pisb_config *cfg,
-		    const char *config_json, const struct pisb_os_opts *o,
+		    const char *config_json, const struct pisb_lc_opts *o,
 		    struct pisb_err *e)
 {
 	const struct pisb_sbx_config *x = &cfg->sbx;
@@ -996,7 +980,7 @@ out:
 /* op.lock, then poke.lock (a keepalive poke in flight finishes first;
  * none starts until the state is written).  *lk holds both: closing the
  * op.lock fd is what callers do; the poke lock goes with t. */
-static int open_locked(struct pisb_state *st, const char *name, const struct pisb_os_opts *o,
+static int open_locked(struct pisb_state *st, const char *name, const struct pisb_lc_opts *o,
 		       struct sbx_inst *t, int *lk, struct pisb_err *e)
 {
 	char what[96];
@@ -1019,7 +1003,7 @@ static int open_locked(struct pisb_state *st, const char *name, const struct pis
 }
 
 int pisb_sbx_start(struct pisb_state *st, const char *name,
-		   const struct pisb_os_opts *o, struct pisb_err *e)
+		   const struct pisb_lc_opts *o, struct pisb_err *e)
 {
 	struct sbx_inst t;
 	int lk, ret = -1;
@@ -1046,7 +1030,7 @@ out:
 }
 
 int pisb_sbx_stop(struct pisb_state *st, const char *name,
-		  const struct pisb_os_opts *o, struct pisb_err *e)
+		  const struct pisb_lc_opts *o, struct pisb_err *e)
 {
 	struct sbx_inst t;
 	int lk, ret = -1;
@@ -1075,7 +1059,7 @@ out:
 }
 
 int pisb_sbx_destroy(struct pisb_state *st, const char *name,
-		     const struct pisb_os_opts *o, struct pisb_err *e)
+		     const struct pisb_lc_opts *o, struct pisb_err *e)
 {
 	struct sbx_inst t;
 	int lk, ret = -1;

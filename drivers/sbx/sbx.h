@@ -47,7 +47,7 @@
 struct pisb_err;
 struct pisb_state;
 struct pisb_config;
-struct pisb_os_opts;
+struct pisb_lc_opts;
 struct pisb_exec_req;
 struct pisb_jw;
 struct pisb_strv;
@@ -62,18 +62,18 @@ struct pisb_buf;
  * network.allowedHosts are refused (sbx has its own network policy).
  * Any failure removes the sbx sandbox (if made) and the instance. */
 int pisb_sbx_create(struct pisb_state *st, const struct pisb_config *cfg,
-		    const char *config_json, const struct pisb_os_opts *o,
+		    const char *config_json, const struct pisb_lc_opts *o,
 		    struct pisb_err *e);
 /* start: `sbx exec SBX true` (sbx starts a stopped sandbox on exec). */
 int pisb_sbx_start(struct pisb_state *st, const char *name,
-		   const struct pisb_os_opts *o, struct pisb_err *e);
+		   const struct pisb_lc_opts *o, struct pisb_err *e);
 /* stop: `sbx stop SBX` (state kept); "released" mode stop. */
 int pisb_sbx_stop(struct pisb_state *st, const char *name,
-		  const struct pisb_os_opts *o, struct pisb_err *e);
+		  const struct pisb_lc_opts *o, struct pisb_err *e);
 /* destroy: `sbx rm --force SBX` (already gone is fine), then the
  * instance; "released" mode remove. */
 int pisb_sbx_destroy(struct pisb_state *st, const char *name,
-		     const struct pisb_os_opts *o, struct pisb_err *e);
+		     const struct pisb_lc_opts *o, struct pisb_err *e);
 
 /* For inspect: `sbx ls --json` and status.json updated (gone when sbx
  * no longer lists it). */

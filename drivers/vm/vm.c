@@ -18,6 +18,7 @@
 #include "config.h"
 #include "err.h"
 #include "events.h"
+#include "lifecycle.h"
 #include "instance.h"
 #include "json.h"
 #include "lock.h"
@@ -900,16 +901,12 @@ out:
 
 /* ---- lifecycle ---- */
 
-static int emit(const struct pisb_os_opts *o, const char *event, const char *name,
+static int emit(const struct pisb_lc_opts *o, const char *event, const char *name,
 		const char *ws, const char *mode, struct pisb_err *e)
 {
 	struct pisb_event ev = { event, name, "vm", NULL, ws, !strcmp(event, "ready"), false, mode };
 
-	if (o && o->events_fd >= 0 && pisb_event_write(o->events_fd, &ev, e) < 0)
-		return -1;
-	if (o && o->on_ready && !strcmp(event, "ready") && pisb_event_hook(o->on_ready, &ev, e) < 0)
-		return -1;
-	return 0;
+	return pisb_lifecycle_event(o, &ev, e);
 }
 
 static int refuse_unsupported(const struct pisb_config *cfg, struct pisb_err *e)
@@ -965,7 +962,7 @@ static void run_setup(int idir, const struct pisb_config *cfg)
 }
 
 int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
-		   const char *config_json, const struct pisb_os_opts *o,
+		   const char *config_json, const struct pisb_lc_opts *o,
 		   struct pisb_err *e)
 {
 	struct vm_assets a;
@@ -1074,7 +1071,7 @@ struct vm_inst {
 	struct pisb_config *cfg;
 };
 
-static int inst_open(struct pisb_state *st, const char *name, const struct pisb_os_opts *o,
+static int inst_open(struct pisb_state *st, const char *name, const struct pisb_lc_opts *o,
 		     struct vm_inst *t, struct pisb_err *e)
 {
 	char what[96];
@@ -1150,7 +1147,7 @@ static int halt(struct vm_inst *t, bool graceful, struct pisb_err *e)
 }
 
 int pisb_vm_start(struct pisb_state *st, const char *name,
-		  const struct pisb_os_opts *o, struct pisb_err *e)
+		  const struct pisb_lc_opts *o, struct pisb_err *e)
 {
 	struct vm_inst t;
 	int ret;
@@ -1165,7 +1162,7 @@ int pisb_vm_start(struct pisb_state *st, const char *name,
 }
 
 int pisb_vm_stop(struct pisb_state *st, const char *name,
-		 const struct pisb_os_opts *o, struct pisb_err *e)
+		 const struct pisb_lc_opts *o, struct pisb_err *e)
 {
 	struct vm_inst t;
 	int ret;
@@ -1186,7 +1183,7 @@ int pisb_vm_stop(struct pisb_state *st, const char *name,
 }
 
 int pisb_vm_destroy(struct pisb_state *st, const char *name,
-		    const struct pisb_os_opts *o, struct pisb_err *e)
+		    const struct pisb_lc_opts *o, struct pisb_err *e)
 {
 	struct vm_inst t;
 	_cleanup_free_ char *ws = NULL;

@@ -48,7 +48,7 @@
 struct pisb_err;
 struct pisb_state;
 struct pisb_config;
-struct pisb_os_opts;
+struct pisb_lc_opts;
 struct pisb_exec_req;
 
 
@@ -58,18 +58,18 @@ struct pisb_exec_req;
  * setupError), "ready" event and --on-ready.  Any failure before ready
  * removes the instance. */
 int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
-		   const char *config_json, const struct pisb_os_opts *o,
+		   const char *config_json, const struct pisb_lc_opts *o,
 		   struct pisb_err *e);
 /* start: boot again from the disk (no-op when running). */
 int pisb_vm_start(struct pisb_state *st, const char *name,
-		  const struct pisb_os_opts *o, struct pisb_err *e);
+		  const struct pisb_lc_opts *o, struct pisb_err *e);
 /* stop: the agent syncs and powers off; QEMU is killed if it has not
  * exited after PISB_VM_STOP_MS (default 20000). */
 int pisb_vm_stop(struct pisb_state *st, const char *name,
-		 const struct pisb_os_opts *o, struct pisb_err *e);
+		 const struct pisb_lc_opts *o, struct pisb_err *e);
 /* destroy: kill QEMU if running, remove the instance. */
 int pisb_vm_destroy(struct pisb_state *st, const char *name,
-		    const struct pisb_os_opts *o, struct pisb_err *e);
+		    const struct pisb_lc_opts *o, struct pisb_err *e);
 
 /* For list and inspect: the lock, then status.json's state. */
 enum pisb_status pisb_vm_status(int idir, const struct pisb_runtime *rt);

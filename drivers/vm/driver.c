@@ -1,0 +1,147 @@
+/* driver.c - the vm driver's table (driver.h): a QEMU virtual machine per
+ * sandbox with our own guest agent. */
+#include "driver.h"
+#include "err.h"
+#include "config.h"
+#include "exec.h"
+#include "fs_verbs.h"
+#include "json.h"
+#include "vm.h"
+
+static int create(struct pisb_state *st, const struct pisb_config *cfg, const char *config_json,
+		  struct pisb_lc_opts *o, struct pisb_err *e)
+{
+	return pisb_vm_create(st, cfg, config_json, o, e);
+}
+
+static int start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
+{
+	return pisb_vm_start(sb->st, sb->name, o, e);
+}
+
+static int stop(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
+{
+	return pisb_vm_stop(sb->st, sb->name, o, e);
+}
+
+static int destroy(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
+{
+	return pisb_vm_destroy(sb->st, sb->name, o, e);
+}
+
+/* A vm sandbox that booted without KVM says so (also in inspect: vm.accelNote). */
+static char *start_note(struct pisb_sandbox *sb)
+{
+	return pisb_vm_accel_note(sb->st, sb->name);
+}
+
+static enum pisb_status status(struct pisb_sandbox *sb)
+{
+	struct pisb_err ig = PISB_ERR_INIT;
+	const struct pisb_runtime *rt = pisb_sandbox_runtime(sb, &ig);
+
+	return rt ? pisb_vm_status(sb->idir, rt) : PISB_ST_STOPPED;
+}
+
+static void describe(struct pisb_sandbox *sb, const struct pisb_config *cfg, struct pisb_jw *w)
+{
+	(void)sb;
+	pisb_jw_kstr(w, "image", cfg->image);
+	pisb_jw_kstr(w, "workspace", cfg->workspace);
+}
+
+/* the VM's size is the limit; pids are the guest kernel's business */
+static void limits(struct pisb_sandbox *sb, const struct pisb_config *cfg, bool running,
+		   struct pisb_jw *w)
+{
+	(void)sb;
+	pisb_jw_key(w, "limits");
+	pisb_jw_obj(w);
+	pisb_jw_kint(w, "cpus", cfg->cpus);
+	pisb_jw_kint(w, "memoryGiB", cfg->memory_gib);
+	pisb_jw_kint(w, "pids", cfg->pids);
+	pisb_jw_kint(w, "diskGiB", cfg->disk_gib);
+	pisb_jw_key(w, "enforced");
+	pisb_jw_obj(w);
+	pisb_jw_kbool(w, "cpus", running);
+	pisb_jw_kbool(w, "memory", running);
+	pisb_jw_kbool(w, "pids", false);
+	pisb_jw_kbool(w, "disk", true);
+	pisb_jw_obj_end(w);
+	pisb_jw_kstr(w, "note", "the VM's vCPUs, memory and disk image size are the limits; pids are not limited inside the guest");
+	pisb_jw_obj_end(w);
+}
+
+static int exec_attached(struct pisb_sandbox *sb, const struct pisb_exec_req *r, int *code,
+			 struct pisb_err *e)
+{
+	return pisb_vm_exec_attached(sb->st, r, code, e);
+}
+
+static int exec_handle(struct pisb_sandbox *sb, const struct pisb_exec_req *r, struct pisb_jw *w,
+		       int *code, bool *running, struct pisb_err *e)
+{
+	return pisb_vm_exec_handle(sb->st, r, w, code, running, e);
+}
+
+static int exec_status(struct pisb_sandbox *sb, const char *handle, int timeout_ms,
+		       struct pisb_jw *w, int *code, bool *running, struct pisb_err *e)
+{
+	return pisb_vm_exec_status(sb->st, sb->name, handle, timeout_ms, w, code, running, e);
+}
+
+static int exec_kill(struct pisb_sandbox *sb, const char *handle, struct pisb_jw *w, int *code,
+		     struct pisb_err *e)
+{
+	return pisb_vm_exec_kill(sb->st, sb->name, handle, w, code, e);
+}
+
+/* no controller: logs shows the setup's output */
+static const struct pisb_fs_how fs_how = { "setup.log", NULL, NULL };
+
+#define NO_FILES "the guest's files are reached through its agent, which has no file protocol yet; use 'pisb exec NAME -- CMD'"
+
+static const struct pisb_refusal refusals[] = {
+	{ PISB_V_PREPARE, "the vm driver has no templates yet (use driver local)" },
+	{ PISB_V_CONNECT, "connect attaches a sandbox that already runs elsewhere (opensandbox.sandboxId)" },
+	{ PISB_V_RELEASE, "a vm sandbox has no session policy of its own" },
+	{ PISB_V_SHELL, "the guest agent has no terminal yet; use 'pisb exec NAME -- CMD'" },
+	{ PISB_V_READ, NO_FILES },
+	{ PISB_V_WRITE, NO_FILES },
+	{ PISB_V_EDIT, NO_FILES },
+	{ PISB_V_LS, NO_FILES },
+	{ PISB_V_STAT, NO_FILES },
+	{ PISB_V_MKDIR, NO_FILES },
+	{ PISB_V_FIND, NO_FILES },
+	{ PISB_V_GREP, NO_FILES },
+	{ PISB_V_PUSH, NO_FILES },
+	{ PISB_V_PULL, NO_FILES },
+	{ PISB_V_SVC, "a VM has no network device, so no services" },
+	{ PISB_V_PREVIEW, "a VM has no network device, so no previews" },
+	{ PISB_V_DOCKER, "no docker daemon of its own; pisb docker needs a sbx sandbox (driver: sbx) and never falls back to the host's docker daemon" },
+	{ PISB_V_VERIFY, "the isolation audit knows the local and sbx drivers only" },
+	{ PISB_V_GC, "pisb gc leaves a vm sandbox to 'pisb destroy'" },
+	{ PISB_V_RENEW, "a vm sandbox does not expire" },
+	{ 0, NULL },
+};
+
+const struct pisb_driver pisb_driver_vm = {
+	.name = "vm",
+	.summary = "a QEMU virtual machine per sandbox with pisb's guest agent (KVM, else TCG)",
+	.refusals = refusals,
+	.fs_how = &fs_how,
+	.create = create,
+	.start = start,
+	.stop = stop,
+	.destroy = destroy,
+	.start_note = start_note,
+	.status = status,
+	.describe = describe,
+	.limits = limits,
+	.extra_key = "vm",
+	.exec = exec_attached,
+	.exec_handle = exec_handle,
+	.exec_status = exec_status,
+	.exec_kill = exec_kill,
+	.logs = pisb_fsv_logs,
+};
