@@ -12,6 +12,12 @@ setup() {
 	chmod 700 "$PI_SANDBOX_HOME"
 }
 
+teardown() {
+	for n in j-local j-sbx; do
+		[ ! -e "$PI_SANDBOX_HOME/instances/$n" ] || pisb destroy "$n" --confirm "$n" >/dev/null 2>&1 || true
+	done
+}
+
 # A record of sandbox NAME with driver D (nothing behind it: a refusal
 # comes before the driver is asked anything).
 fake_record() {
