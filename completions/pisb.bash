@@ -9,8 +9,8 @@ _pisb_verb() {
       vals=" --file:file -f:file --template:none --driver:none --owner-pid:none --session-id:none --on-ready:none --events-fd:none" pos="name" ;;
     prepare) opts="--file -f"
       vals=" --file:file -f:file" pos="name" ;;
-    start) opts=""
-      vals="" pos="name" ;;
+    start) opts="--events-fd"
+      vals=" --events-fd:none" pos="name" ;;
     stop) opts="--events-fd"
       vals=" --events-fd:none" pos="name" ;;
     destroy) opts="--confirm --template --events-fd"
@@ -57,8 +57,8 @@ _pisb_verb() {
       vals=" --lines:none -n:none" pos="name none" ;;
     push) opts="--to --all"
       vals=" --to:none" pos="name dir" ;;
-    pull) opts=""
-      vals="" pos="name none dir" ;;
+    pull) opts="--include-git --max-bytes"
+      vals=" --max-bytes:none" pos="name none dir" ;;
     svc) opts="--port --preview --title --description --timeout-ms"
       vals=" --port:none --title:none --description:none --timeout-ms:none" pos="name ensure|status|restart|stop|start|preview|remove none" dd=1 ;;
     docker) opts=""
@@ -66,7 +66,7 @@ _pisb_verb() {
     gc) opts="--hours --dry-run"
       vals=" --hours:none" pos="" ;;
     renew) opts="--watch --interval"
-      vals=" --interval:none" pos="" ;;
+      vals=" --interval:none" pos="name" ;;
     help) opts="" vals="" pos="create|prepare|start|stop|destroy|list|inspect|connect|verify|doctor|drivers|validate|exec|exec-status|exec-kill|shell|read|write|edit|ls|stat|mkdir|find|grep|logs|push|pull|svc|docker|gc|renew|action|help|completion" ;;
     completion) opts="" vals="" pos="bash|zsh|fish" ;;
     *) opts="" vals="" pos="" ;;
