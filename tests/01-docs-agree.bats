@@ -294,7 +294,8 @@ run_examples() {
 	for b in pisb pisb-create pisb-exec pisb-fs pisb-svc pisb-docker pisb-gc pisb-renew; do
 		[ -f "$TOP/man/$b.1" ] || { echo "missing man page man/$b.1"; return 1; }
 	done
-	[ -f "$TOP/man/pisb-state.5" ] && [ -f "$TOP/man/pisb.yaml.5" ]
+	[ -f "$TOP/man/pisb-state.5" ]
+	[ -f "$TOP/man/pisb.yaml.5" ]
 }
 
 @test "pisb(1) documents the action keys that are not options (positionals, command)" {

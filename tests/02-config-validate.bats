@@ -933,7 +933,8 @@ YAML
 @test "pisb.yaml(5) is clean under groff -man -ww" {
 	require_cmd groff
 	run -0 --separate-stderr groff -man -ww -z "$TOP/man/pisb.yaml.5"
-	[ -z "$output" ] && [ -z "$stderr" ]
+	[ -z "$output" ]
+	[ -z "$stderr" ]
 }
 
 @test "pisb.yaml(5) has EXIT STATUS and EXAMPLES, and its examples run" {

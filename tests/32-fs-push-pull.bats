@@ -219,7 +219,9 @@ craft() {
 		[[ $stderr == *"refusing"* ]] || [[ $stderr == *"extract"* ]] || { echo "$kind: $stderr"; false; }
 		# nothing landed: not the bad entry, not even the good one before it
 		[ -z "$(ls -A "$d/out-$kind")" ] || { echo "$kind left: $(ls -A "$d/out-$kind")"; false; }
-		[ ! -e "$d/evil" ] && [ ! -e "$d/abs-evil" ] && [ ! -e /tmp/evil ]
+		[ ! -e "$d/evil" ]
+		[ ! -e "$d/abs-evil" ]
+		[ ! -e /tmp/evil ]
 		[ "$(cat "$secret")" = 'host secret' ]
 	done
 }

@@ -54,7 +54,8 @@ teardown() {
 	sleep 3.6
 	run -0 pisb exec box -- cat /workspace/runs
 	n=${#lines[@]}
-	[ "$n" -ge 3 ] && [ "$n" -le 5 ]
+	[ "$n" -ge 3 ]
+	[ "$n" -le 5 ]
 	# one second (not less) between an exit and the next start
 	for ((i = 1; i < n; i++)); do
 		gap=$(( (${lines[i]} - ${lines[i-1]}) / 1000000 ))

@@ -72,7 +72,11 @@ sbx_calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
 	# docker's status is passed through
 	run -1 --separate-stderr pisb docker box logs -- nosuch
 	[[ $stderr == *"No such container: nosuch"* ]]
-	run -1 pisb docker box frobnicate-not-a-verb || true
+	# an unknown verb is a usage error that names it, and never reaches docker
+	n=$(wc -l < "$SBXS/docker.log")
+	run -2 --separate-stderr pisb docker box frobnicate-not-a-verb
+	[[ $stderr == *"unknown verb 'frobnicate-not-a-verb'"* ]]
+	[ "$(wc -l < "$SBXS/docker.log")" = "$n" ]
 	# every docker call pinned -H; none saw a DOCKER_HOST
 	run -0 jq -s -e 'all(.[]; .argv[0:2] == ["-H","unix:///var/run/docker.sock"] and .DOCKER_HOST == null)' "$SBXS/docker.log"
 }
@@ -89,7 +93,8 @@ sbx_calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
 	jq -e '.pass and (.checks | map(.check) == ["transport","env-scrub","env-forwarding","daemon","host-mounts","contexts","port-binds"])
 		and all(.checks[]; .pass)' <<<"$output"
 	run -0 pisb docker box verify
-	[[ $output == *"[PASS] env-scrub"* ]] && [[ $output == *"all checks passed"* ]]
+	[[ $output == *"[PASS] env-scrub"* ]]
+	[[ $output == *"all checks passed"* ]]
 	# a port bound beyond loopback fails the audit (exit 1)
 	sbx ports pi-sbx-0-1 --publish 0.0.0.0:18080:3000
 	run -1 pisb docker box verify --json
@@ -139,7 +144,8 @@ sbx_calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
 	ws=$PI_SANDBOX_HOME/instances/box/workspace
 	printf 'services:\n  web:\n    image: nginx\n    ports:\n      - "18080:3000"\n  dns:\n    image: x\n    ports:\n      - 15353:53/udp\n' > "$ws/compose.yaml"
 	run -0 --separate-stderr pisb docker box compose -- up -d
-	[[ $stderr == *"published 18080:3000/tcp on 127.0.0.1"* ]] && [[ $stderr == *"published 15353:53/udp"* ]]
+	[[ $stderr == *"published 18080:3000/tcp on 127.0.0.1"* ]]
+	[[ $stderr == *"published 15353:53/udp"* ]]
 	[[ $(sbx_calls | grep -F '"compose","ps","--format","json"') ]]
 	# up again: nothing published twice
 	run -0 --separate-stderr pisb docker box compose -- up -d
@@ -164,7 +170,8 @@ sbx_calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
 	# .. stops at the workspace's root; a symlink out resolves inside it
 	run -0 pisb docker box init -- ../../../..
 	[ -f "$ws/Dockerfile" ]
-	[ ! -e "$PI_SANDBOX_HOME/instances/box/Dockerfile" ] && [ ! -e "$PI_SANDBOX_HOME/Dockerfile" ]
+	[ ! -e "$PI_SANDBOX_HOME/instances/box/Dockerfile" ]
+	[ ! -e "$PI_SANDBOX_HOME/Dockerfile" ]
 	ln -s /etc "$ws/out"
 	run -3 pisb docker box init -- out
 	[ ! -e /etc/Dockerfile ]

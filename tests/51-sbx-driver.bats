@@ -130,7 +130,8 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	printf 'driver: sbx\nnetwork: {allowedHosts: [example.com]}\n' > "$BATS_TEST_TMPDIR/net.yaml"
 	run -1 --separate-stderr pisb create net -f "$BATS_TEST_TMPDIR/net.yaml"
 	[[ $stderr == *"sbx policy"* ]]
-	[ ! -e "$PI_SANDBOX_HOME/instances/svc" ] && [ ! -e "$PI_SANDBOX_HOME/instances/net" ]
+	[ ! -e "$PI_SANDBOX_HOME/instances/svc" ]
+	[ ! -e "$PI_SANDBOX_HOME/instances/net" ]
 	printf 'driver: sbx\ndiskGiB: 20\n' > "$BATS_TEST_TMPDIR/disk.yaml"
 	run -1 --separate-stderr pisb create disk -f "$BATS_TEST_TMPDIR/disk.yaml"
 	[[ $stderr == *"cannot enforce diskGiB"* ]]
@@ -142,7 +143,8 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	run -0 pisb create box --driver sbx
 	ws=$PI_SANDBOX_HOME/instances/box/workspace
 	run -0 bash -c 'echo "echo in-shell; exit 5" | pisb shell box; echo "rc=$?"'
-	[[ $output == *"in-shell"* ]] && [[ $output == *"rc=5"* ]]
+	[[ $output == *"in-shell"* ]]
+	[[ $output == *"rc=5"* ]]
 	[ "$(last_call exec)" = "[\"exec\",\"-i\",\"-w\",\"$ws\",\"pi-sbx-0-1\",\"--\",\"/bin/bash\",\"-l\"]" ]
 }
 
@@ -175,7 +177,8 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	run -0 pisb create box --driver sbx
 	ws=$PI_SANDBOX_HOME/instances/box/workspace
 	run -42 --separate-stderr pisb exec box -- sh -c 'echo out; echo err >&2; exit 42'
-	[ "$output" = out ] && [ "$stderr" = err ]
+	[ "$output" = out ]
+	[ "$stderr" = err ]
 	run -0 bash -c 'printf "a\nb\n" | pisb exec box -- wc -l'
 	[ "$output" = 2 ]
 	mkdir -p "$ws/sub"

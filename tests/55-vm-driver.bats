@@ -215,7 +215,8 @@ setup() {
 @test "a QEMU killed with SIGKILL shows as interrupted; start boots it again" {
 	run -0 pisb inspect vm1
 	qpid=$(jq -r .controller.initPid <<<"$output")
-	[ -n "$qpid" ] && [ "$qpid" != null ]
+	[ -n "$qpid" ]
+	[ "$qpid" != null ]
 	grep -q qemu-system "/proc/$qpid/cmdline"
 	kill -9 "$qpid"
 	for _ in $(seq 50); do

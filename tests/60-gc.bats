@@ -152,7 +152,8 @@ remote_record() {
 	item kept staging/y.5678abcd | jq -e '.reason | test("younger than 1 hour")'
 	item kept staging/z.9999abcd | jq -e '.reason | test("using it")'
 	[ ! -e "$S/staging/x.1234abcd" ]
-	[ -d "$S/staging/y.5678abcd" ] && [ -d "$S/staging/z.9999abcd" ]
+	[ -d "$S/staging/y.5678abcd" ]
+	[ -d "$S/staging/z.9999abcd" ]
 }
 
 @test "trash leftovers of an interrupted destroy go; one still being removed stays" {
@@ -210,7 +211,8 @@ K3=3333333333333333333333333333333333333333333333333333333333333333
 	item kept images/fresh | jq -e '.reason | test("younger than 1 hour")'
 	item kept images/host-1000000000 | jq -e '.kind == "image"'
 	[ ! -e "$S/images/0123abcd" ]
-	[ -f "$S/images/$K1-1000/complete" ] && [ -f "$S/images/$K2-1000/complete" ]
+	[ -f "$S/images/$K1-1000/complete" ]
+	[ -f "$S/images/$K2-1000/complete" ]
 	[ -f "$S/images/$K3-1000/complete" ]
 	# a lock file is never removed (lock.h): only caches are listed
 	run -1 jq -e '[.cleaned[], .kept[]] | map(.name) | any(endswith(".lock"))' <<<"$output"
@@ -240,7 +242,8 @@ K3=3333333333333333333333333333333333333333333333333333333333333333
 	item cleaned "images/.import-$K1-$dead" | jq -e '.reason | test("interrupted import")'
 	item kept "images/.import-$K2-$(printf '%x' $$)" | jq -e '.reason | test("under way")'
 	item kept "images/.import-$K3-$dead" | jq -e '.reason | test("younger than 1 hour")'
-	[ ! -e "$S/images/.import-$K1-$dead" ] && [ -d "$S/images/.import-$K3-$dead" ]
+	[ ! -e "$S/images/.import-$K1-$dead" ]
+	[ -d "$S/images/.import-$K3-$dead" ]
 }
 
 @test "image caches: a record from before imageCache that uses a rootfs image keeps every cache" {
@@ -279,7 +282,8 @@ K3=3333333333333333333333333333333333333333333333333333333333333333
 	c2=$(jq -r .imageCache "$S/instances/two/record.json")
 	[ "$(jq -r .imageCache "$S/templates/tpl/record.json")" = "$c2" ]
 	[[ $c1 =~ ^[0-9a-f]{64}-[0-9]+$ && $c2 =~ ^[0-9a-f]{64}-[0-9]+$ && $c1 != "$c2" ]]
-	[ -f "$S/images/$c1/complete" ] && [ -f "$S/images/$c2/complete" ]
+	[ -f "$S/images/$c1/complete" ]
+	[ -f "$S/images/$c2/complete" ]
 	touch -d '3 hours ago' "$S/images/$c1" "$S/images/$c2"
 	run -0 pisb destroy two --confirm two
 	run -0 pisb stop one
@@ -293,7 +297,8 @@ K3=3333333333333333333333333333333333333333333333333333333333333333
 	[ -d "$S/images/$c2" ]
 	run -0 --separate-stderr pisb gc
 	[ "$output" = "cleaned image 'images/$c2': unreferenced: no sandbox or template uses it" ]
-	[ ! -e "$S/images/$c2" ] && [ -f "$S/images/$c1/complete" ]
+	[ ! -e "$S/images/$c2" ]
+	[ -f "$S/images/$c1/complete" ]
 	# the other sandbox still starts on its cache
 	run -0 pisb start one
 	run -0 pisb exec one -- cat /etc/marker

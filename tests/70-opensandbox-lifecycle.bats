@@ -181,7 +181,8 @@ teardown() {
 	[ "$(os_ops resume)" -eq 1 ]
 	# expiry = connect time + timeoutSeconds (not the 60 s it was created with)
 	exp=$(os_api GET "/v1/sandboxes/$id" | sed '$d' | jq -r '.expiresAt | sub("\\.[0-9]+";"") | fromdateiso8601')
-	[ "$exp" -ge $((before + 7200 - 5)) ] && [ "$exp" -le $((before + 7200 + 60)) ]
+	[ "$exp" -ge $((before + 7200 - 5)) ]
+	[ "$exp" -le $((before + 7200 + 60)) ]
 	jq -e --arg id "$id" '.event == "ready" and .sandboxId == $id and .createdByExtension == false
 		and .resumed == true' "$BATS_TEST_TMPDIR/ev"
 	run -0 pisb inspect att

@@ -173,7 +173,8 @@ execd() {
 	body "$output" | jq -e '.code == "DOCKER::SANDBOX_NOT_PAUSED" and .message == "Sandbox is not in a paused state."'
 
 	run -0 lc POST "/v1/sandboxes/$id/pause"
-	[ "$(code "$output")" = 202 ] && [ -z "$(body "$output")" ] # empty body
+	[ "$(code "$output")" = 202 ]
+	[ -z "$(body "$output")" ] # empty body
 	run -0 wait_state "$id" Paused
 	[ "$output" = "Pausing Paused " ]
 	run -0 lc POST "/v1/sandboxes/$id/pause"
@@ -183,7 +184,8 @@ execd() {
 	[ "$output" = 502 ]
 
 	run -0 lc POST "/v1/sandboxes/$id/resume"
-	[ "$(code "$output")" = 202 ] && [ -z "$(body "$output")" ]
+	[ "$(code "$output")" = 202 ]
+	[ -z "$(body "$output")" ]
 	run -0 wait_state "$id" Running
 	[ "$output" = "Resuming Running " ]
 	run -0 curl -sS -o /dev/null -w '%{http_code}' "$(execd "$id")/ping"
@@ -275,7 +277,8 @@ execd() {
 	[ "$output" = 200 ]
 
 	run -0 lc DELETE "/v1/sandboxes/$id"
-	[ "$(code "$output")" = 204 ] && [ -z "$(body "$output")" ]
+	[ "$(code "$output")" = 204 ]
+	[ -z "$(body "$output")" ]
 	run -0 lc GET "/v1/sandboxes/$id"
 	[ "$(code "$output")" = 404 ]
 	run -0 lc DELETE "/v1/sandboxes/$id"

@@ -49,7 +49,8 @@ fake_expiry() {
 	jq -e '.renewed == ["b"] and .failed == [] and [.skipped[].name] == ["a"]' <<<"$output"
 	[ "$(os_ops renew)" -eq 1 ]
 	exp=$(fake_expiry "$(os_sid b)")
-	[ "$exp" -ge $((before + 600 - 2)) ] && [ "$exp" -le $((before + 600 + 5)) ]
+	[ "$exp" -ge $((before + 600 - 2)) ]
+	[ "$exp" -le $((before + 600 + 5)) ]
 	run -0 pisb inspect b
 	jq -e '.remote.renewFailures == 0 and .remote.renewedAt >= '"$before"'
 		and .remote.nextRenewAt == .remote.renewedAt + 300' <<<"$output"

@@ -154,7 +154,8 @@ no_leftovers() {
 	[ "$(stat -c %a "$out/bin/run")" = 755 ]
 	[ "$(stat -c %a "$out/mixed.bin")" = 600 ]
 	[ "$(readlink "$out/bin/rel-link")" = ../mixed.bin ]
-	[ -d "$out/empty" ] && [ -d "$out/deep/er/est" ]
+	[ -d "$out/empty" ]
+	[ -d "$out/deep/er/est" ]
 	[ -z "$(find "$out" -name '.pisb-*')" ]
 	no_leftovers
 }
@@ -172,7 +173,8 @@ no_leftovers() {
 	# a file through a symlink arrives under the link's name
 	pisb exec box -- ln -s one.txt /workspace/pf/alias
 	run -0 pisb pull box pf/alias "$BATS_TEST_TMPDIR/al"
-	[ "$(cat "$BATS_TEST_TMPDIR/al/alias")" = 'just me' ] && [ ! -L "$BATS_TEST_TMPDIR/al/alias" ]
+	[ "$(cat "$BATS_TEST_TMPDIR/al/alias")" = 'just me' ]
+	[ ! -L "$BATS_TEST_TMPDIR/al/alias" ]
 	run -3 --separate-stderr pisb pull box pf/none.txt "$BATS_TEST_TMPDIR/x"
 	[[ $stderr == *"no such file or directory '/workspace/pf/none.txt'"* ]]
 	run -3 pisb push box "$BATS_TEST_TMPDIR/no-such-dir"
@@ -255,7 +257,9 @@ no_leftovers() {
 		run -1 --separate-stderr pisb pull box /workspace "$BATS_TEST_TMPDIR/out-$kind"
 		[[ $stderr == *"refusing"* ]] || [[ $stderr == *"extract"* ]] || { echo "$kind: $stderr"; false; }
 		[ -z "$(ls -A "$BATS_TEST_TMPDIR/out-$kind")" ]
-		[ ! -e /tmp/pisb-evil-abs ] && [ ! -e "$BATS_TEST_TMPDIR/evil" ] && [ ! -e /tmp/evil ]
+		[ ! -e /tmp/pisb-evil-abs ]
+		[ ! -e "$BATS_TEST_TMPDIR/evil" ]
+		[ ! -e /tmp/evil ]
 	done
 }
 

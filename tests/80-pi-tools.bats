@@ -68,7 +68,8 @@ teardown_file() {
 
 @test "bash: output of both streams, cwd is the sandbox workspace" {
 	tool_result "$OUT" 0
-	[ "$tool_name" = bash ] && [ "$tool_err" = false ]
+	[ "$tool_name" = bash ]
+	[ "$tool_err" = false ]
 	[[ $tool_text == *hello* ]]
 	[[ $tool_text == *to-stderr* ]]
 	grep -qx /workspace <<<"$tool_text"
@@ -77,7 +78,8 @@ teardown_file() {
 @test "bash: host variables and API keys are invisible, PI_ variables pass" {
 	tool_result "$OUT" 1
 	[[ $tool_text == *"[][][pi-variable-passed][]"* ]]
-	[[ $tool_text != *hunter2* ]] && [[ $tool_text != *sk-test* ]]
+	[[ $tool_text != *hunter2* ]]
+	[[ $tool_text != *sk-test* ]]
 }
 
 @test "bash and read: a host-only secret file is invisible" {

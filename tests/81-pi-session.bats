@@ -80,7 +80,9 @@ require_sdk() {
 	[ "$(jq -s '[.[] | select(.type=="tool")][1:] | length' <<<"$output")" -eq 7 ]
 	jq -se '[.[] | select(.type=="tool")][1:] | all(.isError and (.text | test("sandbox|pisb"; "i")) and (.text | test("ran") | not))' <<<"$output"
 	jq -se '[.[] | select(.type=="user_bash")][0] | (.error // "" | test("sandbox")) and ((.output // "") | test("ran") | not)' <<<"$output"
-	[ ! -e "$PROJ/HOSTMARK-bash" ] && [ ! -e "$PROJ/HOSTMARK-bang" ] && [ ! -e "$PROJ/w.txt" ]
+	[ ! -e "$PROJ/HOSTMARK-bash" ]
+	[ ! -e "$PROJ/HOSTMARK-bang" ]
+	[ ! -e "$PROJ/w.txt" ]
 	run -0 pisb inspect "$SB" --json
 	jq -e '.status == "stopped"' <<<"$output"
 }
@@ -102,7 +104,8 @@ require_sdk() {
 		[[ $tool_text == *"pisb not found"* ]]
 		[[ $tool_text == *"nothing was run on the host"* ]]
 	done
-	[ ! -e "$PROJ/HOSTMARK" ] && [ ! -e "$PROJ/w.txt" ]
+	[ ! -e "$PROJ/HOSTMARK" ]
+	[ ! -e "$PROJ/w.txt" ]
 }
 
 @test "default lifecycle is the seed's kill: the session's sandbox is destroyed at exit" {

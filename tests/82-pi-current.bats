@@ -120,5 +120,6 @@ rpc_session() {
 	jq -se '[.[] | select(.type=="tool_execution_end")][1:] | all(.isError and (.result.content[0].text | test("sandbox|pisb"; "i")))' "$f"
 	grep '"b1"' "$f"
 	jq -se '[.[] | select(.id=="b1")][0] | (.success | not) or (.data.output | test("ran") | not)' "$f"
-	[ ! -e "$PROJ/HOSTMARK" ] && [ ! -e "$PROJ/HOSTMARK-bang" ]
+	[ ! -e "$PROJ/HOSTMARK" ]
+	[ ! -e "$PROJ/HOSTMARK-bang" ]
 }

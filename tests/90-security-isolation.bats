@@ -130,7 +130,9 @@ except OSError as e: print("refused", e.errno)'
 	run -0 as_user pisb --state-dir "$st/s" create u
 	run -0 as_user pisb --state-dir "$st/s" exec u -- cat /proc/self/uid_map
 	read -r inside outside count <<<"$output"
-	[ "$inside" = 0 ] && [ "$outside" = "$(id -u pisbtest)" ] && [ "$count" = 1 ]
+	[ "$inside" = 0 ]
+	[ "$outside" = "$(id -u pisbtest)" ]
+	[ "$count" = 1 ]
 	run -0 as_user pisb --state-dir "$st/s" exec u --sh 'ls -A /root | wc -l; ls -A /home | wc -l; ls /sys/class/net'
 	[ "$output" = "$(printf '0\n0\nlo')" ]
 	# masked: unreadable, or an empty file where the host has its hashes

@@ -147,7 +147,8 @@ secret_intact() {
 	mkdir -p "$src" && echo payload >"$src/p.txt"
 	pisb push sec "$src" --to "$UP$BATS_TEST_TMPDIR/pushed" >/dev/null 2>&1 || true
 	pisb push sec "$src" --to esc/dirlink/pushed2 >/dev/null 2>&1 || true
-	[ ! -e "$BATS_TEST_TMPDIR/pushed" ] && [ ! -e "$BATS_TEST_TMPDIR/pushed2" ]
+	[ ! -e "$BATS_TEST_TMPDIR/pushed" ]
+	[ ! -e "$BATS_TEST_TMPDIR/pushed2" ]
 	# pulling an escaping path gets the sandbox's file or nothing
 	for p in esc/abs esc/rel "$SECRET" "$UP$SECRET" esc/procself esc/proc1; do
 		rm -rf "$BATS_TEST_TMPDIR/out"
