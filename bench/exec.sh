@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # exec round trip: pisb exec NAME -- true against nsenter into the same
-# sandbox, bwrap, and docker exec into a running container (private dockerd).
+# sandbox, bwrap, srt, and docker and podman exec into a running container.
+# A peer that cannot run here is reported with the reason; the run goes on.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 section "exec round trip (median of $BENCH_RUNS)"
@@ -18,30 +19,78 @@ bb=$(median_ms pisb exec bx --bash true)
 ba=$(median_ms pisb exec bx -- /bin/bash -c true)
 row "pisb exec bx --bash true" "$bb" "pisb exec bx -- /bin/bash -c true" "$ba" 1.2
 row "pisb exec bx --bash true" "$bb" "pisb exec bx -- true" "$p"
-if command -v bwrap >/dev/null; then
-	b=$(median_ms bwrap --unshare-all --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev true)
-	row "pisb exec bx -- true" "$p" "bwrap ... true" "$b"
+bw=(bwrap --unshare-all --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev true)
+if ! command -v bwrap >/dev/null; then
+	cannot_run bwrap "$(missing bwrap bubblewrap)"
+elif why=$(why_not "${bw[@]}"); then
+	row "pisb exec bx -- true" "$p" "bwrap ... true" "$(median_ms "${bw[@]}")"
+else
+	cannot_run bwrap "$why"
 fi
-if command -v dockerd >/dev/null && [ "$(id -u)" = 0 ]; then
+# srt (Anthropic's sandbox-runtime, from npm: make bench puts it on PATH)
+if ! command -v srt >/dev/null; then
+	cannot_run srt "srt not installed (npm install @anthropic-ai/sandbox-runtime; make bench does)"
+elif why=$(why_not timeout 60 srt true); then
+	row "pisb exec bx -- true" "$p" "srt true" "$(BENCH_RUNS=30 median_ms srt true)"
+else
+	cannot_run srt "$why"
+fi
+
+# a busybox image for the container peers, made from busybox-static
+img=$(mktemp -d /tmp/pisb-bench-img.XXXXXX)
+if bbin=$(static_busybox); then
+	mkdir -p "$img/root/bin" && cp "$bbin" "$img/root/bin/busybox" && tar -C "$img/root" -cf "$img/bb.tar" .
+fi
+
+# docker exec into a running container of a private dockerd
+docker_peer() {
+	command -v dockerd >/dev/null || { cannot_run docker "$(missing dockerd docker.io)"; return; }
+	[ "$(id -u)" = 0 ] || { cannot_run docker "a private dockerd needs root"; return; }
+	[ -f "$img/bb.tar" ] || { cannot_run docker "no static busybox for its image (apt-get install busybox-static)"; return; }
+	local d i dk
 	d=$(mktemp -d /tmp/pisb-dockerd.XXXXXX)
 	dockerd --data-root "$d/data" -H "unix://$d/sock" --pidfile "$d/pid" --exec-root "$d/exec" \
 		--bridge=none --iptables=false --ip-masq=false >"$d/log" 2>&1 &
 	for i in $(seq 100); do DOCKER_HOST="unix://$d/sock" docker info >/dev/null 2>&1 && break; sleep 0.2; done
 	export DOCKER_HOST="unix://$d/sock"
-	img=$(mktemp -d); cp /bin/busybox "$img/" 2>/dev/null || true
-	if [ -x "$img/busybox" ]; then
-		printf 'FROM scratch\nCOPY busybox /bin/busybox\nCMD ["/bin/busybox","sleep","3600"]\n' > "$img/Dockerfile"
-		docker build -q -t pisb-bench-bb "$img" >/dev/null 2>&1 && docker run -d --name pisb-bench --network none pisb-bench-bb >/dev/null 2>&1
+	if ! docker info >/dev/null 2>&1; then
+		cannot_run docker "dockerd did not start: $(grep -v '^\s*$' "$d/log" | tail -1)"
+	elif ! why=$(why_not docker import "$img/bb.tar" pisb-bench-bb) ||
+		! why=$(why_not docker run -d --name pisb-bench --network none pisb-bench-bb /bin/busybox sleep 3600); then
+		cannot_run docker "$why"
+	else
 		dk=$(BENCH_RUNS=30 median_ms docker exec pisb-bench /bin/busybox true)
 		row "pisb exec bx -- true" "$p" "docker exec (private dockerd)" "$dk"
 		awk -v p="$p" -v d="$dk" 'BEGIN { printf "  %-34s %.1fx (target >= 20x: %s)\n", "pisb faster than docker exec by", d/p, ((d/p >= 20) ? "ok" : "NO") }'
 		docker rm -f pisb-bench >/dev/null 2>&1
-	else
-		line "docker exec" "skipped: busybox not installed for the scratch image"
 	fi
-	kill "$(cat "$d/pid")" 2>/dev/null; sleep 1; rm -rf "$d" "$img"
+	kill "$(cat "$d/pid" 2>/dev/null)" 2>/dev/null; for i in $(seq 50); do [ -e "$d/pid" ] || break; sleep 0.2; done
 	unset DOCKER_HOST
-else
-	line "docker exec" "skipped: docker.io not installed (apt-get install docker.io) or not root"
-fi
+	rm -rf "$d"
+}
+
+# podman exec into a running container, runc as its runtime: crun refuses a
+# host with hybrid cgroups (v1 controllers and a v2 unified mount)
+podman_peer() {
+	command -v podman >/dev/null || { cannot_run podman "$(missing podman podman)"; return; }
+	command -v runc >/dev/null || { cannot_run podman "$(missing runc runc) (crun refuses hybrid cgroups)"; return; }
+	[ -f "$img/bb.tar" ] || { cannot_run podman "no static busybox for its image (apt-get install busybox-static)"; return; }
+	local d pm pk
+	d=$(mktemp -d /tmp/pisb-podman.XXXXXX)
+	pm=(podman --root "$d/root" --runroot "$d/run" --storage-driver vfs --runtime "$(command -v runc)"
+		--cgroup-manager cgroupfs --events-backend file --tmpdir "$d/tmp")
+	if ! why=$(why_not "${pm[@]}" import "$img/bb.tar" pisb-bench-bb) ||
+		! why=$(why_not "${pm[@]}" run -d --name pisb-bench --network none pisb-bench-bb /bin/busybox sleep 3600); then
+		cannot_run podman "$why"
+	else
+		pk=$(BENCH_RUNS=30 median_ms "${pm[*]}" exec pisb-bench /bin/busybox true)
+		row "pisb exec bx -- true" "$p" "podman exec (runc)" "$pk"
+	fi
+	"${pm[@]}" rm -f -t 0 pisb-bench >/dev/null 2>&1
+	rm -rf "$d"
+}
+
+docker_peer
+podman_peer
+rm -rf "$img"
 pisb destroy bx --confirm bx -q

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Files: read and write of 64 KiB against nsenter+cat into the same sandbox;
-# find over 100,000 files against GNU find; grep over 200 MB against
-# grep -rn (and ripgrep, when installed) — all inside the same sandbox.
+# find over 100,000 files against GNU find and fd; grep over 200 MB against
+# grep -rn and ripgrep — all inside the same sandbox (a peer that cannot run
+# here is reported with the reason).
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 section "files (median of $BENCH_RUNS; targets: read/write <= 2x nsenter, find/grep <= 1.5x)"
@@ -53,13 +54,23 @@ row "pisb find '**/*.c' (100k files)" "$f" "GNU find -name '*.c'" "$gf" 1.5
 g=$(median_ms pisb grep bfs pisb_needle --path /workspace/src --limit 100000)
 gg=$(median_ms "${ns[@]}" grep -rn pisb_needle /workspace/src)
 row "pisb grep (200 MB)" "$g" "grep -rn" "$gg" 1.5
-if command -v rg >/dev/null; then
-	# ripgrep is the host's binary: it runs in the sandbox's mount ns only
-	# through /proc/PID/root
+# ripgrep and fd are the host's binaries: they run in the sandbox's mount ns
+# only through /proc/PID/root
+if ! command -v rg >/dev/null; then
+	cannot_run ripgrep "$(missing rg ripgrep)"
+elif why=$(why_not rg -q pisb_needle "/proc/$init/root/workspace/src"); then
 	rg_ms=$(median_ms rg -n pisb_needle "/proc/$init/root/workspace/src")
 	row "pisb grep (200 MB)" "$g" "ripgrep (rg -n)" "$rg_ms"
 else
-	line "ripgrep" "not installed (apt-get install ripgrep)"
+	cannot_run ripgrep "$why"
+fi
+if ! command -v fdfind >/dev/null; then
+	cannot_run fd "$(missing fdfind fd-find)"
+elif why=$(why_not fdfind -u -g '*.c' "/proc/$init/root/workspace/tree"); then
+	fd_ms=$(median_ms fdfind -u -g '*.c' "/proc/$init/root/workspace/tree")
+	row "pisb find '**/*.c' (100k files)" "$f" "fd -g '*.c' (fd-find)" "$fd_ms"
+else
+	cannot_run fd "$why"
 fi
 rm -rf "$tmp"
 pisb destroy bfs --confirm bfs -q

@@ -29,3 +29,29 @@ row() {
 
 line() { printf '  %-34s %s\n' "$1" "$2"; }
 section() { printf '\n%s\n' "$*"; }
+
+# cannot_run PEER REASON: the line for a peer that cannot run on this machine
+# (the run goes on without it)
+cannot_run() { printf '  peer %s: cannot run here: %s\n' "$1" "$2"; }
+
+# why_not CMD...: runs CMD; prints nothing if it succeeds, else the last line
+# of its error output (or its exit status) and returns 1
+why_not() {
+	local err
+	err=$("$@" 2>&1 >/dev/null) && return 0
+	err=$(printf '%s\n' "$err" | grep -v '^\s*$' | tail -1)
+	printf '%s' "${err:-exit status $?}"
+	return 1
+}
+
+# missing CMD PACKAGE: the reason a peer's command is absent
+missing() { printf '%s not installed (apt-get install %s; make bench installs it as root)' "$1" "$2"; }
+
+# static_busybox: path of a static busybox (busybox-static), for test images
+# (Docker Hub is not reachable: images are made from it, never pulled)
+static_busybox() {
+	local b
+	b=$(command -v busybox) || return 1
+	LC_ALL=C ldd "$b" 2>&1 | grep -q 'not a dynamic executable' || return 1
+	printf '%s' "$b"
+}

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# create-to-first-exec, stop, start; idle RSS; 50 concurrent sandboxes.
+# create-to-first-exec, stop, start (peers: pasta, rootlesskit); idle RSS;
+# 50 concurrent sandboxes.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 section "lifecycle (image: host, no setup; median of 20; target: each under 100 ms)"
@@ -18,6 +19,26 @@ for pair in "create -> first exec:c" "stop:s" "start:t"; do
 	m=$(printf '%s\n' "${vals[@]}" | med)
 	awk -v l="$label" -v m="$m" 'BEGIN { printf "  %-34s %9.3f ms   (target < 100 ms: %s)\n", l, m, m < 100 ? "ok" : "NO" }'
 done
+# peers: a fresh user namespace with networking (pasta), rootlesskit's
+# user + mount namespaces, each running true
+peer_ms() { local v=(); for i in $(seq 20); do v+=("$(ms "$@")"); done; printf '%s\n' "${v[@]}" | med; }
+# pasta drops root to nobody unless told to stay
+pa=(timeout 20 pasta --config-net -q); [ "$(id -u)" = 0 ] && pa+=(--runas 0)
+rk=(timeout 20 rootlesskit --net=host)
+if ! command -v pasta >/dev/null; then
+	cannot_run pasta "$(missing pasta passt)"
+elif why=$(why_not "${pa[@]}" -- true); then
+	awk -v m="$(peer_ms "${pa[@]}" -- true)" 'BEGIN { printf "  %-34s %9.3f ms   (peer)\n", "pasta --config-net -- true", m }'
+else
+	cannot_run pasta "$why"
+fi
+if ! command -v rootlesskit >/dev/null; then
+	cannot_run rootlesskit "$(missing rootlesskit rootlesskit)"
+elif why=$(why_not "${rk[@]}" true); then
+	awk -v m="$(peer_ms "${rk[@]}" true)" 'BEGIN { printf "  %-34s %9.3f ms   (peer)\n", "rootlesskit --net=host true", m }'
+else
+	cannot_run rootlesskit "$why"
+fi
 pisb create idle -q
 ctl=$(pisb inspect idle | jq -r .controller.pid); init=$(pisb inspect idle | jq -r .controller.initPid)
 rss=$(( $(awk '/VmRSS/ {print $2}' /proc/$ctl/status) + $(awk '/VmRSS/ {print $2}' /proc/$init/status) ))

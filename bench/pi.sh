@@ -6,4 +6,8 @@ set -uo pipefail
 section "pi extension (target: < 2 ms median overhead per tool call)"
 top=$(cd "$(dirname "$0")/.." && pwd)
 if [ ! -f "$top/extensions/pi/bench.mjs" ]; then line "pi" "extensions/pi/bench.mjs missing"; exit 0; fi
+if [ ! -e "$top/tests/pi/node_modules/jiti" ]; then
+	cannot_run pi "tests/pi's npm modules are not installed (make deps installs them)"
+	exit 0
+fi
 node "$top/extensions/pi/bench.mjs" 2>&1 | sed 's/^/  /'
