@@ -50,8 +50,9 @@ missing() { printf '%s not installed (apt-get install %s; make bench installs it
 # static_busybox: path of a static busybox (busybox-static), for test images
 # (Docker Hub is not reachable: images are made from it, never pulled)
 static_busybox() {
-	local b
+	local b l
 	b=$(command -v busybox) || return 1
-	LC_ALL=C ldd "$b" 2>&1 | grep -q 'not a dynamic executable' || return 1
+	l=$(LC_ALL=C ldd "$b" 2>&1)	# ldd fails on a static binary
+	[[ $l == *"not a dynamic executable"* ]] || return 1
 	printf '%s' "$b"
 }
