@@ -70,9 +70,9 @@ docker_peer() {
 }
 
 # podman exec into a running container, runc as its runtime: crun refuses a
-# host with hybrid cgroups (v1 controllers and a v2 unified mount); this
-# shell's open-files and process limits: podman's defaults are above what
-# root may set here
+# host with hybrid cgroups (v1 controllers and a v2 unified mount).  Modest
+# open-files and process limits: runc fails to set podman's defaults (and
+# this machine's own hard limits) in the container here
 podman_peer() {
 	command -v podman >/dev/null || { cannot_run podman "$(missing podman podman)"; return; }
 	command -v runc >/dev/null || { cannot_run podman "$(missing runc runc) (crun refuses hybrid cgroups)"; return; }
@@ -82,7 +82,7 @@ podman_peer() {
 	pm=(podman --root "$d/root" --runroot "$d/run" --storage-driver vfs --runtime "$(command -v runc)"
 		--cgroup-manager cgroupfs --events-backend file --tmpdir "$d/tmp")
 	if ! why=$(why_not "${pm[@]}" import "$img/bb.tar" pisb-bench-bb) ||
-		! why=$(why_not "${pm[@]}" run -d --name pisb-bench --network none --ulimit "nofile=$(ulimit -Sn):$(ulimit -Hn)" --ulimit "nproc=$(ulimit -Su):$(ulimit -Hu)" pisb-bench-bb /bin/busybox sleep 3600); then
+		! why=$(why_not "${pm[@]}" run -d --name pisb-bench --network none --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 pisb-bench-bb /bin/busybox sleep 3600); then
 		cannot_run podman "$why"
 	else
 		pk=$(BENCH_RUNS=30 median_ms "${pm[*]}" exec pisb-bench /bin/busybox true)
