@@ -43,16 +43,19 @@ LIB_curl    := -ldl
 LIB_yaml    := $(shell pkg-config --libs yaml-0.1 2>/dev/null)
 # libarchive too is dlopen()ed on first use (common/archive_lazy.c)
 LIB_archive := -ldl
+# grep's engine (common/search.c)
+CFLAGS      += $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
+LIB_pcre2   := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
 
 # What each binary links (besides libpisb.a).
-LIBS_pisb        :=
-LIBS_pisb-create := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
-LIBS_pisb-exec   := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
-LIBS_pisb-fs     := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
-LIBS_pisb-svc    := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
-LIBS_pisb-docker := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
-LIBS_pisb-gc     := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
-LIBS_pisb-renew  := $(LIB_yaml) $(LIB_curl) $(LIB_archive)
+LIBS_pisb        := $(LIB_pcre2)
+LIBS_pisb-create := $(LIB_yaml) $(LIB_curl) $(LIB_archive) $(LIB_pcre2)
+LIBS_pisb-exec   := $(LIB_yaml) $(LIB_curl) $(LIB_archive) $(LIB_pcre2)
+LIBS_pisb-fs     := $(LIB_yaml) $(LIB_curl) $(LIB_archive) $(LIB_pcre2)
+LIBS_pisb-svc    := $(LIB_yaml) $(LIB_curl) $(LIB_archive) $(LIB_pcre2)
+LIBS_pisb-docker := $(LIB_yaml) $(LIB_curl) $(LIB_archive) $(LIB_pcre2)
+LIBS_pisb-gc     := $(LIB_yaml) $(LIB_curl) $(LIB_archive) $(LIB_pcre2)
+LIBS_pisb-renew  := $(LIB_yaml) $(LIB_curl) $(LIB_archive) $(LIB_pcre2)
 
 PROGS   := pisb pisb-create pisb-exec pisb-fs pisb-svc pisb-docker pisb-gc pisb-renew
 LIB_SRC := $(sort $(wildcard common/*.c $(DRIVERS:%=drivers/%/*.c)))

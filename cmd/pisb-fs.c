@@ -506,8 +506,9 @@ static int cmd_grep(struct pisb_ctx *c)
 	g.glob = pisb_args_get(&c->a, "glob");
 	g.icase = pisb_args_has(&c->a, "ignore-case");
 	g.literal = pisb_args_has(&c->a, "literal");
-	if (!g.literal) {
-		/* ripgrep's syntax (Pi's grep tool writes for it), as an ERE */
+	if (os && !g.literal) {
+		/* ripgrep's syntax (Pi's grep tool writes for it), as an ERE
+		 * for grep -E over there; here search.h takes it as it is */
 		bool icase;
 		if (pisb_rx_to_ere(g.pattern, &ere, &icase, &c->err) < 0)
 			goto out;

@@ -9,6 +9,7 @@
 #include "lock.h"
 #include "ns.h"
 #include "driver.h"
+#include "search.h"
 #include "state.h"
 #include "util.h"
 
@@ -16,7 +17,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <regex.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -969,144 +971,39 @@ int pisb_fs_find(const struct pisb_fs *fs, const struct pisb_fs_find *o,
 	return r;
 }
 
-/* ---- grep ---- */
+/* ---- grep ----
+ *
+ * Files are searched whole (search.h).  A directory is searched by a pool:
+ * this thread walks (pisb_walk, in order) and opens each file, workers
+ * search them into per-file records, and this thread reports the records
+ * file by file in walk order, so the output and --limit are those of a
+ * single-threaded search. */
 
-/* The longest byte string that every match of the extended regex re must
- * contain (NULL if none can be told, e.g. with a top-level '|').  *pure:
- * re is nothing but that string.  Conservative: dropping bytes from a run
- * or splitting runs never makes the prefilter wrong. */
-static char *required_literal(const char *re, size_t *len, bool *pure)
-{
-	struct pisb_buf cur = PISB_BUF_INIT, best = PISB_BUF_INIT;
-	const char *p = re;
-	bool last_lit = false;
-
-	*pure = true;
-#define FLUSH() do { \
-		if (cur.len > best.len) { pisb_buf_reset(&best); pisb_buf_add(&best, cur.s, cur.len); } \
-		pisb_buf_reset(&cur); last_lit = false; } while (0)
-	while (*p) {
-		char c = *p;
-		if (c == '\\') {
-			if (!p[1])
-				goto none;
-			if (strchr(".[]()*+?{}|^$\\", p[1])) {
-				pisb_buf_addc(&cur, p[1]);
-				last_lit = true;
-			} else {
-				FLUSH();
-				*pure = false;
-			}
-			p += 2;
-			continue;
-		}
-		switch (c) {
-		case '|':
-			goto none;
-		case '(': {
-			int depth = 1;
-			for (p++; *p && depth; p++) {
-				if (*p == '\\' && p[1])
-					p++;
-				else if (*p == '(')
-					depth++;
-				else if (*p == ')')
-					depth--;
-			}
-			FLUSH();
-			*pure = false;
-			continue;
-		}
-		case '[':
-			p++;
-			if (*p == '^')
-				p++;
-			if (*p == ']')
-				p++;
-			while (*p && *p != ']') {
-				if (*p == '[' && (p[1] == ':' || p[1] == '.' || p[1] == '=')) {
-					char kind = p[1];
-					const char *q = p + 2;
-					while (*q && !(q[0] == kind && q[1] == ']'))
-						q++;
-					p = *q ? q + 2 : q;
-				} else {
-					p++;
-				}
-			}
-			if (*p)
-				p++;
-			FLUSH();
-			*pure = false;
-			continue;
-		case '*':
-		case '?':
-		case '{':
-			if (last_lit && cur.len)
-				cur.len--;
-			FLUSH();
-			*pure = false;
-			if (c == '{') {
-				while (*p && *p != '}')
-					p++;
-			}
-			if (*p)
-				p++;
-			continue;
-		case '+':
-		case '.':
-		case '^':
-		case '$':
-		case ')':
-			FLUSH();
-			*pure = false;
-			p++;
-			continue;
-		default:
-			pisb_buf_addc(&cur, c);
-			last_lit = true;
-			p++;
-		}
-	}
-	FLUSH();
-#undef FLUSH
-	pisb_buf_release(&cur);
-	if (!best.len || memchr(best.s, '\n', best.len)) {
-		pisb_buf_release(&best);
-		*pure = false;
-		return NULL;
-	}
-	*len = best.len;
-	return pisb_buf_detach(&best);
-none:
-	pisb_buf_release(&cur);
-	pisb_buf_release(&best);
-	*pure = false;
-	return NULL;
-}
+enum { REC_MATCH = 1, REC_AFTER, REC_BEFORE, REC_MORE };
 
 struct grep {
 	const struct pisb_fs_grep *o;
-	regex_t re;
-	bool have_re;            /* lines must pass regexec */
-	char *lit;               /* prefilter (folded to lowercase with icase) */
-	size_t litlen;
-	bool every_line;         /* empty pattern */
-	bool fold_needed;        /* icase and the literal has letters */
+	struct pisb_search *search;
 	struct pisb_pathglob glob;
 	bool have_glob;
-	char *buf;
-	size_t cap;
-	char *fold;
-	size_t foldcap;
 	pisb_fs_grep_fn fn;
 	void *arg;
 	struct pisb_fs_grep_result *res;
 	bool stop;
+};
+
+/* One searcher: the pool's workers, or the caller for a single file. */
+struct gsearch {
+	struct grep *g;
+	struct pisb_search_ws *ws;
+	char *buf;
+	size_t cap;
+	struct pisb_buf *rec;    /* NULL: report directly */
 	/* per file */
 	const char *rel;
 	size_t emitted_end;      /* lines before this offset were reported */
 	long long emitted_line;  /* number of the last reported line */
+	long long matches;       /* of this file (with rec) */
 	int after_left;
 };
 
@@ -1129,9 +1026,22 @@ static long long count_nl(const char *p, size_t n)
 	return c;
 }
 
-static void emit(struct grep *g, const char *s, size_t len, long long line, bool context)
+static void rec_put(struct pisb_buf *b, int kind, long long line, const char *s, size_t len, bool cut)
 {
-	struct pisb_fs_grep_line l = { g->rel, line, s, len, false, context };
+	unsigned char h[14];
+	uint32_t l32 = (uint32_t)len;
+
+	h[0] = (unsigned char)kind;
+	h[1] = cut;
+	memcpy(h + 2, &line, 8);
+	memcpy(h + 10, &l32, 4);
+	pisb_buf_add(b, h, sizeof(h));
+	pisb_buf_add(b, s, len);
+}
+
+static void emit(struct gsearch *w, const char *s, size_t len, long long line, int kind)
+{
+	struct pisb_fs_grep_line l = { w->rel, line, s, len, false, kind != REC_MATCH };
 	size_t chars = 0, i;
 
 	for (i = 0; i < len; i++) {
@@ -1141,146 +1051,96 @@ static void emit(struct grep *g, const char *s, size_t len, long long line, bool
 	if (i < len) {
 		l.len = i;
 		l.cut = true;
-		g->res->lines_truncated = true;
 	}
-	g->fn(g->arg, &l);
+	if (w->rec) {
+		rec_put(w->rec, kind, line, l.text, l.len, l.cut);
+		return;
+	}
+	if (l.cut)
+		w->g->res->lines_truncated = true;
+	w->g->fn(w->g->arg, &l);
 }
 
 /* Report the line starting at off; returns the offset past it. */
-static size_t emit_line_at(struct grep *g, const char *buf, size_t n, size_t off, long long line,
-			   bool context)
+static size_t emit_line_at(struct gsearch *w, const char *buf, size_t n, size_t off, long long line,
+			   int kind)
 {
 	const char *nl = memchr(buf + off, '\n', n - off);
 	size_t end = nl ? (size_t)(nl - buf) : n;
 
-	emit(g, buf + off, end - off, line, context);
+	emit(w, buf + off, end - off, line, kind);
 	return nl ? end + 1 : n;
 }
 
-static void flush_after(struct grep *g, const char *buf, size_t n, size_t upto)
+static void flush_after(struct gsearch *w, const char *buf, size_t n, size_t upto)
 {
-	while (g->after_left > 0 && g->emitted_end < upto && g->emitted_end < n) {
-		g->emitted_end = emit_line_at(g, buf, n, g->emitted_end, g->emitted_line + 1, true);
-		g->emitted_line++;
-		g->after_left--;
+	while (w->after_left > 0 && w->emitted_end < upto && w->emitted_end < n) {
+		w->emitted_end = emit_line_at(w, buf, n, w->emitted_end, w->emitted_line + 1, REC_AFTER);
+		w->emitted_line++;
+		w->after_left--;
 	}
 }
 
-static bool line_ok(struct grep *g, const char *buf, size_t ls, size_t le)
+/* Has the limit been reached (reporting directly: stop everything; into
+ * records: mark the file as having more)? */
+static bool at_limit(struct gsearch *w)
 {
-	regmatch_t m[1];
+	struct grep *g = w->g;
 
-	if (!g->have_re)
+	if (w->rec) {
+		if (w->matches < g->o->limit)
+			return false;
+		rec_put(w->rec, REC_MORE, 0, "", 0, false);
 		return true;
-	m[0].rm_so = (regoff_t)ls;
-	m[0].rm_eo = (regoff_t)le;
-	return regexec(&g->re, buf, 1, m, REG_STARTEND) == 0;
-}
-
-/* The next matching line at or after pos: [*ls, *le) without its '\n'. */
-static bool next_match(struct grep *g, const char *buf, size_t n, size_t pos, size_t *ls, size_t *le)
-{
-	while (pos < n) {
-		if (g->every_line) {
-			const char *nl = memchr(buf + pos, '\n', n - pos);
-			*ls = pos;
-			*le = nl ? (size_t)(nl - buf) : n;
-			return true;
-		}
-		if (g->lit) {
-			const char *hay = g->fold_needed ? g->fold : buf;
-			const char *q = memmem(hay + pos, n - pos, g->lit, g->litlen);
-			const char *a, *nl;
-			size_t off;
-
-			if (!q)
-				return false;
-			off = (size_t)(q - hay);
-			a = off > pos ? memrchr(buf + pos, '\n', off - pos) : NULL;
-			*ls = a ? (size_t)(a - buf) + 1 : pos;
-			nl = memchr(buf + off, '\n', n - off);
-			*le = nl ? (size_t)(nl - buf) : n;
-			if (line_ok(g, buf, *ls, *le))
-				return true;
-			pos = *le + 1;
-			continue;
-		}
-		/* no literal to look for: the regex over a window of whole lines */
-		{
-			regmatch_t m[1];
-			size_t wend = n - pos > (1 << 20) ? pos + (1 << 20) : n;
-			const char *nl, *a;
-
-			if (wend < n) {
-				nl = memchr(buf + wend, '\n', n - wend);
-				wend = nl ? (size_t)(nl - buf) : n;
-			}
-			m[0].rm_so = (regoff_t)pos;
-			m[0].rm_eo = (regoff_t)wend;
-			if (regexec(&g->re, buf, 1, m, REG_STARTEND) != 0) {
-				pos = wend + 1;
-				continue;
-			}
-			a = (size_t)m[0].rm_so > pos ? memrchr(buf + pos, '\n', (size_t)m[0].rm_so - pos) : NULL;
-			*ls = a ? (size_t)(a - buf) + 1 : pos;
-			nl = memchr(buf + m[0].rm_so, '\n', n - (size_t)m[0].rm_so);
-			*le = nl ? (size_t)(nl - buf) : n;
-			return true;
-		}
 	}
-	return false;
+	if (g->res->matches < g->o->limit)
+		return false;
+	g->res->limit_reached = true;
+	g->stop = true;
+	return true;
 }
 
-static void grep_buf(struct grep *g, const char *buf, size_t n)
+static void grep_buf(struct gsearch *w, const char *buf, size_t n)
 {
 	long long lineno = 1;
 	size_t lineno_pos = 0, pos = 0, ls, le;
-	int C = g->o->context;
+	int C = w->g->o->context;
 
-	g->emitted_end = 0;
-	g->emitted_line = 0;
-	g->after_left = 0;
-	if (g->fold_needed) {
-		if (g->foldcap < n) {
-			free(g->fold);
-			g->foldcap = n;
-			g->fold = xmalloc(n ? n : 1);
-		}
-		for (size_t i = 0; i < n; i++) {
-			unsigned char c = (unsigned char)buf[i];
-			g->fold[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
-		}
-	}
-	while (pos < n && next_match(g, buf, n, pos, &ls, &le)) {
+	w->emitted_end = 0;
+	w->emitted_line = 0;
+	w->after_left = 0;
+	w->matches = 0;
+	pisb_search_begin(w->ws, buf, n);
+	while (pos < n && pisb_search_next(w->ws, buf, n, pos, &ls, &le)) {
 		size_t b = ls;
 		long long k = 0;
 
 		lineno += count_nl(buf + lineno_pos, ls - lineno_pos);
 		lineno_pos = ls;
-		flush_after(g, buf, n, ls);
-		if (g->res->matches >= g->o->limit) {
-			g->res->limit_reached = true;
-			g->stop = true;
+		flush_after(w, buf, n, ls);
+		if (at_limit(w))
 			return;
-		}
-		while (k < C && b > g->emitted_end) {
-			const char *a = b - 1 > g->emitted_end ? memrchr(buf + g->emitted_end, '\n', b - 1 - g->emitted_end) : NULL;
-			b = a ? (size_t)(a - buf) + 1 : g->emitted_end;
+		while (k < C && b > w->emitted_end) {
+			const char *a = b - 1 > w->emitted_end ? memrchr(buf + w->emitted_end, '\n', b - 1 - w->emitted_end) : NULL;
+			b = a ? (size_t)(a - buf) + 1 : w->emitted_end;
 			k++;
 		}
 		for (long long i = k; i > 0; i--)
-			b = emit_line_at(g, buf, n, b, lineno - i, true);
-		emit(g, buf + ls, le - ls, lineno, false);
-		g->res->matches++;
-		g->emitted_end = le < n ? le + 1 : n;
-		g->emitted_line = lineno;
-		g->after_left = C;
-		pos = g->emitted_end;
+			b = emit_line_at(w, buf, n, b, lineno - i, REC_BEFORE);
+		emit(w, buf + ls, le - ls, lineno, REC_MATCH);
+		if (w->rec)
+			w->matches++;
+		else
+			w->g->res->matches++;
+		w->emitted_end = le < n ? le + 1 : n;
+		w->emitted_line = lineno;
+		w->after_left = C;
+		pos = w->emitted_end;
 	}
-	flush_after(g, buf, n, n);
+	flush_after(w, buf, n, n);
 }
 
-static void grep_fd(struct grep *g, int fd, const char *rel)
+static void grep_fd(struct gsearch *w, int fd, const char *rel)
 {
 	struct stat st;
 	size_t n = 0;
@@ -1298,11 +1158,11 @@ static void grep_fd(struct grep *g, int fd, const char *rel)
 		size_t want = (size_t)st.st_size + 1;
 		for (;;) {
 			ssize_t r;
-			if (g->cap < n + want) {
-				g->cap = n + want < 256 * 1024 ? 256 * 1024 : n + want;
-				g->buf = xrealloc(g->buf, g->cap);
+			if (w->cap < n + want) {
+				w->cap = n + want < 256 * 1024 ? 256 * 1024 : n + want;
+				w->buf = xrealloc(w->buf, w->cap);
 			}
-			r = read(fd, g->buf + n, g->cap - n);
+			r = read(fd, w->buf + n, w->cap - n);
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r <= 0)
@@ -1312,10 +1172,15 @@ static void grep_fd(struct grep *g, int fd, const char *rel)
 		}
 	}
 	{
-		const char *buf = map ? map : g->buf;
+		const char *buf = map ? map : w->buf;
 		if (!memchr(buf, 0, n < 8192 ? n : 8192)) {
-			g->rel = rel;
-			grep_buf(g, buf, n);
+			w->rel = rel;
+			/* a UTF-8 byte-order mark is not part of the first line
+			 * (ripgrep drops it too) */
+			if (n >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3))
+				grep_buf(w, buf + 3, n - 3);
+			else
+				grep_buf(w, buf, n);
 		}
 	}
 	if (map)
@@ -1324,7 +1189,153 @@ static void grep_fd(struct grep *g, int fd, const char *rel)
 
 static int grep_cb(void *arg, const struct pisb_walk_entry *en)
 {
-	struct grep *g = arg;
+	struct gsearch *w = arg;
+	int fd;
+
+	if (en->type != DT_REG)
+		return PISB_WALK_CONTINUE;
+	if (w->g->have_glob && !pisb_pathglob_match(&w->g->glob, en->rel, en->name))
+		return PISB_WALK_CONTINUE;
+	fd = openat(en->dirfd, en->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return PISB_WALK_CONTINUE;
+	grep_fd(w, fd, en->rel);
+	close(fd);
+	return w->g->stop ? PISB_WALK_STOP : PISB_WALK_CONTINUE;
+}
+
+/* ---- the pool ---- */
+
+#define POOL_RING 128
+#define POOL_MAX_WORKERS 8
+
+struct gitem {
+	char *rel;
+	int fd;
+	bool done;
+	struct pisb_buf rec;
+};
+
+struct gpool {
+	struct grep *g;
+	pthread_mutex_t mu;
+	pthread_cond_t work, done;
+	struct gitem ring[POOL_RING];
+	size_t head, take, tail;  /* next to report, to search, to fill */
+	bool walked, stop;
+};
+
+static void *pool_worker(void *arg)
+{
+	struct gpool *p = arg;
+	struct gsearch w;
+
+	memset(&w, 0, sizeof(w));
+	w.g = p->g;
+	w.ws = pisb_search_ws_new(p->g->search);
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		while (p->take == p->tail && !p->walked)
+			pthread_cond_wait(&p->work, &p->mu);
+		if (p->take == p->tail)
+			break;
+		struct gitem *it = &p->ring[p->take++ % POOL_RING];
+		bool stop = p->stop;
+		pthread_mutex_unlock(&p->mu);
+		if (!stop) {
+			w.rec = &it->rec;
+			grep_fd(&w, it->fd, it->rel);
+		}
+		close(it->fd);
+		it->fd = -1;
+		pthread_mutex_lock(&p->mu);
+		it->done = true;
+		pthread_cond_broadcast(&p->done);
+	}
+	pthread_mutex_unlock(&p->mu);
+	pisb_search_ws_free(w.ws);
+	free(w.buf);
+	return NULL;
+}
+
+/* Report one file's records (called with the lock not held). */
+static void pool_report(struct gpool *p, struct gitem *it)
+{
+	struct grep *g = p->g;
+	const char *q = it->rec.s, *end = q + it->rec.len;
+	const char *before = NULL;    /* before-context held until its match */
+
+	while (q && q < end && !g->stop) {
+		struct pisb_fs_grep_line l;
+		uint32_t len;
+		int kind = (unsigned char)q[0];
+		const char *r = q;
+		memcpy(&l.line, q + 2, 8);
+		memcpy(&len, q + 10, 4);
+		q += 14 + len;
+		if (kind == REC_BEFORE) {
+			if (!before)
+				before = r;
+			continue;
+		}
+		if (kind == REC_MORE || (kind == REC_MATCH && g->res->matches >= g->o->limit)) {
+			g->res->limit_reached = true;
+			g->stop = true;
+			break;
+		}
+		for (const char *b = before ? before : r; b <= r; ) {
+			uint32_t bl;
+			memcpy(&l.line, b + 2, 8);
+			memcpy(&bl, b + 10, 4);
+			l.path = it->rel;
+			l.text = b + 14;
+			l.len = bl;
+			l.cut = b[1];
+			l.context = (unsigned char)b[0] != REC_MATCH;
+			if (l.cut)
+				g->res->lines_truncated = true;
+			g->fn(g->arg, &l);
+			b += 14 + bl;
+		}
+		before = NULL;
+		if (kind == REC_MATCH)
+			g->res->matches++;
+	}
+	pisb_buf_release(&it->rec);
+	free(it->rel);
+	it->rel = NULL;
+}
+
+/* Report every finished file at the head; with wait, block until the
+ * ring has room (or, at the end, until it is empty). */
+static void pool_drain(struct gpool *p, bool all)
+{
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		if (p->head == p->tail)
+			break;
+		struct gitem *it = &p->ring[p->head % POOL_RING];
+		if (!it->done) {
+			if (!all && p->tail - p->head < POOL_RING)
+				break;
+			pthread_cond_wait(&p->done, &p->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&p->mu);
+		pool_report(p, it);
+		pthread_mutex_lock(&p->mu);
+		it->done = false;
+		p->head++;
+		if (p->g->stop)
+			p->stop = true;
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+static int pool_cb(void *arg, const struct pisb_walk_entry *en)
+{
+	struct gpool *p = arg;
+	struct grep *g = p->g;
 	int fd;
 
 	if (en->type != DT_REG)
@@ -1334,9 +1345,75 @@ static int grep_cb(void *arg, const struct pisb_walk_entry *en)
 	fd = openat(en->dirfd, en->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return PISB_WALK_CONTINUE;
-	grep_fd(g, fd, en->rel);
-	close(fd);
-	return g->stop ? PISB_WALK_STOP : PISB_WALK_CONTINUE;
+	pool_drain(p, false);
+	if (g->stop) {
+		close(fd);
+		return PISB_WALK_STOP;
+	}
+	pthread_mutex_lock(&p->mu);
+	struct gitem *it = &p->ring[p->tail % POOL_RING];
+	it->rel = xstrdup(en->rel);
+	it->fd = fd;
+	it->done = false;
+	memset(&it->rec, 0, sizeof(it->rec));
+	p->tail++;
+	pthread_cond_signal(&p->work);
+	pthread_mutex_unlock(&p->mu);
+	return PISB_WALK_CONTINUE;
+}
+
+static int cpus(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		return CPU_COUNT(&set);
+	return 1;
+}
+
+/* A directory: walked here, searched by the pool (when there is more than
+ * one core), reported in walk order. */
+static int grep_dir(struct grep *g, const struct pisb_walk_opts *wo, struct pisb_err *e)
+{
+	struct gpool *p = xcalloc(1, sizeof(*p));
+	pthread_t th[POOL_MAX_WORKERS];
+	int nw = 0, want = cpus(), ret;
+
+	if (want > POOL_MAX_WORKERS)
+		want = POOL_MAX_WORKERS;
+	p->g = g;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->work, NULL);
+	pthread_cond_init(&p->done, NULL);
+	if (want > 1)
+		for (; nw < want; nw++)
+			if (pthread_create(&th[nw], NULL, pool_worker, p) != 0)
+				break;
+	if (nw == 0) {
+		/* one core (or no thread to be had): search as we walk */
+		free(p);
+		struct gsearch w;
+		memset(&w, 0, sizeof(w));
+		w.g = g;
+		w.ws = pisb_search_ws_new(g->search);
+		ret = pisb_walk(wo, grep_cb, &w, e);
+		pisb_search_ws_free(w.ws);
+		free(w.buf);
+		return ret;
+	}
+	ret = pisb_walk(wo, pool_cb, p, e);
+	pthread_mutex_lock(&p->mu);
+	p->walked = true;
+	pthread_cond_broadcast(&p->work);
+	pthread_mutex_unlock(&p->mu);
+	pool_drain(p, true);
+	for (int i = 0; i < nw; i++)
+		pthread_join(th[i], NULL);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->work);
+	pthread_cond_destroy(&p->done);
+	free(p);
+	return ret;
 }
 
 int pisb_fs_grep(const struct pisb_fs *fs, const struct pisb_fs_grep *o,
@@ -1346,7 +1423,6 @@ int pisb_fs_grep(const struct pisb_fs *fs, const struct pisb_fs_grep *o,
 	struct grep g;
 	_cleanup_close_ int fd = -1;
 	struct stat st;
-	bool pure = false;
 	int ret = 0;
 
 	memset(r, 0, sizeof(*r));
@@ -1355,38 +1431,8 @@ int pisb_fs_grep(const struct pisb_fs *fs, const struct pisb_fs_grep *o,
 	g.fn = fn;
 	g.arg = arg;
 	g.res = r;
-	if (o->literal) {
-		g.lit = xstrdup(o->pattern);
-		g.litlen = strlen(o->pattern);
-		pure = true;
-	} else {
-		int rc = regcomp(&g.re, o->pattern, REG_EXTENDED | REG_NEWLINE | (o->icase ? REG_ICASE : 0));
-		if (rc) {
-			char msg[256];
-			regerror(rc, &g.re, msg, sizeof(msg));
-			return pisb_err_set(e, PISB_EXIT_USAGE, "invalid regular expression '%s': %s", o->pattern, msg);
-		}
-		g.have_re = true;
-		g.lit = required_literal(o->pattern, &g.litlen, &pure);
-		if (!o->pattern[0])
-			pure = true;
-	}
-	if (pure && g.have_re) {
-		regfree(&g.re);
-		g.have_re = false;
-	}
-	if (!g.have_re && (!g.lit || !g.litlen))
-		g.every_line = true;
-	if (g.lit && o->icase) {
-		for (size_t i = 0; i < g.litlen; i++) {
-			unsigned char c = (unsigned char)g.lit[i];
-			if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')) {
-				g.fold_needed = true;
-				if (c <= 'Z')
-					g.lit[i] = (char)(c + 32);
-			}
-		}
-	}
+	if (pisb_search_new(&g.search, o->pattern, o->literal, o->icase, e) < 0)
+		return -1;
 	if (o->glob) {
 		pisb_pathglob_init(&g.glob, o->glob);
 		g.have_glob = true;
@@ -1399,20 +1445,22 @@ int pisb_fs_grep(const struct pisb_fs *fs, const struct pisb_fs_grep *o,
 		ret = pisb_err_sys(e, PISB_EXIT_FAIL, "stat '%s'", o->path);
 	} else if (S_ISDIR(st.st_mode)) {
 		struct pisb_walk_opts wo = { fs->root, fd, o->path, !o->no_ignore };
-		ret = pisb_walk(&wo, grep_cb, &g, e);
+		ret = grep_dir(&g, &wo, e);
 	} else if (S_ISREG(st.st_mode)) {
 		const char *base = strrchr(o->path, '/');
-		grep_fd(&g, fd, base && base[1] ? base + 1 : o->path);
+		struct gsearch w;
+		memset(&w, 0, sizeof(w));
+		w.g = &g;
+		w.ws = pisb_search_ws_new(g.search);
+		grep_fd(&w, fd, base && base[1] ? base + 1 : o->path);
+		pisb_search_ws_free(w.ws);
+		free(w.buf);
 	} else {
 		ret = pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is not a regular file or directory", o->path);
 	}
-	if (g.have_re)
-		regfree(&g.re);
 	if (g.have_glob)
 		pisb_pathglob_release(&g.glob);
-	free(g.lit);
-	free(g.buf);
-	free(g.fold);
+	pisb_search_free(g.search);
 	return ret;
 }
 

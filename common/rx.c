@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 /* A character class: a set of ASCII bytes, and what it says of the
  * characters beyond ASCII (UTF-8 sequences, matched as wholes). */
@@ -637,5 +638,229 @@ int pisb_rx_to_ere(const char *rx, struct pisb_buf *out, bool *icase, struct pis
 	}
 	if (depth)
 		return fail(&r, "unclosed group");
+	return 0;
+}
+
+/* ---------- ripgrep's syntax for PCRE2 ----------
+ *
+ * PCRE2 (UTF, UCP) reads Rust's syntax nearly as is; what differs is
+ * rewritten here and what ripgrep's default engine refuses is refused. */
+
+/* The POSIX classes of Rust's regex are ASCII only, PCRE2's follow UCP. */
+static const char *posix_ascii(const char *name, size_t n)
+{
+	static const char *const tab[][2] = {
+		{ "alnum", "0-9A-Za-z" }, { "alpha", "A-Za-z" }, { "ascii", "\\x00-\\x7F" },
+		{ "blank", "\\t " }, { "cntrl", "\\x00-\\x1F\\x7F" }, { "digit", "0-9" },
+		{ "graph", "!-~" }, { "lower", "a-z" }, { "print", " -~" },
+		{ "punct", "!-/:-@\\[-`{-~" }, { "space", "\\t\\n\\x0B\\f\\r " },
+		{ "upper", "A-Z" }, { "word", "0-9A-Za-z_" }, { "xdigit", "0-9A-Fa-f" },
+	};
+	for (size_t k = 0; k < sizeof(tab) / sizeof(tab[0]); k++)
+		if (strlen(tab[k][0]) == n && !memcmp(tab[k][0], name, n))
+			return tab[k][1];
+	return NULL;
+}
+
+/* An escape at s[i] == '\\' that both dialects spell alike but PCRE2 reads
+ * otherwise, or that one lacks: appended to out, *i moved past it. */
+static int pcre_escape(struct rx *r, bool in_class)
+{
+	const char *s = r->s;
+	char k = s[r->i + 1];
+
+	if (!k)
+		return fail(r, "a trailing backslash");
+	if (k >= '1' && k <= '9')
+		return fail(r, "backreferences are not supported");
+	if (k == 'k' || k == 'g')
+		return fail(r, "backreferences are not supported");
+	if (k == 'n' && !in_class)
+		return fail(r, "the literal '\\n' is not allowed: grep matches within one line");
+	if (k == 'v') {                 /* Rust: vertical tab; PCRE2: a class */
+		pisb_buf_adds(r->out, "\\x0B");
+		r->i += 2;
+		return 0;
+	}
+	if (k == 'u' || k == 'U' || (k == 'x' && s[r->i + 2] != '{')) {
+		uint32_t cp;
+		r->i += 2;
+		if (read_hex(r, k, &cp) < 0)
+			return -1;
+		pisb_buf_addf(r->out, "\\x{%x}", (unsigned)cp);
+		return 0;
+	}
+	if (!in_class && (k == 'A' || k == 'z')) {
+		/* the start and end of the line: grep sees one line at a time */
+		pisb_buf_adds(r->out, k == 'A' ? "(?<![^\\n])" : "(?![^\\n])");
+		r->i += 2;
+		return 0;
+	}
+	if (!in_class && (k == '<' || k == '>')) {
+		pisb_buf_adds(r->out, k == '<' ? "\\b(?=\\w)" : "\\b(?<=\\w)");
+		r->i += 2;
+		return 0;
+	}
+	if (isalnum((unsigned char)k) && !strchr("dDwWsSbBpPxtrfae0", k))
+		return fail(r, "unrecognized escape sequence");
+	if (k == 'p' || k == 'P') {
+		/* \pL, \p{Name}; Rust's "Script=Greek" and "gc=L" forms too */
+		size_t j = r->i + 2;
+		if (s[j] != '{') {
+			if (!s[j])
+				return fail(r, "an incomplete Unicode class");
+			pisb_buf_add(r->out, s + r->i, 3);
+			r->i += 3;
+			return 0;
+		}
+		const char *end = strchr(s + j, '}');
+		if (!end)
+			return fail(r, "an unclosed Unicode class");
+		const char *name = s + j + 1, *eq = memchr(name, '=', (size_t)(end - name));
+		if (!eq)
+			eq = memchr(name, ':', (size_t)(end - name));
+		pisb_buf_addc(r->out, '\\');
+		pisb_buf_addc(r->out, k);
+		pisb_buf_addc(r->out, '{');
+		if (eq) {
+			size_t kl = (size_t)(eq - name);
+			bool gc = (kl == 2 && !strncasecmp(name, "gc", 2)) ||
+				  (kl == 16 && !strncasecmp(name, "general_category", 16));
+			if (!gc)
+				pisb_buf_add(r->out, name, kl + 1);
+			name = eq + 1;
+		}
+		if (name[0] == '^')
+			return fail(r, "a negated Unicode class name: use \\P");
+		pisb_buf_add(r->out, name, (size_t)(end - name));
+		pisb_buf_addc(r->out, '}');
+		r->i = (size_t)(end - s) + 1;
+		return 0;
+	}
+	pisb_buf_add(r->out, s + r->i, 2);
+	r->i += 2;
+	return 0;
+}
+
+/* A class at s[i] == '['; nested classes of a non-negated class are
+ * flattened into it (a union); set operations are refused. */
+static int pcre_class(struct rx *r, int depth)
+{
+	const char *s = r->s;
+	bool first = true;
+
+	if (depth == 0)
+		pisb_buf_addc(r->out, '[');
+	r->i++;
+	if (s[r->i] == '^') {
+		if (depth > 0)
+			return fail(r, "a negated class inside a class is not supported");
+		pisb_buf_addc(r->out, '^');
+		r->i++;
+	}
+	for (;;) {
+		char c = s[r->i];
+		if (!c)
+			return fail(r, "an unclosed character class");
+		if (c == ']' && !first)
+			break;
+		first = false;
+		if (c == '[' && s[r->i + 1] == ':') {
+			const char *end = strstr(s + r->i + 2, ":]");
+			const char *name = s + r->i + 2;
+			bool neg = *name == '^';
+			const char *a;
+			if (!end)
+				return fail(r, "an unclosed [: class");
+			a = neg ? NULL : posix_ascii(name, (size_t)(end - name));
+			if (a)
+				pisb_buf_adds(r->out, a);
+			else
+				pisb_buf_add(r->out, s + r->i, (size_t)(end - s) + 2 - r->i);
+			r->i = (size_t)(end - s) + 2;
+			continue;
+		}
+		if (c == '[') {
+			if (pcre_class(r, depth + 1) < 0)
+				return -1;
+			continue;
+		}
+		if ((c == '&' || c == '-' || c == '~') && s[r->i + 1] == c && s[r->i + 2] != ']')
+			return fail(r, "set operations in a class (&&, --, ~~) are not supported");
+		if (c == '\\') {
+			if (pcre_escape(r, true) < 0)
+				return -1;
+			continue;
+		}
+		pisb_buf_addc(r->out, c);
+		r->i++;
+	}
+	r->i++;
+	if (depth == 0)
+		pisb_buf_addc(r->out, ']');
+	return 0;
+}
+
+/* After "(?": flags, a non-capturing or named group; look-around refused. */
+static int pcre_group(struct rx *r)
+{
+	const char *s = r->s;
+	size_t j = r->i + 2;
+
+	if (s[j] == '=' || s[j] == '!' || (s[j] == '<' && (s[j + 1] == '=' || s[j + 1] == '!')))
+		return fail(r, "look-around, including look-ahead and look-behind, is not supported");
+	if (s[j] == 'P' && s[j + 1] == '<') {
+		pisb_buf_adds(r->out, "(?P<");
+		r->i = j + 2;
+		return 0;
+	}
+	if (s[j] == '<') {
+		pisb_buf_adds(r->out, "(?<");
+		r->i = j + 1;
+		return 0;
+	}
+	pisb_buf_adds(r->out, "(?");
+	for (;; j++) {
+		char f = s[j];
+		if (f == ')' || f == ':') {
+			pisb_buf_addc(r->out, f);
+			r->i = j + 1;
+			return 0;
+		}
+		if (f == 'u')
+			continue;               /* Unicode mode: PCRE2's UCP is on */
+		if (f == 'x') {
+			pisb_buf_adds(r->out, "xx");   /* spaces inside classes too, as in Rust */
+			continue;
+		}
+		if (!f || !strchr("imsU-", f))
+			return fail(r, f ? "an unknown group flag" : "an unclosed group");
+		pisb_buf_addc(r->out, f);
+	}
+}
+
+int pisb_rx_to_pcre2(const char *rx, struct pisb_buf *out, struct pisb_err *e)
+{
+	struct rx r = { rx, 0, out, e };
+
+	pisb_buf_adds(out, "");
+	while (rx[r.i]) {
+		char c = rx[r.i];
+		if (c == '\\') {
+			if (pcre_escape(&r, false) < 0)
+				return -1;
+		} else if (c == '[') {
+			if (pcre_class(&r, 0) < 0)
+				return -1;
+		} else if (c == '(' && rx[r.i + 1] == '?') {
+			if (pcre_group(&r) < 0)
+				return -1;
+		} else if ((c == '*' || c == '+' || c == '?' || c == '}') && rx[r.i + 1] == '+') {
+			return fail(&r, "possessive repetitions are not supported");
+		} else {
+			pisb_buf_addc(out, c);
+			r.i++;
+		}
+	}
 	return 0;
 }

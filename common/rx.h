@@ -36,4 +36,13 @@
  * when the pattern starts with (?i).  -1 with e (PISB_EXIT_USAGE). */
 int pisb_rx_to_ere(const char *rx, struct pisb_buf *out, bool *icase, struct pisb_err *e);
 
+/* Append the PCRE2 pattern (for PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE)
+ * for the ripgrep-syntax pattern rx to out.  What the dialects spell
+ * differently is rewritten (\v, \uHHHH, \A, \z, ASCII-only [:name:]
+ * classes, Unicode class names Script=.. and gc=.., (?x), (?u), classes
+ * nested in classes); what ripgrep refuses without -P is refused:
+ * look-around, backreferences, set operations in classes, a literal \n,
+ * unknown escapes, possessive repeats.  -1 with e (PISB_EXIT_USAGE). */
+int pisb_rx_to_pcre2(const char *rx, struct pisb_buf *out, struct pisb_err *e);
+
 #endif
