@@ -960,7 +960,7 @@ int pisb_fs_find(const struct pisb_fs *fs, const struct pisb_fs_find *o,
 	if (fd < 0)
 		return -1;
 	memset(&f, 0, sizeof(f));
-	pisb_pathglob_init(&f.g, o->pattern);
+	pisb_pathglob_init_find(&f.g, o->pattern);
 	f.limit = o->limit;
 	f.fn = fn;
 	f.arg = arg;

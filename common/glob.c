@@ -7,7 +7,17 @@
 
 /* One [...] set at p (pointing at '['): does c belong to it?  *end is set
  * past the closing ']'; a set without one is taken as a literal '['. */
-static bool bracket(const char *p, unsigned char c, const char **end, bool *ok)
+static unsigned char lower(unsigned char c)
+{
+	return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
+}
+
+static unsigned char upper(unsigned char c)
+{
+	return c >= 'a' && c <= 'z' ? (unsigned char)(c - 32) : c;
+}
+
+static bool bracket(const char *p, unsigned char c, bool icase, const char **end, bool *ok)
 {
 	const char *q = p + 1;
 	bool neg = false, hit = false;
@@ -30,7 +40,8 @@ static bool bracket(const char *p, unsigned char c, const char **end, bool *ok)
 				q++;
 			}
 		}
-		if (c >= lo && c <= hi)
+		if ((c >= lo && c <= hi) ||
+		    (icase && ((lower(c) >= lo && lower(c) <= hi) || (upper(c) >= lo && upper(c) <= hi))))
 			hit = true;
 	}
 	if (*q != ']') {
@@ -42,7 +53,7 @@ static bool bracket(const char *p, unsigned char c, const char **end, bool *ok)
 	return hit != neg;
 }
 
-static bool match(const char *p0, const char *p, const char *s)
+static bool match(const char *p0, const char *p, const char *s, bool icase)
 {
 	for (;;) {
 		switch (*p) {
@@ -54,7 +65,7 @@ static bool match(const char *p0, const char *p, const char *s)
 					return true;
 				p += 3;   /* "**" "/": zero or more whole components */
 				for (;;) {
-					if (match(p0, p, s))
+					if (match(p0, p, s, icase))
 						return true;
 					s = strchr(s, '/');
 					if (!s)
@@ -67,7 +78,7 @@ static bool match(const char *p0, const char *p, const char *s)
 			if (*p == '\0')
 				return strchr(s, '/') == NULL;
 			for (;;) {
-				if (match(p0, p, s))
+				if (match(p0, p, s, icase))
 					return true;
 				if (*s == '\0' || *s == '/')
 					return false;
@@ -84,7 +95,7 @@ static bool match(const char *p0, const char *p, const char *s)
 			bool ok, in;
 			if (*s == '\0' || *s == '/')
 				return false;
-			in = bracket(p, (unsigned char)*s, &end, &ok);
+			in = bracket(p, (unsigned char)*s, icase, &end, &ok);
 			if (ok) {
 				if (!in)
 					return false;
@@ -103,7 +114,7 @@ static bool match(const char *p0, const char *p, const char *s)
 				p++;
 			/* fall through */
 		default:
-			if (*p != *s)
+			if (*p != *s && !(icase && lower((unsigned char)*p) == lower((unsigned char)*s)))
 				return false;
 			p++;
 			s++;
@@ -113,10 +124,95 @@ static bool match(const char *p0, const char *p, const char *s)
 
 bool pisb_glob_match(const char *pattern, const char *path)
 {
-	return match(pattern, pattern, path);
+	return match(pattern, pattern, path, false);
 }
 
-void pisb_pathglob_init(struct pisb_pathglob *g, const char *pattern)
+/* ---- search patterns: {a,b} alternation, then the pathglob rules ---- */
+
+#define MAX_ALTS 1024
+
+/* The '}' or ',' that ends the brace item starting at p (depth 0), or
+ * NULL; [...] sets and escapes are skipped. */
+static const char *brace_scan(const char *p, bool want_close, bool *comma)
+{
+	int depth = 0;
+
+	for (; *p; p++) {
+		if (*p == '\\' && p[1]) {
+			p++;
+		} else if (*p == '[') {
+			const char *q = p + 1;
+			if (*q == '!' || *q == '^')
+				q++;
+			if (*q == ']')
+				q++;
+			while (*q && *q != ']')
+				q++;
+			if (*q)
+				p = q;
+		} else if (*p == '{') {
+			depth++;
+		} else if (*p == '}') {
+			if (depth == 0)
+				return p;
+			depth--;
+		} else if (*p == ',' && depth == 0) {
+			*comma = true;
+			if (!want_close)
+				return p;
+		}
+	}
+	return NULL;
+}
+
+/* Expand the first {..,..} of pat (recursively) into out. */
+static void expand(const char *pat, char ***out, size_t *n, size_t *cap)
+{
+	const char *p = pat;
+
+	for (; *p; p++) {
+		if (*p == '\\' && p[1]) {
+			p++;
+			continue;
+		}
+		if (*p == '[') {
+			const char *q = p + 1;
+			if (*q == '!' || *q == '^')
+				q++;
+			if (*q == ']')
+				q++;
+			while (*q && *q != ']')
+				q++;
+			if (*q)
+				p = q;
+			continue;
+		}
+		if (*p != '{')
+			continue;
+		bool comma = false;
+		const char *close = brace_scan(p + 1, true, &comma);
+		if (!close)
+			continue;           /* an open brace: literal */
+		for (const char *a = p + 1; a <= close && *n < MAX_ALTS;) {
+			bool c2 = false;
+			const char *b = brace_scan(a, false, &c2);
+			if (!b || b > close)
+				b = close;
+			char *alt = xasprintf("%.*s%.*s%s", (int)(p - pat), pat, (int)(b - a), a, close + 1);
+			expand(alt, out, n, cap);
+			free(alt);
+			a = b + 1;
+		}
+		return;
+	}
+	if (*n == *cap) {
+		*cap = *cap ? *cap * 2 : 4;
+		*out = xrealloc(*out, *cap * sizeof(**out));
+	}
+	(*out)[(*n)++] = xstrdup(pat);
+}
+
+static void alt_init(struct pisb_pathglob_alt *g, const char *pattern)
 {
 	while (pattern[0] == '.' && pattern[1] == '/')
 		pattern += 2;   /* a leading "./" adds nothing */
@@ -139,14 +235,47 @@ void pisb_pathglob_init(struct pisb_pathglob *g, const char *pattern)
 		g->pat[n - 1] = '\0';
 }
 
+void pisb_pathglob_init(struct pisb_pathglob *g, const char *pattern)
+{
+	char **v = NULL;
+	size_t n = 0, cap = 0;
+
+	expand(pattern, &v, &n, &cap);
+	g->alt = xcalloc(n, sizeof(*g->alt));
+	for (size_t i = 0; i < n; i++) {
+		alt_init(&g->alt[i], v[i]);
+		free(v[i]);
+	}
+	free(v);
+	g->n = n;
+	g->icase = false;
+}
+
+void pisb_pathglob_init_find(struct pisb_pathglob *g, const char *pattern)
+{
+	pisb_pathglob_init(g, pattern);
+	g->icase = true;
+	for (const char *p = pattern; *p; p++)
+		if (*p >= 'A' && *p <= 'Z')
+			g->icase = false;
+}
+
 void pisb_pathglob_release(struct pisb_pathglob *g)
 {
-	free(g->pat);
-	g->pat = NULL;
+	for (size_t i = 0; i < g->n; i++)
+		free(g->alt[i].pat);
+	free(g->alt);
+	g->alt = NULL;
+	g->n = 0;
 }
 
 bool pisb_pathglob_match(const struct pisb_pathglob *g, const char *rel,
 			 const char *name)
 {
-	return pisb_glob_match(g->pat, g->basename ? name : rel);
+	for (size_t i = 0; i < g->n; i++) {
+		const char *p = g->alt[i].pat;
+		if (match(p, p, g->alt[i].basename ? name : rel, g->icase))
+			return true;
+	}
+	return false;
 }

@@ -1,8 +1,12 @@
 /* rx.c - ripgrep's regular expression syntax, for POSIX regcomp() (rx.h). */
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include "rx.h"
+
+#include <pcre2.h>
 
 #include <ctype.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -662,6 +666,24 @@ static const char *posix_ascii(const char *name, size_t n)
 	return NULL;
 }
 
+/* Is name a script PCRE2 knows (\p{sc:name} compiles)? */
+static bool is_script(const char *name, size_t n)
+{
+	char pat[96];
+	int code;
+	PCRE2_SIZE off;
+	pcre2_code *c;
+
+	if (n > 64)
+		return false;
+	snprintf(pat, sizeof(pat), "\\p{sc:%.*s}", (int)n, name);
+	c = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &code, &off, NULL);
+	if (!c)
+		return false;
+	pcre2_code_free(c);
+	return true;
+}
+
 /* An escape at s[i] == '\\' that both dialects spell alike but PCRE2 reads
  * otherwise, or that one lacks: appended to out, *i moved past it. */
 static int pcre_escape(struct rx *r, bool in_class)
@@ -732,6 +754,8 @@ static int pcre_escape(struct rx *r, bool in_class)
 		}
 		if (name[0] == '^')
 			return fail(r, "a negated Unicode class name: use \\P");
+		if (!eq && is_script(name, (size_t)(end - name)))
+			pisb_buf_adds(r->out, "sc:");   /* Rust: Script; PCRE2 alone: Script_Extensions */
 		pisb_buf_add(r->out, name, (size_t)(end - name));
 		pisb_buf_addc(r->out, '}');
 		r->i = (size_t)(end - s) + 1;

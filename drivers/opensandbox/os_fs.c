@@ -1074,7 +1074,7 @@ static int find_in(struct os_inst *t, const char *dir, const struct pisb_fs_find
 
 	if (walk_tree(t, dir, !o->no_ignore, &tr, e) < 0)
 		return -1;
-	pisb_pathglob_init(&g, o->pattern);
+	pisb_pathglob_init_find(&g, o->pattern);
 	for (size_t k = 0; k < tr.n; k++) {
 		const struct went *w = &tr.v[k];
 		if (!pisb_pathglob_match(&g, w->rel, w->name))
