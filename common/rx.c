@@ -704,7 +704,7 @@ static int pcre_escape(struct rx *r, bool in_class)
 		r->i += 2;
 		return 0;
 	}
-	if (k == 'u' || k == 'U' || (k == 'x' && s[r->i + 2] != '{')) {
+	if (k == 'u' || k == 'U') {
 		uint32_t cp;
 		r->i += 2;
 		if (read_hex(r, k, &cp) < 0)

@@ -380,9 +380,12 @@ static int compile(struct pisb_search *s, const char *pat, uint32_t opts, struct
 	PCRE2_SIZE off;
 	pcre2_compile_context *cc = pcre2_compile_context_create(NULL);
 
+	/* ALT_CIRCUMFLEX: ^ matches after the '\n' that ends a subject too,
+	 * as it must when a line ends where the subject given to PCRE2 does */
 	pcre2_set_newline(cc, PCRE2_NEWLINE_LF);
 	s->code = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
-				opts | PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_MULTILINE,
+				opts | PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_MULTILINE |
+				PCRE2_ALT_CIRCUMFLEX,
 				&code, &off, cc);
 	pcre2_compile_context_free(cc);
 	if (!s->code) {

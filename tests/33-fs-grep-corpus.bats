@@ -1,0 +1,143 @@
+#!/usr/bin/env bats
+# pisb grep against ripgrep, line for line: several hundred patterns in
+# ripgrep's syntax (the kinds Pi's model writes: words, \bfoo\(, alternations,
+# classes, anchors, Unicode, -i, (?i), (?x)) over one tree of C headers,
+# Python sources and a file of non-ASCII text, searched by pisb inside a
+# sandbox and by rg over the host copy of the same tree; and pisb find's
+# globs against fdfind -g.
+load helpers
+
+setup_file() {
+	unshare -Ur true 2>/dev/null || skip "machine lacks: unprivileged user namespaces"
+	command -v rg >/dev/null || skip "machine lacks: ripgrep (apt-get install ripgrep)"
+	FS_TMP=$(mktemp -d /tmp/pisb-fs33.XXXXXX)
+	chmod 755 "$FS_TMP"
+	export FS_TMP PI_SANDBOX_HOME="$FS_TMP/state"
+	local t="$FS_TMP/tree"
+	mkdir -p "$t/uni"
+	cp -a /usr/include/linux "$t/linux"
+	for d in email json unittest; do
+		[ -d "/usr/lib/python3.11/$d" ] && cp -a "/usr/lib/python3.11/$d" "$t/py-$d"
+	done
+	find "$t" -type l -delete
+	find "$t" -name '__pycache__' -prune -exec rm -rf {} +
+	find "$t" -name '.*' -prune -exec rm -rf {} +
+	# non-ASCII text: accents, Greek, CJK, a KELVIN SIGN, a BOM, CRLF
+	printf '\357\273\277TODO first line after a BOM\nTODO second\n' >"$t/uni/bom.txt"
+	printf 'caf\303\251 Caf\303\251 CAF\303\211\n\316\261\316\262\316\263 \316\221\316\222\316\223 greek\n\346\227\245\346\234\254\350\252\236 kanji\n\342\204\252elvin and kelvin\nna\303\257ve r\303\251sum\303\251\nwin line\r\n\303\274ber \303\234BER\n' >"$t/uni/text.txt"
+	pisb create fs >/dev/null
+	pisb push fs "$t" --to /workspace/tree --all >/dev/null
+}
+
+teardown_file() {
+	pisb destroy fs --confirm fs >/dev/null 2>&1 || true
+	rm -rf "$FS_TMP"
+}
+
+# same PATTERN [-i]: pisb's (path:line) list equals rg's
+same() {
+	local a b
+	a=$(pisb grep fs "$@" --path tree --limit 100000000 --json | jq -r '.matches[] | "\(.path):\(.line)"' | LC_ALL=C sort)
+	b=$(cd "$FS_TMP/tree" && rg -n --no-heading --no-messages "${@:2}" -e "$1" . | LC_ALL=C grep -ao '^[^:]*:[0-9]*' | sed 's|^\./||' | LC_ALL=C sort)
+	if [ "$a" != "$b" ]; then
+		echo "pattern '$1' ${*:2}: pisb and rg differ"
+		diff <(echo "$a") <(echo "$b") | head -5
+		return 1
+	fi
+	[ -n "$a" ] && echo hit >>"$FS_TMP/hits"
+	return 0
+}
+
+@test "grep equals ripgrep on several hundred patterns, line for line" {
+	# the words of the tree, from frequent to rare
+	mapfile -t W < <(cd "$FS_TMP/tree" && rg -oIN --no-filename '\b[a-z_][a-z0-9_]{3,}\b' . | LC_ALL=C sort | uniq -c | sort -rn | awk 'NR % 7 == 1 { print $2 }' | head -28)
+	[ "${#W[@]}" -ge 20 ]
+	local n=0 fails=0 i w x
+	: >"$FS_TMP/hits"
+	for ((i = 0; i < ${#W[@]}; i++)); do
+		w=${W[$i]} x=${W[$(((i + 1) % ${#W[@]}))]}
+		for p in "$w" "\\b$w\\b" "$w\\(" "\\b$w\\s*\\(" "^$w" "$w\$" "^\\s*$w" "$w|$x" "($w|$x)\\s*[=;]" \
+			"(?i)$w" "[A-Z_]{2,}$w" "$w\\w*\\d" "\\w+$w" "$w[^a-z_]" "$w.*$x" "$w.+?;" \
+			"#\\s*define\\s+\\w*$w" "(?i)\\b${w^^}\\b" "\\b$w\\b.*\\b$x\\b"; do
+			n=$((n + 1))
+			same "$p" || fails=$((fails + 1))
+		done
+		n=$((n + 1))
+		same "${w^}" -i || fails=$((fails + 1))
+	done
+	for p in '\p{L}+\d' '\p{Lu}{3,}' '\p{Greek}' '\p{Greek}+ \p{Greek}' '\p{Han}' 'é' '(?i)É' 'CAFÉ' \
+		'[^\x00-\x7F]' '[^[:ascii:]]' '\bstruct\s+\w+\s*\{' '^#include <[^>]+>' '\breturn\b' \
+		'TODO|FIXME|XXX' '^TODO' '^\s*$' '^$' '[[:upper:]]{4}' '[[:digit:]]+' '\d{4}' \
+		'0x[0-9a-fA-F]+' '(?x) struct \s+ \w+ \s* \{' '(?i:Define)' 'a{2,}' '\Bing\b' \
+		'u?int(8|16|32|64)_t' '[a-z]+_[a-z]+_[a-z]+' '\.\.\.' '\\' '"[^"]*"' "'.'" \
+		'/\*.*\*/' '\s+$' '^\t+' ' {8}' '\x{3b1}' '[α-ω]+' 'κ' '(?i)kelvin' '(?i)K' \
+		'(?i)ÜBER' 'über' '\w+é' '\bcafé\b' 'line\r$' '\r' '.\z' '\Adef ' '^(?:from|import) \w+' \
+		'def \w+\(self' 'class \w+\((\w+\.)?\w+\):' '(?m)^\s+return$' '(?s)a.b' '[[:alpha:]]+é' \
+		'__\w+__' '\$' '[\[\]]' '\{\}' '^\W+$' '\D\d\D' '\S\s\S' '[^\w\s]{3}' \
+		'(a|b|c|d|e)(f|g|h)' '(foo)?bar' 'x*' '(?i)struct\s+STAT' 'a(?i)B' '(?-i:a)' '[^a-z]' \
+		'EINVAL|ENOMEM|EFAULT|EPERM' 'malloc|calloc|realloc|free'; do
+		n=$((n + 1))
+		same "$p" || fails=$((fails + 1))
+		n=$((n + 1))
+		same "$p" -i || fails=$((fails + 1))
+	done
+	echo "$n patterns, $fails differ, $(wc -l <"$FS_TMP/hits") with matches"
+	[ "$n" -ge 300 ]
+	[ "$fails" -eq 0 ]
+	# most patterns find something: the comparison is not of empty lists
+	[ "$(wc -l <"$FS_TMP/hits")" -ge 250 ]
+}
+
+@test "grep: a BOM is not part of the first line (^TODO matches, the text has no BOM)" {
+	run -0 pisb grep fs '^TODO' --path tree/uni/bom.txt
+	[ "${lines[0]}" = 'bom.txt:1:TODO first line after a BOM' ]
+	[ "${lines[1]}" = 'bom.txt:2:TODO second' ]
+}
+
+@test "grep refuses what ripgrep refuses, with ripgrep's reason" {
+	run -2 --separate-stderr pisb grep fs '(?=x)' --path tree/uni
+	[[ $stderr == *"look-around, including look-ahead and look-behind, is not supported"* ]]
+	run -2 --separate-stderr pisb grep fs 'x(?<!y)' --path tree/uni
+	[[ $stderr == *"look-around"* ]]
+	run -2 --separate-stderr pisb grep fs '(a)\1' --path tree/uni
+	[[ $stderr == *"backreferences are not supported"* ]]
+	run -2 --separate-stderr pisb grep fs 'a\nb' --path tree/uni
+	[[ $stderr == *"'\\n' is not allowed"* ]]
+	run -2 --separate-stderr pisb grep fs '\p{NoSuchClass}' --path tree/uni
+	[[ $stderr == *"invalid regular expression '\\p{NoSuchClass}'"* ]]
+	# and rg refuses them too
+	run -2 rg '(?=x)' "$FS_TMP/tree/uni"
+	run -2 rg '(a)\1' "$FS_TMP/tree/uni"
+}
+
+# fsame GLOB: pisb find's paths equal fdfind -g's (hidden files shown, no
+# ignore files in this tree; directories without the trailing '/')
+fsame() {
+	local a b
+	a=$(pisb find fs "$1" --path tree --limit 100000000 | sed 's|/$||' | LC_ALL=C sort)
+	b=$(cd "$FS_TMP/tree" && fdfind -g --hidden --no-ignore "$1" | sed 's|^\./||; s|/$||' | LC_ALL=C sort)
+	if [ "$a" != "$b" ]; then
+		echo "glob '$1': pisb and fdfind differ"
+		diff <(echo "$a") <(echo "$b") | head -5
+		return 1
+	fi
+	[ -z "$a" ] || echo "$1" >>"$FS_TMP/fhits"
+}
+
+@test "find's globs equal fdfind -g's: braces, classes, ?, smart case" {
+	command -v fdfind >/dev/null || skip "machine lacks: fd (apt-get install fd-find)"
+	local fails=0
+	: >"$FS_TMP/fhits"
+	for g in '*.h' '{ioctl,types}.h' '*.{py,txt}' '{a,b,c}*.h' 'n?t*' '[a-c]*.h' '[!a-z]*' \
+		'*_{v4,v6}*' '*.H' 'Makefile' 'TEXT.TXT' 'text.txt' '{email,json}' 'test_*.py' \
+		'*{io,fs}*.h' 'x*.{h,py}' '__init__.py' '*.{Py,TXT}'; do
+		fsame "$g" || fails=$((fails + 1))
+	done
+	[ "$fails" -eq 0 ]
+	# the brace and smart-case globs found something
+	grep -qxF '{ioctl,types}.h' "$FS_TMP/fhits"
+	grep -qxF '*.{py,txt}' "$FS_TMP/fhits"
+	grep -qxF 'text.txt' "$FS_TMP/fhits"
+	# with an uppercase letter the case counts
+	[ "$(grep -cxF -e '*.{Py,TXT}' -e 'TEXT.TXT' "$FS_TMP/fhits")" = 0 ]
+}
