@@ -1204,61 +1204,35 @@ static int grep_cb(void *arg, const struct pisb_walk_entry *en)
 	return w->g->stop ? PISB_WALK_STOP : PISB_WALK_CONTINUE;
 }
 
-/* ---- the pool ---- */
+/* ---- the pool ----
+ *
+ * This thread walks and lists the files; workers (and this thread once
+ * the walk is done) take them in order, search each into its records,
+ * and whoever finishes the file that is next in walk order reports it and
+ * the finished ones after it.  Nobody waits for another but for work. */
 
-#define POOL_RING 128
+#define POOL_WINDOW 4096          /* files searched ahead of the report */
 #define POOL_MAX_WORKERS 8
 
 struct gitem {
 	char *rel;
-	int fd;
 	bool done;
 	struct pisb_buf rec;
 };
 
 struct gpool {
 	struct grep *g;
+	int dirfd;                /* the searched directory */
 	pthread_mutex_t mu;
-	pthread_cond_t work, done;
-	struct gitem ring[POOL_RING];
-	size_t head, take, tail;  /* next to report, to search, to fill */
-	bool walked, stop;
+	pthread_cond_t work;
+	struct gitem *v;          /* grows; index = walk order */
+	size_t n, cap;
+	size_t take, head;        /* next to search, next to report */
+	bool walked, reporting;
+	int waiting;
 };
 
-static void *pool_worker(void *arg)
-{
-	struct gpool *p = arg;
-	struct gsearch w;
-
-	memset(&w, 0, sizeof(w));
-	w.g = p->g;
-	w.ws = pisb_search_ws_new(p->g->search);
-	pthread_mutex_lock(&p->mu);
-	for (;;) {
-		while (p->take == p->tail && !p->walked)
-			pthread_cond_wait(&p->work, &p->mu);
-		if (p->take == p->tail)
-			break;
-		struct gitem *it = &p->ring[p->take++ % POOL_RING];
-		bool stop = p->stop;
-		pthread_mutex_unlock(&p->mu);
-		if (!stop) {
-			w.rec = &it->rec;
-			grep_fd(&w, it->fd, it->rel);
-		}
-		close(it->fd);
-		it->fd = -1;
-		pthread_mutex_lock(&p->mu);
-		it->done = true;
-		pthread_cond_broadcast(&p->done);
-	}
-	pthread_mutex_unlock(&p->mu);
-	pisb_search_ws_free(w.ws);
-	free(w.buf);
-	return NULL;
-}
-
-/* Report one file's records (called with the lock not held). */
+/* Report one file's records (only one thread at a time). */
 static void pool_report(struct gpool *p, struct gitem *it)
 {
 	struct grep *g = p->g;
@@ -1270,7 +1244,6 @@ static void pool_report(struct gpool *p, struct gitem *it)
 		uint32_t len;
 		int kind = (unsigned char)q[0];
 		const char *r = q;
-		memcpy(&l.line, q + 2, 8);
 		memcpy(&len, q + 10, 4);
 		q += 14 + len;
 		if (kind == REC_BEFORE) {
@@ -1306,58 +1279,102 @@ static void pool_report(struct gpool *p, struct gitem *it)
 	it->rel = NULL;
 }
 
-/* Report every finished file at the head; with wait, block until the
- * ring has room (or, at the end, until it is empty). */
-static void pool_drain(struct gpool *p, bool all)
+/* Search files until the walk is over and none is left. */
+static void pool_work(struct gpool *p, struct gsearch *w)
 {
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
-		if (p->head == p->tail)
+		while (p->take == p->n && !p->walked) {
+			p->waiting++;
+			pthread_cond_wait(&p->work, &p->mu);
+			p->waiting--;
+		}
+		if (p->take == p->n)
 			break;
-		struct gitem *it = &p->ring[p->head % POOL_RING];
-		if (!it->done) {
-			if (!all && p->tail - p->head < POOL_RING)
-				break;
-			pthread_cond_wait(&p->done, &p->mu);
+		if (p->take - p->head >= POOL_WINDOW && !p->g->stop) {
+			/* far ahead of the report: let it catch up */
+			p->waiting++;
+			pthread_cond_wait(&p->work, &p->mu);
+			p->waiting--;
 			continue;
 		}
+		size_t i = p->take++;
+		char *rel = p->v[i].rel;
+		bool stop = p->g->stop;
+		struct pisb_buf rec = PISB_BUF_INIT;
 		pthread_mutex_unlock(&p->mu);
-		pool_report(p, it);
+		if (!stop) {
+			struct open_how how = { .flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+						.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+			int fd = (int)syscall(SYS_openat2, p->dirfd, rel, &how, sizeof(how));
+			if (fd >= 0) {
+				w->rec = &rec;
+				grep_fd(w, fd, rel);
+				close(fd);
+			}
+		}
 		pthread_mutex_lock(&p->mu);
-		it->done = false;
-		p->head++;
-		if (p->g->stop)
-			p->stop = true;
+		p->v[i].rec = rec;
+		p->v[i].done = true;
+		if (p->reporting || i != p->head)
+			continue;
+		/* the next file in order is done: report it and those after it */
+		p->reporting = true;
+		while (p->head < p->n && p->v[p->head].done) {
+			/* a copy: the walk may move p->v as it grows */
+			struct gitem it = p->v[p->head];
+			pthread_mutex_unlock(&p->mu);
+			pool_report(p, &it);
+			pthread_mutex_lock(&p->mu);
+			p->v[p->head].rel = NULL;
+			memset(&p->v[p->head].rec, 0, sizeof(it.rec));
+			p->head++;
+		}
+		p->reporting = false;
+		if (p->waiting)
+			pthread_cond_broadcast(&p->work);
 	}
 	pthread_mutex_unlock(&p->mu);
+}
+
+static void *pool_worker(void *arg)
+{
+	struct gpool *p = arg;
+	struct gsearch w;
+
+	memset(&w, 0, sizeof(w));
+	w.g = p->g;
+	w.ws = pisb_search_ws_new(p->g->search);
+	pool_work(p, &w);
+	pisb_search_ws_free(w.ws);
+	free(w.buf);
+	return NULL;
 }
 
 static int pool_cb(void *arg, const struct pisb_walk_entry *en)
 {
 	struct gpool *p = arg;
 	struct grep *g = p->g;
-	int fd;
 
 	if (en->type != DT_REG)
 		return PISB_WALK_CONTINUE;
 	if (g->have_glob && !pisb_pathglob_match(&g->glob, en->rel, en->name))
 		return PISB_WALK_CONTINUE;
-	fd = openat(en->dirfd, en->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0)
-		return PISB_WALK_CONTINUE;
-	pool_drain(p, false);
+	char *rel = xstrdup(en->rel);
+	pthread_mutex_lock(&p->mu);
 	if (g->stop) {
-		close(fd);
+		pthread_mutex_unlock(&p->mu);
+		free(rel);
 		return PISB_WALK_STOP;
 	}
-	pthread_mutex_lock(&p->mu);
-	struct gitem *it = &p->ring[p->tail % POOL_RING];
-	it->rel = xstrdup(en->rel);
-	it->fd = fd;
-	it->done = false;
-	memset(&it->rec, 0, sizeof(it->rec));
-	p->tail++;
-	pthread_cond_signal(&p->work);
+	if (p->n == p->cap) {
+		p->cap = p->cap ? p->cap * 2 : 1024;
+		p->v = xrealloc(p->v, p->cap * sizeof(*p->v));
+	}
+	memset(&p->v[p->n], 0, sizeof(p->v[p->n]));
+	p->v[p->n++].rel = rel;
+	if (p->waiting)
+		pthread_cond_signal(&p->work);
 	pthread_mutex_unlock(&p->mu);
 	return PISB_WALK_CONTINUE;
 }
@@ -1375,22 +1392,25 @@ static int cpus(void)
  * one core), reported in walk order. */
 static int grep_dir(struct grep *g, const struct pisb_walk_opts *wo, struct pisb_err *e)
 {
-	struct gpool *p = xcalloc(1, sizeof(*p));
+	struct gpool *p;
 	pthread_t th[POOL_MAX_WORKERS];
 	int nw = 0, want = cpus(), ret;
 
 	if (want > POOL_MAX_WORKERS)
 		want = POOL_MAX_WORKERS;
+	p = xcalloc(1, sizeof(*p));
 	p->g = g;
+	p->dirfd = wo->dirfd;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->work, NULL);
-	pthread_cond_init(&p->done, NULL);
 	if (want > 1)
 		for (; nw < want; nw++)
 			if (pthread_create(&th[nw], NULL, pool_worker, p) != 0)
 				break;
 	if (nw == 0) {
 		/* one core (or no thread to be had): search as we walk */
+		pthread_mutex_destroy(&p->mu);
+		pthread_cond_destroy(&p->work);
 		free(p);
 		struct gsearch w;
 		memset(&w, 0, sizeof(w));
@@ -1406,12 +1426,16 @@ static int grep_dir(struct grep *g, const struct pisb_walk_opts *wo, struct pisb
 	p->walked = true;
 	pthread_cond_broadcast(&p->work);
 	pthread_mutex_unlock(&p->mu);
-	pool_drain(p, true);
+	pool_worker(p);          /* this thread helps with what is left */
 	for (int i = 0; i < nw; i++)
 		pthread_join(th[i], NULL);
+	for (size_t i = p->head; i < p->n; i++) {   /* stopped: unreported */
+		pisb_buf_release(&p->v[i].rec);
+		free(p->v[i].rel);
+	}
+	free(p->v);
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->work);
-	pthread_cond_destroy(&p->done);
 	free(p);
 	return ret;
 }

@@ -25,6 +25,7 @@ struct rx {
 	size_t i;
 	struct pisb_buf *out;
 	struct pisb_err *e;
+	bool icase;             /* pisb_rx_to_pcre2: -i or (?i) somewhere */
 };
 
 /* one UTF-8 encoded non-ASCII character: a lead byte, continuations */
@@ -499,7 +500,7 @@ static int parse_group(struct rx *r, bool *icase, bool at_start)
 
 int pisb_rx_to_ere(const char *rx, struct pisb_buf *out, bool *icase, struct pisb_err *e)
 {
-	struct rx r = { rx, 0, out, e };
+	struct rx r = { rx, 0, out, e, false };
 	int depth = 0;
 	bool atom = false;      /* is there something a quantifier can follow */
 
@@ -754,6 +755,16 @@ static int pcre_escape(struct rx *r, bool in_class)
 		}
 		if (name[0] == '^')
 			return fail(r, "a negated Unicode class name: use \\P");
+		size_t nl = (size_t)(end - name);
+		if (r->icase && !eq && (nl == 2 || nl > 10) &&
+		    (!strncasecmp(name, "Lu", nl) || !strncasecmp(name, "Ll", nl) || !strncasecmp(name, "Lt", nl) ||
+		     !strncasecmp(name, "Uppercase_Letter", nl) || !strncasecmp(name, "Lowercase_Letter", nl) ||
+		     !strncasecmp(name, "Titlecase_Letter", nl))) {
+			/* case-folded, as Rust folds a class under (?i): every cased letter */
+			pisb_buf_adds(r->out, "L&}");
+			r->i = (size_t)(end - s) + 1;
+			return 0;
+		}
 		if (!eq && is_script(name, (size_t)(end - name)))
 			pisb_buf_adds(r->out, "sc:");   /* Rust: Script; PCRE2 alone: Script_Extensions */
 		pisb_buf_add(r->out, name, (size_t)(end - name));
@@ -863,9 +874,9 @@ static int pcre_group(struct rx *r)
 	}
 }
 
-int pisb_rx_to_pcre2(const char *rx, struct pisb_buf *out, struct pisb_err *e)
+int pisb_rx_to_pcre2(const char *rx, struct pisb_buf *out, bool icase, struct pisb_err *e)
 {
-	struct rx r = { rx, 0, out, e };
+	struct rx r = { rx, 0, out, e, icase };
 
 	pisb_buf_adds(out, "");
 	while (rx[r.i]) {

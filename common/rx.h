@@ -42,7 +42,10 @@ int pisb_rx_to_ere(const char *rx, struct pisb_buf *out, bool *icase, struct pis
  * classes, Unicode class names Script=.. and gc=.., (?x), (?u), classes
  * nested in classes); what ripgrep refuses without -P is refused:
  * look-around, backreferences, set operations in classes, a literal \n,
- * unknown escapes, possessive repeats.  -1 with e (PISB_EXIT_USAGE). */
-int pisb_rx_to_pcre2(const char *rx, struct pisb_buf *out, struct pisb_err *e);
+ * unknown escapes, possessive repeats.  icase: the pattern is matched
+ * case-insensitively somewhere (-i or (?i)), where \p{Lu}, \p{Ll} and
+ * \p{Lt} stand for every cased letter, as Rust folds them.  -1 with e
+ * (PISB_EXIT_USAGE). */
+int pisb_rx_to_pcre2(const char *rx, struct pisb_buf *out, bool icase, struct pisb_err *e);
 
 #endif

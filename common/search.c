@@ -432,7 +432,7 @@ int pisb_search_new(struct pisb_search **out, const char *pattern, bool literal,
 	} else {
 		struct pisb_buf pc = PISB_BUF_INIT;
 		struct lp p = { pattern, 0, icase || has_flag(pattern, 'i'), true };
-		if (pisb_rx_to_pcre2(pattern, &pc, e) < 0) {
+		if (pisb_rx_to_pcre2(pattern, &pc, p.icase, e) < 0) {
 			pisb_buf_release(&pc);
 			goto fail;
 		}
