@@ -15,7 +15,7 @@
 struct pisb_search {
 	pcre2_code *code;         /* NULL: the literal alone decides */
 	bool every_line;          /* the empty pattern */
-	bool fold;                /* literals are ASCII lowercase: scan a folded copy */
+	bool fold;                /* case-insensitive: no prefilter */
 	char *lit[MAX_LITS];
 	size_t litlen[MAX_LITS];
 	int nlit;                 /* 0: no prefilter */
@@ -26,9 +26,7 @@ struct pisb_search_ws {
 	pcre2_match_data *md;
 	pcre2_match_context *mc;
 	pcre2_jit_stack *js;
-	char *fold;
-	size_t foldcap;
-	const char *hay;          /* buf, or its folded copy */
+	const char *hay;          /* the buffer */
 	size_t next[MAX_LITS];    /* next occurrence of each literal, or SIZE_MAX */
 	size_t from[MAX_LITS];    /* ... searched for from this offset */
 };
@@ -380,13 +378,14 @@ static int compile(struct pisb_search *s, const char *pat, uint32_t opts, struct
 	PCRE2_SIZE off;
 	pcre2_compile_context *cc = pcre2_compile_context_create(NULL);
 
-	/* ALT_CIRCUMFLEX: ^ matches after the '\n' that ends a subject too,
-	 * as it must when a line ends where the subject given to PCRE2 does */
 	pcre2_set_newline(cc, PCRE2_NEWLINE_LF);
+	/* a fixed string takes none of the options of an expression;
+	 * ALT_CIRCUMFLEX: ^ also matches after a '\n' that ends the subject,
+	 * as it must where a line ends the subject a line check hands PCRE2 */
+	if (!(opts & PCRE2_LITERAL))
+		opts |= PCRE2_UCP | PCRE2_MULTILINE | PCRE2_ALT_CIRCUMFLEX;
 	s->code = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
-				opts | PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_MULTILINE |
-				PCRE2_ALT_CIRCUMFLEX,
-				&code, &off, cc);
+				opts | PCRE2_UTF | PCRE2_MATCH_INVALID_UTF, &code, &off, cc);
 	pcre2_compile_context_free(cc);
 	if (!s->code) {
 		PCRE2_UCHAR msg[256];
@@ -427,7 +426,7 @@ int pisb_search_new(struct pisb_search **out, const char *pattern, bool literal,
 		alt(&p, &a);
 		pure = p.pure && !strchr(pattern, '\n');
 		pisb_buf_release(&esc);
-		if (!pure && compile(s, pattern, PCRE2_LITERAL | (icase ? PCRE2_CASELESS : 0), e, pattern) < 0)
+		if ((!pure || icase) && compile(s, pattern, PCRE2_LITERAL | (icase ? PCRE2_CASELESS : 0), e, pattern) < 0)
 			goto fail;
 	} else {
 		struct pisb_buf pc = PISB_BUF_INIT;
@@ -450,7 +449,11 @@ int pisb_search_new(struct pisb_search **out, const char *pattern, bool literal,
 	}
 	if (literal)
 		s->fold = icase;
-	take_literals(s, &a);
+	/* under -i PCRE2's own caseless scan beats folding the buffer for a
+	 * prefilter (measured: 0.9 s against 2.5 s for -i '\bmutex\b' over
+	 * 206 MB), so only case-sensitive literals are looked for */
+	if (!s->fold)
+		take_literals(s, &a);
 	lset_clear(&a);
 	if (pure && s->nlit == 1 && s->code) {
 		pcre2_code_free(s->code);
@@ -500,7 +503,6 @@ void pisb_search_ws_free(struct pisb_search_ws *w)
 		pcre2_match_context_free(w->mc);
 	if (w->js)
 		pcre2_jit_stack_free(w->js);
-	free(w->fold);
 	free(w);
 }
 
@@ -514,19 +516,8 @@ void pisb_search_begin(struct pisb_search_ws *w, const char *buf, size_t n)
 		w->next[k] = 0;
 		w->from[k] = SIZE_MAX;     /* not searched yet */
 	}
+	(void)n;
 	w->hay = buf;
-	if (s->nlit && s->fold) {
-		if (w->foldcap < n) {
-			free(w->fold);
-			w->foldcap = n;
-			w->fold = xmalloc(n ? n : 1);
-		}
-		for (size_t i = 0; i < n; i++) {
-			unsigned char c = (unsigned char)buf[i];
-			w->fold[i] = (char)((unsigned)(c - 'A') < 26u ? c + 32 : c);
-		}
-		w->hay = w->fold;
-	}
 }
 
 static size_t line_start(const char *buf, size_t pos, size_t at)

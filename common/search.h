@@ -8,7 +8,8 @@
  * Literals: every match of the pattern must contain one of a small set of
  * byte strings, read from the pattern (the longest run of plain characters
  * of a concatenation, the union over the branches of an alternation, the
- * common part of those when they share one; ASCII-folded with -i or (?i)).
+ * common part of those when they share one; none under -i or (?i), where
+ * PCRE2's caseless scan is the faster prefilter).
  * When there is such a set, the buffer is scanned for it (memmem) and only
  * the lines that hold one go to PCRE2; a pattern that is nothing but its
  * literal needs no PCRE2 at all.  Without one, PCRE2 runs over the whole
