@@ -6,7 +6,6 @@
 #include "fs.h"
 #include "json.h"
 #include "opensandbox.h"
-#include "rx.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -492,7 +491,6 @@ static int cmd_grep(struct pisb_ctx *c)
 	struct pisb_fs_grep_result r;
 	struct lines_out o = { c, PISB_BUF_INIT, { 0 }, NULL, 0, false, false };
 	_cleanup_free_ char *path = NULL;
-	_cleanup_buf_ struct pisb_buf ere = PISB_BUF_INIT;
 	long long ctx;
 	int ret = -1;
 
@@ -506,15 +504,6 @@ static int cmd_grep(struct pisb_ctx *c)
 	g.glob = pisb_args_get(&c->a, "glob");
 	g.icase = pisb_args_has(&c->a, "ignore-case");
 	g.literal = pisb_args_has(&c->a, "literal");
-	if (os && !g.literal) {
-		/* ripgrep's syntax (Pi's grep tool writes for it), as an ERE
-		 * for grep -E over there; here search.h takes it as it is */
-		bool icase;
-		if (pisb_rx_to_ere(g.pattern, &ere, &icase, &c->err) < 0)
-			goto out;
-		g.pattern = ere.s ? ere.s : "";
-		g.icase |= icase;
-	}
 	g.no_ignore = pisb_args_has(&c->a, "no-ignore");
 	g.context = (int)ctx;
 	o.context = ctx > 0;

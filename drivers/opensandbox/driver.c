@@ -8,6 +8,8 @@
 #include "inspect.h"
 #include "json.h"
 #include "opensandbox.h"
+#include "rx.h"
+#include "util.h"
 
 static int create(struct pisb_state *st, const struct pisb_config *cfg, const char *config_json,
 		  struct pisb_lc_opts *o, struct pisb_err *e)
@@ -168,7 +170,19 @@ static int find(struct pisb_sandbox *sb, const struct pisb_fs_find *o, char **ab
 static int grep(struct pisb_sandbox *sb, const struct pisb_fs_grep *o, char **abs,
 		pisb_fs_grep_fn fn, void *arg, struct pisb_fs_grep_result *r, struct pisb_err *e)
 {
-	return pisb_os_grep(sb->st, sb->name, o, abs, fn, arg, r, e);
+	_cleanup_buf_ struct pisb_buf ere = PISB_BUF_INIT;
+	struct pisb_fs_grep g = *o;
+
+	if (!g.literal) {
+		/* execd's side runs grep -E: ripgrep's syntax (Pi's grep tool
+		 * writes for it) as an ERE; the local search takes it as it is */
+		bool icase;
+		if (pisb_rx_to_ere(g.pattern, &ere, &icase, e) < 0)
+			return -1;
+		g.pattern = ere.s ? ere.s : "";
+		g.icase |= icase;
+	}
+	return pisb_os_grep(sb->st, sb->name, &g, abs, fn, arg, r, e);
 }
 
 static int push(struct pisb_sandbox *sb, const char *hostdir, const char *to, bool all,
