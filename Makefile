@@ -106,10 +106,12 @@ $(BIN)/pisb-agent: agent/pisb-agent.c drivers/vm/vm_proto.h
 # peers (bench-deps).  As root it installs what is missing; as a normal user
 # it prints the one command to run and fails.  When everything is there it
 # only asks dpkg once and node once (it runs on every make check).
-# libc6-dev: gcc --no-install-recommends leaves the C headers out.
+# libc6-dev: gcc --no-install-recommends leaves the C headers out.  mount: the
+# tests mount inside sandboxes.  ripgrep, fd-find: tests/33 holds grep and find
+# against them.
 DEB_BUILD := gcc libc6-dev make pkg-config libcurl4-openssl-dev libyaml-dev libarchive-dev libjsmn-dev libpcre2-dev
-DEB_TEST  := bats parallel jq groff-base man-db python3 curl ca-certificates iproute2 util-linux procps psmisc passwd \
-	     git xz-utils zstd bzip2 busybox-static bsdextrautils tmux hyperfine zsh fish bubblewrap \
+DEB_TEST  := bats parallel jq groff-base man-db python3 curl ca-certificates iproute2 util-linux mount procps psmisc passwd \
+	     git xz-utils zstd bzip2 busybox-static bsdextrautils tmux hyperfine zsh fish bubblewrap ripgrep fd-find \
 	     qemu-system-x86 e2fsprogs
 # The peers make bench compares against (bench/*.sh reports any that cannot
 # run here, and why).  runc: crun refuses hybrid cgroup hosts, podman uses runc;

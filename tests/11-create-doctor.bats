@@ -4,7 +4,7 @@
 # are denied, and create's failure there pointing at 'pisb doctor'.
 load helpers
 
-NAMES='["state-dir","binaries","userns","overlayfs","local-boot","cgroups","loop","kvm","qemu","docker","sbx"]'
+NAMES='["state-dir","binaries","userns","overlayfs","local-boot","cgroups","loop","kvm","qemu","docker","sbx","drivers"]'
 
 setup() {
 	pisb_test_setup

@@ -30,6 +30,7 @@ setup_file() {
 }
 
 teardown_file() {
+	[ -n "${FS_TMP:-}" ] || return 0   # setup_file skipped before making it
 	pisb destroy fs --confirm fs >/dev/null 2>&1 || true
 	rm -rf "$FS_TMP"
 }

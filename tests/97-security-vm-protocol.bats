@@ -84,7 +84,7 @@ start_agent() {
 	# the frame code instrumented, the rest of the library as built
 	cc -std=gnu11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 		-iquote "$TOP/common" -iquote "$TOP/drivers/vm" -o "$BATS_TEST_TMPDIR/fuzz" \
-		"$TOP/tests/fuzz/vm-frames.c" "$TOP/drivers/vm/vm_exec.c" "$TOP/common/libpisb.a" -lyaml -ldl
+		"$TOP/tests/fuzz/vm-frames.c" "$TOP/drivers/vm/vm_exec.c" "$TOP/common/libpisb.a" -lyaml -ldl $(pkg-config --libs libpcre2-8)
 	run -0 "$BATS_TEST_TMPDIR/fuzz" 150
 	[ "$output" = "150 streams ok" ]
 }
