@@ -139,7 +139,10 @@ screen_has() {
 	run -0 as_user pisb --state-dir "$st/s" create tu
 	printf 'sleep 2\necho INJECTED-OUTPUT\ntimeout 4 cat /proc/self/fd/0 > /tmp/got 2>&1\necho done > /tmp/attack-done\n' |
 		as_user pisb --state-dir "$st/s" exec tu -- sh -c 'cat > /tmp/pisb-attack.sh'
+	# a server of its own on a new socket: starting one on the socket of a
+	# server still shutting down can fail ("server exited unexpectedly")
 	tmux -S "$T" kill-server
+	T="$BATS_TEST_TMPDIR/tmux-user.sock"
 	tmux -S "$T" new-session -d -x 120 -y 40 \
 		"runuser -u pisbtest -- env -i PATH='$PATH' PISB_EXEC_PATH='$PISB_EXEC_PATH' TERM=xterm HOME=/tmp PS1='HOST> ' bash --norc --noprofile -i"
 	prompt_ready
