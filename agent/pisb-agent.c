@@ -1,21 +1,26 @@
 /* pisb-agent - the guest side of the vm driver: PID 1 of the VM.
  *
  * Built static (Makefile: bin/pisb-agent); pisb puts it in the initramfs
- * it builds at every boot, as /init, beside busybox and the kernel modules
- * that the guest needs (listed in /modules/order).  It is not a user verb.
+ * it builds at every boot, as /init, beside the kernel modules that the
+ * guest needs (listed in /modules/order).  It is not a user verb.
  *
  * Stage 1 (in the initramfs, /pisb-initramfs exists): mount /proc /sys
- * /dev, load the modules, mount the persistent disk /dev/vda (ext4) on
- * /newroot, copy busybox and itself onto it, move the mounts, chroot, and
- * exec itself from the disk.
- * Stage 2 (PID 1 on the disk's root): busybox applet links, /etc basics,
- * hostname, loopback up (there is no other network device), the
- * workspace, then one server per virtio-serial port org.pisb.agent.N
- * (vm_proto.h), respawned if it dies; PID 1 reaps orphans.
+ * /dev, load the modules, mount the persistent disk /dev/vda (ext4) and
+ * the host's read-only userland (virtiofs, tag pisb-host), and make the
+ * root an overlay of the two (lower: the host's, upper: the disk's
+ * upper/); copy itself to /run/pisb/agent (tmpfs), move the disk and the
+ * share under /run/pisb/, switch root and exec itself from there.
+ * Stage 2 (PID 1 on the overlay root): hostname, loopback up (there is no
+ * other network device), the pids cgroup, the workspace, then one server
+ * per virtio-serial port org.pisb.agent.N (vm_proto.h), respawned if it
+ * dies; PID 1 reaps orphans.
  *
- * Kernel command line: pisb.name=NAME pisb.ws=/workspace.
+ * Kernel command line: pisb.name=NAME pisb.ws=/workspace pisb.pids=N;
+ * or pisb.snap=1 for the boot snapshot's template (see await_boot), whose
+ * restores get those arguments from the host in a BOOT frame instead.
  */
 #include "vm_proto.h"
+#include "agent_fs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -141,13 +146,20 @@ static void mkdirs(const char *path, mode_t mode)
 	mkdir(p, mode);
 }
 
+#define PISB_BOOT_ARGS "/run/pisb/args"
+
 /* pisb.KEY=VALUE from the kernel command line (static buffer) */
 static const char *cmdline_arg(const char *key)
 {
 	static char line[4096], val[512];
 	char want[64];
-	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+	/* a guest restored from the boot snapshot got its arguments from the
+	 * host at restore (await_boot): they replace the template's */
+	int fd = open(PISB_BOOT_ARGS, O_RDONLY | O_CLOEXEC);
 	ssize_t n;
+
+	if (fd < 0)
+		fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
 
 	val[0] = '\0';
 	if (fd < 0)
@@ -202,23 +214,55 @@ static void __attribute__((noreturn)) die(const char *what)
 	_exit(1);
 }
 
+/* Mount the host's userland (virtiofs tag pisb-host), read-only; the
+ * device may still be probing. */
+static int mount_host(const char *at)
+{
+	for (int i = 0; i < 400; i++) {
+		if (mount(PISB_HOST_TAG, at, "virtiofs", MS_RDONLY | MS_NODEV, NULL) == 0)
+			return 0;
+		if (errno != ENOENT && errno != ENODEV && errno != ENXIO && errno != EINVAL)
+			return -1;
+		sleep_ms(25);
+	}
+	return -1;
+}
+
+static size_t await_boot(char *args, size_t cap);
+
 static void __attribute__((noreturn)) stage1(void)
 {
+	static char args[2048];
+	size_t nargs = 0;
 	int i;
 
 	mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
 	load_modules();
+	/* the boot snapshot's template (pisb.snap=1): the host saves the VM
+	 * here, before it has a disk or a share; every restore continues
+	 * from this point once the host has sent its BOOT frame, with the
+	 * disk and the share hot-plugged */
+	{
+		const char *snap = cmdline_arg("snap");
+		if (snap && !strcmp(snap, "1"))
+			nargs = await_boot(args, sizeof(args));
+	}
 	for (i = 0; i < 600 && access("/dev/vda", F_OK) < 0; i++)
 		sleep_ms(50);
-	mkdir("/newroot", 0755);
-	if (mount("/dev/vda", "/newroot", "ext4", 0, "noinit_itable") < 0)
+	/* the root: an overlay of the host's userland (read-only, lower)
+	 * and the persistent disk /dev/vda (ext4: upper/ and work/) */
+	if (mount("/dev/vda", "/disk", "ext4", 0, "noinit_itable") < 0)
 		die("mount the disk /dev/vda");
-	/* the disk's first boot makes the tree; every boot refreshes the
-	 * agent and busybox, so they match the pisb that booted it */
-	static const char *const dirs[] = { "bin", "sbin", "usr/bin", "usr/sbin", "dev", "proc",
-		"sys", "run", "etc", "root", "var/tmp", NULL };
+	if (mount_host("/lower") < 0)
+		die("mount the host's userland (virtiofs '" PISB_HOST_TAG "')");
+	mkdir("/disk/upper", 0755);
+	mkdir("/disk/work", 0700);
+	if (mount("overlay", "/newroot", "overlay", 0,
+		  "lowerdir=/lower,upperdir=/disk/upper,workdir=/disk/work") < 0)
+		die("mount the overlay root");
+	static const char *const dirs[] = { "dev", "proc", "sys", "run", "root", "var/tmp", "home", NULL };
 	for (i = 0; dirs[i]; i++) {
 		char p[64];
 		snprintf(p, sizeof(p), "/newroot/%s", dirs[i]);
@@ -227,50 +271,35 @@ static void __attribute__((noreturn)) stage1(void)
 	mkdir("/newroot/tmp", 01777);
 	chmod("/newroot/tmp", 01777);
 	chmod("/newroot/root", 0700);
-	if (copy_file("/bin/busybox", "/newroot/bin/busybox", 0755) < 0)
-		die("copy busybox to the disk");
-	if (copy_file("/init", "/newroot/sbin/pisb-agent", 0755) < 0)
-		die("copy the agent to the disk");
-	if (mount("/dev", "/newroot/dev", NULL, MS_MOVE, NULL) < 0 ||
+	/* /run: the agent itself, and where the disk and the share are */
+	if (mount("tmpfs", "/newroot/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0)
+		die("mount /run");
+	mkdirs("/newroot/run/pisb/disk", 0700);
+	mkdirs("/newroot/run/pisb/host", 0755);
+	if (copy_file("/init", "/newroot/run/pisb/agent", 0755) < 0)
+		die("copy the agent to /run");
+	if (nargs) {
+		int fd = open("/newroot" PISB_BOOT_ARGS, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0 || write_all(fd, args, nargs) < 0 || close(fd) < 0)
+			die("write " PISB_BOOT_ARGS);
+	}
+	if (mount("/disk", "/newroot/run/pisb/disk", NULL, MS_MOVE, NULL) < 0 ||
+	    mount("/lower", "/newroot/run/pisb/host", NULL, MS_MOVE, NULL) < 0 ||
+	    mount("/dev", "/newroot/dev", NULL, MS_MOVE, NULL) < 0 ||
 	    mount("/proc", "/newroot/proc", NULL, MS_MOVE, NULL) < 0 ||
 	    mount("/sys", "/newroot/sys", NULL, MS_MOVE, NULL) < 0)
 		die("move the mounts");
 	if (chdir("/newroot") < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 ||
 	    chdir("/") < 0)
-		die("switch to the disk");
+		die("switch to the root");
 	{
 		char *argv[] = { "pisb-agent", NULL };
-		execv("/sbin/pisb-agent", argv);
+		execv("/run/pisb/agent", argv);
 	}
-	die("exec /sbin/pisb-agent");
+	die("exec /run/pisb/agent");
 }
 
 /* ---- stage 2 ---- */
-
-static int run_wait(char *const argv[])
-{
-	pid_t p = fork();
-	int st = 0;
-
-	if (p == 0) {
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	if (p < 0)
-		return -1;
-	while (waitpid(p, &st, 0) < 0 && errno == EINTR) {
-	}
-	return st;
-}
-
-static void write_if_missing(const char *path, const char *text, mode_t mode)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-	if (fd >= 0) {
-		write_all(fd, text, strlen(text));
-		close(fd);
-	}
-}
 
 static void lo_up(void)
 {
@@ -286,6 +315,60 @@ static void lo_up(void)
 		ioctl(s, SIOCSIFFLAGS, &ifr);
 	}
 	close(s);
+}
+
+/* resources.pids: every command runs in the cgroup /sys/fs/cgroup/pisb
+ * whose pids.max is the limit; a command whose move into it fails does not
+ * run (see session), so the limit is never silently dropped. */
+#define PISB_CG "/sys/fs/cgroup/pisb"
+static bool pids_wanted;
+
+static int write_str(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int r;
+
+	if (fd < 0)
+		return -1;
+	r = write_all(fd, s, strlen(s));
+	if (close(fd) < 0)
+		r = -1;
+	return r;
+}
+
+static void pids_setup(const char *pids)
+{
+	if (!pids || !*pids)
+		return;
+	pids_wanted = true;
+	mkdirs("/sys/fs/cgroup", 0755);
+	if (mount("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 &&
+	    errno != EBUSY)
+		logmsg("mount cgroup2: %s", strerror(errno));
+	if (write_str("/sys/fs/cgroup/cgroup.subtree_control", "+pids") < 0)
+		logmsg("enable the pids controller: %s", strerror(errno));
+	mkdir(PISB_CG, 0755);
+	if (write_str(PISB_CG "/pids.max", pids) < 0)
+		logmsg("pids.max %s: %s", pids, strerror(errno));
+}
+
+/* In a command's child: into the limited cgroup, or fail. */
+static int pids_enter(void)
+{
+	char v[32];
+	int fd;
+	ssize_t n;
+
+	if (!pids_wanted)
+		return 0;
+	fd = open(PISB_CG "/pids.max", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, v, sizeof(v) - 1);
+	close(fd);
+	if (n <= 0 || !strncmp(v, "max", 3))
+		return -1;
+	return write_str(PISB_CG "/cgroup.procs", "0");
 }
 
 /* /dev/vportXpY of the port named org.pisb.agent.N */
@@ -390,6 +473,7 @@ static void __attribute__((noreturn)) poweroff(void)
 	sleep_ms(100);
 	sync();
 	mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL);
+	mount(NULL, "/run/pisb/disk", NULL, MS_REMOUNT | MS_RDONLY, NULL);
 	sync();
 	reboot(RB_AUTOBOOT);
 	_exit(0);
@@ -525,6 +609,11 @@ static void session(struct port *p, uint32_t sid, const unsigned char *pl, uint3
 		for (int sig = 1; sig < 32; sig++)
 			signal(sig, SIG_DFL);
 		sigprocmask(SIG_SETMASK, oldmask, NULL);
+		if (pids_enter() < 0) {
+			dprintf(2, "pisb-agent: the guest's pids limit is not in force (%s): not running the command\n",
+				strerror(errno));
+			_exit(126);
+		}
 		if (cwd[0] && chdir(cwd) < 0) {
 			dprintf(2, "pisb-agent: cwd '%s': %s\n", cwd, strerror(errno));
 			_exit(1);
@@ -723,6 +812,69 @@ static void __attribute__((noreturn)) serve(int n)
 	}
 }
 
+/* Stage 1 of the snapshot template: say so on the console (the host
+ * saves the VM when it reads that line), then wait on port 0 for the
+ * BOOT frame of a restore.  Its payload, "pisb.KEY=VALUE ..." as on a
+ * kernel command line, holds this instance's arguments, the host's clock
+ * (pisb.time=SEC.NSEC, set here: the snapshot's clock is old) and a seed
+ * mixed into the kernel's random pool (every restore starts from the
+ * same pool).  Returns the payload's length, copied to args. */
+static size_t await_boot(char *args, size_t cap)
+{
+	static struct port p;
+	char dev[300];
+	int i;
+
+	for (i = 0; i < 200 && find_port(0, dev, sizeof(dev)) < 0; i++)
+		sleep_ms(50);
+	p.fd = open(dev, O_RDWR | O_CLOEXEC);
+	if (p.fd < 0)
+		die("open the lifecycle port");
+	logmsg("snapshot point");
+	for (;;) {
+		int type;
+		uint32_t sid, len;
+		while (!frame_ready(&p, &type, &sid, &len)) {
+			int r = port_fill(&p);
+			if (r < 0)
+				die("read the lifecycle port");
+			if (r == 0)
+				sleep_ms(20);
+		}
+		if (type != PISB_VM_BOOT || len == 0 || len >= cap) {
+			frame_consume(&p, len);
+			continue;
+		}
+		memcpy(args, p.buf + PISB_VM_HDR, len);
+		args[len] = '\0';
+		frame_consume(&p, len);
+		send_frame(&p, PISB_VM_PONG, sid, "boot", 4);
+		close(p.fd);
+		for (char *t = args; t && *t;) {
+			char *end = strchr(t, ' ');
+			size_t n = end ? (size_t)(end - t) : strlen(t);
+			if (!strncmp(t, "pisb.time=", 10)) {
+				struct timespec ts = { 0, 0 };
+				char num[32];
+				snprintf(num, sizeof(num), "%.*s", (int)(n - 10), t + 10);
+				ts.tv_sec = strtoll(num, &end, 10);
+				if (*end == '.')
+					ts.tv_nsec = strtol(end + 1, NULL, 10);
+				if (clock_settime(CLOCK_REALTIME, &ts) < 0)
+					logmsg("set the clock: %s", strerror(errno));
+			} else if (!strncmp(t, "pisb.seed=", 10)) {
+				int fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
+				if (fd < 0 || write_all(fd, t + 10, n - 10) < 0)
+					logmsg("seed the random pool: %s", strerror(errno));
+				if (fd >= 0)
+					close(fd);
+			}
+			t = t[n] ? t + n + 1 : NULL;
+		}
+		return len;
+	}
+}
+
 static void __attribute__((noreturn)) stage2(void)
 {
 	const char *name = cmdline_arg("name");
@@ -733,17 +885,15 @@ static void __attribute__((noreturn)) stage2(void)
 	mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "gid=5,mode=620,ptmxmode=666");
 	mkdirs("/dev/shm", 01777);
 	mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
-	mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
-	{
-		char *argv[] = { "/bin/busybox", "--install", "-s", NULL };
-		run_wait(argv);
-	}
-	write_if_missing("/etc/passwd", "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n", 0644);
-	write_if_missing("/etc/group", "root:x:0:\nnogroup:x:65534:\n", 0644);
-	write_if_missing("/etc/hosts", "127.0.0.1 localhost\n::1 localhost\n", 0644);
 	if (name) {
+		char line[80];
 		sethostname(name, strlen(name));
-		write_if_missing("/etc/hostname", name, 0644);
+		int fd = open("/etc/hostname", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		snprintf(line, sizeof(line), "%s\n", name);
+		if (fd >= 0) {
+			write_all(fd, line, strlen(line));
+			close(fd);
+		}
 	}
 	{
 		const char *ws = cmdline_arg("ws");
@@ -751,6 +901,7 @@ static void __attribute__((noreturn)) stage2(void)
 			mkdirs(ws, 0755);
 	}
 	lo_up();
+	pids_setup(cmdline_arg("pids"));
 	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
 	for (i = 0; i < 200; i++) {
 		char dev[300];
@@ -787,8 +938,11 @@ static void __attribute__((noreturn)) stage2(void)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	/* the file verbs' guest side (agent_fs.c), run as a command */
+	if (getpid() != 1 && argc >= 2 && strcmp(argv[1], "fs") == 0)
+		return agent_fs_main(argc - 2, argv + 2);
 	if (getpid() != 1) {
 		fprintf(stderr, "pisb-agent: the guest side of pisb's vm driver; it runs as PID 1 inside the VM, never on the host\n");
 		return 2;

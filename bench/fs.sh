@@ -67,20 +67,20 @@ gg=$(median_pipe_ms "${ns[@]}" grep -rn pisb_needle /workspace/src)
 row "pisb grep (200 MB)" "$g" "grep -rn" "$gg" 1.5
 # the host image shows the host's rg inside the sandbox
 if ! command -v rg >/dev/null; then
-	cannot_run ripgrep "$(missing rg ripgrep)"
+	cannot_run ripgrep "$(missing rg ripgrep)" "pisb grep (200 MB)"
 elif why=$(why_not "${ns[@]}" rg -q pisb_needle /workspace/src); then
 	rg_ms=$(median_pipe_ms "${ns[@]}" rg -n pisb_needle /workspace/src)
 	row "pisb grep (200 MB)" "$g" "ripgrep (rg -n)" "$rg_ms"
 else
-	cannot_run ripgrep "$why"
+	cannot_run ripgrep "$why" "pisb grep (200 MB)"
 fi
 if ! command -v fdfind >/dev/null; then
-	cannot_run fd "$(missing fdfind fd-find)"
+	cannot_run fd "$(missing fdfind fd-find)" "pisb find '**/*.c' (100k files)"
 elif why=$(why_not fdfind -u -g '*.c' "/proc/$init/root/workspace/tree"); then
 	fd_ms=$(median_ms fdfind -u -g '*.c' "/proc/$init/root/workspace/tree")
 	row "pisb find '**/*.c' (100k files)" "$f" "fd -g '*.c' (fd-find)" "$fd_ms"
 else
-	cannot_run fd "$why"
+	cannot_run fd "$why" "pisb find '**/*.c' (100k files)"
 fi
 rm -rf "$tmp"
 pisb destroy bfs --confirm bfs -q

@@ -14,7 +14,45 @@ median_ms() {
 	rm -f "$json"
 }
 
+# paired_ms ROUNDS CMD_A CMD_B: both commands in one hyperfine run, ROUNDS
+# times (BENCH_RUNS / ROUNDS runs each), so that the load of the machine
+# falls on both; prints "A_MEDIAN B_MEDIAN RATIO_MIN RATIO_MEDIAN RATIO_MAX"
+# (ms; the ratio A/B of each round's medians), or NaN on a failure
+paired_ms() {
+	local rounds=$1 a=$2 b=$3 json r runs
+	json=$(mktemp -d)
+	runs=$(( BENCH_RUNS / rounds )); [ "$runs" -ge 3 ] || runs=3
+	for ((r = 0; r < rounds; r++)); do
+		hyperfine -N --style none --warmup 3 --runs "$runs" --export-json "$json/$r.json" -- "$a" "$b" >/dev/null 2>&1 || {
+			rm -rf "$json"; echo NaN NaN NaN NaN NaN; return 1; }
+	done
+	jq -rs '
+		def med: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+		([.[].results[0].times[]] | med * 1000) as $a | ([.[].results[1].times[]] | med * 1000) as $b |
+		[.[] | .results[0].median / .results[1].median] | sort as $r |
+		"\($a) \($b) \($r[0]) \($r | med) \($r[-1])"' "$json"/*.json
+	rm -rf "$json"
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+# result WHAT PISB PEER_LABEL PEER UNIT [GOAL]: one comparison for the
+# summary table of bench/run (a tab-separated line in $BENCH_RESULTS; no-op
+# when a script runs alone).  PEER_LABEL "-" and PEER "" for a figure with
+# no peer.  GOAL is "<=R" (ratio pisb/peer at most R, lower is better: the
+# default for times), ">=R" (at least R: throughput), or "<V"/">V" for a
+# figure with no peer; empty for none.  A missed goal is reported, never a
+# failure.
+result() {
+	[ -n "${BENCH_RESULTS:-}" ] || return 0
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(basename "$0" .sh)" "$1" "$2" "$3" "${4:-}" "${5:-ms}" "${6:-}" >>"$BENCH_RESULTS"
+}
+
+# peer_missing WHAT PEER_LABEL REASON: a peer that could not run, for the table
+peer_missing() {
+	[ -n "${BENCH_RESULTS:-}" ] || return 0
+	printf '%s\t%s\t\t%s\t\t-\t%s\n' "$(basename "$0" .sh)" "$1" "$2" "cannot run: $3" >>"$BENCH_RESULTS"
+}
 
 # row LABEL VALUE_MS PEER_LABEL PEER_MS [LIMIT_RATIO]
 row() {
@@ -25,14 +63,19 @@ row() {
 		verdict=" (target <= ${5}x: $verdict)"
 	fi
 	printf '  %-34s %9.3f ms   %-26s %9.3f ms   ratio %sx%s\n' "$1" "$2" "$3" "$4" "$r" "$verdict"
+	result "$1" "$2" "$3" "$4" ms "${5:+<=$5}"
 }
 
 line() { printf '  %-34s %s\n' "$1" "$2"; }
 section() { printf '\n%s\n' "$*"; }
 
-# cannot_run PEER REASON: the line for a peer that cannot run on this machine
-# (the run goes on without it)
-cannot_run() { printf '  peer %s: cannot run here: %s\n' "$1" "$2"; }
+# cannot_run PEER REASON [WHAT]: the line for a peer that cannot run on this
+# machine (the run goes on without it); WHAT, if given, puts it in the
+# summary table as that comparison's peer
+cannot_run() {
+	printf '  peer %s: cannot run here: %s\n' "$1" "$2"
+	[ -z "${3:-}" ] || peer_missing "$3" "$1" "$2"
+}
 
 # why_not CMD...: runs CMD; prints nothing if it succeeds, else the last line
 # of its error output (or its exit status) and returns 1

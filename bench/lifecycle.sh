@@ -1,54 +1,189 @@
 #!/usr/bin/env bash
-# create-to-first-exec, stop, start (peers: pasta, rootlesskit); idle RSS;
-# 50 concurrent sandboxes.
+# create -> first command and start -> first command against the throwaway
+# peers (bwrap cold with the host's /usr, pasta's user + network namespace,
+# rootlesskit's), interleaved round by round; where create's time goes
+# (PISB_TRACE phases, medians); stop; idle memory (RSS and PSS of
+# controller + init); BENCH_CONC (default 100) concurrent sandboxes.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
-section "lifecycle (image: host, no setup; median of 20; target: each under 100 ms)"
-med() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-ms() { local s e; s=$(date +%s%N); "$@" >/dev/null 2>&1; e=$(date +%s%N); echo $(( (e - s) / 1000 )) | awk '{ printf "%.3f\n", $1 / 1000 }'; }
-c=(); s=(); t=()
-for i in $(seq 20); do
-	c+=("$(ms sh -c "pisb create lc$i && pisb exec lc$i -- true")")
-	s+=("$(ms pisb stop lc$i)")
-	t+=("$(ms pisb start lc$i)")
-	pisb destroy lc$i --confirm lc$i -q
-done
-for pair in "create -> first exec:c" "stop:s" "start:t"; do
-	label=${pair%%:*}; arr=${pair##*:}
-	eval "vals=(\"\${$arr[@]}\")"
-	m=$(printf '%s\n' "${vals[@]}" | med)
-	awk -v l="$label" -v m="$m" 'BEGIN { printf "  %-34s %9.3f ms   (target < 100 ms: %s)\n", l, m, m < 100 ? "ok" : "NO" }'
-done
-# peers: a fresh user namespace with networking (pasta), rootlesskit's
-# user + mount namespaces, each running true
-peer_ms() { local v=(); for i in $(seq 20); do v+=("$(ms "$@")"); done; printf '%s\n' "${v[@]}" | med; }
-# pasta drops root to nobody unless told to stay
+N=${BENCH_LIFECYCLE_RUNS:-20}
+CONC=${BENCH_CONC:-100}
+section "lifecycle (image: host, no setup; median of $N rounds, each round runs pisb and every peer once)"
+tmp=$(mktemp -d /tmp/pisb-bench-lc.XXXXXX)
+med() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "NaN"; else print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+now_us() { local t=$EPOCHREALTIME; echo "${t/./}"; }
+# elapsed_ms START_US END_US
+elapsed_ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", (b - a) / 1000 }'; }
+# timed FILE CMD...: appends CMD's wall time (ms) to FILE; output to a pipe
+timed() {
+	local f=$1 s e
+	shift
+	s=$(now_us)
+	"$@" 2>&1 | cat >/dev/null
+	e=$(now_us)
+	elapsed_ms "$s" "$e" >>"$f"
+}
+
+# the peers: each starts a fresh sandbox-like environment and runs true
+bw=(bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib
+	--symlink usr/lib64 /lib64 --proc /proc --dev /dev --tmpfs /tmp true)
 pa=(timeout 20 pasta --config-net -q); [ "$(id -u)" = 0 ] && pa+=(--runas 0)
-rk=(timeout 20 rootlesskit --net=host)
-if ! command -v pasta >/dev/null; then
-	cannot_run pasta "$(missing pasta passt)"
-elif why=$(why_not "${pa[@]}" -- true); then
-	awk -v m="$(peer_ms "${pa[@]}" -- true)" 'BEGIN { printf "  %-34s %9.3f ms   (peer)\n", "pasta --config-net -- true", m }'
-else
-	cannot_run pasta "$why"
+pa+=(-- true)
+rk=(timeout 20 rootlesskit --net=host true)
+peers=()
+peer_ok() { # NAME CMD PACKAGE ARGV...
+	local name=$1 cmd=$2 pkg=$3 why
+	shift 3
+	if ! command -v "$cmd" >/dev/null; then
+		cannot_run "$name" "$(missing "$cmd" "$pkg")" "create -> first command"
+	elif ! why=$(why_not "$@"); then
+		cannot_run "$name" "$why" "create -> first command"
+	else
+		peers+=("$name")
+	fi
+}
+peer_ok bwrap bwrap bubblewrap "${bw[@]}"
+peer_ok pasta pasta passt "${pa[@]}"
+peer_ok rootlesskit rootlesskit rootlesskit "${rk[@]}"
+run_peer() {
+	case $1 in
+	bwrap) timed "$tmp/p.bwrap" "${bw[@]}" ;;
+	pasta) timed "$tmp/p.pasta" "${pa[@]}" ;;
+	rootlesskit) timed "$tmp/p.rootlesskit" "${rk[@]}" ;;
+	esac
+}
+
+# marks START_US TRACE OUT [END_US LABEL]...: the phases of one round
+# appended to OUT ("WHAT<tab>ms": each mark's time since the one before)
+marks() {
+	local s=$1 tr=$2 out=$3
+	shift 3
+	{
+		echo "$s start"
+		sed -n 's/^pisb-trace \([0-9]*\) [0-9]* \(.*\)$/\1 \2/p' "$tr" 2>/dev/null
+		while [ $# -ge 2 ]; do echo "$1 $2"; shift 2; done
+	} | sort -n -s -k1,1 | awk '{ t = $1; l = $0; sub(/^[0-9]+ /, "", l) } NR > 1 { printf "%s\t%.3f\n", l, (t - prev) / 1000 } { prev = t }' >>"$out"
+}
+
+for i in $(seq "$N"); do
+	rm -f "$tmp/trace"
+	# one pipe for both commands, as for each peer's one
+	s=$(now_us)
+	{
+		PISB_TRACE=$tmp/trace pisb create "lc$i" -q
+		now_us >"$tmp/m"
+		PISB_TRACE=$tmp/trace pisb exec "lc$i" -- true || echo fail >>"$tmp/failed"
+	} 2>&1 | cat >/dev/null
+	e=$(now_us)
+	m=$(cat "$tmp/m")
+	elapsed_ms "$s" "$e" >>"$tmp/create"
+	marks "$s" "$tmp/trace" "$tmp/phases" "$m" "pisb create exited" "$e" "first command: namespaces entered, ran, exited"
+	for p in "${peers[@]}"; do run_peer "$p"; done
+	# the controller traces to the file it was started with
+	: >"$tmp/trace"
+	s=$(now_us)
+	PISB_TRACE=$tmp/trace pisb stop "lc$i" 2>&1 | cat >/dev/null
+	e=$(now_us)
+	elapsed_ms "$s" "$e" >>"$tmp/stop"
+	marks "$s" "$tmp/trace" "$tmp/stop-phases" "$e" "pisb stop exited"
+	s=$(now_us)
+	{ pisb start "lc$i" && pisb exec "lc$i" -- true || echo fail >>"$tmp/failed"; } 2>&1 | cat >/dev/null
+	e=$(now_us)
+	elapsed_ms "$s" "$e" >>"$tmp/start"
+	pisb destroy "lc$i" --confirm "lc$i" -q >/dev/null 2>&1
+done
+fail=$(cat "$tmp/failed" 2>/dev/null | wc -l)
+[ "$fail" -eq 0 ] || line "warning" "$fail of $((2 * N)) first commands failed"
+c=$(med <"$tmp/create")
+t=$(med <"$tmp/start")
+st=$(med <"$tmp/stop")
+printf '  %-34s %9.3f ms\n' "create -> first command" "$c" "start -> first command" "$t"
+printf '  %-34s %9.3f ms   (goal < 5 ms)\n' "stop" "$st"
+# spread A B: min-median-max over the rounds of A's time / B's (same round)
+spread() {
+	paste "$1" "$2" | awk '$2 > 0 { print $1 / $2 }' | sort -g |
+		awk '{ a[NR] = $1 } END { if (NR) printf "%.2f-%.2f-%.2f", a[1], (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2, a[NR]; else print "n/a" }'
+}
+for p in "${peers[@]}"; do
+	v=$(med <"$tmp/p.$p")
+	printf '  %-34s %9.3f ms   (peer; pisb create ratio %sx, start %sx; per round min-median-max: create %s, start %s)\n' \
+		"$p ... true" "$v" "$(ratio "$c" "$v")" "$(ratio "$t" "$v")" "$(spread "$tmp/create" "$tmp/p.$p")" "$(spread "$tmp/start" "$tmp/p.$p")"
+	goal=""; [ "$p" = bwrap ] && goal="<=1"
+	result "create -> first command" "$c" "$p" "$v" ms "$goal"
+	result "start -> first command" "$t" "$p" "$v" ms "$goal"
+done
+result "stop" "$st" - "" ms "<5"
+
+# breakdown TITLE PHASES TOTAL: the median of each phase over the rounds,
+# in the order they happen, and by kind (PISB_TRACE marks, drivers/local)
+breakdown() {
+	local title=$1 ph=$2 whole=$3 total
+	printf '\n  %s, phase by phase (median ms of %s rounds; PISB_TRACE marks):\n' "$title" "$N"
+	awk -F'\t' '!($1 in seen) { seen[$1] = ++n; name[n] = $1 } { v[$1] = v[$1] " " $2 } END {
+		for (i = 1; i <= n; i++) print name[i] "\t" v[name[i]] }' "$ph" |
+	while IFS=$'\t' read -r label vals; do
+		printf '%s\t%s\n' "$(printf '%s\n' $vals | med)" "$label"
+	done >"$ph.med"
+	total=$(awk -F'\t' '{ s += $1 } END { printf "%.1f", s }' "$ph.med")
+	awk -F'\t' -v tot="$total" '{ printf "    %7.2f ms %4.0f%%  %s\n", $1, (tot > 0 ? 100 * $1 / tot : 0), $2 }' "$ph.med"
+	awk -F'\t' '
+		/guest config|record written|intent written|staged files synced|published|status written/ { k["fsync'\''ed writes (state files)"] += $1; next }
+		/controller spawned|controller: start|controller: lock|controller running|controller gone/ { k["controller spawn, exec, readiness and exit"] += $1; next }
+		/config parsed|record and config/ { k["config parse (create and controller)"] += $1; next }
+		/cgroups joined/ { k["cgroup joins (v1: the first waits for an RCU grace period)"] += $1; next }
+		/boot: forked/ { k["fork of the boot child"] += $1; next }
+		/exec: sandbox looked up/ { k["pisb exec start, sandbox lookup"] += $1; next }
+		/cgroup created/ { k["cgroup creation"] += $1; next }
+		/cgroup removed/ { k["cgroup removal"] += $1; next }
+		/root mounted/ { k["namespaces and overlay mount"] += $1; next }
+		/services/ { k["services and network helper"] += $1; next }
+		/user namespace and id maps/ { k["user namespace and id maps"] += $1; next }
+		/init ready|booted$/ { k["sandbox init start"] += $1; next }
+		/init reaped|every process killed/ { k["ending the processes and the pid namespace"] += $1; next }
+		/syncfs/ { k["disk sync (syncfs)"] += $1; next }
+		/image layers/ { k["image layers (host skeleton)"] += $1; next }
+		/local driver|state directories|staging|disk$/ { k["state and staging directories"] += $1; next }
+		/setup or resume|control socket|old run/ { k["hooks, control socket, old run"] += $1; next }
+		/first command/ { k["first command: setns, fork, exec, exit"] += $1; next }
+		/start$|arguments parsed|exited|reported|locked|asked/ { k["process start and exit, lock, request"] += $1; next }
+		{ k["other"] += $1 }
+		END { for (x in k) printf "%.2f\t%s\n", k[x], x }' "$ph.med" | sort -rn |
+		awk -F'\t' -v tot="$total" 'BEGIN { print "  by kind:" } { printf "    %7.2f ms %4.0f%%  %s\n", $1, (tot > 0 ? 100 * $1 / tot : 0), $2 }'
+	printf '    sum of the medians %s ms (the median of the whole is %s ms)\n' "$total" "$whole"
+}
+{
+	breakdown "create -> first command" "$tmp/phases" "$c"
+	breakdown "stop" "$tmp/stop-phases" "$st"
+} | tee "$tmp/breakdown.txt"
+if [ -n "${BENCH_RESULTS:-}" ]; then
+	{ echo; echo '## where the time goes (PISB_TRACE)'; echo; echo '```'; cat "$tmp/breakdown.txt"; echo '```'; } >>"${BENCH_RESULTS%.tsv}.notes.md"
 fi
-if ! command -v rootlesskit >/dev/null; then
-	cannot_run rootlesskit "$(missing rootlesskit rootlesskit)"
-elif why=$(why_not "${rk[@]}" true); then
-	awk -v m="$(peer_ms "${rk[@]}" true)" 'BEGIN { printf "  %-34s %9.3f ms   (peer)\n", "rootlesskit --net=host true", m }'
-else
-	cannot_run rootlesskit "$why"
-fi
+
+# idle memory of one sandbox: RSS, and PSS (shared pages split fairly)
 pisb create idle -q
 ctl=$(pisb inspect idle | jq -r .controller.pid); init=$(pisb inspect idle | jq -r .controller.initPid)
-rss=$(( $(awk '/VmRSS/ {print $2}' /proc/$ctl/status) + $(awk '/VmRSS/ {print $2}' /proc/$init/status) ))
-awk -v r="$rss" 'BEGIN { printf "  %-34s %9.0f KiB (target < 4096 KiB: %s)\n", "idle RSS (controller + init)", r, r < 4096 ? "ok" : "NO" }'
+kib() { awk -v k="$2:" '$1 == k { s += $2 } END { print s + 0 }' "/proc/$1/smaps_rollup"; }
+rss=$(( $(kib "$ctl" Rss) + $(kib "$init" Rss) ))
+pss=$(( $(kib "$ctl" Pss) + $(kib "$init" Pss) ))
+printf '  %-34s %9d KiB RSS, %d KiB PSS (goal: PSS <= 512 KiB; %d idle sandboxes in 1 GiB by PSS)\n' \
+	"idle memory (controller + init)" "$rss" "$pss" "$(( pss > 0 ? 1048576 / pss : 0 ))"
+result "idle memory RSS (controller + init)" "$rss" - "" KiB "<4096"
+result "idle memory PSS (controller + init)" "$pss" - "" KiB "<=512"
+result "idle sandboxes in 1 GiB (by PSS)" "$(( pss > 0 ? 1048576 / pss : 0 ))" - "" count ">=2048"
 pisb destroy idle --confirm idle -q
-s=$(date +%s%N); fail=0
-for i in $(seq 50); do
-	( pisb create cc$i -q && pisb exec cc$i -- true && pisb stop cc$i -q ) >/dev/null 2>&1 || echo fail &
-done > /tmp/pisb-bench-conc.$$; wait
-fail=$(grep -c fail /tmp/pisb-bench-conc.$$); rm -f /tmp/pisb-bench-conc.$$
-e=$(date +%s%N)
-awk -v f="$fail" -v t="$(( (e - s) / 1000000 ))" 'BEGIN { printf "  %-34s %d failures in %d ms (target: 0 failures)\n", "50 concurrent create/exec/stop", f, t }'
-for i in $(seq 50); do pisb destroy cc$i --confirm cc$i -q >/dev/null 2>&1; done
+
+# CONC sandboxes created, exec'ed and stopped at once
+s=$(now_us)
+for i in $(seq "$CONC"); do
+	( pisb create "cc$i" -q && pisb exec "cc$i" -- true && pisb stop "cc$i" -q ) >/dev/null 2>&1 || echo fail &
+done >"$tmp/conc"
+wait
+e=$(now_us)
+f=$(grep -c fail "$tmp/conc")
+ct=$(elapsed_ms "$s" "$e")
+printf '  %-34s %d failures in %.0f ms\n' "$CONC concurrent create/exec/stop" "$f" "$ct"
+result "$CONC concurrent create/exec/stop: failures" "$f" - "" count "<1"
+result "$CONC concurrent create/exec/stop: wall time" "$ct" - "" ms ""
+for i in $(seq "$CONC"); do pisb destroy "cc$i" --confirm "cc$i" -q >/dev/null 2>&1; done
+rm -rf "$tmp"
+exit 0

@@ -13,8 +13,8 @@ set -uo pipefail
 ROUNDS=${BENCH_SEARCH_ROUNDS:-3}
 RUNS=${BENCH_SEARCH_RUNS:-3}
 section "search ($ROUNDS rounds x $RUNS runs, min-median-max ms; goal: pisb <= 1.0x rg -n, find <= 1.0x fdfind -g)"
-for t in rg fdfind grep; do
-	command -v "$t" >/dev/null || { line "$t" "not installed (apt-get install ripgrep fd-find grep)"; exit 1; }
+for t in rg:ripgrep fdfind:fd-find grep:grep; do
+	command -v "${t%%:*}" >/dev/null || { cannot_run "${t%%:*}" "$(missing "${t%%:*}" "${t#*:}")" "search"; exit 0; }
 done
 pisb create bsearch -q >/dev/null || { echo "  cannot create a sandbox"; exit 1; }
 init=$(pisb inspect bsearch | jq -r .controller.initPid)
@@ -50,6 +50,8 @@ measure() {
 	for ((i = 1; i < $#; i++)); do
 		read -r b0 b1 b2 <<<"$(stats "$i" "$tmp"/r*.json)"
 		printf ' | %s %5s-%5s-%5s %sx' "${PEERS[$((i - 1))]}" "$b0" "$b1" "$b2" "$(ratio "$a1" "$b1")"
+		# the goal is against the first peer (rg -n, fdfind -g)
+		result "${KIND:+$KIND }$label" "$a1" "${PEERS[$((i - 1))]}" "$b1" ms "$( [ "$i" = 1 ] && echo '<=1')"
 	done
 	printf '\n'
 	rm -f "$tmp"/r*.json
@@ -69,12 +71,12 @@ for k in "${KINDS[@]}"; do
 	[ "$np" = "$nr" ] || line "$label" "MISMATCH: pisb $np lines, rg $nr"
 	# grep -rn has no \p{..}: -P for that one
 	gflag=-E; [ "$label" = "Unicode class" ] && gflag=-P
-	measure "$label ($np)" "pisb grep bsearch $flag $q --path $D --limit 100000000" \
+	KIND=grep measure "$label ($np)" "pisb grep bsearch $flag $q --path $D --limit 100000000" \
 		"$ns rg -n $flag $q $D" "$ns rg -n -j1 $flag $q $D" "$ns grep -rn $flag $gflag $q $D"
 done
 PEERS=("fdfind -g" "fdfind -g -j1")
 nf=$(pisb find bsearch '*.{c,h}' --path $D --limit 100000000 | wc -l)
-measure "find '*.{c,h}' ($nf)" "pisb find bsearch *.{c,h} --path $D --limit 100000000" \
+KIND= measure "find '*.{c,h}' ($nf)" "pisb find bsearch *.{c,h} --path $D --limit 100000000" \
 	"$ns fdfind -g --hidden --no-ignore *.{c,h} $D" "$ns fdfind -g -j1 --hidden --no-ignore *.{c,h} $D"
 rm -rf "$tmp"
 pisb destroy bsearch --confirm bsearch -q

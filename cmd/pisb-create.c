@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -92,6 +93,26 @@ static void warn_unready(struct pisb_ctx *c, const char *name)
 	pisb_json_release(&j);
 }
 
+/* --project DIR, else the config's project.dir (mode none: neither). */
+static int project_dir(struct pisb_ctx *c, const struct pisb_config *cfg, char **out)
+{
+	const char *d = pisb_args_get(&c->a, "project");
+
+	*out = NULL;
+	if (!d)
+		d = cfg->project.dir;
+	if (!d || cfg->project.mode == PISB_PROJECT_NONE)
+		return 0;
+	if (cfg->project.mode != PISB_PROJECT_COPY && strcmp(cfg->driver, "local"))
+		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
+				    "project.mode: %s is built for the local driver only; use copy",
+				    cfg->project.mode == PISB_PROJECT_BIND ? "bind" : "bind-ro");
+	if (!(*out = realpath(d, NULL)))
+		return pisb_err_sys(&c->err, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_USAGE,
+				    "--project '%s'", d);
+	return 0;
+}
+
 static int cmd_create(struct pisb_ctx *c)
 {
 	bool prepare = !strcmp(c->a.verb->name, "prepare");
@@ -102,8 +123,10 @@ static int cmd_create(struct pisb_ctx *c)
 	_cleanup_buf_ struct pisb_buf text = PISB_BUF_INIT, js = PISB_BUF_INIT;
 	struct pisb_jw w;
 	long long owner = 0, events_fd = -1;
+	_cleanup_free_ char *pdir = NULL;
 	int ret = -1;
 
+	pisb_trace("create: arguments parsed");
 	if (!pisb_name_valid(name))
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 				    "invalid name '%s' (lowercase letter, then up to 39 of a-z 0-9 -)", name);
@@ -133,6 +156,7 @@ static int cmd_create(struct pisb_ctx *c)
 	}
 	pisb_jw_init(&w, &js);
 	pisb_config_json(cfg, &w);
+	pisb_trace("create: config parsed");
 	if (pisb_args_has(&c->a, "dry-run")) {
 		pisb_front_out(&js);
 		ret = 0;
@@ -140,6 +164,9 @@ static int cmd_create(struct pisb_ctx *c)
 	}
 	o = lc_opts(c, name);
 	o.template_ = pisb_args_get(&c->a, "template");
+	if (project_dir(c, cfg, &pdir) < 0)
+		goto out;
+	o.project = pdir;
 	o.config_text = text.len ? text.s : js.s;
 	o.config_len = text.len ? text.len : js.len;
 	o.prepare = prepare;
@@ -161,6 +188,7 @@ static int cmd_create(struct pisb_ctx *c)
 		ret = print_inspect(c, name, false);
 	else
 		pisb_front_info(c, "created sandbox '%s' (%s)", name, cfg->driver);
+	pisb_trace("create: reported");
 out:
 	free(o.setup_error);
 	free(o.note);
@@ -216,6 +244,30 @@ static int cmd_destroy(struct pisb_ctx *c)
 	} else {
 		pisb_front_info(c, "destroyed %s '%s'", tmpl ? "template" : "sandbox", name);
 	}
+	return 0;
+}
+
+/* the session's end: the sandbox's own policy, or --policy */
+static int cmd_release(struct pisb_ctx *c)
+{
+	const char *name = c->a.pos[0];
+	struct pisb_lc_opts oo = lc_opts(c, name);
+	_cleanup_free_ char *p = xasprintf("instances/%s", name);
+	bool gone;
+
+	oo.policy = pisb_args_get(&c->a, "policy");
+	if (pisb_lifecycle(&c->st, PISB_LC_RELEASE, name, &oo, NULL, &c->err) < 0)
+		return -1;
+	gone = faccessat(c->st.fd, p, F_OK, AT_SYMLINK_NOFOLLOW) < 0;
+	if (c->a.json) {
+		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+		if (!gone)
+			return print_inspect(c, name, false);
+		pisb_buf_addf(&b, "{\"name\":\"%s\",\"status\":\"removed\"}", name);
+		pisb_front_out(&b);
+		return 0;
+	}
+	pisb_front_info(c, "released sandbox '%s'%s", name, gone ? " (removed)" : "");
 	return 0;
 }
 
@@ -343,6 +395,7 @@ static const struct pisb_handler handlers[] = {
 	{ "start", cmd_start_stop, true },
 	{ "stop", cmd_start_stop, true },
 	{ "destroy", cmd_destroy, true },
+	{ "release", cmd_release, true },
 	{ "list", cmd_list, true },
 	{ "inspect", cmd_inspect, true },
 	{ "connect", cmd_connect, true },

@@ -1,12 +1,15 @@
 /* pisb-docker - docker inside a sandbox's own daemon; see man/pisb-docker.1
  *
- * Only a sandbox of the sbx driver (a microVM with a private dockerd) has a
- * daemon of its own: every verb runs docker inside it through `sbx exec`
- * (common/sbx_docker.c).  Any other sandbox is refused, naming its driver.
+ * A sandbox with a daemon of its own answers through its driver's docker
+ * slot: sbx (a microVM with a private dockerd, `sbx exec`,
+ * drivers/sbx/sbx_docker.c) and local with `docker: true` (a dockerd
+ * inside the sandbox, drivers/local/docker.c).  Any other sandbox is
+ * refused, naming its driver.
  * This binary never runs a docker client on the host and never looks at
  * DOCKER_HOST or the host's docker socket.
  */
 #include "front.h"
+#include "docker_policy.h"
 #include "driver.h"
 #include "json.h"
 #include "sbx.h"
@@ -42,7 +45,11 @@ static void human(const char *verb, struct pisb_buf *b)
 		_cleanup_free_ char *id = pisb_json_str(&j, pisb_json_get(&j, d, "id"));
 		_cleanup_free_ char *err = pisb_json_str(&j, pisb_json_get(&j, d, "error"));
 		pisb_json_bool(&j, pisb_json_get(&j, d, "reachable"), &up);
-		printf("sandbox %s (sbx %s): %s\n", n ? n : "?", sx ? sx : "?", stt ? stt : "?");
+		_cleanup_free_ char *drv = pisb_json_str(&j, pisb_json_get(&j, 0, "driver"));
+		if (sx)
+			printf("sandbox %s (sbx %s): %s\n", n ? n : "?", sx, stt ? stt : "?");
+		else
+			printf("sandbox %s (%s): %s\n", n ? n : "?", drv ? drv : "?", stt ? stt : "?");
 		if (up)
 			printf("docker daemon inside: %s (id %s)\n", ver ? ver : "?", id ? id : "?");
 		else
@@ -76,6 +83,7 @@ static int cmd_docker(struct pisb_ctx *c)
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 	_cleanup_strv_ struct pisb_strv notes = PISB_STRV_INIT;
 	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+	_cleanup_docker_args_ struct pisb_docker_args da = PISB_DOCKER_ARGS_INIT;
 	struct pisb_jw w;
 	bool json = false;
 	int i, code = 0;
@@ -90,8 +98,11 @@ static int cmd_docker(struct pisb_ctx *c)
 		return -1;
 	if (!sb.drv->docker)
 		return pisb_driver_refuse(&sb, PISB_V_DOCKER, &c->err);
+	/* the argument policy, one for every driver (docker_policy.h) */
+	if (pisb_docker_policy_sandbox(&sb, verb, c->a.cmd, c->a.ncmd, &da, &c->err) < 0)
+		return -1;
 	pisb_jw_init(&w, &b);
-	if (sb.drv->docker(&sb, verb, c->a.cmd, c->a.ncmd, &w, &json, &code, &notes, &c->err) < 0)
+	if (sb.drv->docker(&sb, verb, da.argv.v, da.argv.n, &w, &json, &code, &notes, &c->err) < 0)
 		return -1;
 	for (size_t k = 0; k < notes.n; k++)
 		pisb_front_info(c, "%s", notes.v[k]);

@@ -1,5 +1,6 @@
 /* pisb-exec - run commands in a sandbox; see man/pisb-exec.1 */
 #include "front.h"
+#include "docker_policy.h"
 #include "driver.h"
 #include "exec.h"
 #include "json.h"
@@ -66,6 +67,10 @@ static int cmd_exec(struct pisb_ctx *c)
 	for (size_t i = 0; i < nenv; i++)
 		if (!strchr(envs[i], '=') || envs[i][0] == '=')
 			return pisb_err_set(&c->err, PISB_EXIT_USAGE, "--env '%s': expected K=V", envs[i]);
+		else if (pisb_docker_env_refused(envs[i]))
+			return pisb_err_set(&c->err, PISB_EXIT_USAGE,
+					    "--env '%.*s': docker's and compose's own variables (DOCKER_*, COMPOSE_*) are refused",
+					    (int)strcspn(envs[i], "="), envs[i]);
 	r.name = c->a.pos[0];
 	r.sh = pisb_args_get(&c->a, "sh");
 	if (pisb_args_get(&c->a, "bash")) {

@@ -1,6 +1,7 @@
 /* pisb-fs - files inside a sandbox: read, write, edit, ls, stat, mkdir,
  * find, grep, logs, push, pull; see man/pisb-fs.1 */
 #include "front.h"
+#include "project.h"
 #include "archive.h"
 #include "driver.h"
 #include "fs.h"
@@ -616,6 +617,123 @@ out:
 	return ret;
 }
 
+/* PATH and -- PATH...: the paths of diff and apply. */
+static size_t paths_of(struct pisb_ctx *c, char **v, size_t max)
+{
+	size_t n = 0;
+
+	if (c->a.npos > 1 && n < max)
+		v[n++] = (char *)c->a.pos[1];
+	for (size_t i = 0; i < c->a.ncmd && n < max; i++)
+		v[n++] = c->a.cmd[i];
+	return n;
+}
+
+static int cmd_diff(struct pisb_ctx *c)
+{
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+	_cleanup_pdiff_ struct pisb_pdiff d = PISB_PDIFF_INIT;
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	char *paths[256];
+	struct pisb_pdiff_opts o = { paths, paths_of(c, paths, 256), pisb_args_has(&c->a, "all") };
+	struct pisb_jw w;
+
+	if (sandbox(c, &sb, PISB_V_DIFF) < 0 || pisb_project_diff(&sb, &o, &d, &c->err) < 0)
+		return -1;
+	if (c->a.json) {
+		pisb_jw_init(&w, &b);
+		if (pisb_pdiff_json(&d, !pisb_args_has(&c->a, "stat"), &w, &c->err) < 0)
+			return -1;
+		pisb_buf_addc(&b, '\n');
+	} else if (pisb_pdiff_text(&d, pisb_args_has(&c->a, "stat"), &b, &c->err) < 0) {
+		return -1;
+	}
+	for (size_t i = 0; i < d.n && !c->a.json; i++)
+		if (d.v[i].conflict)
+			pisb_front_warn("'%s' changed in the host project since the base too (apply refuses it without --force)",
+					d.v[i].path);
+	if (b.len && pisb_write_all(1, b.s, b.len) < 0)
+		return pisb_err_sys(&c->err, PISB_EXIT_FAIL, "write the diff");
+	return 0;
+}
+
+static int cmd_apply(struct pisb_ctx *c)
+{
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+	_cleanup_pdiff_ struct pisb_pdiff d = PISB_PDIFF_INIT;
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	char *paths[256];
+	struct pisb_apply_opts o = { paths, paths_of(c, paths, 256), pisb_args_has(&c->a, "dry-run"),
+				     pisb_args_has(&c->a, "force") };
+	struct pisb_apply_result r;
+	struct pisb_jw w;
+
+	if (sandbox(c, &sb, PISB_V_DIFF) < 0 || pisb_project_apply(&sb, &o, &d, &r, &c->err) < 0)
+		return -1;
+	if (c->a.json) {
+		pisb_jw_init(&w, &b);
+		pisb_jw_obj(&w);
+		pisb_jw_kstr(&w, "project", d.dir);
+		pisb_jw_kbool(&w, "dryRun", o.dry_run);
+		pisb_jw_kint(&w, "written", r.written);
+		pisb_jw_kint(&w, "deleted", r.deleted);
+		pisb_jw_key(&w, "paths");
+		pisb_jw_arr(&w);
+		for (size_t i = 0; i < d.n; i++)
+			pisb_jw_str(&w, d.v[i].path);
+		pisb_jw_arr_end(&w);
+		pisb_jw_obj_end(&w);
+		pisb_buf_addc(&b, '\n');
+		pisb_front_out(&b);
+		return 0;
+	}
+	for (size_t i = 0; i < d.n; i++)
+		pisb_front_info(c, "%s %s", d.v[i].ntype ? (d.v[i].status == 'A' ? "add" : "write") : "delete",
+				d.v[i].path);
+	pisb_front_info(c, "%s %lld file%s, deleted %lld in '%s'", o.dry_run ? "would write" : "wrote",
+			r.written, r.written == 1 ? "" : "s", r.deleted, d.dir);
+	return 0;
+}
+
+static int cmd_sync(struct pisb_ctx *c)
+{
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_sync_result r;
+	struct pisb_jw w;
+	int ret;
+
+	if (sandbox(c, &sb, PISB_V_DIFF) < 0)
+		return -1;
+	ret = pisb_project_sync(&sb, &r, &c->err);
+	if (ret < 0 && c->err.code != PISB_EXIT_BUSY) {
+		pisb_sync_result_release(&r);
+		return -1;
+	}
+	if (c->a.json) {
+		pisb_jw_init(&w, &b);
+		pisb_jw_obj(&w);
+		pisb_jw_kint(&w, "written", r.written);
+		pisb_jw_kint(&w, "deleted", r.deleted);
+		pisb_jw_kint(&w, "unchangedBoth", r.based);
+		pisb_jw_key(&w, "conflicts");
+		pisb_jw_arr(&w);
+		for (size_t i = 0; i < r.conflicts.n; i++)
+			pisb_jw_str(&w, r.conflicts.v[i]);
+		pisb_jw_arr_end(&w);
+		pisb_jw_obj_end(&w);
+		pisb_buf_addc(&b, '\n');
+		pisb_front_out(&b);
+	} else {
+		for (size_t i = 0; i < r.conflicts.n; i++)
+			pisb_front_warn("'%s' changed in the sandbox and on the host: left alone", r.conflicts.v[i]);
+		pisb_front_info(c, "brought %lld file%s in, deleted %lld", r.written, r.written == 1 ? "" : "s",
+				r.deleted);
+	}
+	pisb_sync_result_release(&r);
+	return ret;
+}
+
 static const struct pisb_handler handlers[] = {
 	{ "read", cmd_read, true },
 	{ "write", cmd_write, true },
@@ -628,6 +746,9 @@ static const struct pisb_handler handlers[] = {
 	{ "logs", cmd_logs, true },
 	{ "push", cmd_push_pull, true },
 	{ "pull", cmd_push_pull, true },
+	{ "diff", cmd_diff, true },
+	{ "apply", cmd_apply, true },
+	{ "sync", cmd_sync, true },
 	{ NULL, NULL, false },
 };
 

@@ -262,16 +262,9 @@ static int writer_close(struct archive *a, struct sink *s, struct pisb_xfer *x, 
 
 /* ---- reading and extracting ---- */
 
-struct source {
-	int fd;
-	struct pisb_sha256 sha;
-	long long n;
-	char buf[64 * 1024];
-};
-
-static la_ssize_t source_read(struct archive *a, void *ctx, const void **out)
+ssize_t pisb_archive_src_read(struct archive *a, void *ctx, const void **out)
 {
-	struct source *s = ctx;
+	struct pisb_archive_src *s = ctx;
 	ssize_t r;
 
 	do
@@ -333,9 +326,7 @@ static bool safe_link(const char *name, const char *t)
 	return climb(t, strlen(t), depth) >= 0;
 }
 
-/* Has p a component named .git (any case: a case-insensitive host file
- * system would take .GIT for it)? */
-static bool in_git_dir(const char *p)
+bool pisb_path_in_git_dir(const char *p)
 {
 	while (p && *p) {
 		size_t n = strcspn(p, "/");
@@ -363,7 +354,7 @@ static int extract(int fd, int destfd, bool any_symlink, bool skip_special,
 	long long cap = o ? (o->max_bytes > 0 ? o->max_bytes : PISB_PULL_MAX_BYTES) : -1, data = 0;
 	struct archive *a = archive_read_new(), *w = archive_write_disk_new();
 	struct archive_entry *en;
-	struct source *src = xcalloc(1, sizeof(*src));
+	struct pisb_archive_src *src = xcalloc(1, sizeof(*src));
 	unsigned char d[32];
 	int ret = 0, r;
 
@@ -377,7 +368,7 @@ static int extract(int fd, int destfd, bool any_symlink, bool skip_special,
 		ret = pisb_err_sys(e, PISB_EXIT_FAIL, "enter the staging directory");
 		goto out;
 	}
-	if (archive_read_open(a, src, NULL, source_read, NULL) != ARCHIVE_OK) {
+	if (archive_read_open(a, src, NULL, pisb_archive_src_read, NULL) != ARCHIVE_OK) {
 		ret = pisb_err_set(e, PISB_EXIT_FAIL, "read the archive: %s", archive_error_string(a));
 		goto out;
 	}
@@ -398,7 +389,7 @@ static int extract(int fd, int destfd, bool any_symlink, bool skip_special,
 					   name, hl);
 			goto out;
 		}
-		if (o && !o->include_git && (in_git_dir(name) || in_git_dir(hl))) {
+		if (o && !o->include_git && (pisb_path_in_git_dir(name) || pisb_path_in_git_dir(hl))) {
 			x->left_out_git++;
 			continue;   /* git would run what .git/config and hooks say */
 		}
@@ -465,7 +456,7 @@ static int extract(int fd, int destfd, bool any_symlink, bool skip_special,
 	/* what the reader left (end blocks) belongs to the digest too */
 	for (;;) {
 		const void *b;
-		if (source_read(a, src, &b) <= 0)
+		if (pisb_archive_src_read(a, src, &b) <= 0)
 			break;
 	}
 out:
@@ -1142,10 +1133,10 @@ int pisb_pull_check(const char *path, const char *hostdir, const struct pisb_pul
 {
 	if (o && o->include_git)
 		return 0;
-	if (path && in_git_dir(path))
+	if (path && pisb_path_in_git_dir(path))
 		return pisb_err_set(e, PISB_EXIT_USAGE,
 				    "'%s' is inside a .git directory: pass --include-git to pull git's own files", path);
-	if (in_git_dir(hostdir))
+	if (pisb_path_in_git_dir(hostdir))
 		return pisb_err_set(e, PISB_EXIT_USAGE,
 				    "host directory '%s' is inside a .git directory: pass --include-git to pull into it",
 				    hostdir);

@@ -30,9 +30,27 @@
 #define PISB_ARCHIVE_H
 
 #include <stdbool.h>
+#include <sys/types.h>
+#include "sha256.h"
 
+struct archive;
 struct pisb_err;
 struct pisb_fs;
+
+/* An archive read from a file descriptor: libarchive's read callback
+ * (archive_read_open with this as ctx) hashes every byte it hands out
+ * and counts them. */
+struct pisb_archive_src {
+	int fd;
+	struct pisb_sha256 sha;   /* pisb_sha256_init before the first read */
+	long long n;
+	char buf[64 * 1024];
+};
+ssize_t pisb_archive_src_read(struct archive *a, void *ctx, const void **out);
+
+/* Whether relative path p has a component named .git, in any case (a
+ * case-insensitive host file system takes .GIT for it). */
+bool pisb_path_in_git_dir(const char *p);
 
 /* What one pull may do on the host. */
 #define PISB_PULL_MAX_BYTES (10LL << 30)   /* default cap of file data written */

@@ -322,7 +322,18 @@ void pisb_opt_json_key(const char *name, char *out, size_t n)
  * of one (pisb --state-dir D --json exec ...), as the dispatcher reads it.
  */
 
-enum comp_kind { COMP_NONE, COMP_NAME, COMP_FILE, COMP_DIR, COMP_CHOICE };
+enum comp_kind { COMP_NONE, COMP_NAME, COMP_FILE, COMP_DIR, COMP_CHOICE, COMP_DRIVER };
+
+/* a|b|c of lowercase words: a choice */
+static bool is_choice(const char *m)
+{
+	if (!strchr(m, '|'))
+		return false;
+	for (const char *c = m; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || *c == '-' || *c == '|'))
+			return false;
+	return true;
+}
 
 static enum comp_kind placeholder_kind(const char *m, bool global)
 {
@@ -336,6 +347,10 @@ static enum comp_kind placeholder_kind(const char *m, bool global)
 		return global ? COMP_DIR : COMP_NONE;
 	if (!strcmp(m, "NAME"))
 		return COMP_NAME;
+	if (!strcmp(m, "DRIVER"))
+		return COMP_DRIVER;
+	if (is_choice(m))
+		return COMP_CHOICE;
 	return COMP_NONE;
 }
 
@@ -410,16 +425,11 @@ static bool synopsis_pos(const char *syn, int i, char *out, size_t n)
  * COMP_CHOICE the words to offer, "ensure|status|..."). */
 static enum comp_kind pos_kind(const struct pisb_verb *v, int i, char *buf, size_t n)
 {
-	bool lower = true;
-
 	if (i >= v->npos_max || !synopsis_pos(v->synopsis, i, buf, n))
 		return COMP_NONE;
-	if (!strchr(buf, '|'))
-		return placeholder_kind(buf, false);
-	for (const char *c = buf; *c; c++)
-		if (!((*c >= 'a' && *c <= 'z') || *c == '-' || *c == '|'))
-			lower = false;
-	return lower ? COMP_CHOICE : COMP_NONE;
+	if (strchr(buf, '|') && !is_choice(buf))
+		return COMP_NONE;
+	return placeholder_kind(buf, false);
 }
 
 /* The verbs' names, joined by sep, with the dispatcher's own. */
@@ -454,13 +464,15 @@ static void strip_tail(struct pisb_buf *b, size_t n)
 	}
 }
 
-static const char *const bash_kinds[] = { "none", "name", "file", "dir", NULL };
+static const char *const bash_kinds[] = { "none", "name", "file", "dir", "choice", "driver", NULL };
 
 /* "--file:file -f:file --wait:opt" for the options that take a value. */
 static void bash_vals(struct pisb_buf *b, const struct pisb_opt *o, bool global)
 {
 	for (; o && o->name; o++) {
-		const char *k = o->arg == PISB_ARG_OPT ? "opt" : bash_kinds[opt_kind(o, global)];
+		enum comp_kind kind = opt_kind(o, global);
+		/* a choice is its words: a|b|c */
+		const char *k = o->arg == PISB_ARG_OPT ? "opt" : kind == COMP_CHOICE ? o->metavar : bash_kinds[kind];
 		if ((o->flags & PISB_OPT_HIDDEN) || o->arg == PISB_ARG_NONE)
 			continue;
 		pisb_buf_addf(b, " --%s:%s", o->name, k);
@@ -513,6 +525,7 @@ static void comp_bash(struct pisb_buf *b)
 			 "_pisb_reply() {\n"
 			 "  case $1 in\n"
 			 "    name) COMPREPLY=($(compgen -W \"$(pisb list -q \"${sd[@]}\" 2>/dev/null)\" -- \"$2\")) ;;\n"
+			 "    driver) COMPREPLY=($(compgen -W \"$(pisb drivers -q 2>/dev/null)\" -- \"$2\")) ;;\n"
 			 "    file) compopt -o filenames 2>/dev/null; mapfile -t COMPREPLY < <(compgen -f -- \"$2\") ;;\n"
 			 "    dir) compopt -o filenames 2>/dev/null; mapfile -t COMPREPLY < <(compgen -d -- \"$2\") ;;\n"
 			 "    *'|'*) COMPREPLY=($(compgen -W \"${1//|/ }\" -- \"$2\")) ;;\n"
@@ -585,6 +598,7 @@ static const char *zsh_action(enum comp_kind k)
 {
 	switch (k) {
 	case COMP_NAME: return "_pisb_names";
+	case COMP_DRIVER: return "_pisb_drivers";
 	case COMP_FILE: return "_files";
 	case COMP_DIR: return "_files -/";
 	default: return " "; /* a message, no matches */
@@ -605,7 +619,12 @@ static void zsh_opts(struct pisb_buf *b, const struct pisb_opt *o, bool global)
 					      o->arg == PISB_ARG_OPT ? "=-" : o->arg == PISB_ARG_REQ ? "=" : "");
 			zsh_help(b, o->help);
 			pisb_buf_adds(b, "]");
-			if (o->arg != PISB_ARG_NONE) {
+			if (o->arg != PISB_ARG_NONE && opt_kind(o, global) == COMP_CHOICE) {
+				pisb_buf_addf(b, ":%s:(", o->name);
+				for (const char *c = o->metavar; *c; c++)
+					pisb_buf_addc(b, *c == '|' ? ' ' : *c);
+				pisb_buf_adds(b, ")");
+			} else if (o->arg != PISB_ARG_NONE) {
 				pisb_buf_addf(b, ":%s:", o->metavar);
 				pisb_buf_adds(b, zsh_action(opt_kind(o, global)));
 			}
@@ -714,6 +733,7 @@ static void comp_zsh(struct pisb_buf *b)
 			 "    completion) _arguments '1:shell:(bash zsh fish)' ;;\n"
 			 "  esac\n}\n"
 			 "_pisb_names() { local -a n; n=(${(f)\"$(pisb list -q $sd 2>/dev/null)\"}); _describe sandbox n; }\n"
+			 "_pisb_drivers() { local -a n; n=(${(f)\"$(pisb drivers -q 2>/dev/null)\"}); _describe driver n; }\n"
 			 "_pisb \"$@\"\n");
 }
 
@@ -739,6 +759,9 @@ static void fish_value(struct pisb_buf *b, enum comp_kind k, const char *choice)
 	case COMP_NAME:
 		pisb_buf_adds(b, " -x -a '(__pisb_names)'");
 		break;
+	case COMP_DRIVER:
+		pisb_buf_adds(b, " -x -a '(pisb drivers -q 2>/dev/null)'");
+		break;
 	case COMP_CHOICE:
 		pisb_buf_adds(b, " -x -a '");
 		for (const char *c = choice; *c; c++)
@@ -762,7 +785,7 @@ static void fish_opts(struct pisb_buf *b, const char *verb, const struct pisb_op
 		if (o->shrt)
 			pisb_buf_addf(b, " -s %c", o->shrt);
 		if (o->arg == PISB_ARG_REQ)
-			fish_value(b, opt_kind(o, !verb), NULL);
+			fish_value(b, opt_kind(o, !verb), o->metavar);
 		fish_help(b, o->help);
 		pisb_buf_adds(b, "\n");
 	}

@@ -36,6 +36,7 @@ static const struct pisb_opt create_opts[] = {
 	OPT("on-ready", 0, "CMD", "run CMD (sh -c) once ready; if it fails the sandbox is removed and create fails"),
 	INT("events-fd", 0, "N", "write lifecycle events as JSON lines to fd N"),
 	FLAG("dry-run", 0, "validate and print the normalised config, create nothing"),
+	OPT("project", 0, "DIR", "copy the project DIR into the workspace (its base for pisb diff and apply)"),
 	END,
 };
 static const struct pisb_opt prepare_opts[] = {
@@ -50,6 +51,11 @@ static const struct pisb_opt stop_opts[] = {
 static const struct pisb_opt destroy_opts[] = {
 	OPT("confirm", 0, "NAME", "repeat the sandbox name to confirm"),
 	FLAG("template", 0, "destroy the template NAME instead of an instance"),
+	INT("events-fd", 0, "N", "write lifecycle events as JSON lines to fd N"),
+	END,
+};
+static const struct pisb_opt release_opts[] = {
+	OPT("policy", 0, "remove|stop|keep", "do this instead of the sandbox's own policy"),
 	INT("events-fd", 0, "N", "write lifecycle events as JSON lines to fd N"),
 	END,
 };
@@ -131,6 +137,16 @@ static const struct pisb_opt pull_opts[] = {
 	INT("max-bytes", 0, "N", "fail when the pull would write more than N bytes of file data (default 10737418240, 10 GiB)"),
 	END,
 };
+static const struct pisb_opt diff_opts[] = {
+	FLAG("stat", 0, "one line per changed file (git's --stat), not the patches"),
+	FLAG("all", 0, "also ignored files and .sandbox.yaml"),
+	END,
+};
+static const struct pisb_opt apply_opts[] = {
+	FLAG("dry-run", 0, "check and say what would be written, write nothing"),
+	FLAG("force", 0, "overwrite files that changed on the host since the base too"),
+	END,
+};
 static const struct pisb_opt svc_opts[] = {
 	INT("port", 0, "N", "guest port for an ad-hoc service"),
 	FLAG("preview", 0, "give the ad-hoc service a preview URL"),
@@ -158,7 +174,7 @@ static const struct pisb_opt supervise_opts[] = {
 	{ name, bin, syn, { p0, p1, p2, NULL }, min, max, dd, false, summary, opts }
 
 const struct pisb_verb pisb_verbs[] = {
-	V("create", "pisb-create", "NAME [-f FILE] [--template T] [--driver D] [--owner-pid PID]", "name", NULL, NULL, 1, 1, false,
+	V("create", "pisb-create", "NAME [-f FILE] [--template T] [--driver D] [--owner-pid PID] [--project DIR]", "name", NULL, NULL, 1, 1, false,
 	  "create a sandbox: new disk, boot, setup, services", create_opts),
 	V("prepare", "pisb-create", "NAME -f FILE", "name", NULL, NULL, 1, 1, false,
 	  "run setup and save the disk as template NAME", prepare_opts),
@@ -168,6 +184,8 @@ const struct pisb_verb pisb_verbs[] = {
 	  "stop services and processes, checkpoint the disk", stop_opts),
 	V("destroy", "pisb-create", "NAME --confirm NAME", "name", NULL, NULL, 1, 1, false,
 	  "remove a sandbox, its disk and logs, for good", destroy_opts),
+	V("release", "pisb-create", "NAME [--policy remove|stop|keep]", "name", NULL, NULL, 1, 1, false,
+	  "end a session's use of a sandbox: its own policy (remove, stop or keep)", release_opts),
 	V("list", "pisb-create", "[--templates]", NULL, NULL, NULL, 0, 0, false,
 	  "list sandboxes of every driver", list_opts),
 	V("inspect", "pisb-create", "NAME", "name", NULL, NULL, 1, 1, false,
@@ -212,6 +230,12 @@ const struct pisb_verb pisb_verbs[] = {
 	  "copy a host tree into the sandbox, verified", push_opts),
 	V("pull", "pisb-fs", "NAME PATH HOSTDIR [--include-git] [--max-bytes N]", "name", "path", "hostDir", 3, 3, false,
 	  "copy a sandbox tree out to a host directory", pull_opts),
+	V("diff", "pisb-fs", "NAME [PATH] [--stat] [--all] [-- PATH...]", "name", "path", NULL, 1, 2, true,
+	  "what changed in the workspace against the project's base", diff_opts),
+	V("apply", "pisb-fs", "NAME [PATH] [--dry-run] [--force] [-- PATH...]", "name", "path", NULL, 1, 2, true,
+	  "write the workspace's changes into the host project", apply_opts),
+	V("sync", "pisb-fs", "NAME", "name", NULL, NULL, 1, 1, false,
+	  "bring the host project's changes since the base into the workspace", none_opts),
 	V("svc", "pisb-svc", "NAME ensure|status|restart|stop|start|preview|remove [SERVICE|PORT] [-- CMD...]", "name", "op", "service", 2, 3, true,
 	  "manage services and previews", svc_opts),
 	{ "supervise", "pisb-svc", "NAME", { "name", NULL }, 1, 1, false, true,

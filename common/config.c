@@ -8,6 +8,7 @@
  * could be expanded.
  */
 #include "config.h"
+#include "docker_policy.h"
 #include "driver.h"
 
 #include <arpa/inet.h>
@@ -967,6 +968,8 @@ static int load_env(struct ld *L, const char *path, const struct ynode *n,
 			return bad(L, p, "invalid variable name (%s)", ENV_NAME_RULE);
 		if (kind == ENV_SERVICE && (!strcmp(name, "PORT") || !strcmp(name, "PUBLIC_URL")))
 			return bad(L, p, "is set by pisb and cannot be replaced");
+		if (pisb_docker_env_refused(name))
+			return bad(L, p, "docker's and compose's own variables (DOCKER_*, COMPOSE_*) are refused: they would point a docker client at another daemon");
 		if (!strcmp(name, "AMP_THREAD_ID"))
 			return bad(L, p, "is an Amp-only variable and is not supported");
 		if (need_text(L, p, VAL(n, k), &v) < 0)
@@ -1897,6 +1900,64 @@ static int load_sbx(struct ld *L, const struct ynode *n, struct pisb_sbx_config 
 	return 0;
 }
 
+/* ---- project: ----------------------------------------------------------- */
+
+/* A path glob (glob.h): relative, no NUL. */
+static int glob_item(struct ld *L, const char *path, const struct ynode *n, char **out)
+{
+	if (need_nonempty(L, path, n, out) < 0)
+		return -1;
+	if ((*out)[0] == '/') {
+		free(*out);
+		*out = NULL;
+		return bad(L, path, "must be a pattern relative to the project");
+	}
+	return 0;
+}
+
+static int load_project(struct ld *L, const struct ynode *n, struct pisb_project_config *p)
+{
+	static const char *const keys[] = { "dir", "mode", "include", "exclude", "git", "secrets",
+		"secretPatterns", NULL };
+	static const char *const modes[] = { "copy", "bind", "bind-ro", "none", NULL };
+	static const char *const gits[] = { "none", "host", NULL };
+	static const char *const secrets[] = { "hide", "include", NULL };
+	const struct ynode *v;
+	int i;
+
+	p->present = true;
+	if (need_map(L, "project", n) < 0 || check_keys(L, "project", n, keys) < 0)
+		return -1;
+	if ((v = mget(n, "dir")) && host_path(L, "project.dir", v, &p->dir) < 0)
+		return -1;
+	if ((v = mget(n, "mode"))) {
+		if ((i = need_enum(L, "project.mode", v, modes, "must be copy, bind, bind-ro or none")) < 0)
+			return -1;
+		p->mode = (enum pisb_project_mode)i;
+	}
+	if ((v = mget(n, "include")) &&
+	    need_list_of(L, "project.include", v, glob_item, &p->include, &p->ninclude) < 0)
+		return -1;
+	if ((v = mget(n, "exclude")) &&
+	    need_list_of(L, "project.exclude", v, glob_item, &p->exclude, &p->nexclude) < 0)
+		return -1;
+	if ((v = mget(n, "git"))) {
+		if ((i = need_enum(L, "project.git", v, gits, "must be none or host")) < 0)
+			return -1;
+		p->git_host = i == 1;
+	}
+	if ((v = mget(n, "secrets"))) {
+		if ((i = need_enum(L, "project.secrets", v, secrets, "must be hide or include")) < 0)
+			return -1;
+		p->secrets_include = i == 1;
+	}
+	if ((v = mget(n, "secretPatterns")) &&
+	    need_list_of(L, "project.secretPatterns", v, glob_item, &p->secret_patterns,
+			 &p->nsecret_patterns) < 0)
+		return -1;
+	return 0;
+}
+
 /* ---- the document ------------------------------------------------------- */
 
 static const struct {
@@ -1911,7 +1972,7 @@ static int load_doc(struct ld *L, const struct ynode *root, struct pisb_config *
 {
 	static const char *const keys[] = { "version", "driver", "profile", "resources",
 		"diskGiB", "image", "workspace", "setup", "resume", "services", "network",
-		"preview", "env", "metadata", "opensandbox", "sbx", NULL };
+		"preview", "env", "metadata", "opensandbox", "sbx", "docker", "project", NULL };
 	const struct ynode *v;
 	long long ll = 0;
 
@@ -2047,6 +2108,18 @@ static int load_doc(struct ld *L, const struct ynode *root, struct pisb_config *
 	}
 	if ((v = mget(root, "services")) && load_services(L, v, c) < 0)
 		return -1;
+	if ((v = mget(root, "docker"))) {
+		if (need_bool(L, "docker", v, &c->docker) < 0)
+			return -1;
+		/* a sbx sandbox has its daemon anyway; the vm's userland has none yet */
+		if (c->docker && strcmp(c->driver, "local"))
+			return bad(L, "docker", "is for the local driver only (driver is %s%s)", c->driver,
+				   !strcmp(c->driver, "sbx") ? ": a sbx sandbox always has its own daemon" : "");
+		if (c->docker && strcmp(c->image, "host"))
+			return bad(L, "docker", "needs image: host (the daemon is the host's dockerd, run inside the sandbox)");
+		if (c->docker && pisb_config_service(c, PISB_DOCKER_SERVICE))
+			return bad(L, "services." PISB_DOCKER_SERVICE, "is the name of the built-in docker daemon's service (docker: true)");
+	}
 	if ((v = mget(root, "opensandbox")) && load_opensandbox(L, v, &c->os) < 0)
 		return -1;
 	{
@@ -2056,6 +2129,8 @@ static int load_doc(struct ld *L, const struct ynode *root, struct pisb_config *
 			return bad(L, d->name, "is required when driver is %s", d->name);
 	}
 	if ((v = mget(root, "sbx")) && load_sbx(L, v, &c->sbx) < 0)
+		return -1;
+	if ((v = mget(root, "project")) && load_project(L, v, &c->project) < 0)
 		return -1;
 	return 0;
 }
@@ -2121,6 +2196,11 @@ void pisb_config_free(struct pisb_config *c)
 	free(c->sbx.template_);
 	strv_free(c->sbx.env_allowlist, c->sbx.nenv_allowlist);
 	strv_free(c->sbx.env_passthrough, c->sbx.nenv_passthrough);
+
+	free(c->project.dir);
+	strv_free(c->project.include, c->project.ninclude);
+	strv_free(c->project.exclude, c->project.nexclude);
+	strv_free(c->project.secret_patterns, c->project.nsecret_patterns);
 	free(c);
 }
 
@@ -2417,6 +2497,23 @@ static void jw_sbx(struct pisb_jw *w, const struct pisb_sbx_config *x)
 	pisb_jw_obj_end(w);
 }
 
+static void jw_project(struct pisb_jw *w, const struct pisb_project_config *p)
+{
+	static const char *const modes[] = { "copy", "bind", "bind-ro", "none" };
+
+	pisb_jw_key(w, "project");
+	pisb_jw_obj(w);
+	if (p->dir)
+		pisb_jw_kstr(w, "dir", p->dir);
+	pisb_jw_kstr(w, "mode", modes[p->mode]);
+	jw_strv(w, "include", p->include, p->ninclude);
+	jw_strv(w, "exclude", p->exclude, p->nexclude);
+	pisb_jw_kstr(w, "git", p->git_host ? "host" : "none");
+	pisb_jw_kstr(w, "secrets", p->secrets_include ? "include" : "hide");
+	jw_strv(w, "secretPatterns", p->secret_patterns, p->nsecret_patterns);
+	pisb_jw_obj_end(w);
+}
+
 void pisb_config_json(const struct pisb_config *c, struct pisb_jw *w)
 {
 	pisb_jw_obj(w);
@@ -2447,6 +2544,8 @@ void pisb_config_json(const struct pisb_config *c, struct pisb_jw *w)
 	pisb_jw_obj(w);
 	jw_strv(w, "allowedHosts", c->allowed_hosts, c->nallowed_hosts);
 	pisb_jw_obj_end(w);
+	if (c->docker)
+		pisb_jw_kbool(w, "docker", true);
 	if (c->preview_token) {
 		pisb_jw_key(w, "preview");
 		pisb_jw_obj(w);
@@ -2462,5 +2561,62 @@ void pisb_config_json(const struct pisb_config *c, struct pisb_jw *w)
 		jw_opensandbox(w, &c->os);
 	if (c->sbx.present)
 		jw_sbx(w, &c->sbx);
+	if (c->project.present)
+		jw_project(w, &c->project);
 	pisb_jw_obj_end(w);
+}
+
+/* ---- YAML as JSON, for other readers (docker compose files) ---------- */
+
+static int ynode_json(struct ld *L, const struct ynode *n, struct pisb_jw *w)
+{
+	switch (n->t) {
+	case YT_NULL:
+		pisb_jw_null(w);
+		return 0;
+	case YT_BOOL:
+		pisb_jw_bool(w, n->b);
+		return 0;
+	case YT_SEQ:
+		pisb_jw_arr(w);
+		for (size_t i = 0; i < n->nkid; i++)
+			if (ynode_json(L, n->kid[i], w) < 0)
+				return -1;
+		pisb_jw_arr_end(w);
+		return 0;
+	case YT_MAP:
+		pisb_jw_obj(w);
+		for (size_t k = 0; k < NPAIRS(n); k++) {
+			for (size_t j = 0; j < k; j++)
+				if (KEY(n, j)->len == KEY(n, k)->len &&
+				    !memcmp(KEY(n, j)->s, KEY(n, k)->s, KEY(n, k)->len))
+					return bad_at(L, KEY(n, k)->line, KEY(n, k)->col,
+						      "duplicate key '%s'", KEY(n, k)->s);
+			pisb_jw_key(w, KEY(n, k)->s ? KEY(n, k)->s : "");
+			if (ynode_json(L, VAL(n, k), w) < 0)
+				return -1;
+		}
+		pisb_jw_obj_end(w);
+		return 0;
+	default:
+		pisb_jw_strn(w, n->s ? n->s : "", n->len);
+		return 0;
+	}
+}
+
+int pisb_yaml_to_json(const char *buf, size_t len, const char *name, struct pisb_buf *out,
+		      struct pisb_err *e)
+{
+	struct ld L = { name, NULL, buf, len, e };
+	struct ynode *root __attribute__((cleanup(ynode_freep))) = NULL;
+	struct pisb_jw w;
+
+	if (build_tree(&L, &root) < 0)
+		return -1;
+	pisb_jw_init(&w, out);
+	if (!root) {
+		pisb_jw_null(&w);
+		return 0;
+	}
+	return ynode_json(&L, root, &w);
 }

@@ -19,6 +19,7 @@
 
 struct pisb_err;
 struct pisb_jw;
+struct pisb_buf;
 
 /* A string->string map, in file order. */
 struct pisb_kv {
@@ -28,6 +29,11 @@ struct pisb_map {
 	struct pisb_kv *v;
 	size_t n;
 };
+
+/* The built-in service that runs the sandbox's own docker daemon
+ * (docker: true), and the daemon's socket inside the sandbox. */
+#define PISB_DOCKER_SERVICE "dockerd"
+#define PISB_DOCKER_SOCK "/run/docker.sock"
 
 struct pisb_link {          /* one preview link */
 	char *url;              /* NULL: the service's own preview URL */
@@ -113,6 +119,23 @@ struct pisb_sbx_config {
 	size_t nenv_passthrough;
 };
 
+/* project: the user's project in the sandbox (project.h) */
+enum pisb_project_mode { PISB_PROJECT_COPY, PISB_PROJECT_BIND, PISB_PROJECT_BIND_RO,
+			 PISB_PROJECT_NONE };
+struct pisb_project_config {
+	bool present;           /* a project: section was given */
+	char *dir;              /* project.dir (absolute), or NULL: --project */
+	enum pisb_project_mode mode;   /* default copy */
+	char **include;         /* only paths matching one (none: every path) */
+	size_t ninclude;
+	char **exclude;         /* paths matching one are left out */
+	size_t nexclude;
+	bool git_host;          /* git: host, the host's .git comes along */
+	bool secrets_include;   /* secrets: include, secret files come along */
+	char **secret_patterns; /* hidden besides the built-in patterns */
+	size_t nsecret_patterns;
+};
+
 struct pisb_config {
 	char *path;             /* the file it came from (absolute), or NULL */
 	int version;            /* 1 */
@@ -136,10 +159,12 @@ struct pisb_config {
 	char **allowed_hosts;   /* exact names or "*.domain", each with an optional ":port" */
 	size_t nallowed_hosts;
 	bool preview_token;     /* preview.auth: token (local driver) */
+	bool docker;            /* docker: true - a private dockerd inside (local driver) */
 	struct pisb_map env;
 	struct pisb_map metadata;
 	struct pisb_os_config os;
 	struct pisb_sbx_config sbx;
+	struct pisb_project_config project;
 };
 
 /* String lists (char **v, size_t n) are also NULL-terminated; empty ones may
@@ -154,6 +179,13 @@ int pisb_config_load(const char *path, struct pisb_config **out,
 int pisb_config_load_buf(const char *buf, size_t len, const char *name,
 			 const char *base_dir, struct pisb_config **out,
 			 struct pisb_err *e);
+
+/* Any YAML document (the reader above: one document, no anchors or
+ * aliases, no duplicate keys) as JSON text appended to out: booleans and
+ * nulls as YAML 1.2 core resolves them, every other scalar a string.  -1
+ * with e (exit 2, "name:LINE:COL: ...") when it is not one. */
+int pisb_yaml_to_json(const char *buf, size_t len, const char *name, struct pisb_buf *out,
+		      struct pisb_err *e);
 /* The built-in default config (local driver, host image, small profile). */
 struct pisb_config *pisb_config_default(void);
 void pisb_config_free(struct pisb_config *c);

@@ -23,6 +23,7 @@
 #include "sbexec.h"
 #include "state.h"
 #include "util.h"
+#include "vm.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -642,7 +643,12 @@ out:
 		close(vm);
 	if (kvm >= 0)
 		close(kvm);
-	if (!why)
+	if (!why && pisb_vm_kvm_is_pvm())
+		/* a vCPU runs to HLT, but PVM boots only kernels built for it */
+		dadd(d, "kvm", ST_WARN,
+		     "use a guest kernel built with CONFIG_PVM_GUEST=y and CONFIG_X86_PIE=y (PISB_VM_KERNEL=/path/vmlinuz-VER with its config-VER beside it), or a host with VT-x/AMD-V (vmx/svm)",
+		     "/dev/kvm is PVM (module kvm_pvm, no vmx/svm in /proc/cpuinfo): it runs only guest kernels built with CONFIG_PVM_GUEST, so the vm driver boots a stock kernel under TCG emulation at once, which is much slower");
+	else if (!why)
 		dadd(d, "kvm", ST_PASS, NULL,
 		     "/dev/kvm works: created a VM and ran a vCPU to HLT (the vm driver tries KVM first; when QEMU still cannot use it, it falls back to TCG and says so)");
 	else
@@ -731,6 +737,58 @@ static void check_state(struct doctor *d)
 	dadd(d, "state-dir", ST_PASS, NULL, "'%s' (mode 0700, on %s)", path, fs_name(path));
 }
 
+/* As root: sandboxes and templates made before id ranges were per
+ * sandbox (no uidBase in the record) whose disk belongs to the shared
+ * range: one that escapes holds the files of all of them. */
+static void check_ranges(struct doctor *d)
+{
+	static const char *const kinds[] = { "instances", "templates" };
+	struct pisb_err e = PISB_ERR_INIT;
+	_cleanup_free_ char *path = pisb_state_path(d->state_dir, &e);
+	_cleanup_buf_ struct pisb_buf names = PISB_BUF_INIT;
+	_cleanup_close_ int sfd = -1;
+	int n = 0;
+
+	if (geteuid() != 0 || !path || (sfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return;
+	for (size_t k = 0; k < 2; k++) {
+		_cleanup_close_ int kfd = openat(sfd, kinds[k], O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		DIR *dir = kfd >= 0 ? fdopendir(kfd) : NULL;
+		struct dirent *de;
+
+		if (!dir)
+			continue;
+		kfd = -1;   /* the DIR owns it */
+		while ((de = readdir(dir))) {
+			_cleanup_close_ int idir = -1;
+			struct pisb_record rec;
+			struct stat sb;
+			bool shared;
+
+			if (de->d_name[0] == '.' || !pisb_name_valid(de->d_name))
+				continue;
+			idir = openat(dirfd(dir), de->d_name, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+			if (idir < 0 || fstatat(idir, "disk/upper", &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+			    sb.st_uid != d->ids.uid_base || pisb_record_load(idir, &rec, &e) < 0)
+				continue;
+			shared = !rec.uid_base;
+			pisb_record_release(&rec);
+			if (!shared)
+				continue;
+			pisb_buf_addf(&names, "%s%s '%s'", n++ ? ", " : "", k ? "template" : "sandbox", de->d_name);
+		}
+		closedir(dir);
+	}
+	if (!n) {
+		dadd(d, "id-ranges", ST_PASS, NULL, "every sandbox and template has a host id range of its own");
+		return;
+	}
+	dadd(d, "id-ranges", ST_WARN,
+	     "recreate each: copy out what you need (pisb pull NAME /workspace DIR), pisb destroy NAME --confirm NAME, pisb create NAME --project DIR (a template: pisb prepare it again)",
+	     "%s, made before per-sandbox id ranges, share%s the host id range at %u: one that escapes to the host holds the files of every other in it",
+	     names.s, n == 1 ? "s" : "", (unsigned)d->ids.uid_base);
+}
+
 static void check_binaries(struct doctor *d)
 {
 	struct pisb_err e = PISB_ERR_INIT;
@@ -756,6 +814,7 @@ int pisb_doctor(const char *state_dir, bool json, struct pisb_buf *out, struct p
 	d.state_dir = state_dir;
 	pisb_ids_for_caller(&d.ids);
 	check_state(&d);
+	check_ranges(&d);
 	check_binaries(&d);
 	check_userns(&d);
 	check_overlay(&d);
@@ -1212,17 +1271,52 @@ static bool sock_connects_abstract(const char *name)
 	return r == 0;
 }
 
+/* A docker socket inside that is the sandbox's own daemon's (docker:
+ * true): a socket that none of the host's sockets is (device and inode)
+ * and whose listener is a process of the sandbox: connected to, its peer
+ * has a pid in the sandbox's pid namespace (a listener outside it shows
+ * as pid 0, whatever path it is bound or mounted at). */
+static bool own_docker_sock(const char *path, const struct verify *v)
+{
+	struct sockaddr_un sa;
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	struct stat sb;
+	int s, r;
+
+	if (stat(path, &sb) < 0 || !S_ISSOCK(sb.st_mode))
+		return false;
+	for (int i = 0; i < v->nsocks; i++)
+		if (sb.st_dev == v->socks[i].dev && sb.st_ino == v->socks[i].ino)
+			return false;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if ((s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return false;
+	r = connect(s, (struct sockaddr *)&sa, sizeof(sa));
+	if (r == 0)
+		r = getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &len);
+	close(s);
+	return r == 0 && cr.pid > 0;
+}
+
 static void probe_sockets(const struct verify *v, int fd)
 {
 	static const char *const docker[] = { "/var/run/docker.sock", "/run/docker.sock", NULL };
 	struct findings bad = { PISB_BUF_INIT, 0 };
 	struct hobj inside[MAX_OBJS];
 	int nin = 0, budget = 4000, seen = 0;
+	bool own_docker = false;
 	struct stat sb;
 
 	for (int i = 0; docker[i]; i++)
-		if (lstat(docker[i], &sb) == 0)
-			finding(&bad, "'%s' exists", docker[i]);
+		if (lstat(docker[i], &sb) == 0) {
+			if (own_docker_sock(docker[i], v))
+				own_docker = true;
+			else
+				finding(&bad, "'%s' exists", docker[i]);
+		}
 	if (v->ssh_sock[0] && lstat(v->ssh_sock, &sb) == 0)
 		finding(&bad, "the caller's SSH_AUTH_SOCK '%s' exists", v->ssh_sock);
 	for (int i = 0; i < v->nsocks; i++)
@@ -1249,7 +1343,9 @@ static void probe_sockets(const struct verify *v, int fd)
 		out_line(fd, "host-sockets", false, "%s", bad.b.s);
 	} else {
 		out_line(fd, "host-sockets", true,
-			 "no docker socket; %s; none of the host's %d unix sockets under /run, /var/run, /tmp (canary '%s' included) visible, %d sockets inside are the sandbox's own; host abstract socket '@%s' unreachable",
+			 "%s; %s; none of the host's %d unix sockets under /run, /var/run, /tmp (canary '%s' included) visible, %d sockets inside are the sandbox's own; host abstract socket '@%s' unreachable",
+			 own_docker ? "the docker socket is the sandbox's own daemon's (docker: true: its listener is a process of the sandbox, SO_PEERCRED; not one of the host's sockets)"
+				    : "no docker socket",
 			 v->ssh_sock[0] ? "the caller's SSH_AUTH_SOCK absent" : "SSH_AUTH_SOCK not set by the caller",
 			 v->nsocks, v->sockpath, nin - seen, v->abstract);
 	}
@@ -1857,10 +1953,18 @@ int pisb_verify(struct pisb_state *st, const char *name, bool json, struct pisb_
 	/* root-mapping: add the host's view of the init's uid */
 	{
 		bool init_ok = check_init_uid(v, &t, uidev, sizeof(uidev));
+		struct pisb_ids shared;
+		/* a sandbox from before per-sandbox ranges: its root is the
+		 * base every such sandbox shares (see pisb doctor, id-ranges) */
+		pisb_ids_for_caller(&shared);
+		bool own = !(geteuid() == 0 && !t.rec.uid_base && t.rt.uid_base == shared.uid_base);
 		for (int i = 0; i < v->nc; i++) {
 			if (strcmp(v->c[i].name, "root-mapping"))
 				continue;
-			char *ev = xasprintf("%s; %s", v->c[i].evidence, uidev);
+			char *ev = own ? xasprintf("%s; %s", v->c[i].evidence, uidev)
+				: xasprintf("%s; %s, the host id range shared by every sandbox made before ranges were per sandbox: recreate it to get one of its own (see 'pisb doctor')",
+					    v->c[i].evidence, uidev);
+			init_ok = init_ok && own;
 			free(v->c[i].evidence);
 			v->c[i].evidence = ev;
 			v->c[i].pass = v->c[i].pass && init_ok;

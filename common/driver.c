@@ -32,7 +32,7 @@ const char *const pisb_verb_names[PISB_V__COUNT] = {
 	[PISB_V_GREP] = "grep", [PISB_V_LOGS] = "logs", [PISB_V_PUSH] = "push",
 	[PISB_V_PULL] = "pull", [PISB_V_SVC] = "svc", [PISB_V_PREVIEW] = "preview",
 	[PISB_V_DOCKER] = "docker", [PISB_V_VERIFY] = "verify", [PISB_V_GC] = "gc",
-	[PISB_V_RENEW] = "renew",
+	[PISB_V_RENEW] = "renew", [PISB_V_DIFF] = "diff",
 };
 
 const struct pisb_driver *pisb_driver_find(const char *name)
@@ -82,6 +82,7 @@ bool pisb_driver_has(const struct pisb_driver *d, enum pisb_verb_id v)
 	case PISB_V_VERIFY: return d->verify;
 	case PISB_V_GC: return (d->caps & PISB_DRV_GC_SWEEP) || d->gc_sweep;
 	case PISB_V_RENEW: return d->renew;
+	case PISB_V_DIFF: return d->project_enter || d->project_archive;
 	case PISB_V__COUNT: break;
 	}
 	return false;
@@ -306,4 +307,17 @@ int pisb_drivers_renew(struct pisb_state *st, const struct pisb_os_renew_opts *o
 			return (*d)->renew(st, o, w, e);
 	pisb_jw_raw(w, "{\"renewed\":[],\"failed\":[],\"skipped\":[]}", 39);
 	return 0;
+}
+
+int pisb_sandbox_borrow(struct pisb_sandbox *sb, struct pisb_record *rec,
+			struct pisb_config **cfg, struct pisb_runtime *rt, struct pisb_err *e)
+{
+	const struct pisb_record *r = pisb_sandbox_record(sb, e);
+	const struct pisb_config *c = r ? pisb_sandbox_config(sb, e) : NULL;
+
+	if (!c)
+		return -1;
+	*rec = *r;
+	*cfg = (struct pisb_config *)c;
+	return pisb_runtime_load(sb->idir, rt, e);
 }

@@ -53,6 +53,15 @@ struct pisb_pull_opts;
 struct pisb_gc_report;
 struct pisb_fs_how;
 
+/* What the "ready" event the core sends after a create or connect says
+ * besides the name and the driver: the driver fills it in (the strings
+ * are the core's to free) before it returns 0. */
+struct pisb_ready {
+	char *sandbox_id;        /* the backend's id ("sandboxId"), or NULL */
+	char *workspace;         /* the workspace inside, or NULL */
+	bool resumed;            /* connect: a paused sandbox was resumed */
+};
+
 /* Options of the lifecycle verbs (create, connect, start, stop, destroy,
  * release).  Zero-initialise, then set events_fd = -1 unless given. */
 struct pisb_lc_opts {
@@ -60,6 +69,9 @@ struct pisb_lc_opts {
 	pid_t owner_pid;         /* --owner-pid, 0 if none */
 	const char *session_id;  /* --session-id: metadata pi-session-id */
 	const char *on_ready;    /* --on-ready CMD: runs after the ready event */
+	struct pisb_ready *ready; /* create/connect: set by the core (see above) */
+	const char *policy;      /* release --policy remove|stop|keep, or NULL:
+				  * the sandbox's own (pisb_lc_policy) */
 	int events_fd;           /* --events-fd N, or -1 */
 	bool json;               /* --json: the caller prints the inspect object */
 	int wait_ms;             /* --wait: for op.lock (0 = busy fails at once) */
@@ -71,6 +83,7 @@ struct pisb_lc_opts {
 	char *setup_error;       /* out (caller frees): setup failed, the
 	                          * sandbox runs anyway */
 	char *note;              /* out (caller frees): create/start_note */
+	const char *project;     /* --project DIR (absolute), or NULL */
 	/* set by the opensandbox create itself: */
 	const char *instance_id; /* the intent's id (record remote.instanceId,
 				    metadata pisb-instance) */
@@ -116,6 +129,12 @@ const struct pisb_driver *pisb_driver_salvage(int idir);
 const struct pisb_runtime *pisb_sandbox_runtime(struct pisb_sandbox *sb, struct pisb_err *e);
 const struct pisb_config *pisb_sandbox_config(struct pisb_sandbox *sb, struct pisb_err *e);
 
+/* For a driver's own view of sb: *rec and *cfg are sb's (borrowed: sb
+ * keeps and frees them, the driver only reads them), *rt is status.json
+ * read anew (caller releases: the state may change under a lock). */
+int pisb_sandbox_borrow(struct pisb_sandbox *sb, struct pisb_record *rec,
+			struct pisb_config **cfg, struct pisb_runtime *rt, struct pisb_err *e);
+
 /* The verbs of the matrix: one per user-facing verb a driver may lack. */
 enum pisb_verb_id {
 	PISB_V_CREATE, PISB_V_PREPARE, PISB_V_START, PISB_V_STOP, PISB_V_DESTROY,
@@ -124,6 +143,7 @@ enum pisb_verb_id {
 	PISB_V_READ, PISB_V_WRITE, PISB_V_EDIT, PISB_V_LS, PISB_V_STAT, PISB_V_MKDIR,
 	PISB_V_FIND, PISB_V_GREP, PISB_V_LOGS, PISB_V_PUSH, PISB_V_PULL,
 	PISB_V_SVC, PISB_V_PREVIEW, PISB_V_DOCKER, PISB_V_VERIFY, PISB_V_GC, PISB_V_RENEW,
+	PISB_V_DIFF,  /* create --project, diff, apply (project.h) */
 	PISB_V__COUNT
 };
 /* "create", ... "exec --timeout-ms", "svc" ... as `pisb drivers` shows them */
@@ -156,8 +176,9 @@ struct pisb_driver {
 	/* ---- lifecycle ----
 	 * create, prepare, connect make the instance (no sandbox is open yet):
 	 * cfg is the parsed config, config_json its normalised form for the
-	 * record.  They emit "ready" on o->events_fd and run o->on_ready
-	 * (pisb_lifecycle_ready), removing what they made when that fails. */
+	 * record.  They fill in o->ready (when set); the core then sends the
+	 * "ready" event and runs o->on_ready, and when that fails destroys
+	 * what they made (pisb_lifecycle_make): no driver does either. */
 	int (*create)(struct pisb_state *st, const struct pisb_config *cfg,
 		      const char *config_json, struct pisb_lc_opts *o, struct pisb_err *e);
 	int (*prepare)(struct pisb_state *st, const struct pisb_config *cfg,
@@ -169,7 +190,8 @@ struct pisb_driver {
 	int (*start)(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e);
 	int (*stop)(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e);
 	int (*destroy)(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e);
-	/* session shutdown with the sandbox's own policy */
+	/* pisb release: session shutdown with the sandbox's own policy, or
+	 * o->policy (pisb_lc_policy); pisb_lifecycle_release_as does the rest */
 	int (*release)(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e);
 	/* after pisb start: a note for the user (caller frees), or NULL */
 	char *(*start_note)(struct pisb_sandbox *sb);
@@ -190,7 +212,9 @@ struct pisb_driver {
 	const char *extra_key;
 	void (*config_out)(struct pisb_sandbox *sb, struct pisb_jw *w);
 
-	/* ---- exec (exec.h's contract and JSON) ---- */
+	/* ---- exec (exec.h's contract and JSON).  A driver whose commands a
+	 * host-side process runs gets exec_handle/status/kill from handle.h
+	 * (one supervisor protocol) by giving it how to run one command. ---- */
 	int (*exec)(struct pisb_sandbox *sb, const struct pisb_exec_req *r, int *code,
 		    struct pisb_err *e);
 	int (*exec_handle)(struct pisb_sandbox *sb, const struct pisb_exec_req *r,
@@ -233,6 +257,23 @@ struct pisb_driver {
 		    struct pisb_xfer *x, struct pisb_err *e);
 	int (*pull)(struct pisb_sandbox *sb, const char *path, const char *hostdir,
 		    const struct pisb_pull_opts *o, struct pisb_xfer *x, struct pisb_err *e);
+
+	/* ---- the project (project.h): create copies o->project into the
+	 * workspace (its base saved by pisb_project_seed) when this slot is
+	 * set.  project_enter moves the calling single-threaded process (a
+	 * child that never returns to the host's view) to where it sees the
+	 * sandbox's files with no more rights than the sandbox, whether the
+	 * sandbox runs or not; *root an O_PATH fd of that view's "/", *ws
+	 * (caller frees) the workspace in it. ---- */
+	int (*project_enter)(struct pisb_sandbox *sb, int *root, char **ws, struct pisb_err *e);
+	/* A driver whose files no host process can enter (a remote sandbox)
+	 * sets project_archive instead: the workspace as one tar archive onto
+	 * fd (a temp file), *sha the SHA-256 the sandbox computed of it.  The
+	 * core reads that archive as data, never extracting it on the host.
+	 * The copy of create goes in through push (the driver's create calls
+	 * pisb_project_seed_remote once its sandbox runs), sync's writes
+	 * through write and exec_handle. */
+	int (*project_archive)(struct pisb_sandbox *sb, int fd, char sha[65], struct pisb_err *e);
 
 	/* ---- services and previews: one request to the sandbox's
 	 * controller, one JSON reply (pisb-svc) ---- */

@@ -26,7 +26,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -314,16 +313,6 @@ static volatile sig_atomic_t pending_sig;
 static volatile sig_atomic_t winch;
 static void on_sig(int sig) { pending_sig = sig; }
 static void on_winch(int sig) { (void)sig; winch = 1; }
-
-static struct termios saved_tio;
-static int tio_fd = -1;
-
-static void restore_tty(void)
-{
-	if (tio_fd >= 0)
-		tcsetattr(tio_fd, TCSAFLUSH, &saved_tio);
-	tio_fd = -1;
-}
 
 struct relay {
 	int src[3];        /* the command's stdout pipe, stderr pipe, pty master */
@@ -666,15 +655,8 @@ int pisb_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 		if (s.pty_fds & 1) {
 			/* raw: ^C and friends reach the pty, whose line discipline
 			 * signals the command */
-			struct termios raw;
 			rl.in = 0;
-			if (tcgetattr(0, &saved_tio) == 0) {
-				tio_fd = 0;
-				atexit(restore_tty);
-				raw = saved_tio;
-				cfmakeraw(&raw);
-				tcsetattr(0, TCSAFLUSH, &raw);
-			}
+			pisb_tty_raw(0);
 		}
 	}
 	rc = relay_run(&rl, pid, &status, &orig, caller, e);
@@ -683,7 +665,7 @@ int pisb_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 		waitpid(pid, &status, 0);
 	}
 	relay_finish(&rl);
-	restore_tty();
+	pisb_tty_restore();
 	drain_in_sandbox(&rl, privileged);
 	sigprocmask(SIG_SETMASK, &orig, NULL);
 	if (rc < 0)
@@ -1212,15 +1194,8 @@ int pisb_exec_shell(struct pisb_state *st, const char *name, const char *user,
 	}
 	target_release(&t);
 	if (tty) {
-		struct termios raw;
 		struct sigaction sa;
-		if (tcgetattr(0, &saved_tio) == 0) {
-			tio_fd = 0;
-			atexit(restore_tty);
-			raw = saved_tio;
-			cfmakeraw(&raw);
-			tcsetattr(0, TCSAFLUSH, &raw);
-		}
+		pisb_tty_raw(0);
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_handler = on_winch;
 		sigaction(SIGWINCH, &sa, NULL);
@@ -1254,7 +1229,7 @@ int pisb_exec_shell(struct pisb_state *st, const char *name, const char *user,
 				pisb_write_all(master, buf, (size_t)n);
 		}
 	}
-	restore_tty();
+	pisb_tty_restore();
 	waitpid(pid, &status, 0);
 	*code = pisb_wait_code(status);
 	close(master);

@@ -6,6 +6,8 @@
 #include "ignore.h"
 #include "instance.h"
 #include "json.h"
+#include "lit.h"
+#include "utf16.h"
 #include "lock.h"
 #include "ns.h"
 #include "driver.h"
@@ -1007,23 +1009,10 @@ struct gsearch {
 	int after_left;
 };
 
-/* Newlines in p[0..n): eight bytes at a time. */
+/* Newlines in p[0..n) (lit.h: many bytes at a time). */
 static long long count_nl(const char *p, size_t n)
 {
-	long long c = 0;
-	size_t i = 0;
-
-	for (; i + 8 <= n; i += 8) {
-		uint64_t w, x, y;
-		memcpy(&w, p + i, 8);
-		x = w ^ 0x0a0a0a0a0a0a0a0aULL;           /* zero bytes where '\n' was */
-		y = (x & 0x7f7f7f7f7f7f7f7fULL) + 0x7f7f7f7f7f7f7f7fULL;
-		y = ~(y | x | 0x7f7f7f7f7f7f7f7fULL);    /* high bit set exactly at zero bytes */
-		c += __builtin_popcountll(y);
-	}
-	for (; i < n; i++)
-		c += p[i] == '\n';
-	return c;
+	return (long long)pisb_lit_count(p, n, '\n');
 }
 
 static void rec_put(struct pisb_buf *b, int kind, long long line, const char *s, size_t len, bool cut)
@@ -1044,7 +1033,8 @@ static void emit(struct gsearch *w, const char *s, size_t len, long long line, i
 	struct pisb_fs_grep_line l = { w->rel, line, s, len, false, kind != REC_MATCH };
 	size_t chars = 0, i;
 
-	for (i = 0; i < len; i++) {
+	/* no more characters than bytes: only a longer line may need a cut */
+	for (i = len > PISB_FS_LINE_CAP ? 0 : len; i < len; i++) {
 		if (((unsigned char)s[i] & 0xC0) != 0x80 && ++chars > PISB_FS_LINE_CAP)
 			break;
 	}
@@ -1173,14 +1163,22 @@ static void grep_fd(struct gsearch *w, int fd, const char *rel)
 	}
 	{
 		const char *buf = map ? map : w->buf;
-		if (!memchr(buf, 0, n < 8192 ? n : 8192)) {
+		size_t len = n;
+		_cleanup_buf_ struct pisb_buf u8 = PISB_BUF_INIT;
+		if (pisb_utf16_is(buf, len)) {
+			/* UTF-16 text: searched as UTF-8 (utf16.h) */
+			pisb_utf16_to_utf8(buf, len, &u8);
+			buf = u8.s ? u8.s : "";
+			len = u8.len;
+		}
+		if (!memchr(buf, 0, len < 8192 ? len : 8192)) {
 			w->rel = rel;
 			/* a UTF-8 byte-order mark is not part of the first line
 			 * (ripgrep drops it too) */
-			if (n >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3))
-				grep_buf(w, buf + 3, n - 3);
+			if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3))
+				grep_buf(w, buf + 3, len - 3);
 			else
-				grep_buf(w, buf, n);
+				grep_buf(w, buf, len);
 		}
 	}
 	if (map)

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -481,12 +483,99 @@ static bool staged_by_driver(int dirfd)
 	return false;
 }
 
+/* Mount points at or under DIR (a canonical path), in /proc/self/mountinfo
+ * order (a mount after the one it sits on); the \NNN escapes decoded. */
+static void mounts_under(const char *dir, struct pisb_strv *out)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	size_t dl = strlen(dir);
+	char *line, *next;
+
+	if (pisb_read_file_at(AT_FDCWD, "/proc/self/mountinfo", &b, 64 << 20) < 0 || !b.s)
+		return;
+	for (line = b.s; line && *line; line = next) {
+		char *p = line, *mp, *o;
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT ... */
+		for (int i = 0; i < 4 && p; i++)
+			p = strchr(p + 1, ' ');
+		if (!p)
+			continue;
+		mp = o = ++p;
+		for (; *p && *p != ' '; p++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+			    p[3] >= '0' && p[3] <= '7') {
+				*o++ = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
+				p += 3;
+			} else {
+				*o++ = *p;
+			}
+		}
+		*o = '\0';
+		if (!strncmp(mp, dir, dl) && (mp[dl] == '\0' || mp[dl] == '/'))
+			pisb_strv_push(out, mp);
+	}
+}
+
+/* Detach the mounts of ms, the deepest first. */
+static int detach_all(const struct pisb_strv *ms, struct pisb_err *e)
+{
+	for (size_t i = ms->n; i-- > 0;)
+		if (umount2(ms->v[i], MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "unmount '%s'", ms->v[i]);
+	return 0;
+}
+
+/* A staging entry with a mount at or under it that nobody holds: a create
+ * (or prepare) killed while its disk image was mounted.  Detach the mounts
+ * (the deepest first) and remove the entry, whatever its age.  Returns 1
+ * when the entry was such a leftover (cleaned, or failed into e), 0 when
+ * it is not one. */
+static int reap_mounted(int sdir, const char *name, const char *staging_real,
+			bool dry_run, struct pisb_err *e)
+{
+	_cleanup_close_ int d = openat(sdir, name, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_strv_ struct pisb_strv ms = PISB_STRV_INIT;
+	_cleanup_free_ char *path = xasprintf("%s/%s", staging_real, name);
+
+	if (d < 0 || pisb_lock_is_held(d, "op.lock") || pisb_lock_is_held(d, "controller.lock"))
+		return 0;
+	mounts_under(path, &ms);
+	if (!ms.n)
+		return 0;
+	if (dry_run)
+		return 1;
+	if (detach_all(&ms, e) == 0)
+		pisb_rm_rf_at(sdir, name, e);
+	return 1;
+}
+
+void pisb_gc_staging_mounted(struct pisb_state *st)
+{
+	_cleanup_strv_ struct pisb_strv ns = PISB_STRV_INIT;
+	_cleanup_close_ int sdir = openat(st->fd, "staging", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_free_ char *rel = xasprintf("%s/staging", st->path);
+	char real[PATH_MAX];
+
+	if (sdir < 0 || !realpath(rel, real))
+		return;
+	read_names(sdir, ".", &ns);
+	for (size_t i = 0; i < ns.n; i++) {
+		struct pisb_err ig = PISB_ERR_INIT;
+		reap_mounted(sdir, ns.v[i], real, false, &ig);
+	}
+}
+
 static void sweep_staging(struct gc *g)
 {
 	_cleanup_strv_ struct pisb_strv ns = PISB_STRV_INIT;
 	_cleanup_close_ int sdir = openat(g->st->fd, "staging", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_free_ char *rel = xasprintf("%s/staging", g->st->path);
+	char real[PATH_MAX];
 
-	if (sdir < 0)
+	if (sdir < 0 || !realpath(rel, real))
 		return;
 	read_names(sdir, ".", &ns);
 	for (size_t i = 0; i < ns.n; i++) {
@@ -501,6 +590,14 @@ static void sweep_staging(struct gc *g)
 			continue;
 		if (d >= 0 && staged_by_driver(d))
 			continue;   /* the driver's sweep decided */
+		if (reap_mounted(sdir, ns.v[i], real, g->o->dry_run, &e)) {
+			if (e.msg[0])
+				add(&g->r->failed, "staging", what, "%s", e.msg);
+			else
+				add(&g->r->cleaned, "staging", what,
+				    "left mounted by an interrupted create or prepare (its disk image unmounted)");
+			continue;
+		}
 		if (d >= 0 && (pisb_lock_is_held(d, "op.lock") || pisb_lock_is_held(d, "controller.lock"))) {
 			add(&g->r->kept, "staging", what, "a create or prepare is using it");
 			note_dir(g, d, who);
@@ -546,19 +643,27 @@ static void sweep_trash(struct gc *g)
 {
 	_cleanup_strv_ struct pisb_strv ns = PISB_STRV_INIT;
 	_cleanup_close_ int tdir = openat(g->st->fd, "trash", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_free_ char *rel = xasprintf("%s/trash", g->st->path);
+	char real[PATH_MAX];
 
-	if (tdir < 0)
+	if (tdir < 0 || !realpath(rel, real))
 		return;
 	read_names(tdir, ".", &ns);
 	for (size_t i = 0; i < ns.n; i++) {
 		_cleanup_free_ char *what = xasprintf("trash/%s", ns.v[i]);
+		_cleanup_free_ char *path = xasprintf("%s/%s", real, ns.v[i]);
+		_cleanup_strv_ struct pisb_strv ms = PISB_STRV_INIT;
 		struct pisb_err e = PISB_ERR_INIT;
 
 		if (trash_in_use(ns.v[i], pisb_now_ms())) {
 			add(&g->r->kept, "trash", what, "its destroy is still running");
 			continue;
 		}
-		if (!g->o->dry_run && pisb_rm_rf_at(tdir, ns.v[i], &e) < 0)
+		/* a disk image still mounted in it (a destroy that ran into a
+		 * mount a killed controller left) */
+		if (!g->o->dry_run)
+			mounts_under(path, &ms);
+		if (!g->o->dry_run && (detach_all(&ms, &e) < 0 || pisb_rm_rf_at(tdir, ns.v[i], &e) < 0))
 			add(&g->r->failed, "trash", what, "%s", e.msg);
 		else
 			add(&g->r->cleaned, "trash", what, "left over from an interrupted destroy");

@@ -19,7 +19,10 @@
  *     image but predates imageCache keeps every cache
  *   - images/.import-KEY-PID directories older than an hour whose
  *     importing process is gone
- *   - staging/ entries older than an hour that no create/prepare holds
+ *   - staging/ entries older than an hour that no create/prepare holds;
+ *     at any age, one with a mount under it (a disk image: the create was
+ *     killed) that no create, prepare or controller holds: the mounts are
+ *     detached, then the entry removed
  *   - trash/ entries whose destroying process is gone
  *   - `pi-sbx-*` sandboxes of the sbx CLI (only if `sbx` is on PATH) that
  *     are stopped and whose owner pid (in the name) is gone
@@ -69,6 +72,9 @@ struct pisb_gc_report {
 int pisb_gc_run(struct pisb_state *st, const struct pisb_gc_opts *o,
 		struct pisb_gc_report *r, struct pisb_err *e);
 void pisb_gc_report_release(struct pisb_gc_report *r);
+/* Only the staging/ entries left mounted by a killed create or prepare
+ * (as in the pass above), silently: a create calls it before it stages. */
+void pisb_gc_staging_mounted(struct pisb_state *st);
 /* Add an item to one of r's lists (a driver's sweep reports through it). */
 void pisb_gc_report_add(struct pisb_gc_list *l, const char *kind, const char *name,
 			const char *reason);

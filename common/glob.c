@@ -129,10 +129,49 @@ bool pisb_glob_match(const char *pattern, const char *path)
 
 /* ---- search patterns: {a,b} alternation, then the pathglob rules ---- */
 
+enum { K_GLOB, K_SUFFIX, K_PREFIX, K_EXACT };
+
+static bool same(const char *a, const char *b, size_t n, bool icase)
+{
+	if (!icase)
+		return !memcmp(a, b, n);
+	for (size_t i = 0; i < n; i++)
+		if (lower((unsigned char)a[i]) != lower((unsigned char)b[i]))
+			return false;
+	return true;
+}
+
+/* The name against a literal alternative (kind != K_GLOB). */
+static bool match_lit(const struct pisb_pathglob_alt *a, const char *name, bool icase)
+{
+	size_t n = strlen(name);
+
+	if (a->kind == K_EXACT)
+		return n == a->litlen && same(name, a->lit, n, icase);
+	if (n < a->litlen)
+		return false;
+	return same(a->kind == K_SUFFIX ? name + n - a->litlen : name, a->lit, a->litlen, icase);
+}
+
 #define MAX_ALTS 1024
 
 /* The '}' or ',' that ends the brace item starting at p (depth 0), or
  * NULL; [...] sets and escapes are skipped. */
+/* The ']' closing the bracket expression at p, or p itself when it has
+ * none (then '[' is an ordinary character). */
+static const char *bracket_end(const char *p)
+{
+	const char *q = p + 1;
+
+	if (*q == '!' || *q == '^')
+		q++;
+	if (*q == ']')
+		q++;
+	while (*q && *q != ']')
+		q++;
+	return *q ? q : p;
+}
+
 static const char *brace_scan(const char *p, bool want_close, bool *comma)
 {
 	int depth = 0;
@@ -141,15 +180,7 @@ static const char *brace_scan(const char *p, bool want_close, bool *comma)
 		if (*p == '\\' && p[1]) {
 			p++;
 		} else if (*p == '[') {
-			const char *q = p + 1;
-			if (*q == '!' || *q == '^')
-				q++;
-			if (*q == ']')
-				q++;
-			while (*q && *q != ']')
-				q++;
-			if (*q)
-				p = q;
+			p = bracket_end(p);
 		} else if (*p == '{') {
 			depth++;
 		} else if (*p == '}') {
@@ -176,15 +207,7 @@ static void expand(const char *pat, char ***out, size_t *n, size_t *cap)
 			continue;
 		}
 		if (*p == '[') {
-			const char *q = p + 1;
-			if (*q == '!' || *q == '^')
-				q++;
-			if (*q == ']')
-				q++;
-			while (*q && *q != ']')
-				q++;
-			if (*q)
-				p = q;
+			p = bracket_end(p);
 			continue;
 		}
 		if (*p != '{')
@@ -233,6 +256,21 @@ static void alt_init(struct pisb_pathglob_alt *g, const char *pattern)
 	size_t n = strlen(g->pat);
 	if (!g->basename && n > 1 && g->pat[n - 1] == '/')
 		g->pat[n - 1] = '\0';
+	/* a base name "*.c", "Makefile*" or "x.h": compared, not matched */
+	g->kind = K_GLOB;
+	if (g->basename) {
+		const char *p = g->pat;
+		size_t len = strlen(p);
+		bool star0 = len > 0 && p[0] == '*', star1 = len > 1 && p[len - 1] == '*';
+		const char *a = p + star0;
+		size_t al = len - star0 - (star1 && !(star0 && len == 1));
+		if (al > 0 && !memchr(a, '*', al) && !memchr(a, '?', al) && !memchr(a, '[', al) &&
+		    !memchr(a, '\\', al) && !(star0 && star1)) {
+			g->kind = star0 ? K_SUFFIX : star1 ? K_PREFIX : K_EXACT;
+			g->lit = a;
+			g->litlen = al;
+		}
+	}
 }
 
 void pisb_pathglob_init(struct pisb_pathglob *g, const char *pattern)
@@ -274,7 +312,8 @@ bool pisb_pathglob_match(const struct pisb_pathglob *g, const char *rel,
 {
 	for (size_t i = 0; i < g->n; i++) {
 		const char *p = g->alt[i].pat;
-		if (match(p, p, g->alt[i].basename ? name : rel, g->icase))
+		if (g->alt[i].kind != K_GLOB ? match_lit(&g->alt[i], name, g->icase) :
+		    match(p, p, g->alt[i].basename ? name : rel, g->icase))
 			return true;
 	}
 	return false;

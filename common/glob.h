@@ -30,6 +30,10 @@ bool pisb_glob_match(const char *pattern, const char *path);
 struct pisb_pathglob_alt {
 	char *pat;        /* owned: the pattern to match */
 	bool basename;    /* match the last component only */
+	int kind;         /* how: a whole glob, or (no other special
+			   * character) a suffix, prefix or exact name */
+	const char *lit;  /* ... the literal part of pat */
+	size_t litlen;
 };
 struct pisb_pathglob {
 	struct pisb_pathglob_alt *alt;

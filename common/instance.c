@@ -155,20 +155,28 @@ static int parse_object(int idir, const char *file, const struct pisb_buf *b,
 	return pisb_err_prefix(e, "'%s'", path);
 }
 
-/* Atomically write b as idir/file; an error names the full path. */
-static int save_state_file(int idir, const char *file, const struct pisb_buf *b,
-			   struct pisb_err *e)
+/* Atomically write b as idir/file (fsync'ed unless !sync); an error
+ * names the full path. */
+static int save_state_file_sync(int idir, const char *file, const struct pisb_buf *b,
+				bool sync, struct pisb_err *e)
 {
 	struct pisb_err we = PISB_ERR_INIT;
 	_cleanup_free_ char *path = NULL;
 
-	if (pisb_atomic_write(idir, file, b->s, b->len, 0600, &we) == 0)
+	if ((sync ? pisb_atomic_write : pisb_atomic_write_volatile)(idir, file, b->s, b->len,
+								     0600, &we) == 0)
 		return 0;
 	path = file_path(idir, file);
 	if (we.errnum)
 		return pisb_err_set(e, PISB_EXIT_FAIL, "write '%s': %s", path, strerror(we.errnum));
 	*e = we;
 	return pisb_err_prefix(e, "'%s'", path);
+}
+
+static int save_state_file(int idir, const char *file, const struct pisb_buf *b,
+			   struct pisb_err *e)
+{
+	return save_state_file_sync(idir, file, b, true, e);
 }
 
 static void get_pid(struct pisb_json *j, int obj, const char *key,
@@ -274,7 +282,7 @@ static void put_raw(struct pisb_jw *w, const char *k, const char *raw)
 		pisb_jw_null(w);
 }
 
-int pisb_runtime_save(int idir, const struct pisb_runtime *r, struct pisb_err *e)
+static int runtime_save(int idir, const struct pisb_runtime *r, bool sync, struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 	struct pisb_jw w;
@@ -305,7 +313,17 @@ int pisb_runtime_save(int idir, const struct pisb_runtime *r, struct pisb_err *e
 	put_raw(&w, "extra", r->extra_json);
 	pisb_jw_obj_end(&w);
 	pisb_buf_addc(&b, '\n');
-	return save_state_file(idir, "status.json", &b, e);
+	return save_state_file_sync(idir, "status.json", &b, sync, e);
+}
+
+int pisb_runtime_save(int idir, const struct pisb_runtime *r, struct pisb_err *e)
+{
+	return runtime_save(idir, r, true, e);
+}
+
+int pisb_runtime_save_volatile(int idir, const struct pisb_runtime *r, struct pisb_err *e)
+{
+	return runtime_save(idir, r, false, e);
 }
 
 void pisb_record_release(struct pisb_record *r)
@@ -457,6 +475,8 @@ int pisb_record_load(int idir, struct pisb_record *r, struct pisb_err *e)
 	r->config_json = get_raw(&j, "config");
 	r->remote_json = get_raw(&j, "remote");
 	r->image_cache = pisb_json_str(&j, pisb_json_get(&j, 0, "imageCache"));
+	if (pisb_json_int(&j, pisb_json_get(&j, 0, "uidBase"), &v) == 0 && v > 0 && v < 4294967295LL)
+		r->uid_base = (uid_t)v;
 	pisb_json_release(&j);
 	if (!r->name || !r->driver || !r->config_json || r->config_json[0] != '{') {
 		_cleanup_free_ char *path = file_path(idir, "record.json");
@@ -484,6 +504,8 @@ int pisb_record_save(int idir, const struct pisb_record *r, struct pisb_err *e)
 	pisb_jw_kstr(&w, "sessionId", r->session_id);
 	put_raw(&w, "remote", r->remote_json);
 	pisb_jw_kstr(&w, "imageCache", r->image_cache);
+	if (r->uid_base)
+		pisb_jw_kint(&w, "uidBase", r->uid_base);
 	put_raw(&w, "config", r->config_json);
 	pisb_jw_obj_end(&w);
 	pisb_buf_addc(&b, '\n');

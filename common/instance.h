@@ -71,6 +71,9 @@ struct pisb_runtime {
 void pisb_runtime_release(struct pisb_runtime *r);
 int pisb_runtime_load(int idir, struct pisb_runtime *r, struct pisb_err *e);
 int pisb_runtime_save(int idir, const struct pisb_runtime *r, struct pisb_err *e);
+/* Without fsync: for the states a power loss ends anyway (starting,
+ * running); stopped and failed are saved with pisb_runtime_save. */
+int pisb_runtime_save_volatile(int idir, const struct pisb_runtime *r, struct pisb_err *e);
 
 /* record.json */
 struct pisb_record {
@@ -86,6 +89,10 @@ struct pisb_record {
 				     * ("KEY-UIDBASE"), or NULL: image: host,
 				     * a remote driver, or a record older
 				     * than the field */
+	uid_t uid_base;             /* local driver as root: the host id range
+				     * of its own (ns.h's pisb_ids_alloc), or
+				     * 0: the caller's shared one (a record
+				     * older than the field, or unprivileged) */
 };
 void pisb_record_release(struct pisb_record *r);
 /* The largest record.json read (a bigger one is an error naming it). */

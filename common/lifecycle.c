@@ -5,8 +5,12 @@
 #include "driver.h"
 #include "err.h"
 #include "events.h"
+#include "project.h"
+#include "state.h"
+#include "util.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +24,47 @@ int pisb_lifecycle_event(const struct pisb_lc_opts *o, const struct pisb_event *
 	if (!strcmp(ev->event, "ready") && o->on_ready && pisb_event_hook(o->on_ready, ev, e) < 0)
 		return -1;
 	return 0;
+}
+
+/* create / connect, then "ready" and --on-ready; what a consumer that
+ * cannot take the sandbox refused is destroyed again (a connected one is
+ * only disconnected: its driver's destroy never kills what it did not
+ * create) */
+static int make_ready(struct pisb_state *st, const struct pisb_driver *d, enum pisb_lc_make verb,
+		      int (*fn)(struct pisb_state *, const struct pisb_config *, const char *,
+				struct pisb_lc_opts *, struct pisb_err *),
+		      const struct pisb_config *cfg, const char *config_json,
+		      struct pisb_lc_opts *o, struct pisb_err *e)
+{
+	struct pisb_ready rd = { NULL, NULL, false };
+	struct pisb_ready *saved = o->ready;
+	int ret;
+
+	o->ready = &rd;
+	ret = fn(st, cfg, config_json, o, e);
+	o->ready = saved;
+	if (ret == 0) {
+		struct pisb_event ev = { "ready", o->name, d->name, rd.sandbox_id, rd.workspace,
+					 verb == PISB_LC_CREATE, rd.resumed, NULL };
+		if (pisb_lifecycle_event(o, &ev, e) < 0) {
+			_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+			struct pisb_lc_opts quiet = { .events_fd = -1, .wait_ms = o->wait_ms };
+			struct pisb_err de = PISB_ERR_INIT;
+			if (pisb_sandbox_open(&sb, st, o->name, &de) < 0 || sb.drv->destroy(&sb, &quiet, &de) < 0) {
+				char was[sizeof(e->msg)];
+				snprintf(was, sizeof(was), "%s", e->msg);
+				pisb_err_set(e, e->code, "%s (and removing '%s' failed too: %s)", was, o->name, de.msg);
+			} else if (verb == PISB_LC_CONNECT)
+				pisb_err_prefix(e, "connect '%s' (disconnected again)", o->name);
+			else
+				pisb_err_prefix(e, "create '%s' (the sandbox was killed and the instance removed)",
+						o->name);
+			ret = -1;
+		}
+	}
+	free(rd.sandbox_id);
+	free(rd.workspace);
+	return ret;
 }
 
 int pisb_lifecycle_make(struct pisb_state *st, enum pisb_lc_make verb,
@@ -45,15 +90,88 @@ int pisb_lifecycle_make(struct pisb_state *st, enum pisb_lc_make verb,
 		return pisb_err_set(e, PISB_EXIT_USAGE, "--template: driver %s has no pisb templates%s%s",
 				    d->name, why ? ": " : "", why ? why : "");
 	}
-	if (fn(st, cfg, config_json, o, e) < 0)
+	if (o->project && verb != PISB_LC_CONNECT && !pisb_driver_has(d, PISB_V_DIFF))
+		return pisb_driver_refuse_name(o->name, d, PISB_V_DIFF, e);
+	if (o->project && verb == PISB_LC_PREPARE)
+		return pisb_err_set(e, PISB_EXIT_USAGE, "--project: a template holds no project");
+	if (verb == PISB_LC_PREPARE)
+		return fn(st, cfg, config_json, o, e);
+	if (make_ready(st, d, verb, fn, cfg, config_json, o, e) < 0)
 		return -1;
+	if (verb == PISB_LC_CREATE && o->project) {
+		/* the copy is there since before the first boot; git, inside */
+		_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+		_cleanup_free_ char *gnote = NULL;
+		struct pisb_err ig = PISB_ERR_INIT;
+		if (pisb_sandbox_open(&sb, st, o->name, &ig) == 0 &&
+		    pisb_project_git_init(&sb, &gnote, &ig) < 0)
+			gnote = xasprintf("%s", ig.msg);
+		if (gnote)
+			o->note = PISB_STEAL(gnote);
+	}
 	if (verb == PISB_LC_CREATE && d->start_note) {
 		_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
 		struct pisb_err ig = PISB_ERR_INIT;
-		if (pisb_sandbox_open(&sb, st, o->name, &ig) == 0)
+		if (!o->note && pisb_sandbox_open(&sb, st, o->name, &ig) == 0)
 			o->note = d->start_note(&sb);
 	}
 	return 0;
+}
+
+int pisb_lifecycle_end(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, bool destroy,
+		       pisb_lc_end_fn end, struct pisb_err *e)
+{
+	struct pisb_ready ev = { NULL, NULL, false };
+	int ret = end(sb, o, destroy, &ev, e);
+
+	if (ret == 0 && destroy)
+		ret = pisb_state_trash(sb->st, "instances", sb->name, e);
+	if (ret == 0) {
+		struct pisb_event r = { "released", sb->name, sb->drv->name, ev.sandbox_id, ev.workspace,
+					true, false, destroy ? "remove" : "stop" };
+		ret = pisb_lifecycle_event(o, &r, e);
+	}
+	if (ret < 0)
+		pisb_err_prefix(e, "%s '%s'", destroy ? "destroy" : "stop", sb->name);
+	free(ev.sandbox_id);
+	free(ev.workspace);
+	return ret;
+}
+
+/* release --policy's words, as pisb_policy */
+static const char *const policy_words[] = {
+	[PISB_POLICY_KILL] = "remove", [PISB_POLICY_PAUSE] = "stop", [PISB_POLICY_KEEP] = "keep",
+};
+
+static int policy_of(const char *w)
+{
+	for (size_t i = 0; i < sizeof(policy_words) / sizeof(policy_words[0]); i++)
+		if (!strcmp(w, policy_words[i]))
+			return (int)i;
+	return -1;
+}
+
+enum pisb_policy pisb_lc_policy(const struct pisb_lc_opts *o, enum pisb_policy own)
+{
+	int p = o && o->policy ? policy_of(o->policy) : -1;
+
+	return p < 0 ? own : (enum pisb_policy)p;
+}
+
+int pisb_lifecycle_release_as(struct pisb_sandbox *sb, const struct pisb_lc_opts *o,
+			      enum pisb_policy p, struct pisb_err *e)
+{
+	struct pisb_event ev = { "released", sb->name, sb->drv->name, NULL, NULL, true, false, "keep" };
+
+	switch (p) {
+	case PISB_POLICY_KILL:
+		return sb->drv->destroy(sb, o, e);
+	case PISB_POLICY_PAUSE:
+		return sb->drv->stop(sb, o, e);
+	case PISB_POLICY_KEEP:
+		break;
+	}
+	return pisb_lifecycle_event(o, &ev, e);
 }
 
 int pisb_lifecycle(struct pisb_state *st, enum pisb_lc_verb verb, const char *name,
@@ -85,6 +203,9 @@ int pisb_lifecycle(struct pisb_state *st, enum pisb_lc_verb verb, const char *na
 	case PISB_LC_RELEASE:
 		if (!sb.drv->release)
 			return pisb_driver_refuse(&sb, PISB_V_RELEASE, e);
+		if (o && o->policy && policy_of(o->policy) < 0)
+			return pisb_err_set(e, PISB_EXIT_USAGE, "--policy: '%s' is not one of remove, stop, keep",
+					    o->policy);
 		return sb.drv->release(&sb, o, e);
 	}
 	return -1;

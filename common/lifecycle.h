@@ -4,11 +4,14 @@
 #ifndef PISB_LIFECYCLE_H
 #define PISB_LIFECYCLE_H
 
+#include "config.h"
+
 struct pisb_err;
 struct pisb_state;
 struct pisb_config;
 struct pisb_event;
 struct pisb_lc_opts;
+struct pisb_sandbox;
 
 enum pisb_lc_verb { PISB_LC_START, PISB_LC_STOP, PISB_LC_DESTROY, PISB_LC_RELEASE };
 enum pisb_lc_make { PISB_LC_CREATE, PISB_LC_PREPARE, PISB_LC_CONNECT };
@@ -23,6 +26,23 @@ int pisb_lifecycle_make(struct pisb_state *st, enum pisb_lc_make verb,
  * be NULL): something the user should know after a start. */
 int pisb_lifecycle(struct pisb_state *st, enum pisb_lc_verb verb, const char *name,
 		   const struct pisb_lc_opts *o, char **note, struct pisb_err *e);
+/* Release (the session's end) by policy p: PISB_POLICY_KILL destroys,
+ * PAUSE stops, KEEP leaves the sandbox as it is; each sends "released"
+ * (mode remove, stop, keep).  For the drivers' release slots. */
+int pisb_lifecycle_release_as(struct pisb_sandbox *sb, const struct pisb_lc_opts *o,
+			      enum pisb_policy p, struct pisb_err *e);
+/* stop and destroy of a driver whose backend one call ends (sbx, vm):
+ * end() takes the sandbox's lock, stops (destroy: removes) what runs on
+ * the backend, releases the lock and fills in what the "released" event
+ * names; then destroy moves the instance to the trash; then "released"
+ * (mode stop or remove) goes out.  An error says which verb failed. */
+struct pisb_ready;
+typedef int (*pisb_lc_end_fn)(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, bool destroy,
+			      struct pisb_ready *ev, struct pisb_err *e);
+int pisb_lifecycle_end(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, bool destroy,
+		       pisb_lc_end_fn end, struct pisb_err *e);
+/* The policy release --policy asks for (o->policy), else own. */
+enum pisb_policy pisb_lc_policy(const struct pisb_lc_opts *o, enum pisb_policy own);
 /* An event: one JSON line on o->events_fd (if >= 0) and, for "ready",
  * o->on_ready run with it (its failure is the caller's to roll back). */
 int pisb_lifecycle_event(const struct pisb_lc_opts *o, const struct pisb_event *ev,

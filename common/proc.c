@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -79,10 +80,9 @@ void pisb_close_from(int from, int keep)
 			close(fd);
 }
 
-pid_t pisb_spawn_detached(char *const argv[], int log_fd, struct pisb_err *e)
+pid_t pisb_fork_piped(int p[2], struct pisb_err *e)
 {
-	int p[2];
-	pid_t pid, got = -1;
+	pid_t pid;
 
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "pipe");
@@ -92,6 +92,17 @@ pid_t pisb_spawn_detached(char *const argv[], int log_fd, struct pisb_err *e)
 		close(p[1]);
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "fork");
 	}
+	return pid;
+}
+
+pid_t pisb_spawn_detached(char *const argv[], int log_fd, struct pisb_err *e)
+{
+	int p[2];
+	pid_t pid, got = -1;
+
+	pid = pisb_fork_piped(p, e);
+	if (pid < 0)
+		return -1;
 	if (pid == 0) {
 		pid_t gc;
 		int null;
@@ -125,6 +136,30 @@ pid_t pisb_spawn_detached(char *const argv[], int log_fd, struct pisb_err *e)
 	if (got < 0)
 		return pisb_err_set(e, PISB_EXIT_FAIL, "could not start '%s'", argv[0]);
 	return got;
+}
+
+void pisb_detach_here(void)
+{
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	struct sigaction sa;
+	sigset_t none;
+
+	setsid();
+	if (fork() != 0)
+		_exit(0);
+	if (null >= 0) {
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	for (int s = 1; s < 32; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			sigaction(s, &sa, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	prctl(PR_SET_PDEATHSIG, 0);
 }
 
 int pisb_wait_code(int status)

@@ -12,10 +12,21 @@ struct pisb_err;
  * the libexec dir, then PATH.  Returns 0 and fills out. */
 int pisb_find_binary(const char *bin, char *out, size_t n, struct pisb_err *e);
 
+/* A pipe (p, both ends O_CLOEXEC) and a fork: the child's pid in the
+ * parent, 0 in the child, both ends open in each (each closes the one it
+ * does not use); -1 with e and nothing left open when either fails. */
+pid_t pisb_fork_piped(int p[2], struct pisb_err *e);
+
 /* Start argv fully detached (new session, stdio to /dev/null and log_fd,
  * no fds inherited).  Returns the detached process's pid (a grandchild;
  * it is not our child). */
 pid_t pisb_spawn_detached(char *const argv[], int log_fd, struct pisb_err *e);
+
+/* In a child of fork(): detach it for good (a new session, then a second
+ * fork: the first child exits for its parent to reap), with stdio on
+ * /dev/null, default signal handling and no signal blocked.  Returns in
+ * the grandchild only; its fds are still those it inherited. */
+void pisb_detach_here(void);
 
 /* Map a wait status to pisb's exit code: N, or 128+signal. */
 int pisb_wait_code(int status);

@@ -777,63 +777,204 @@ static int pcre_escape(struct rx *r, bool in_class)
 	return 0;
 }
 
-/* A class at s[i] == '['; nested classes of a non-negated class are
- * flattened into it (a union); set operations are refused. */
-static int pcre_class(struct rx *r, int depth)
+/* A class, as PCRE2 can take it: either a plain bracket expression (body
+ * between the brackets, not negated: a nested class of the same kind is
+ * merged into an enclosing one), or an expression matching one character
+ * (expr) where Rust's set operations or a negated nested class need more:
+ *   A&&B  (?:(?=A)B)      A--B  (?:(?!B)A)      A~~B  (?:(?!B)A|(?!A)B)
+ *   [^E]  (?:(?!E)[^\n])   [A[^B]]  (?:[A]|[^B])
+ * (a line never holds its newline: no class of ripgrep's matches one). */
+struct pcls {
+	bool plain;
+	struct pisb_buf body;     /* plain: the members between the brackets */
+	struct pisb_buf expr;     /* the whole class */
+};
+
+static int pcre_class_parse(struct rx *r, struct pcls *o);
+
+/* The union of plain members body and one-character expressions alts
+ * ('|'-separated), as one expression. */
+static void union_expr(struct pisb_buf *out, const struct pisb_buf *body, const struct pisb_buf *alts)
+{
+	if (!alts->len) {
+		pisb_buf_addc(out, '[');
+		pisb_buf_add(out, body->s, body->len);
+		pisb_buf_addc(out, ']');
+		return;
+	}
+	pisb_buf_adds(out, "(?:");
+	if (body->len) {
+		pisb_buf_addc(out, '[');
+		pisb_buf_add(out, body->s, body->len);
+		pisb_buf_adds(out, "]|");
+	}
+	pisb_buf_add(out, alts->s, alts->len);
+	pisb_buf_addc(out, ')');
+}
+
+/* A set operation at s[i]: &&, -- or ~~ (as in Rust, before a ']' too:
+ * an operand may be empty). */
+static bool set_op_at(const char *s, size_t i)
+{
+	char c = s[i];
+
+	return (c == '&' || c == '-' || c == '~') && s[i + 1] == c;
+}
+
+/* One operand of a class: its members up to a set operation or the ']'
+ * that closes the class.  first: a ']' right here is a member. */
+static int pcre_class_operand(struct rx *r, bool first, struct pisb_buf *body, struct pisb_buf *alts)
 {
 	const char *s = r->s;
-	bool first = true;
+	struct pisb_buf *out = r->out;
+	int ret = 0;
 
-	if (depth == 0)
-		pisb_buf_addc(r->out, '[');
-	r->i++;
-	if (s[r->i] == '^') {
-		if (depth > 0)
-			return fail(r, "a negated class inside a class is not supported");
-		pisb_buf_addc(r->out, '^');
-		r->i++;
+	r->out = body;
+	/* the '-'s that start a class are members ([--a], [-]) */
+	if (first && s[r->i] == '-') {
+		while (s[r->i] == '-') {
+			pisb_buf_adds(body, "\\-");
+			r->i++;
+		}
+		first = false;
 	}
-	for (;;) {
+	for (;; first = false) {
 		char c = s[r->i];
-		if (!c)
-			return fail(r, "an unclosed character class");
+		if (!c) {
+			ret = fail(r, "an unclosed character class");
+			break;
+		}
 		if (c == ']' && !first)
 			break;
-		first = false;
+		if (set_op_at(s, r->i))
+			break;
 		if (c == '[' && s[r->i + 1] == ':') {
 			const char *end = strstr(s + r->i + 2, ":]");
 			const char *name = s + r->i + 2;
 			bool neg = *name == '^';
 			const char *a;
-			if (!end)
-				return fail(r, "an unclosed [: class");
-			a = neg ? NULL : posix_ascii(name, (size_t)(end - name));
-			if (a)
-				pisb_buf_adds(r->out, a);
-			else
-				pisb_buf_add(r->out, s + r->i, (size_t)(end - s) + 2 - r->i);
+			if (!end) {
+				ret = fail(r, "an unclosed [: class");
+				break;
+			}
+			a = posix_ascii(name + neg, (size_t)(end - name) - neg);
+			if (a && neg) {
+				/* [:^alpha:]: the ASCII class's complement */
+				if (alts->len)
+					pisb_buf_addc(alts, '|');
+				pisb_buf_addf(alts, "[^%s]", a);
+			} else if (a) {
+				pisb_buf_adds(body, a);
+			} else {
+				pisb_buf_add(body, s + r->i, (size_t)(end - s) + 2 - r->i);
+			}
 			r->i = (size_t)(end - s) + 2;
 			continue;
 		}
 		if (c == '[') {
-			if (pcre_class(r, depth + 1) < 0)
-				return -1;
+			struct pcls in = { false, PISB_BUF_INIT, PISB_BUF_INIT };
+			r->out = out;
+			ret = pcre_class_parse(r, &in);
+			r->out = body;
+			if (ret == 0 && in.plain) {
+				pisb_buf_add(body, in.body.s, in.body.len);
+			} else if (ret == 0) {
+				if (alts->len)
+					pisb_buf_addc(alts, '|');
+				pisb_buf_add(alts, in.expr.s, in.expr.len);
+			}
+			pisb_buf_release(&in.body);
+			pisb_buf_release(&in.expr);
+			if (ret < 0)
+				break;
 			continue;
 		}
-		if ((c == '&' || c == '-' || c == '~') && s[r->i + 1] == c && s[r->i + 2] != ']')
-			return fail(r, "set operations in a class (&&, --, ~~) are not supported");
 		if (c == '\\') {
-			if (pcre_escape(r, true) < 0)
-				return -1;
+			if ((ret = pcre_escape(r, true)) < 0)
+				break;
 			continue;
 		}
-		pisb_buf_addc(r->out, c);
+		pisb_buf_addc(body, c);
 		r->i++;
 	}
+	r->out = out;
+	return ret;
+}
+
+/* A class at s[i] == '[' (see struct pcls); r->i moved past its ']'. */
+static int pcre_class_parse(struct rx *r, struct pcls *o)
+{
+	const char *s = r->s;
+	struct pisb_buf alts = PISB_BUF_INIT, acc = PISB_BUF_INIT;
+	bool neg = false, ops = false;
+	int ret;
+
 	r->i++;
-	if (depth == 0)
-		pisb_buf_addc(r->out, ']');
-	return 0;
+	if (s[r->i] == '^') {
+		neg = true;
+		r->i++;
+	}
+	ret = pcre_class_operand(r, true, &o->body, &alts);
+	if (ret == 0 && !o->body.len && !alts.len)
+		ret = fail(r, "empty character classes are not allowed");
+	if (ret == 0)
+		union_expr(&acc, &o->body, &alts);
+	while (ret == 0 && set_op_at(s, r->i)) {
+		char op = s[r->i];
+		struct pisb_buf b = PISB_BUF_INIT, balts = PISB_BUF_INIT, be = PISB_BUF_INIT, res = PISB_BUF_INIT;
+		ops = true;
+		r->i += 2;
+		ret = pcre_class_operand(r, false, &b, &balts);
+		if (ret == 0 && !b.len && !balts.len && op == '&')
+			ret = fail(r, "empty character classes are not allowed");
+		if (ret == 0 && !b.len && !balts.len) {
+			/* A--[] and A~~[] are A */
+		} else if (ret == 0) {
+			union_expr(&be, &b, &balts);
+			if (op == '&')
+				pisb_buf_addf(&res, "(?:(?=%s)%s)", acc.s, be.s);
+			else if (op == '-')
+				pisb_buf_addf(&res, "(?:(?!%s)%s)", be.s, acc.s);
+			else
+				pisb_buf_addf(&res, "(?:(?!%s)%s|(?!%s)%s)", be.s, acc.s, acc.s, be.s);
+			pisb_buf_release(&acc);
+			acc = res;
+		} else {
+			pisb_buf_release(&res);
+		}
+		pisb_buf_release(&b);
+		pisb_buf_release(&balts);
+		pisb_buf_release(&be);
+	}
+	if (ret == 0) {
+		r->i++;                  /* the ']' */
+		o->plain = !ops && !alts.len && !neg;
+		if (o->plain || (!ops && !alts.len)) {
+			pisb_buf_adds(&o->expr, neg ? "[^" : "[");
+			pisb_buf_add(&o->expr, o->body.s, o->body.len);
+			pisb_buf_addc(&o->expr, ']');
+		} else if (neg) {
+			pisb_buf_addf(&o->expr, "(?:(?!%s)[^\\n])", acc.s);
+		} else {
+			pisb_buf_add(&o->expr, acc.s, acc.len);
+		}
+	}
+	pisb_buf_release(&alts);
+	pisb_buf_release(&acc);
+	return ret;
+}
+
+/* A class at s[i] == '[', appended to r->out. */
+static int pcre_class(struct rx *r)
+{
+	struct pcls o = { false, PISB_BUF_INIT, PISB_BUF_INIT };
+	int ret = pcre_class_parse(r, &o);
+
+	if (ret == 0)
+		pisb_buf_add(r->out, o.expr.s, o.expr.len);
+	pisb_buf_release(&o.body);
+	pisb_buf_release(&o.expr);
+	return ret;
 }
 
 /* After "(?": flags, a non-capturing or named group; look-around refused. */
@@ -854,24 +995,53 @@ static int pcre_group(struct rx *r)
 		r->i = j + 1;
 		return 0;
 	}
-	pisb_buf_adds(r->out, "(?");
+	/* flags: m and s are dropped (a line is matched alone, so ^ and $ are
+	 * its ends and . never meets a newline either way), u is PCRE2's UCP,
+	 * x is xx (spaces inside classes too, as in Rust) */
+	struct pisb_buf on = PISB_BUF_INIT, off = PISB_BUF_INIT;
+	bool neg = false, any = false, after_neg = false;
+	int ret = 0;
 	for (;; j++) {
 		char f = s[j];
-		if (f == ')' || f == ':') {
-			pisb_buf_addc(r->out, f);
-			r->i = j + 1;
-			return 0;
+		if ((f == ')' || f == ':') && neg && !after_neg) {
+			ret = fail(r, "a dangling flag negation");
+			break;
 		}
-		if (f == 'u')
-			continue;               /* Unicode mode: PCRE2's UCP is on */
-		if (f == 'x') {
-			pisb_buf_adds(r->out, "xx");   /* spaces inside classes too, as in Rust */
+		if (f == ')' && !any) {
+			ret = fail(r, "an empty flag group");
+			break;
+		}
+		if (f == ')' || f == ':') {
+			if (on.len || off.len) {
+				pisb_buf_adds(r->out, "(?");
+				pisb_buf_add(r->out, on.s, on.len);
+				if (off.len)
+					pisb_buf_addc(r->out, '-');
+				pisb_buf_add(r->out, off.s, off.len);
+				pisb_buf_addc(r->out, f);
+			} else if (f == ':') {
+				pisb_buf_adds(r->out, "(?:");
+			}
+			r->i = j + 1;
+			break;
+		}
+		if (f == '-' && !neg) {
+			neg = true;
 			continue;
 		}
-		if (!f || !strchr("imsU-", f))
-			return fail(r, f ? "an unknown group flag" : "an unclosed group");
-		pisb_buf_addc(r->out, f);
+		if (!f || !strchr("imsUux", f)) {
+			ret = fail(r, f ? "an unknown group flag" : "an unclosed group");
+			break;
+		}
+		any = true;
+		after_neg = neg;
+		if (f == 'm' || f == 's' || f == 'u')
+			continue;
+		pisb_buf_adds(neg ? &off : &on, f == 'x' ? "xx" : (char[]){ f, '\0' });
 	}
+	pisb_buf_release(&on);
+	pisb_buf_release(&off);
+	return ret;
 }
 
 int pisb_rx_to_pcre2(const char *rx, struct pisb_buf *out, bool icase, struct pisb_err *e)
@@ -885,7 +1055,7 @@ int pisb_rx_to_pcre2(const char *rx, struct pisb_buf *out, bool icase, struct pi
 			if (pcre_escape(&r, false) < 0)
 				return -1;
 		} else if (c == '[') {
-			if (pcre_class(&r, 0) < 0)
+			if (pcre_class(&r) < 0)
 				return -1;
 		} else if (c == '(' && rx[r.i + 1] == '?') {
 			if (pcre_group(&r) < 0)

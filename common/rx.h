@@ -39,10 +39,12 @@ int pisb_rx_to_ere(const char *rx, struct pisb_buf *out, bool *icase, struct pis
 /* Append the PCRE2 pattern (for PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE)
  * for the ripgrep-syntax pattern rx to out.  What the dialects spell
  * differently is rewritten (\v, \uHHHH, \A, \z, ASCII-only [:name:]
- * classes, Unicode class names Script=.. and gc=.., (?x), (?u), classes
- * nested in classes); what ripgrep refuses without -P is refused:
- * look-around, backreferences, set operations in classes, a literal \n,
- * unknown escapes, possessive repeats.  icase: the pattern is matched
+ * and [:^name:] classes, Unicode class names Script=.. and gc=.., (?x),
+ * (?u), (?m) and (?s) dropped as a line is matched alone, classes nested
+ * in classes, the set operations &&, -- and ~~ as look-arounds over one
+ * character); what ripgrep refuses without -P is refused: look-around,
+ * backreferences, a literal \n, unknown escapes, possessive repeats,
+ * empty flag groups, an intersection with nothing.  icase: the pattern is matched
  * case-insensitively somewhere (-i or (?i)), where \p{Lu}, \p{Ll} and
  * \p{Lt} stand for every cased letter, as Rust folds them.  -1 with e
  * (PISB_EXIT_USAGE). */

@@ -8,14 +8,17 @@
  * Literals: every match of the pattern must contain one of a small set of
  * byte strings, read from the pattern (the longest run of plain characters
  * of a concatenation, the union over the branches of an alternation, the
- * common part of those when they share one; none under -i or (?i), where
- * PCRE2's caseless scan is the faster prefilter).
- * When there is such a set, the buffer is scanned for it (memmem) and only
- * the lines that hold one go to PCRE2; a pattern that is nothing but its
- * literal needs no PCRE2 at all.  Without one, PCRE2 runs over the whole
- * buffer and a match is mapped back to its line.  Either way a line
- * matches exactly when the pattern matches within it (no match spans a
- * newline), as with ripgrep.
+ * common part of those when they share three bytes or more; under -i or
+ * (?i) in lower case, without k, s and non-ASCII letters, which fold
+ * beyond ASCII), or at least a byte from 0x80 up (a class such as
+ * \p{Greek} or [α-ω] that matches no ASCII character).
+ * When there is such a set, the buffer is scanned for it (lit.h: a rare
+ * pair of bytes, Teddy for several strings) and only the lines that hold
+ * one go to PCRE2; a pattern that is nothing but its literals needs no
+ * PCRE2 at all.  Without one, PCRE2 runs over the whole buffer and a
+ * match is mapped back to its line.  Either way a line matches exactly
+ * when the pattern matches within it (no match spans a newline), as with
+ * ripgrep.
  */
 #ifndef PISB_SEARCH_H
 #define PISB_SEARCH_H

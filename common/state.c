@@ -117,8 +117,62 @@ int pisb_fsync_dir(int dirfd)
 	return fsync(fd);
 }
 
-int pisb_atomic_write(int dirfd, const char *name, const void *data, size_t n,
-		      mode_t mode, struct pisb_err *e)
+/* the files (and their directories) whose fsync is deferred */
+#define DEFER_MAX 32
+static struct {
+	bool on;
+	int n;
+	int fd[DEFER_MAX];
+} deferred;
+
+void pisb_sync_defer(void)
+{
+	deferred.on = true;
+}
+
+/* keep fd (a written file or its directory) for the flush; false when
+ * not deferring or full (the caller fsyncs now) */
+static bool defer_fd(int fd)
+{
+	int d;
+
+	if (!deferred.on || deferred.n == DEFER_MAX)
+		return false;
+	d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (d < 0)
+		return false;
+	deferred.fd[deferred.n++] = d;
+	return true;
+}
+
+int pisb_sync_flush(void)
+{
+	int ret = 0, en = 0;
+
+	for (int i = 0; i < deferred.n; i++)
+		sync_file_range(deferred.fd[i], 0, 0, SYNC_FILE_RANGE_WRITE);
+	for (int i = 0; i < deferred.n; i++) {
+		if (fsync(deferred.fd[i]) < 0 && errno != EINVAL) {
+			en = errno;
+			ret = -1;
+		}
+		close(deferred.fd[i]);
+	}
+	deferred.n = 0;
+	errno = en;
+	return ret;
+}
+
+void pisb_sync_discard(void)
+{
+	for (int i = 0; i < deferred.n; i++)
+		close(deferred.fd[i]);
+	deferred.n = 0;
+	deferred.on = false;
+}
+
+static int atomic_write(int dirfd, const char *name, const void *data, size_t n,
+			mode_t mode, bool sync, struct pisb_err *e)
 {
 	char tmp[512];
 	_cleanup_close_ int fd = -1;
@@ -145,7 +199,8 @@ int pisb_atomic_write(int dirfd, const char *name, const void *data, size_t n,
 	}
 	if (fd < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "create '%s'", tmp);
-	if (fchmod(fd, mode) < 0 || pisb_write_all(fd, data, n) < 0 || fsync(fd) < 0) {
+	if (fchmod(fd, mode) < 0 || pisb_write_all(fd, data, n) < 0 ||
+	    (sync && !defer_fd(fd) && fsync(fd) < 0)) {
 		pisb_err_sys(e, PISB_EXIT_FAIL, "write '%s'", name);
 		unlinkat(dfd, tmp, 0);
 		return -1;
@@ -155,8 +210,24 @@ int pisb_atomic_write(int dirfd, const char *name, const void *data, size_t n,
 		unlinkat(dfd, tmp, 0);
 		return -1;
 	}
-	pisb_fsync_dir(dfd);
+	if (sync) {
+		_cleanup_close_ int d = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (d >= 0 && !defer_fd(d))
+			fsync(d);
+	}
 	return 0;
+}
+
+int pisb_atomic_write(int dirfd, const char *name, const void *data, size_t n,
+		      mode_t mode, struct pisb_err *e)
+{
+	return atomic_write(dirfd, name, data, n, mode, true, e);
+}
+
+int pisb_atomic_write_volatile(int dirfd, const char *name, const void *data, size_t n,
+			       mode_t mode, struct pisb_err *e)
+{
+	return atomic_write(dirfd, name, data, n, mode, false, e);
 }
 
 static int rm_rf_fd(int pfd, const char *name, int depth)

@@ -45,6 +45,23 @@ int pisb_mkdirs_at(int dirfd, const char *path, mode_t mode, struct pisb_err *e)
 /* Atomically replace dirfd/name with data (mode applied to the new file). */
 int pisb_atomic_write(int dirfd, const char *name, const void *data, size_t n,
 		      mode_t mode, struct pisb_err *e);
+/* The same without the fsyncs (still atomic for readers), for a file that
+ * only says what runs now: a power loss ends that anyway. */
+int pisb_atomic_write_volatile(int dirfd, const char *name, const void *data, size_t n,
+			       mode_t mode, struct pisb_err *e);
+
+/* Deferred durability, for files that become visible only through a
+ * later rename (a staged instance): between pisb_sync_defer() and
+ * pisb_sync_flush(), pisb_atomic_write does not fsync but keeps the file
+ * and its directory; the flush starts the writeback of every one, then
+ * fsyncs each (one journal commit for all instead of two per file).
+ * Flush before the rename that publishes them (and before unmounting a
+ * filesystem they are on: the flush closes them); deferring goes on
+ * until pisb_sync_discard(), which drops what is left unflushed (a failed
+ * create removes its files).  Returns 0 or -1 (errno). */
+void pisb_sync_defer(void);
+int pisb_sync_flush(void);
+void pisb_sync_discard(void);
 
 /* Remove a tree relative to dirfd (no symlink following). */
 int pisb_rm_rf_at(int dirfd, const char *path, struct pisb_err *e);

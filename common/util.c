@@ -3,10 +3,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +42,14 @@ void *xrealloc(void *p, size_t n)
 	if (!p)
 		oom();
 	return p;
+}
+
+void *pisb_grow(void *v, size_t n, size_t *cap, size_t size, size_t first)
+{
+	if (n < *cap)
+		return v;
+	*cap = *cap ? 2 * *cap : first;
+	return xrealloc(v, *cap * size);
 }
 
 char *xstrdup(const char *s)
@@ -221,6 +232,20 @@ ssize_t pisb_read_all(int fd, void *p, size_t n)
 	return (ssize_t)done;
 }
 
+int pisb_open_beneath(int dirfd, const char *path, int flags)
+{
+	struct open_how how;
+	int fd;
+
+	memset(&how, 0, sizeof(how));
+	how.flags = (unsigned long long)(flags | O_CLOEXEC);
+	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+	do
+		fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+	while (fd < 0 && (errno == EINTR || errno == EAGAIN));
+	return fd;
+}
+
 int pisb_read_fd(int fd, struct pisb_buf *b, size_t max)
 {
 	for (;;) {
@@ -292,6 +317,22 @@ int64_t pisb_mono_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void pisb_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+	}
+}
+
+int pisb_env_ms(const char *name, int dflt)
+{
+	const char *v = getenv(name);
+	long long n;
+
+	return v && pisb_parse_ll(v, 1, 3600000, &n) == 0 ? (int)n : dflt;
 }
 
 void pisb_time_rfc3339(int64_t t, char out[32])
@@ -374,4 +415,29 @@ char *pisb_path_in(const char *workspace, const char *path)
 	while (b.len > 1 && b.s[b.len - 1] == '/')
 		b.s[--b.len] = '\0';
 	return pisb_buf_detach(&b);
+}
+
+static struct termios tty_saved;
+static int tty_fd = -1;
+
+void pisb_tty_restore(void)
+{
+	if (tty_fd >= 0)
+		tcsetattr(tty_fd, TCSAFLUSH, &tty_saved);
+	tty_fd = -1;
+}
+
+int pisb_tty_raw(int fd)
+{
+	static bool at_exit;
+	struct termios raw;
+
+	if (tcgetattr(fd, &tty_saved) < 0)
+		return -1;
+	tty_fd = fd;
+	if (!at_exit)
+		at_exit = atexit(pisb_tty_restore) == 0;
+	raw = tty_saved;
+	cfmakeraw(&raw);
+	return tcsetattr(fd, TCSAFLUSH, &raw);
 }

@@ -17,6 +17,9 @@ struct pisb_err;
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
+/* Room for one more in array v of *cap elements of size bytes, n of them
+ * used: grows *cap to first, then by doubling; returns the array. */
+void *pisb_grow(void *v, size_t n, size_t *cap, size_t size, size_t first);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -67,6 +70,9 @@ static inline int pisb_steal_fd(int *fd) { int r = *fd; *fd = -1; return r; }
 ssize_t pisb_write_all(int fd, const void *p, size_t n);
 ssize_t pisb_read_all(int fd, void *p, size_t n);
 /* Read a whole fd (at most max bytes; -1 and E2BIG past it) into b. */
+/* openat2(dirfd, path, flags | O_CLOEXEC) beneath dirfd, never through a
+ * symlink or a magic link; EINTR/EAGAIN retried.  The fd, or -1 (errno). */
+int pisb_open_beneath(int dirfd, const char *path, int flags);
 int pisb_read_fd(int fd, struct pisb_buf *b, size_t max);
 /* Read a file relative to dirfd (AT_FDCWD for cwd) into b. */
 int pisb_read_file_at(int dirfd, const char *path, struct pisb_buf *b, size_t max);
@@ -79,6 +85,10 @@ int pisb_parse_ll(const char *s, long long lo, long long hi, long long *out);
 /* Monotonic milliseconds and realtime seconds. */
 int64_t pisb_now_ms(void);
 int64_t pisb_mono_ms(void);
+/* Sleep ms milliseconds, whatever signals arrive (their handlers run). */
+void pisb_sleep_ms(int ms);
+/* The milliseconds in environment variable name (1..3600000), else dflt. */
+int pisb_env_ms(const char *name, int dflt);
 /* RFC 3339 UTC time for a unix time, e.g. 2026-11-29T10:12:57Z. */
 void pisb_time_rfc3339(int64_t t, char out[32]);
 
@@ -97,5 +107,11 @@ void pisb_log_vappend(int idir, const char *file, const char *fmt, va_list ap)
 
 /* Service names: ^[a-z0-9][a-z0-9-]{0,31}$ (config, svc requests, logs) */
 bool pisb_service_name_valid(const char *name);
+
+/* The caller's terminal fd made raw (^C and friends go through as bytes),
+ * its settings restored by pisb_tty_restore or at exit.  -1 when fd is
+ * not a terminal (nothing changed). */
+int pisb_tty_raw(int fd);
+void pisb_tty_restore(void);
 
 #endif

@@ -5,8 +5,8 @@
 _pisb_verb() {
   dd=
   case $1 in
-    create) opts="--file -f --template --driver --owner-pid --session-id --on-ready --events-fd --dry-run"
-      vals=" --file:file -f:file --template:none --driver:none --owner-pid:none --session-id:none --on-ready:none --events-fd:none" pos="name" ;;
+    create) opts="--file -f --template --driver --owner-pid --session-id --on-ready --events-fd --dry-run --project"
+      vals=" --file:file -f:file --template:none --driver:driver --owner-pid:none --session-id:none --on-ready:none --events-fd:none --project:none" pos="name" ;;
     prepare) opts="--file -f"
       vals=" --file:file -f:file" pos="name" ;;
     start) opts="--events-fd"
@@ -15,6 +15,8 @@ _pisb_verb() {
       vals=" --events-fd:none" pos="name" ;;
     destroy) opts="--confirm --template --events-fd"
       vals=" --confirm:name --events-fd:none" pos="name" ;;
+    release) opts="--policy --events-fd"
+      vals=" --policy:remove|stop|keep --events-fd:none" pos="name" ;;
     list) opts="--templates"
       vals="" pos="" ;;
     inspect) opts=""
@@ -59,6 +61,12 @@ _pisb_verb() {
       vals=" --to:none" pos="name dir" ;;
     pull) opts="--include-git --max-bytes"
       vals=" --max-bytes:none" pos="name none dir" ;;
+    diff) opts="--stat --all"
+      vals="" pos="name none" dd=1 ;;
+    apply) opts="--dry-run --force"
+      vals="" pos="name none" dd=1 ;;
+    sync) opts=""
+      vals="" pos="name" ;;
     svc) opts="--port --preview --title --description --timeout-ms"
       vals=" --port:none --title:none --description:none --timeout-ms:none" pos="name ensure|status|restart|stop|start|preview|remove none" dd=1 ;;
     docker) opts=""
@@ -67,7 +75,7 @@ _pisb_verb() {
       vals=" --hours:none" pos="" ;;
     renew) opts="--watch --interval"
       vals=" --interval:none" pos="name" ;;
-    help) opts="" vals="" pos="create|prepare|start|stop|destroy|list|inspect|connect|verify|doctor|drivers|validate|exec|exec-status|exec-kill|shell|read|write|edit|ls|stat|mkdir|find|grep|logs|push|pull|svc|docker|gc|renew|action|help|completion" ;;
+    help) opts="" vals="" pos="create|prepare|start|stop|destroy|release|list|inspect|connect|verify|doctor|drivers|validate|exec|exec-status|exec-kill|shell|read|write|edit|ls|stat|mkdir|find|grep|logs|push|pull|diff|apply|sync|svc|docker|gc|renew|action|help|completion" ;;
     completion) opts="" vals="" pos="bash|zsh|fish" ;;
     *) opts="" vals="" pos="" ;;
   esac
@@ -76,6 +84,7 @@ _pisb_verb() {
 _pisb_reply() {
   case $1 in
     name) COMPREPLY=($(compgen -W "$(pisb list -q "${sd[@]}" 2>/dev/null)" -- "$2")) ;;
+    driver) COMPREPLY=($(compgen -W "$(pisb drivers -q 2>/dev/null)" -- "$2")) ;;
     file) compopt -o filenames 2>/dev/null; mapfile -t COMPREPLY < <(compgen -f -- "$2") ;;
     dir) compopt -o filenames 2>/dev/null; mapfile -t COMPREPLY < <(compgen -d -- "$2") ;;
     *'|'*) COMPREPLY=($(compgen -W "${1//|/ }" -- "$2")) ;;
@@ -116,7 +125,7 @@ _pisb() {
     if [ -z "$verb" ]; then verb=$w; _pisb_verb "$verb"; else n=$((n + 1)); fi
   done
   if [ -z "$verb" ]; then
-    COMPREPLY=($(compgen -W "create prepare start stop destroy list inspect connect verify doctor drivers validate exec exec-status exec-kill shell read write edit ls stat mkdir find grep logs push pull svc docker gc renew action help completion --state-dir --json --quiet -q --verbose -v --wait --help -h --version" -- "$cur")); return
+    COMPREPLY=($(compgen -W "create prepare start stop destroy release list inspect connect verify doctor drivers validate exec exec-status exec-kill shell read write edit ls stat mkdir find grep logs push pull diff apply sync svc docker gc renew action help completion --state-dir --json --quiet -q --verbose -v --wait --help -h --version" -- "$cur")); return
   fi
   case $cur in
     -*) COMPREPLY=($(compgen -W "$opts --state-dir --json --quiet -q --verbose -v --wait --help -h --version" -- "$cur")) ;;

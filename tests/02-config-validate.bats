@@ -184,7 +184,7 @@ YAML
 
 @test "unknown top-level key names the expected ones" {
 	cfg <<<'profiles: small'
-	rejects "sandbox.yaml: profiles: unknown key (expected one of: version, driver, profile, resources, diskGiB, image, workspace, setup, resume, services, network, preview, env, metadata, opensandbox, sbx)"
+	rejects "sandbox.yaml: profiles: unknown key (expected one of: version, driver, profile, resources, diskGiB, image, workspace, setup, resume, services, network, preview, env, metadata, opensandbox, sbx, docker, project)"
 }
 
 @test "version must be 1" {
@@ -923,7 +923,9 @@ YAML
 }
 
 @test "a file whose normalised form exceeds 1 MiB is rejected" {
-	{ echo 'services:'; for i in $(seq 20000); do echo "  s$i: {command: x}"; done; } > sandbox.yaml
+	# one process writes the lines: a 20000-round loop in the test body pays
+	# bats' per-command trap every round (minutes on a loaded machine)
+	{ echo 'services:'; seq -f '  s%g: {command: x}' 20000; } > sandbox.yaml
 	[ "$(stat -c %s sandbox.yaml)" -lt 1048576 ]
 	rejects "sandbox.yaml: larger than 1 MiB once normalised"
 }
@@ -967,7 +969,8 @@ YAML
 		sandboxId timeoutSeconds resourceLimits entrypoint volumes name mountPath readOnly subPath pvc \
 		claimName createIfNotExists deleteOnSandboxTermination storageClass storage accessModes ossfs \
 		bucket endpoint options accessKeyId accessKeySecret networkAllowlist lifecycle onSessionShutdown \
-		sbx memory template workspaceReadOnly keepalive teardown envAllowlist envPassthrough; do
+		sbx memory template workspaceReadOnly keepalive teardown envAllowlist envPassthrough \
+		project dir mode include exclude git secrets secretPatterns; do
 		grep -Eq "^\.(B|BR|RB) (\{ )?\"?$k\b" "$TOP/man/pisb.yaml.5" || { echo "undocumented: $k"; return 1; }
 	done
 }

@@ -86,6 +86,10 @@ offers() {
 	offers "conf.d/sub" pisb --state-dir conf.d/
 	# NAME: sandboxes
 	offers "demo dev" pisb destroy demo --confirm ""
+	# DRIVER: the registry's drivers (pisb drivers -q); a choice: its words
+	offers "local opensandbox sbx vm" pisb create x --driver ""
+	offers "sbx" pisb create x --driver s
+	offers "keep remove stop" pisb release demo --policy ""
 	# numbers: nothing (not sandbox names, not files)
 	offers "" pisb exec demo --timeout-ms ""
 	offers "" pisb exec-status demo h --timeout-ms ""
@@ -249,6 +253,11 @@ zsh_comp() {
 	grep -q '^--cwd=\[.*\]:DIR: $' <<<"$output"
 	run -0 --separate-stderr zsh_comp pisb destroy demo --confirm ""
 	grep -q '^--confirm=\[.*\]:NAME:_pisb_names$' <<<"$output"
+	# DRIVER: the registry's names; a choice: its words
+	run -0 --separate-stderr zsh_comp pisb create x --driver ""
+	grep -q '^--driver=\[.*\]:DRIVER:_pisb_drivers$' <<<"$output"
+	run -0 --separate-stderr zsh_comp pisb release demo --policy ""
+	grep -q '^--policy=\[.*\]:policy:(remove stop keep)$' <<<"$output"
 	# positionals: names for NAME only, directories for HOSTDIR, choices
 	run -0 --separate-stderr zsh_comp pisb pull demo /src ""
 	grep -qx '1:sandbox:_pisb_names' <<<"$output"

@@ -25,6 +25,16 @@ setup_file() {
 	# non-ASCII text: accents, Greek, CJK, a KELVIN SIGN, a BOM, CRLF
 	printf '\357\273\277TODO first line after a BOM\nTODO second\n' >"$t/uni/bom.txt"
 	printf 'caf\303\251 Caf\303\251 CAF\303\211\n\316\261\316\262\316\263 \316\221\316\222\316\223 greek\n\346\227\245\346\234\254\350\252\236 kanji\n\342\204\252elvin and kelvin\nna\303\257ve r\303\251sum\303\251\nwin line\r\n\303\274ber \303\234BER\n' >"$t/uni/text.txt"
+	# UTF-16 with a byte-order mark, both orders, a lone surrogate and an
+	# odd last byte (ripgrep searches them as UTF-8, as pisb must)
+	{ printf '\377\376'; printf 'TODO in utf-16le\n\316\272\317\214\317\203\316\274\316\265 greek\nplain line\n' | iconv -f UTF-8 -t UTF-16LE; } >"$t/uni/u16le.txt"
+	{ printf '\376\377'; printf 'TODO in utf-16be\ncaf\303\251 CAF\303\211\n' | iconv -f UTF-8 -t UTF-16BE; } >"$t/uni/u16be.txt"
+	printf '\377\376T\000O\000D\000O\000\000\330 \000x\000\n\000y' >"$t/uni/u16bad.txt"
+	# a needle at every offset near a buffer's start and end (the prefilter
+	# reads 16 and 32 bytes at a time), the last line without a newline
+	for i in $(seq 0 40); do printf '%*szq_needle_%d end\n' "$i" '' "$i"; done >"$t/uni/edge.txt"
+	printf 'short zq_needle_last' >>"$t/uni/edge.txt"
+	printf 'zq_needle_tiny' >"$t/uni/tiny.txt"
 	pisb create fs >/dev/null
 	pisb push fs "$t" --to /workspace/tree --all >/dev/null
 }
@@ -76,7 +86,12 @@ same() {
 		'def \w+\(self' 'class \w+\((\w+\.)?\w+\):' '(?m)^\s+return$' '(?s)a.b' '[[:alpha:]]+é' \
 		'__\w+__' '\$' '[\[\]]' '\{\}' '^\W+$' '\D\d\D' '\S\s\S' '[^\w\s]{3}' \
 		'(a|b|c|d|e)(f|g|h)' '(foo)?bar' 'x*' '(?i)struct\s+STAT' 'a(?i)B' '(?-i:a)' '[^a-z]' \
-		'EINVAL|ENOMEM|EFAULT|EPERM' 'malloc|calloc|realloc|free'; do
+		'EINVAL|ENOMEM|EFAULT|EPERM' 'malloc|calloc|realloc|free' \
+		'[a-z&&[^aeiou]]{5}' '[\w--\d]+\(' '[a-f~~d-z]{4}' '[^\w&&\p{Greek}]' '[\p{Greek}&&\p{Ll}]+' \
+		'[[:alpha:]--[a-c]]{6}' '[a[^b]]x' '[--a]' '[a-c-e]{3}' '[[:^alpha:]]{4}' '[a--]b' \
+		'(?-m)^#define' '(?m)\)$' '(?-s)a.b' '(?i-m)^TODO' '(?m:^\s+)return' \
+		'zq_needle_\d+' 'zq_needle_last' 'zq_needle_tiny' 'ZQ_NEEDLE_3\b' '\p{Greek}+ greek' \
+		'TODO in utf-16' 'café|greek' '\x{FFFD}' 'TODO|FIXME' 'error|warning|fatal'; do
 		n=$((n + 1))
 		same "$p" || fails=$((fails + 1))
 		n=$((n + 1))
@@ -106,9 +121,34 @@ same() {
 	[[ $stderr == *"'\\n' is not allowed"* ]]
 	run -2 --separate-stderr pisb grep fs '\p{NoSuchClass}' --path tree/uni
 	[[ $stderr == *"invalid regular expression '\\p{NoSuchClass}'"* ]]
+	run -2 --separate-stderr pisb grep fs '(?)x' --path tree/uni
+	[[ $stderr == *"an empty flag group"* ]]
+	run -2 --separate-stderr pisb grep fs '(?i-)x' --path tree/uni
+	[[ $stderr == *"a dangling flag negation"* ]]
+	run -2 --separate-stderr pisb grep fs '[a&&]' --path tree/uni
+	[[ $stderr == *"empty character classes are not allowed"* ]]
 	# and rg refuses them too
 	run -2 rg '(?=x)' "$FS_TMP/tree/uni"
 	run -2 rg '(a)\1' "$FS_TMP/tree/uni"
+	run -2 rg '(?)x' "$FS_TMP/tree/uni"
+	run -2 rg '(?i-)x' "$FS_TMP/tree/uni"
+	run -2 rg '[a&&]' "$FS_TMP/tree/uni"
+}
+
+@test "grep: UTF-16 files (a byte-order mark) are searched as UTF-8, as ripgrep does" {
+	run -0 pisb grep fs 'TODO in' --path tree/uni --glob 'u16*'
+	[ "${lines[0]}" = 'u16be.txt:1:TODO in utf-16be' ]
+	[ "${lines[1]}" = 'u16le.txt:1:TODO in utf-16le' ]
+	[ "${#lines[@]}" = 2 ]
+	run -0 pisb grep fs '\p{Greek}+ greek|CAFÉ' --path tree/uni --glob 'u16*'
+	[ "${lines[0]}" = 'u16be.txt:2:café CAFÉ' ]
+	[ "${lines[1]}" = 'u16le.txt:2:κόσμε greek' ]
+	# a lone surrogate and an odd last byte: U+FFFD, as ripgrep shows them
+	run -0 pisb grep fs '.' --path tree/uni/u16bad.txt
+	[ "${lines[0]}" = $'u16bad.txt:1:TODO\xef\xbf\xbd x' ]
+	[ "${lines[1]}" = $'u16bad.txt:2:\xef\xbf\xbd' ]
+	run -0 rg -n '.' "$FS_TMP/tree/uni/u16bad.txt"
+	[ "${lines[0]}" = $'1:TODO\xef\xbf\xbd x' ]
 }
 
 # fsame GLOB: pisb find's paths equal fdfind -g's (hidden files shown, no

@@ -301,7 +301,18 @@ teardown() {
 
 @test "svc preview links an already-listening server without supervising it" {
 	svc_create box "$(svc_yaml s <<<'version: 1')"
-	run -0 pisb exec box -- sh -c 'setsid python3 -m http.server 4567 --bind 127.0.0.1 >/dev/null 2>&1 < /dev/null & sleep 0.5'
+	# started, then polled until it listens (a fixed 0.5 s was too short at a
+	# load average of 38)
+	run -0 pisb exec box -- sh -c 'setsid python3 -m http.server 4567 --bind 127.0.0.1 >/dev/null 2>&1 < /dev/null &
+		python3 -c "import socket, time
+for _ in range(600):
+    try:
+        socket.create_connection((\"127.0.0.1\", 4567), 1).close()
+        break
+    except OSError:
+        time.sleep(0.1)
+else:
+    raise SystemExit(\"port 4567 never listened\")"'
 	run -0 pisb svc box preview 4567 --title Docs --description "the docs"
 	url=$output
 	[[ $url == http://127.0.0.1:*/ ]]
@@ -349,7 +360,18 @@ teardown() {
 	run -0 curl -sS -o /dev/null -w '%{http_code}' "$url/"
 	# a connection held open through the preview is closed by the removal
 	exec 7<>"/dev/tcp/127.0.0.1/${url##*:}"
-	run -0 pisb exec box -- sh -c 'setsid python3 -m http.server 4567 --bind 127.0.0.1 >/dev/null 2>&1 < /dev/null & sleep 0.5'
+	# started, then polled until it listens (a fixed 0.5 s was too short at a
+	# load average of 38)
+	run -0 pisb exec box -- sh -c 'setsid python3 -m http.server 4567 --bind 127.0.0.1 >/dev/null 2>&1 < /dev/null &
+		python3 -c "import socket, time
+for _ in range(600):
+    try:
+        socket.create_connection((\"127.0.0.1\", 4567), 1).close()
+        break
+    except OSError:
+        time.sleep(0.1)
+else:
+    raise SystemExit(\"port 4567 never listened\")"'
 	run -0 pisb svc box preview 4567
 	link=$output
 	run -0 pisb svc box remove dev --json

@@ -89,12 +89,24 @@ sbx_calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
 		and .ports == [] and .env == "strict"' <<<"$output"
 	run -0 pisb docker box status
 	[[ $output == *"docker daemon inside: 27.3.1"* ]]
+	# the caller's ~/.ssh and ~/.docker exist on the host: the VM has neither
+	mkdir -p "$HOME/.ssh" "$HOME/.docker"
 	DOCKER_HOST=unix:///host.sock COMPOSE_FILE=x run -0 pisb docker box verify --json
 	jq -e '.pass and (.checks | map(.check) == ["transport","env-scrub","env-forwarding","daemon","host-mounts","contexts","port-binds"])
 		and all(.checks[]; .pass)' <<<"$output"
 	run -0 pisb docker box verify
 	[[ $output == *"[PASS] env-scrub"* ]]
 	[[ $output == *"all checks passed"* ]]
+	# a backend that shares them fails the audit (the fake misconfigured)
+	printf '{"extra_mounts": ["%s"]}\n' "$HOME/.ssh" > "$SBXS/settings.json"
+	run -0 pisb stop box
+	run -0 pisb start box
+	run -1 pisb docker box verify --json
+	jq -e '(.pass | not) and (.checks[] | select(.check == "host-mounts") | .pass | not)' <<<"$output"
+	rm "$SBXS/settings.json"
+	run -0 pisb stop box
+	run -0 pisb start box
+	run -0 pisb docker box verify --json
 	# a port bound beyond loopback fails the audit (exit 1)
 	sbx ports pi-sbx-0-1 --publish 0.0.0.0:18080:3000
 	run -1 pisb docker box verify --json
@@ -137,6 +149,16 @@ sbx_calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
 	[ "$(sbx_calls | tail -1)" = "[\"ports\",\"pi-sbx-0-1\",\"--unpublish\",\"$port:3000/tcp\"]" ]
 	run -0 pisb docker box status --json
 	jq -e '.ports == []' <<<"$output"
+	# the policy's parse of -p: a cluster with [::]:H:C, --publish= with udp
+	run -0 --separate-stderr pisb docker box run -- -dp "[::]:18091:3001" alpine
+	[ "$(sbx_calls | tail -1)" = '["ports","pi-sbx-0-1","--publish","18091:3001"]' ]
+	run -0 --separate-stderr pisb docker box run -- -d --publish=127.0.0.1:18092:53/udp alpine
+	[ "$(sbx_calls | tail -1)" = '["ports","pi-sbx-0-1","--publish","18092:53/udp"]' ]
+	# no host port: docker picks one inside, which sbx cannot know: not published
+	n=$(sbx_calls | grep -c '"--publish"')
+	run -0 --separate-stderr pisb docker box run -- -d -p 3002 alpine
+	[[ $stderr == *"-p 3002: no host port given, so not published"* ]]
+	[ "$(sbx_calls | grep -c '"--publish"')" = "$n" ]
 }
 
 @test "compose up publishes the project's ports on loopback, down unpublishes them" {
@@ -146,7 +168,7 @@ sbx_calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
 	run -0 --separate-stderr pisb docker box compose -- up -d
 	[[ $stderr == *"published 18080:3000/tcp on 127.0.0.1"* ]]
 	[[ $stderr == *"published 15353:53/udp"* ]]
-	[[ $(sbx_calls | grep -F '"compose","ps","--format","json"') ]]
+	[[ $(sbx_calls | grep -F '"compose","-f","compose.yaml","ps","--format","json"') ]]
 	# up again: nothing published twice
 	run -0 --separate-stderr pisb docker box compose -- up -d
 	[[ $stderr != *"warning"* ]]
@@ -179,15 +201,21 @@ sbx_calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
 
 @test "other drivers have no daemon of their own: every verb exits 1 and names the driver" {
 	fake_record far opensandbox
+	for v in $VERBS; do
+		run -1 --separate-stderr pisb docker far "$v"
+		[[ $stderr == "fatal: sandbox 'far' (driver opensandbox) cannot 'docker': "*"; see pisb drivers" ]] ||
+			{ echo "verb $v: $stderr"; false; }
+		[ -z "$output" ]
+	done
+}
+
+@test "a local sandbox without docker: true has no daemon: every verb exits 1 and says how to get one" {
 	fake_record loc local
-	for n in far loc; do
-		d=$(jq -r .driver "$PI_SANDBOX_HOME/instances/$n/record.json")
-		for v in $VERBS; do
-			run -1 --separate-stderr pisb docker "$n" "$v"
-			[[ $stderr == "fatal: sandbox '$n' (driver $d) cannot 'docker': no docker daemon of its own; pisb docker needs a sbx sandbox (driver: sbx) and never falls back to the host's docker daemon; see pisb drivers" ]] ||
-				{ echo "verb $v: $stderr"; false; }
-			[ -z "$output" ]
-		done
+	for v in $VERBS; do
+		run -1 --separate-stderr pisb docker loc "$v"
+		[ "$stderr" = "fatal: sandbox 'loc' (driver local) has no docker daemon of its own: create it with 'docker: true' in its sandbox.yaml (pisb never uses the host's docker daemon)" ] ||
+			{ echo "verb $v: $stderr"; false; }
+		[ -z "$output" ]
 	done
 }
 

@@ -224,6 +224,25 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	[[ $stderr == *"exit status unknown"* ]]
 }
 
+@test "an exec handle keeps at most 8 MiB of output on the host; the rest is counted and said" {
+	run -0 pisb create box --driver sbx
+	run -0 pisb exec box --timeout-ms 0 --json -- sh -c 'head -c 9437184 /dev/zero; echo; exit 3'
+	h=$(jq -r .pid <<<"$output")
+	dir=$PI_SANDBOX_HOME/instances/box/exec/$h
+	run -0 pisb exec-status box "$h" --timeout-ms 60000 --json
+	jq -e '.running == false and .exitCode == 3 and .truncated == true and .droppedBytes == 1048577' <<<"$output"
+	jq -e '.exitCode == 3 and .droppedBytes == 1048577' "$dir/status.json"
+	[ "$(stat -c %s "$dir/output")" -le $(( 8 * 1024 * 1024 + 100 )) ]
+	[ "$(stat -c %s "$dir/output")" -ge $(( 8 * 1024 * 1024 )) ]
+	grep -q 'output past 8 MiB dropped' "$dir/output"
+	# every later call says so too
+	run -0 pisb exec-status box "$h" --json
+	jq -e '.truncated == true and .droppedBytes == 1048577' <<<"$output"
+	# a handle that stayed under the cap has no droppedBytes
+	run -0 pisb exec box --timeout-ms 30000 --json -- echo small
+	jq -e '.output == "small\n" and (has("droppedBytes") | not)' <<<"$output"
+}
+
 @test "file verbs work on the workspace sbx shares with the VM, and nothing outside it" {
 	require_userns
 	run -0 pisb create box --driver sbx
@@ -396,4 +415,45 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	[ "$(calls | grep -cF '["exec","pi-sbx-0-1","--","true"]')" = "$n" ]
 	run -0 sbx ls --json
 	jq -e '.sandboxes[0].status == "stopped"' <<<"$output"
+}
+
+@test "the fake's VM holds no more than a microVM's guest: no host files, processes, network or root" {
+	run -0 pisb create box --driver sbx
+	ws=$PI_SANDBOX_HOME/instances/box/workspace
+	printf 'host secret\n' > "$BATS_TEST_TMPDIR/secret"
+	chmod 600 "$BATS_TEST_TMPDIR/secret"
+	mkdir -p "$HOME/.ssh"
+	echo key > "$HOME/.ssh/id_ed25519"
+	# an unprivileged user (the host's root writes the workspace through it)
+	run -0 pisb exec box -- id -u
+	[ "$output" = 64100 ]
+	run -0 pisb exec box -- sh -c 'echo made > made; pwd'
+	[ "$output" = "$ws" ]
+	[ "$(stat -c %u "$ws/made")" = 0 ]
+	# no host file outside the workspace, not even the caller's home
+	run -1 pisb exec box -- cat "$BATS_TEST_TMPDIR/secret"
+	run -2 pisb exec box -- ls "$HOME/.ssh"
+	run -1 pisb exec box -- test -e "$TOP/Makefile"
+	run -1 pisb exec box -- test -e /var/run/docker.sock
+	run -1 pisb exec box -- test -e /root
+	run -1 pisb exec box -- touch /usr/pisb-was-here
+	[ ! -e /usr/pisb-was-here ]
+	# its own processes only: a host process is not there
+	sleep 1234 &
+	hostpid=$!
+	run -0 pisb exec box -- ps -eo args
+	kill "$hostpid"
+	[[ $output != *"sleep 1234"* ]]
+	# its own network: a host listener on loopback is not reachable
+	python3 -c 'import socket,sys; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(); print(s.getsockname()[1]); sys.stdout.flush(); s.accept()' > "$BATS_TEST_TMPDIR/port" 3>&- &
+	lis=$!
+	for _ in $(seq 100); do [ -s "$BATS_TEST_TMPDIR/port" ] && break; sleep 0.1; done
+	run -1 pisb exec box -- python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', $(cat "$BATS_TEST_TMPDIR/port")), 2)"
+	kill "$lis"
+	[[ $output == *"Connection refused"* ]]
+	# what it leaves in /tmp stays for the next exec (one VM), until rm
+	run -0 pisb exec box -- sh -c 'echo kept > /tmp/k'
+	run -0 pisb exec box -- cat /tmp/k
+	[ "$output" = kept ]
+	[ "$(cat "$SBXS/vm/$(sbxname box)/disk/tmp/k")" = kept ]
 }

@@ -4,19 +4,6 @@
 # (setup_file); stop/start and a killed QEMU boot it twice more.
 load helpers
 
-# What the driver needs; a skip names what this machine lacks.
-vm_prereqs() {
-	command -v qemu-system-x86_64 >/dev/null || { echo "qemu-system-x86_64 (install qemu-system-x86)"; return; }
-	command -v mke2fs >/dev/null || [ -x /sbin/mke2fs ] || { echo "mke2fs (install e2fsprogs)"; return; }
-	[ -x "$PISB_BIN_DIR/pisb-agent" ] || { echo "bin/pisb-agent (run make)"; return; }
-	local k
-	if [ -n "${PISB_VM_KERNEL:-}" ] || [ -r "/boot/vmlinuz-$(uname -r)" ]; then return; fi
-	for k in ${PISB_VM_CACHE:-} ${XDG_CACHE_HOME:+$XDG_CACHE_HOME/pisb/vm} ${HOME:+$HOME/.cache/pisb/vm} /var/cache/pisb/vm; do
-		compgen -G "$k/boot/vmlinuz-*" >/dev/null && return
-	done
-	echo "a guest kernel (run: make vm-kernel)"
-}
-
 setup_file() {
 	export PI_SANDBOX_HOME="$BATS_FILE_TMPDIR/state"
 	[ -z "$(vm_prereqs)" ] || return 0
@@ -24,20 +11,28 @@ setup_file() {
 	cat > "$BATS_FILE_TMPDIR/vm.yaml" <<-'EOF'
 	version: 1
 	driver: vm
-	resources: { cpus: 2, memoryGiB: 1 }
+	resources: { cpus: 2, memoryGiB: 1, pids: 64 }
 	diskGiB: 2
 	env: { FROM_CONFIG: yes-it-is }
 	setup:
 	  - echo setup-ran > /root/setup-mark
 	  - echo setup-says-hello
+	  - mkdir -p .agents && printf '#!/bin/sh\necho agents-ran > /root/agents-mark\nexec sleep 600\n' > .agents/setup && chmod +x .agents/setup
 	EOF
 	echo "host secret" > "$BATS_FILE_TMPDIR/host-only-file"
-	pisb create vm1 -f "$BATS_FILE_TMPDIR/vm.yaml" > "$BATS_FILE_TMPDIR/create.out" 2> "$BATS_FILE_TMPDIR/create.err" ||
+	# .agents/setup sleeps past a setup deadline shortened from 20 minutes
+	PISB_VM_SETUP_MS=60000 pisb create vm1 -f "$BATS_FILE_TMPDIR/vm.yaml" > "$BATS_FILE_TMPDIR/create.out" 2> "$BATS_FILE_TMPDIR/create.err" ||
 		echo "create failed: $?" >> "$BATS_FILE_TMPDIR/create.err"
 }
 
 teardown_file() {
 	pisb destroy vm1 --confirm vm1 >/dev/null 2>&1 || true
+}
+
+# The boot snapshot of vm1's size (vm.c: <state>/vmsnap/<MiB>m-<cpus>c-<accel>).
+snapdir() {
+	local d
+	for d in "$PI_SANDBOX_HOME"/vmsnap/1024m-2c-*; do echo "$d"; done
 }
 
 setup() {
@@ -62,12 +57,146 @@ setup() {
 		jq -e '.vm.machine == "q35" and .vm.accelNote == null' <<<"$output"
 	fi
 	jq -e '.limits.cpus == 2 and .limits.memoryGiB == 1 and .vm.memoryMiB == 1024' <<<"$output"
+	# the first boot in this state dir made the boot snapshot, then
+	# restored it (the disk and the share hot-plugged)
+	jq -e '.vm.boot == "snapshot" and (.vm.bootNote | test("made the boot snapshot"))' <<<"$output"
+	grep -q "made the boot snapshot" "$BATS_FILE_TMPDIR/create.err"
+	snap=$(snapdir)
+	[ -s "$snap/state" ]
+	grep -qx "memoryMiB 1024" "$snap/inputs"
+	grep -qx "cpus 2" "$snap/inputs"
+	[ "$(stat -c %a "$snap/state")" = 600 ]
 	run -0 pisb list --json
 	jq -e '.[] | select(.name == "vm1") | .driver == "vm" and .status == "running"' <<<"$output"
 	# the agent's sockets are the owner's only
 	for s in "$PI_SANDBOX_HOME"/instances/vm1/agent*.sock; do
 		[ "$(stat -c %a "$s")" = 600 ]
 	done
+}
+
+@test "what the host cannot honour is refused up front, naming the key, before QEMU starts" {
+	ncpu=$(nproc)
+	printf 'version: 1\ndriver: vm\nresources: { cpus: %d, memoryGiB: 1 }\n' $((ncpu + 1)) > "$BATS_TEST_TMPDIR/cpus.yaml"
+	run -2 --separate-stderr pisb create big -f "$BATS_TEST_TMPDIR/cpus.yaml"
+	[[ $stderr == *"resources.cpus: $((ncpu + 1)) vCPUs asked for, but this host has $ncpu CPUs"* ]]
+	host_gib=$(awk '/^MemTotal/ { print int($2 / 1048576) + 1 }' /proc/meminfo)
+	printf 'version: 1\ndriver: vm\nresources: { cpus: 1, memoryGiB: %d }\n' "$host_gib" > "$BATS_TEST_TMPDIR/mem.yaml"
+	run -2 --separate-stderr pisb create big -f "$BATS_TEST_TMPDIR/mem.yaml"
+	[[ $stderr == *"resources.memoryGiB: $host_gib GiB asked for"* ]]
+	if [ "$ncpu" -lt 8 ]; then
+		printf 'version: 1\ndriver: vm\nprofile: large\n' > "$BATS_TEST_TMPDIR/large.yaml"
+		run -2 --separate-stderr pisb create big -f "$BATS_TEST_TMPDIR/large.yaml"
+		[[ $stderr == *"profile: 8 vCPUs asked for"* ]]
+	fi
+	run -3 pisb inspect big
+	[ ! -e "$PI_SANDBOX_HOME/instances/big" ]
+	# no QEMU of that name was started
+	! pgrep -f 'qemu-system.*pisb-big' >/dev/null
+}
+
+@test "pids: the guest's cgroup pids.max holds every command" {
+	run -0 pisb exec vm1 -- cat /sys/fs/cgroup/pisb/pids.max
+	[ "$output" = 64 ]
+	run -0 pisb exec vm1 -- cat /proc/self/cgroup
+	[ "$output" = "0::/pisb" ]
+	# the sleeps go with the command's process group when it exits
+	run --separate-stderr pisb exec vm1 --sh 'n=0; while [ $n -lt 100 ]; do sleep 600 & n=$((n+1)); done'
+	[[ $stderr == *[Ff]ork* ]]
+	run -0 pisb exec vm1 --sh 'ps -eo args | grep -c "[s]leep 600" || true'
+	[ "$output" = 0 ]
+	run -0 pisb inspect vm1
+	jq -e '.limits.pids == 64 and .limits.enforced.pids == true' <<<"$output"
+}
+
+@test "KVM that is PVM: doctor says what it needs, and the driver goes to TCG at once, saying why" {
+	pvm=false
+	if [ -e /sys/module/kvm_pvm ] && ! grep -qwE 'vmx|svm' /proc/cpuinfo; then pvm=true; fi
+	run -0 pisb inspect vm1
+	if $pvm; then
+		jq -e '.vm.accel == "tcg" and (.vm.accelNote | test("PVM.*CONFIG_PVM_GUEST"))' <<<"$output"
+		grep -q "pisb: starting QEMU with TCG" "$PI_SANDBOX_HOME/instances/vm1/qemu.log"
+		! grep -q "pisb: starting QEMU with KVM" "$PI_SANDBOX_HOME/instances/vm1/qemu.log"
+	else
+		jq -e '.vm.accelNote == null or (.vm.accelNote | test("PVM") | not)' <<<"$output"
+	fi
+	run pisb doctor --json
+	if $pvm; then
+		jq -e '.checks[] | select(.check == "kvm") | .status == "warn" and (.detail | test("PVM")) and (.fix | test("CONFIG_PVM_GUEST"))' <<<"$output"
+	else
+		jq -e '.checks[] | select(.check == "kvm") | .detail | test("PVM") | not' <<<"$output"
+	fi
+}
+
+@test "image host: the host's userland runs in the guest (python3, git, gcc, node)" {
+	run -0 pisb exec vm1 -- python3 -c 'import sys; print(sys.version_info[0])'
+	[ "$output" = 3 ]
+	run -0 pisb exec vm1 -- git --version
+	[[ $output == "git version"* ]]
+	run -0 pisb exec vm1 --sh 'cd /tmp && printf "int main(void){return 7;}" > t.c && gcc -o t t.c && ./t; echo $?'
+	[ "$output" = 7 ]
+	if command -v node >/dev/null; then
+		run -0 pisb exec vm1 -- node -e 'console.log(6 * 7)'
+		[ "$output" = 42 ]
+	fi
+	run -0 pisb exec vm1 -- readlink -f /bin/sh
+	[ "$output" = "$(readlink -f /bin/sh)" ]
+	run -0 pisb inspect vm1
+	jq -e '.image == "host"' <<<"$output"
+}
+
+@test "image host: the share is read-only on the host side, even after the guest remounts it read-write" {
+	ls_mode=$(stat -c %a /usr/bin/ls)
+	run -0 pisb exec vm1 --sh 'mount -o remount,rw /run/pisb/host && grep " /run/pisb/host " /proc/mounts | cut -d" " -f4 | cut -d, -f1'
+	[ "$output" = rw ]
+	run -1 --separate-stderr pisb exec vm1 -- touch /run/pisb/host/usr/pisb-vm-probe
+	[[ $stderr == *"Read-only file system"* ]]
+	run -2 --separate-stderr pisb exec vm1 --sh 'echo x > /run/pisb/host/etc/pisb-vm-probe'
+	[[ $stderr == *"Read-only file system"* ]]
+	run -1 --separate-stderr pisb exec vm1 -- chmod 777 /run/pisb/host/usr/bin/ls
+	[[ $stderr == *"Read-only file system"* ]]
+	run -1 pisb exec vm1 -- rm -f /run/pisb/host/usr/bin/ls
+	[ ! -e /usr/pisb-vm-probe ]
+	[ ! -e /etc/pisb-vm-probe ]
+	[ "$(stat -c %a /usr/bin/ls)" = "$ls_mode" ]
+	[ -x /usr/bin/ls ]
+	# writes through the root go to the sandbox's disk (the overlay's upper)
+	run -0 pisb exec vm1 --sh 'echo mine > /usr/bin/pisb-vm-guest-file && cat /usr/bin/pisb-vm-guest-file'
+	[ "$output" = mine ]
+	[ ! -e /usr/bin/pisb-vm-guest-file ]
+	run -0 pisb exec vm1 -- mount -o remount,ro /run/pisb/host
+}
+
+@test "image host: the local driver's secrets stay masked in the guest" {
+	run -0 pisb exec vm1 --sh 'wc -c < /etc/shadow'
+	# (on failure: how the guest sees it, for the log)
+	[ "$output" = 0 ] || { pisb exec vm1 --sh 'ls -la /etc/shadow /run/pisb/host/etc/shadow; grep -E "etc|host" /proc/self/mountinfo'; false; }
+	run -0 pisb exec vm1 --sh 'ls -A /etc/ssh | wc -l'
+	[ "$output" = 0 ]
+	if [ -d /etc/ssl/private ]; then
+		run -0 pisb exec vm1 --sh 'ls -A /etc/ssl/private | wc -l'
+		[ "$output" = 0 ]
+	fi
+	# and the guest cannot uncover them: the covers are host mounts
+	run -0 pisb exec vm1 --sh 'umount /etc/shadow 2>/dev/null; umount /run/pisb/host/etc/shadow 2>/dev/null; wc -c < /run/pisb/host/etc/shadow'
+	[ "$output" = 0 ]
+	# nor does the host uncover them by replacing the file, as useradd and
+	# passwd do (a rename over it; here with the same content and mode)
+	[ -s /etc/shadow ]
+	cp -p /etc/shadow /etc/.shadow.pisb55
+	mv -f /etc/.shadow.pisb55 /etc/shadow
+	run -0 pisb exec vm1 --sh 'umount /etc/shadow 2>/dev/null; wc -c < /etc/shadow; wc -c < /run/pisb/host/etc/shadow'
+	[ "$output" = "$(printf '0\n0')" ]
+}
+
+@test "the guest workspace holds .sandbox.yaml; .agents/setup runs, under the setup deadline" {
+	run -0 pisb exec vm1 -- cat /workspace/.sandbox.yaml
+	[ "$output" = "$(cat "$BATS_FILE_TMPDIR/vm.yaml")" ]
+	run -0 pisb exec vm1 -- cat /root/agents-mark
+	[ "$output" = agents-ran ]
+	run -0 pisb inspect vm1
+	jq -e '.setupError | test("^.agents/setup: the setup deadline \\(60 s\\) passed")' <<<"$output"
+	run -0 pisb exec vm1 --sh 'ps -eo args | grep -c "[s]leep 600" || true'
+	[ "$output" = 0 ]
 }
 
 @test "exec: exit statuses pass through (127 not found, 126 cannot run, 128+N signal)" {
@@ -118,23 +247,23 @@ setup() {
 	wait "$pid" || status=$?
 	[ "$status" = 130 ]
 	# nothing is left running in the guest
-	run -0 pisb exec vm1 --sh 'ps -o args | grep -c "[s]leep 60" || true'
+	run -0 pisb exec vm1 --sh 'ps -eo args | grep -c "[s]leep 60" || true'
 	[ "$output" = 0 ]
 	# a client killed outright: the agent kills the command when the
 	# port stays closed (1.5 s)
 	pisb exec vm1 -- sleep 61 > /dev/null 2>&1 < /dev/null &
 	pid=$!
 	for _ in $(seq 100); do
-		[ "$(pisb exec vm1 --sh 'ps -o args | grep -c "[s]leep 61" || true')" = 1 ] && break
+		[ "$(pisb exec vm1 --sh 'ps -eo args | grep -c "[s]leep 61" || true')" = 1 ] && break
 		sleep 0.1
 	done
 	kill -KILL "$pid"
 	wait "$pid" || true
 	for _ in $(seq 100); do
-		[ "$(pisb exec vm1 --sh 'ps -o args | grep -c "[s]leep 61" || true')" = 0 ] && break
+		[ "$(pisb exec vm1 --sh 'ps -eo args | grep -c "[s]leep 61" || true')" = 0 ] && break
 		sleep 0.2
 	done
-	run -0 pisb exec vm1 --sh 'ps -o args | grep -c "[s]leep 61" || true'
+	run -0 pisb exec vm1 --sh 'ps -eo args | grep -c "[s]leep 61" || true'
 	[ "$output" = 0 ]
 }
 
@@ -144,9 +273,10 @@ setup() {
 	run -0 pisb exec vm1 --sh 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "'
 	[ "$output" = lo ]
 	run -1 pisb exec vm1 -- cat "$BATS_FILE_TMPDIR/host-only-file"
-	run -1 pisb exec vm1 -- ls "$TOP"
-	run -0 pisb exec vm1 --sh 'grep -c -E " (9p|virtiofs|nfs|fuse)" /proc/mounts || true'
-	[ "$output" = 0 ]
+	run -2 pisb exec vm1 -- ls "$TOP"
+	# the one shared file system is the host's read-only userland
+	run -0 pisb exec vm1 --sh 'grep -E " (9p|virtiofs|nfs|fuse)" /proc/mounts | cut -d" " -f1-4'
+	[ "$output" = "pisb-host /run/pisb/host virtiofs ro,nodev,relatime" ]
 	run -0 pisb exec vm1 -- hostname
 	[ "$output" = vm1 ]
 }
@@ -173,15 +303,15 @@ setup() {
 	jq -e '.running == false and .exitCode == 143 and .output == ""' <<<"$output"
 	run -3 pisb exec-status vm1 vm-00000000
 	# nothing is left running in the guest
-	run -0 pisb exec vm1 --sh 'ps -o args | grep -c "[s]leep 60" || true'
+	run -0 pisb exec vm1 --sh 'ps -eo args | grep -c "[s]leep 60" || true'
 	[ "$output" = 0 ]
 }
 
 @test "verbs the driver does not serve fail with 1, naming it" {
-	run -1 --separate-stderr pisb shell vm1
+	# (shell and the file verbs: tests/56-vm-fs.bats)
+	mkdir -p "$BATS_TEST_TMPDIR/up"
+	run -1 --separate-stderr pisb push vm1 "$BATS_TEST_TMPDIR/up"
 	[[ $stderr == *"driver vm"* ]]
-	run -1 --separate-stderr pisb read vm1 /etc/hostname
-	[[ $stderr == *"vm"* ]]
 	printf 'version: 1\ndriver: vm\nservices: { web: { command: "true", port: 8080 } }\n' > "$BATS_TEST_TMPDIR/svc.yaml"
 	run -2 --separate-stderr pisb create vm2 -f "$BATS_TEST_TMPDIR/svc.yaml"
 	[[ $stderr == *"services"* ]]
@@ -206,10 +336,36 @@ setup() {
 	jq -e '.[] | select(.name == "vm1") | .status == "stopped"' <<<"$output"
 	run -5 --separate-stderr pisb exec vm1 -- true
 	[[ $stderr == *"pisb start vm1"* ]]
+	snap=$(snapdir)
+	made=$(stat -c %Y.%i "$snap/state")
 	run -0 pisb start vm1
 	run -0 pisb exec vm1 -- cat /root/kept /workspace/w /root/setup-mark
 	[ "$output" = "$(printf 'kept\nws\nsetup-ran')" ]
 	run -0 pisb start vm1
+	# the second boot restored the snapshot the first one made: the
+	# same file, no note; the guest got its own arguments from the host
+	run -0 pisb inspect vm1
+	jq -e '.vm.boot == "snapshot" and .vm.bootNote == null' <<<"$output"
+	[ "$(stat -c %Y.%i "$snap/state")" = "$made" ]
+	run -0 pisb exec vm1 -- hostname
+	[ "$output" = vm1 ]
+	run -0 pisb exec vm1 --sh 'cat /sys/fs/cgroup/pisb/pids.max'
+	[ "$output" = 64 ]
+}
+
+@test "a stale boot snapshot (its inputs changed) is made again" {
+	snap=$(snapdir)
+	cp "$snap/inputs" "$BATS_TEST_TMPDIR/inputs"
+	run -0 pisb stop vm1
+	# as if the agent had changed: another initramfs hash
+	sed -i 's/^initrd .*/initrd 0000000000000000/' "$snap/inputs"
+	run -0 --separate-stderr pisb start vm1
+	[[ $stderr == *"made the boot snapshot"* ]]
+	run -0 pisb inspect vm1
+	jq -e '.vm.boot == "snapshot" and (.vm.bootNote | test("made the boot snapshot"))' <<<"$output"
+	cmp "$snap/inputs" "$BATS_TEST_TMPDIR/inputs"
+	run -0 pisb exec vm1 -- cat /root/kept
+	[ "$output" = kept ]
 }
 
 @test "a QEMU killed with SIGKILL shows as interrupted; start boots it again" {
@@ -226,7 +382,15 @@ setup() {
 	run -0 pisb inspect vm1
 	jq -e '.status == "interrupted" and .controller.alive == false' <<<"$output"
 	run -5 pisb exec vm1 -- true
-	run -0 pisb start vm1
+	# a corrupt boot snapshot: the start boots cold, says why, and drops
+	# it (the next boot makes it again)
+	snap=$(snapdir)
+	head -c 1048576 /dev/urandom > "$snap/state"
+	run -0 --separate-stderr pisb start vm1
+	[[ $stderr == *"the boot snapshot could not be restored"*"cold boot"* ]]
+	run -0 pisb inspect vm1
+	jq -e '.status == "running" and .vm.boot == "cold" and (.vm.bootNote | test("could not be restored"))' <<<"$output"
+	[ ! -e "$snap/inputs" ]
 	run -0 pisb exec vm1 -- cat /root/kept
 	[ "$output" = kept ]
 }

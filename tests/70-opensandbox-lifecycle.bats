@@ -277,3 +277,51 @@ teardown() {
 	run -0 pisb list --json
 	jq -e '.[0].name == "l" and .[0].status == "paused" and .[1].status == "running" and .[2].status == "running"' <<<"$output"
 }
+
+@test "network.allowedHosts with ports: OpenSandbox gets each host once, without the port; an IP literal is refused before any request" {
+	os_config "$BATS_TEST_TMPDIR/p.yaml" "  image: alpine:3" \
+		"network:" \
+		"  allowedHosts: [pypi.org, \"pypi.org:8443\", \"api.example.com:8080\", \"*.example.org:443\"]"
+	run -0 pisb create ports -f "$BATS_TEST_TMPDIR/p.yaml"
+	run -0 os_admin GET "/_fake/sandboxes/$(os_sid ports)"
+	jq -e '.request.networkPolicy == {"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"},{"action":"allow","target":"api.example.com"},{"action":"allow","target":"*.example.org"}]}' <<<"$output"
+	# the egress spec has no IP targets: refused, naming the entry, and
+	# nothing was created on the server
+	n=$(os_admin GET /_fake/sandboxes | jq 'length')
+	for ip in 192.0.2.7 "192.0.2.7:443" "[2001:db8::1]:443"; do
+		os_config "$BATS_TEST_TMPDIR/ip.yaml" "  image: alpine:3" "network:" "  allowedHosts: [pypi.org, \"$ip\"]"
+		run -2 --separate-stderr pisb create ip -f "$BATS_TEST_TMPDIR/ip.yaml"
+		[[ $stderr == *"network.allowedHosts[1]: '$ip': OpenSandbox's egress policy takes hostnames and *.domain only"* ]]
+		[ ! -e "$PI_SANDBOX_HOME/instances/ip" ]
+	done
+	[ "$(os_admin GET /_fake/sandboxes | jq 'length')" = "$n" ]
+	# the fake holds a target to the spec: a port or an IP is a 400
+	for t in pypi.org:8443 192.0.2.7; do
+		run -0 os_api POST /v1/sandboxes -d "{\"image\":{\"uri\":\"alpine:3\"},\"entrypoint\":[\"sleep\",\"9\"],\"resourceLimits\":{\"cpu\":\"1\"},\"timeout\":600,\"networkPolicy\":{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\",\"target\":\"$t\"}]}}"
+		[ "${lines[-1]}" = 400 ]
+		[[ $output == *"is not an FQDN or wildcard domain"* ]]
+	done
+}
+
+@test "pisb release: lifecycle.onSessionShutdown (pause here), --policy overrides; a connected sandbox is only disconnected" {
+	os_config "$BATS_TEST_TMPDIR/p.yaml" "  image: alpine:3" "  lifecycle:" "    onSessionShutdown: pause"
+	run -0 pisb create rel -f "$BATS_TEST_TMPDIR/p.yaml"
+	id=$(os_sid rel)
+	run -0 pisb release rel --events-fd 3 3>"$BATS_TEST_TMPDIR/ev"
+	jq -e '.event == "released" and .driver == "opensandbox" and .mode == "pause"' "$BATS_TEST_TMPDIR/ev"
+	[ "$(os_state "$id")" = Paused ]
+	[ -e "$PI_SANDBOX_HOME/instances/rel" ]
+	run -0 --separate-stderr pisb release rel --policy remove --json
+	jq -e '. == {"name":"rel","status":"removed"}' <<<"$output"
+	[ "$(os_state "$id")" = gone ]
+	[ ! -e "$PI_SANDBOX_HOME/instances/rel" ]
+	# connected: disconnect, whatever the policy says
+	out=$(os_api POST /v1/sandboxes -d '{"image":{"uri":"x"},"entrypoint":["tail"],"resourceLimits":{"cpu":"1"},"timeout":600}')
+	sid=$(sed '$d' <<<"$out" | jq -r .id)
+	os_config "$BATS_TEST_TMPDIR/c.yaml" "  sandboxId: $sid"
+	run -0 pisb connect att -f "$BATS_TEST_TMPDIR/c.yaml"
+	run -0 pisb release att --policy remove --events-fd 3 3>"$BATS_TEST_TMPDIR/ev"
+	jq -e '.mode == "disconnect"' "$BATS_TEST_TMPDIR/ev"
+	[ "$(os_state "$sid")" = Running ]
+	[ ! -e "$PI_SANDBOX_HOME/instances/att" ]
+}

@@ -76,10 +76,10 @@ mk() {
 	body "$r" | jq -r .id
 }
 
-# wait_state ID STATE: poll GET (25 ms) for up to 3 s; prints states seen
+# wait_state ID STATE: poll GET (25 ms) for up to 10 s; prints states seen
 wait_state() {
 	local id=$1 want=$2 st last="" i
-	for i in $(seq 120); do
+	for i in $(seq 400); do
 		st=$(lc GET "/v1/sandboxes/$id" | sed '$d' | jq -r .status.state)
 		[ "$st" != "$last" ] && printf '%s ' "$st" && last=$st
 		[ "$st" = "$want" ] && return 0
@@ -121,6 +121,10 @@ execd() {
 }
 
 @test "create: 202, required fields, Pending -> Running, omitted fields absent" {
+	# A Pending long enough that the first poll sees it even on a loaded
+	# machine (300 ms was missed once in a fresh root running 4 suites).
+	teardown
+	start_fake --pending-ms 2500
 	run -0 lc POST /v1/sandboxes -H 'Content-Type: application/json' -d "$CREATE"
 	[ "$(code "$output")" = 202 ]
 	local b id
@@ -161,6 +165,9 @@ execd() {
 
 @test "pause/resume: 202 empty, Pausing -> Paused, Resuming -> Running, 409 on wrong state" {
 	local id
+	# transitions long enough for a loaded machine's first poll to see them
+	teardown
+	start_fake --pending-ms 1500 --pausing-ms 1500 --resuming-ms 1500
 	id=$(mk)
 	# still Pending: pause is a conflict
 	run -0 lc POST "/v1/sandboxes/$id/pause"

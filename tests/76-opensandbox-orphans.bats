@@ -32,6 +32,20 @@ policy_yaml() {
 		"  lifecycle:" "    onSessionShutdown: $1"
 }
 
+# wait_creating NAME: until the create of NAME has published its instance
+# and the server provisions it (a poll, not a sleep: a loaded machine is slow)
+wait_creating() {
+	local i
+	for i in $(seq 200); do
+		if [ "$(jq -r .state "$PI_SANDBOX_HOME/instances/$1/status.json" 2>/dev/null)" = creating ] &&
+			[ "$(remote_count)" -ge 1 ]; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
 @test "create sends the intent as metadata and records it before the POST" {
 	os_fault '{"delay_ms":{"create":1500}}'
 	pisb create m -f "$BATS_TEST_TMPDIR/r.yaml" &
@@ -90,7 +104,7 @@ policy_yaml() {
 	os_fault '{"pending_ms":5000}'
 	pisb create prov -f "$BATS_TEST_TMPDIR/r.yaml" &
 	pid=$!
-	sleep 1
+	wait_creating prov
 	kill -KILL "$pid"
 	wait "$pid" || true
 	[ "$(jq -r .state "$PI_SANDBOX_HOME/instances/prov/status.json")" = creating ]
@@ -237,7 +251,7 @@ policy_yaml() {
 	os_fault '{"pending_ms":3000}'
 	pisb create fin -f "$BATS_TEST_TMPDIR/s.yaml" &
 	pid=$!
-	sleep 1
+	wait_creating fin
 	kill -KILL "$pid"
 	wait "$pid" || true
 	run -0 pisb list --json

@@ -14,11 +14,12 @@ setup_file() {
 	export PISB_SANDBOX=$SB PISB_LIFECYCLE=keep
 	export OUT="$BATS_FILE_TMPDIR/run.jsonl"
 
-	# what must stay invisible: a host file, a file of the (not pushed) project,
+	# what must stay invisible: a host file, a project file that matches a secret
+	# pattern (the project copy leaves it out: *.key),
 	# host variables including an API key; a PI_ variable is passed on purpose
 	export SECRET_FILE="$BATS_FILE_TMPDIR/host-secret.txt"
 	echo "HOST-SECRET-FILE-7f3a" > "$SECRET_FILE"
-	echo "PROJECT-ONLY-ON-HOST" > "$PROJ/host-only.txt"
+	echo "PROJECT-ONLY-ON-HOST" > "$PROJ/host-only.key"
 	export PISB_TEST_HOST_SECRET=hunter2-from-host-env
 	export OPENAI_API_KEY=sk-test-must-not-leak
 	export PI_TEST_VISIBLE=pi-variable-passed
@@ -30,7 +31,7 @@ setup_file() {
 	 {tools:[{name:"bash",args:{command:"echo \"[$PISB_TEST_HOST_SECRET][$OPENAI_API_KEY][$PI_TEST_VISIBLE][$PI_TEST_API_KEY]\"; env | grep -c HOST_SECRET || true"}}]},
 	 {tools:[{name:"bash",args:{command:("cat " + $secret + "; ls " + $proj)}}]},
 	 {tools:[{name:"read",args:{path:$secret}}]},
-	 {tools:[{name:"read",args:{path:"host-only.txt"}}]},
+	 {tools:[{name:"read",args:{path:"host-only.key"}}]},
 	 {tools:[{name:"bash",args:{command:"echo about to fail; exit 42"}}]},
 	 {tools:[{name:"bash",args:{command:"echo started; sleep 20; echo never", timeout:1}}]},
 	 {tools:[{name:"bash",args:{command:"seq 1 100000"}}]},
@@ -51,9 +52,7 @@ setup_file() {
 	 {tools:[{name:"read",args:{path:"{{fullOutputPath}}",offset:99999}}]},
 	 {tools:[{name:"read",args:{path:"/tmp/pi-bash-0123456789abcdef.log"}}]},
 	 {text:"done"}]')
-	export T0=$SECONDS
 	run_pi_json "$script" "$OUT" || true
-	export PI_SECONDS=$((SECONDS - T0))
 }
 
 teardown_file() {
@@ -85,7 +84,7 @@ teardown_file() {
 @test "bash and read: a host-only secret file is invisible" {
 	tool_result "$OUT" 2
 	[[ $tool_text != *HOST-SECRET-FILE* ]]
-	[[ $tool_text != *host-only.txt* ]]
+	[[ $tool_text != *host-only.key* ]]
 	tool_result "$OUT" 3
 	[ "$tool_err" = true ]
 	[[ $tool_text != *HOST-SECRET-FILE* ]]
@@ -109,7 +108,6 @@ teardown_file() {
 	[[ $tool_text != *never* ]]
 	run -0 pisb exec "$SB" --sh 'ps -eo args | grep -c "^sleep 20" || true'
 	[ "$output" = 0 ]
-	[ "$PI_SECONDS" -lt 20 ]
 }
 
 @test "bash: large output is cut to Pi's tail with the full output saved" {
@@ -146,7 +144,7 @@ teardown_file() {
 	tool_result "$OUT" 12
 	[ "$tool_err" = false ]
 	grep -qx 'notes/' <<<"$tool_text"
-	[[ $tool_text != *host-only.txt* ]]
+	[[ $tool_text != *host-only.key* ]]
 	tool_result "$OUT" 13
 	[ "$tool_text" = new.txt ]
 }

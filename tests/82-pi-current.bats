@@ -3,7 +3,7 @@
 # Node 24, both installed from npm into tests/pi/.cache on first use): the
 # tool scenario and the session tests run again with PI_FLAVOR=current, and
 # the ! command and abort are driven over RPC, which current Pi routes through
-# the extension. 84 and 85 run again under it too.
+# the extension. 84 to 87 run again under it too.
 load helpers
 load pi/helpers
 
@@ -73,6 +73,22 @@ rpc_session() {
 	[ "$status" -eq 0 ]
 	[[ $output != *"not ok"* ]]
 	[[ $output == *"ok "*"kill -9"* ]]
+}
+
+@test "current Pi: the bash syntax, find and grep tests of 86-pi-syntax.bats pass" {
+	run bats -f 'played|find:|grep:|bash:' "$TOP/tests/86-pi-syntax.bats"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output != *"not ok"* ]]
+	[[ $output == *"ok "*"brace glob"* ]]
+}
+
+@test "current Pi: the docker tools of 87-pi-docker.bats pass" {
+	run bats "$TOP/tests/87-pi-docker.bats"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output != *"not ok"* ]]
+	[[ $output == *"ok "*"docker_curl reaches"* ]]
 }
 
 @test "current Pi: an RPC ! command runs in the sandbox" {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bats
 # The extension in Pi's interactive terminal UI, typed at through tmux: the
-# user's ! command and the /sandbox command (a terminal inside the sandbox).
+# user's ! command, the /sandbox command (a terminal inside the sandbox), and
+# what the extension shows there: the status line and its change count, the
+# notifications of /sandbox diff.
 load helpers
 load pi/helpers
 
@@ -70,4 +72,14 @@ type_line() {
 	# back in Pi: the editor takes input again
 	type_line '!echo back-in-pi'
 	screen_wait "back-in-pi" 30
+}
+
+@test "the terminal shows the status line's change count and /sandbox diff's notification" {
+	screen_wait "sandbox $SB (local) · 0 files changed" 30
+	type_line '!echo from-the-user > tui.txt'
+	screen_wait "sandbox $SB (local) · 1 file changed (/sandbox diff)" 30
+	type_line "/sandbox diff"
+	screen_wait "1 file(s) changed in sandbox '$SB' against $PROJ" 30
+	screen_wait "+from-the-user" 5
+	[ ! -e "$PROJ/tui.txt" ]
 }

@@ -44,7 +44,12 @@ make_sock() {
 	[[ $output != *FAIL* ]]
 	# the evidence names what was looked for
 	[[ $output == *"PISB_CANARY_"*"absent"* ]]
-	[[ $output == *"root inside is uid 1000000000 outside"* ]]
+	# as root, the sandbox's own range (its record's uidBase)
+	if [ "$(id -u)" = 0 ]; then
+		[[ $output == *"root inside is uid $(jq -r .uidBase "$PI_SANDBOX_HOME/instances/v/record.json") outside"* ]]
+	else
+		[[ $output == *"root inside is uid $(id -u) outside"* ]]
+	fi
 	[[ $output == *"pid 1 is pisb-init"* ]]
 	[[ $output == *"192.0.2.1:80: Network is unreachable"* ]]
 	# the canaries were removed again

@@ -88,3 +88,19 @@ start_agent() {
 	run -0 "$BATS_TEST_TMPDIR/fuzz" 150
 	[ "$output" = "150 streams ok" ]
 }
+
+@test "a command port that never answers: pisb exec gives up after PISB_VM_PORT_MS, naming the port" {
+	start_agent mute
+	PISB_VM_PORT_MS=8000 run -5 pisb exec box -- true
+	[[ "$output" == *"did not answer on its command port 1 (2 tries in 8 s)"* ]]
+}
+
+@test "a command port that swallowed the first ping (a dead client's half frame): the second try runs the command" {
+	start_agent stale
+	run -0 pisb exec box -- true
+	[ "$output" = ok ]
+	# the instance's ports.log says which port did not answer
+	run -0 cat "$D/ports.log"
+	[[ "$output" == *"command port 1: no answer to PING within 5000 ms (try 1)"* ]]
+	[ "${#lines[@]}" -eq 1 ]
+}

@@ -31,3 +31,16 @@ as_user() {
 	id "$u" >/dev/null 2>&1 || skip "machine lacks: the test user '$u' (run: useradd -m $u)"
 	runuser -u "$u" -- env PATH="$PATH" PISB_EXEC_PATH="$PISB_EXEC_PATH" HOME="$(getent passwd "$u" | cut -d: -f6)" "$@"
 }
+
+# vm_prereqs: what the vm driver needs that this machine lacks (empty: all there)
+vm_prereqs() {
+	command -v qemu-system-x86_64 >/dev/null || { echo "qemu-system-x86_64 (install qemu-system-x86)"; return; }
+	command -v mke2fs >/dev/null || [ -x /sbin/mke2fs ] || { echo "mke2fs (install e2fsprogs)"; return; }
+	[ -x "$PISB_BIN_DIR/pisb-agent" ] || { echo "bin/pisb-agent (run make)"; return; }
+	local k
+	if [ -n "${PISB_VM_KERNEL:-}" ] || [ -r "/boot/vmlinuz-$(uname -r)" ]; then return; fi
+	for k in ${PISB_VM_CACHE:-} ${XDG_CACHE_HOME:+$XDG_CACHE_HOME/pisb/vm} ${HOME:+$HOME/.cache/pisb/vm} /var/cache/pisb/vm; do
+		compgen -G "$k/boot/vmlinuz-*" >/dev/null && return
+	done
+	echo "a guest kernel (run: make vm-kernel)"
+}

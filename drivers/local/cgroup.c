@@ -153,7 +153,95 @@ void pisb_cgroup_close(struct pisb_cgroup *cg)
 	}
 }
 
-static const char *const v1_ctrls[] = { "memory", "pids", "cpu", NULL };
+/* the hierarchies pisb makes its cgroups in: the limits' three, then the
+ * ones only a delegated sandbox (docker: true) has a cgroup in */
+static const char *const v1_ctrls[] = { "memory", "pids", "cpu", "cpuset", "cpuacct",
+	"devices", "freezer", "blkio", "net_cls", "net_prio", "perf_event", "hugetlb", "rdma",
+	"misc", "systemd", NULL };
+#define V1_LIMITS 3
+
+/* fd (O_PATH) and its file f owned by uid:gid; f NULL: fd itself */
+static int own(int fd, const char *f, unsigned uid, unsigned gid)
+{
+	return fchownat(fd, f ? f : "", (uid_t)uid, (gid_t)gid, f ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH);
+}
+
+/* cpuset.cpus and cpuset.mems of a new cpuset cgroup: its parent's (a
+ * v1 cpuset cgroup takes no task until both are set) */
+static void cpuset_inherit(const char *dir)
+{
+	static const char *const f[] = { "cpuset.cpus", "cpuset.mems", NULL };
+	for (int i = 0; f[i]; i++) {
+		_cleanup_free_ char *pp = xasprintf("%s/../%s", dir, f[i]), *cp = xasprintf("%s/%s", dir, f[i]);
+		_cleanup_close_ int in = open(pp, O_RDONLY | O_CLOEXEC), out = -1;
+		char buf[256];
+		ssize_t n = in >= 0 ? pisb_read_all(in, buf, sizeof(buf) - 1) : -1;
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		/* only when unset: a set one may have tasks below it */
+		{
+			_cleanup_close_ int cur = open(cp, O_RDONLY | O_CLOEXEC);
+			char c2[8];
+			if (cur >= 0 && pisb_read_all(cur, c2, sizeof(c2)) > 1)
+				continue;
+		}
+		out = open(cp, O_WRONLY | O_CLOEXEC);
+		if (out >= 0)
+			pisb_write_all(out, buf, (size_t)n);
+	}
+}
+
+int pisb_cgroup_delegate(struct pisb_cgroup *cg, unsigned uid, unsigned gid, struct pisb_err *e)
+{
+	int n = 0;
+
+	while (n <= PISB_CG_MAX && cg->dirfds[n] >= 0)
+		n++;
+	if (cg->version == 2) {
+		static const char *const f[] = { "cgroup.procs", "cgroup.threads", "cgroup.subtree_control", NULL };
+		if (n == 0)
+			return pisb_err_set(e, PISB_EXIT_FAIL, "no cgroup of its own to hand over");
+		if (own(cg->dirfds[0], NULL, uid, gid) < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "chown the sandbox's cgroup");
+		for (int i = 0; f[i]; i++)
+			if (own(cg->dirfds[0], f[i], uid, gid) < 0 && errno != ENOENT)
+				return pisb_err_sys(e, PISB_EXIT_FAIL, "chown the sandbox's cgroup's %s", f[i]);
+		return 0;
+	}
+	if (cg->version != 1)
+		return pisb_err_set(e, PISB_EXIT_FAIL, "no usable cgroup hierarchy");
+	for (int i = V1_LIMITS; v1_ctrls[i]; i++) {
+		char path[1024], top[256];
+		struct statfs sf;
+		int fd;
+		snprintf(top, sizeof(top), CG_ROOT "/%s", v1_ctrls[i]);
+		if (statfs(top, &sf) < 0 || (unsigned long)sf.f_type != 0x27e0eb /* CGROUP_SUPER_MAGIC */)
+			continue;
+		if (n > PISB_CG_MAX)
+			return pisb_err_set(e, PISB_EXIT_FAIL, "too many cgroup hierarchies");
+		snprintf(path, sizeof(path), "%s/pisb", top);
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "mkdir '%s'", path);
+		if (!strcmp(v1_ctrls[i], "cpuset"))
+			cpuset_inherit(path);
+		snprintf(path, sizeof(path), "%s/%s", top, cg->rel);
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "mkdir '%s'", path);
+		if (!strcmp(v1_ctrls[i], "cpuset"))
+			cpuset_inherit(path);
+		if ((fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", path);
+		cg->dirfds[n++] = fd;
+	}
+	/* the limits' hierarchies too (pisb_cgroup_create made them) */
+	for (int i = 0; i < n; i++)
+		if (own(cg->dirfds[i], NULL, uid, gid) < 0 || own(cg->dirfds[i], "cgroup.procs", uid, gid) < 0 ||
+		    own(cg->dirfds[i], "tasks", uid, gid) < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "chown the sandbox's cgroup '%s'", cg->rel);
+	cg->delegated = true;
+	return 0;
+}
 
 /* SIGKILL every process listed in dir/cgroup.procs but ourselves (we move
  * out instead); how many were killed. */
@@ -172,9 +260,10 @@ static int kill_procs(const char *dir)
 		if (end == s)
 			break;
 		if (pid == getpid()) {
-			/* the controller joined its sandbox's cgroup to boot the
-			 * init inside it: it moves to the hierarchy's root to let
-			 * the cgroup go (pisb/NAME.GEN: two levels up) */
+			/* we are in it (the controller stays out since it moves
+			 * the boot child in instead of joining; kept for any
+			 * caller that joined): move to the hierarchy's root to
+			 * let the cgroup go (pisb/NAME.GEN: two levels up) */
 			_cleanup_free_ char *root = xasprintf("%s/../../cgroup.procs", dir);
 			_cleanup_close_ int rfd = open(root, O_WRONLY | O_CLOEXEC);
 			char me[32];
@@ -194,20 +283,39 @@ static int kill_procs(const char *dir)
  * kill what is in it and retry until the deadline. */
 static int remove_dir(const char *dir, int64_t deadline)
 {
+	/* a delegated sandbox's own cgroups below it go first */
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	while (d && (de = readdir(d)))
+		if (de->d_type == DT_DIR && strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			_cleanup_free_ char *sub = xasprintf("%s/%s", dir, de->d_name);
+			remove_dir(sub, deadline);
+		}
+	if (d)
+		closedir(d);
+	/* a v1 cgroup stays busy for about a millisecond after its last
+	 * process was reaped: retry soon, then back off to 10 ms */
+	long wait_us = 500;
+
 	for (;;) {
 		if (rmdir(dir) == 0 || errno == ENOENT)
 			return 0;
 		if (errno != EBUSY || pisb_mono_ms() > deadline)
 			return -1;
 		kill_procs(dir);
-		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		struct timespec ts = { 0, wait_us * 1000 };
 		nanosleep(&ts, NULL);
+		if (wait_us < 10000)
+			wait_us = wait_us * 2 > 10000 ? 10000 : wait_us * 2;
 	}
 }
 
 int pisb_cgroup_remove(const char *rel)
 {
-	int64_t deadline = pisb_mono_ms() + 3000;
+	/* a delegated sandbox may hold a tree of its containers' cgroups whose
+	 * processes die only now: 10 s for all of it (3 s ran out under load) */
+	int64_t deadline = pisb_mono_ms() + 10000;
 	char path[512];
 	int ret = 0, en = 0;
 

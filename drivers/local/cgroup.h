@@ -1,7 +1,8 @@
 /* cgroup.h - resource limits for a local sandbox (cgroup v1 or v2).
  *
  * One cgroup per running sandbox, "pisb/NAME.GEN" under each controller
- * (v1: memory, cpu, pids hierarchies; v2: the unified tree).  Limits are
+ * (v1: memory, cpu, pids hierarchies, every hierarchy when delegated;
+ * v2: the unified tree).  Limits are
  * read back after writing: a limit counts as enforced only if the kernel
  * holds it.
  */
@@ -13,13 +14,14 @@
 struct pisb_err;
 struct pisb_strv;
 
-#define PISB_CG_MAX 4
+#define PISB_CG_MAX 11
 
 struct pisb_cgroup {
 	int version;            /* 1 or 2, 0 if none usable */
 	char rel[128];          /* "pisb/NAME.GEN" */
 	int dirfds[PISB_CG_MAX + 1];  /* joined by the init; -1 ends */
 	bool mem, cpu, pids;    /* enforced */
+	bool delegated;         /* pisb_cgroup_delegate handed it over */
 	char note[512];         /* why something is not enforced */
 };
 
@@ -29,6 +31,18 @@ int pisb_cgroup_create(struct pisb_cgroup *cg, const char *rel, int cpus,
 		       long long mem_bytes, int pids, bool required,
 		       struct pisb_err *e);
 void pisb_cgroup_close(struct pisb_cgroup *cg);
+/* docker: true - hand the sandbox's cgroups to its root (uid, gid on
+ * the host), so that its daemon can make cgroups of its own below them:
+ * rel is made in every other v1 hierarchy too (cpuset, cpuacct, devices,
+ * freezer, blkio, net_cls, net_prio, perf_event, hugetlb, rdma, misc,
+ * name=systemd; cpuset given its parent's cpus and mems) and joined by the
+ * init; in each, the directory and its cgroup.procs and tasks (v2: the
+ * directory, cgroup.procs, cgroup.threads, cgroup.subtree_control) are
+ * chowned.  Its own limit files stay root's: it can divide them, never
+ * raise them (a child's limits are within its parent's).  0, or -1 with
+ * e when a hierarchy could not be handed over (the daemon then runs in
+ * rootless mode, without cgroups of its own). */
+int pisb_cgroup_delegate(struct pisb_cgroup *cg, unsigned uid, unsigned gid, struct pisb_err *e);
 /* Remove the cgroup dirs of rel ("pisb/NAME.GEN", nothing else): a dir
  * still busy is emptied with SIGKILL and retried for up to 3 s (processes
  * of a stopped sandbox may still be exiting).  0, or -1 with errno. */

@@ -17,6 +17,7 @@
 #include "lock.h"
 #include "ns.h"
 #include "proc.h"
+#include "project.h"
 #include "sbexec.h"
 #include "image.h"
 #include "services.h"
@@ -63,7 +64,7 @@ struct ctl {
 	struct pisb_services *svc;
 };
 
-static int save(struct ctl *c, const char *state, struct pisb_err *e)
+static int save_as(struct ctl *c, const char *state, bool sync, struct pisb_err *e)
 {
 	snprintf(c->rt.state, sizeof(c->rt.state), "%s", state);
 	if (c->svc) {
@@ -72,7 +73,17 @@ static int save(struct ctl *c, const char *state, struct pisb_err *e)
 		c->rt.services_json = pisb_services_status_json(c->svc);
 		c->rt.previews_json = pisb_services_previews_json(c->svc);
 	}
-	return pisb_runtime_save(c->idir, &c->rt, e);
+	if (sync)
+		return pisb_runtime_save(c->idir, &c->rt, e);
+	return pisb_runtime_save_volatile(c->idir, &c->rt, e);
+}
+
+/* what runs now needs no fsync: a power loss ends it anyway, and the
+ * next start recovers from any state; the end of a run does (do_stop
+ * syncs "stopped" with the disk) */
+static int save(struct ctl *c, const char *state, struct pisb_err *e)
+{
+	return save_as(c, state, !strcmp(state, "stopped") || !strcmp(state, "failed"), e);
 }
 
 /* Run a shell script inside the sandbox, output to our log; wait at most
@@ -127,13 +138,15 @@ static bool agents_hook(struct ctl *c, const char *name)
 	return fd >= 0;
 }
 
-/* setup lines, then <workspace>/.agents/setup if executable; one deadline */
-static char *run_setup(struct ctl *c)
+/* setup lines, then <workspace>/.agents/setup if executable; one deadline.
+ * *ran: whether anything ran. */
+static char *run_setup(struct ctl *c, bool *ran)
 {
 	struct pisb_err e = PISB_ERR_INIT;
 	int64_t deadline = pisb_mono_ms() + SETUP_DEADLINE_MS;
 	_cleanup_free_ char *agents = NULL;
 
+	*ran = c->cfg->nsetup > 0;
 	for (size_t i = 0; i < c->cfg->nsetup; i++) {
 		int64_t left = deadline - pisb_mono_ms();
 		int code;
@@ -148,6 +161,7 @@ static char *run_setup(struct ctl *c)
 	}
 	if (!agents_hook(c, "setup"))
 		return NULL;
+	*ran = true;
 	agents = xasprintf("f=%s/.agents/setup; if [ -x \"$f\" ]; then exec \"$f\"; fi", c->cfg->workspace);
 	{
 		int64_t left = deadline - pisb_mono_ms();
@@ -217,6 +231,25 @@ static int bind_control(struct ctl *c, struct pisb_err *e)
 	return 0;
 }
 
+/* syncfs of the disk, and of the state directory's filesystem when the
+ * disk has one of its own (diskGiB). */
+static int sync_disk(struct ctl *c, struct pisb_err *e)
+{
+	_cleanup_close_ int d = openat(c->idir, "disk", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int i = openat(c->idir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat ds, is;
+
+	if (i < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "open the directory of '%s' to sync it", c->name);
+	if (d >= 0 && syncfs(d) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "sync the disk of '%s'", c->name);
+	if (d >= 0 && fstat(d, &ds) == 0 && fstat(i, &is) == 0 && ds.st_dev == is.st_dev)
+		return 0;
+	if (syncfs(i) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "sync the state of '%s'", c->name);
+	return 0;
+}
+
 /* Stop: services, every process, sync, checkpoint mark. */
 static void do_stop(struct ctl *c)
 {
@@ -226,13 +259,16 @@ static void do_stop(struct ctl *c)
 	if (c->stopping)
 		return;
 	c->stopping = true;
+	pisb_trace("stop: asked");
 	logf_("stopping");
 	save(c, "stopping", &e);
 	if (c->svc)
 		pisb_services_stop_all(c->svc);
+	pisb_trace("stop: services stopped");
 	if (c->initctl >= 0) {
 		if (pisb_sandbox_killall(c->initctl, 5000, &e) < 0)
 			logf_("stop: %s", e.msg);
+		pisb_trace("stop: every process killed");
 		close(c->initctl); /* init exits: the pid ns is torn down */
 		c->initctl = -1;
 	}
@@ -267,23 +303,23 @@ static void do_stop(struct ctl *c)
 			nanosleep(&ts, NULL);
 		}
 	}
-	/* flush the disk: the checkpoint is what is on it now */
-	{
-		_cleanup_close_ int d = openat(c->idir, "disk", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (d >= 0)
-			syncfs(d);
-	}
+	pisb_trace("stop: init reaped");
 	pisb_cgroup_close(&c->cg);
 	pisb_cgroup_remove(c->rt.cgroup);
+	pisb_trace("stop: cgroup removed");
 	c->rt.init.pid = 0;
 	c->rt.resume.pid = 0;
 	c->rt.stopped_at = pisb_now_ms() / 1000;
 	unlinkat(c->idir, "control.sock", 0);
-	if (save(c, "stopped", &e) < 0) {
+	/* "stopped", then one flush for it and the disk: the checkpoint is
+	 * what is on the disk now (a crash before the flush ends starts from
+	 * the disk as last synced, as after any interrupted run) */
+	if (save_as(c, "stopped", false, &e) < 0 || sync_disk(c, &e) < 0) {
 		/* the client's stop must not say it stopped cleanly */
 		logf_("stop: %s", e.msg);
 		snprintf(c->stop_error, sizeof(c->stop_error), "%s", e.msg);
 	}
+	pisb_trace("stop: stopped recorded, disk synced (syncfs)");
 	logf_("stopped");
 }
 
@@ -399,7 +435,8 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 {
 	struct ctl c;
 	_cleanup_close_ int lock = -1;
-	_cleanup_free_ char *lower = NULL, *disk = NULL;
+	_cleanup_free_ char *lower = NULL, *disk = NULL, *pbound = NULL;
+	bool disk_mounted = false;
 	_cleanup_buf_ struct pisb_buf intent = PISB_BUF_INIT;
 	bool fresh = false, prepare = false;
 	struct pisb_boot b;
@@ -407,6 +444,7 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 	char gen[17];
 	int ret = -1;
 
+	pisb_trace("controller: start");
 	memset(&c, 0, sizeof(c));
 	c.st = st;
 	c.name = pisb_str_starts(name, "@prep/") ? name + 6 : name;
@@ -420,8 +458,10 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 	lock = pisb_lock_acquire(c.idir, "controller.lock", true, 2000, "the sandbox controller", e);
 	if (lock < 0)
 		goto out;
+	pisb_trace("controller: lock");
 	if (pisb_record_load(c.idir, &c.rec, e) < 0 || pisb_record_config(&c.rec, &c.cfg, e) < 0)
 		goto out_failed;
+	pisb_trace("controller: record and config parsed");
 	if (pisb_read_file_at(c.idir, "intent.json", &intent, 4096) == 0) {
 		fresh = strstr(intent.s, "\"setup\":true") != NULL;
 		prepare = strstr(intent.s, "\"prepare\":true") != NULL;
@@ -438,7 +478,7 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 		/* handles of earlier runs are gone with their processes */
 		pisb_rm_rf_at(c.idir, "exec", &ig);
 	}
-	pisb_ids_for_caller(&c.ids);
+	pisb_ids_for_record(&c.rec, &c.ids);
 	pisb_random_hex(gen, 8);
 	snprintf(c.rt.generation, sizeof(c.rt.generation), "%s", gen);
 	c.rt.controller.pid = getpid();
@@ -446,8 +486,10 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 	c.rt.started_at = pisb_now_ms() / 1000;
 	c.rt.uid_base = c.ids.uid_base;
 	c.rt.gid_base = c.ids.gid_base;
+	pisb_trace("controller: old run cleared");
 	if (save(&c, "starting", e) < 0)
 		goto out_failed;
+	pisb_trace("controller: status written (starting)");
 
 	/* signals through a signalfd, so the loop below sees them in order */
 	sigemptyset(&mask);
@@ -476,6 +518,13 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 				       (long long)c.cfg->memory_gib << 30, c.cfg->pids,
 				       required, e) < 0)
 			goto out_failed;
+		if (c.cfg->docker && c.ids.count >= 65536) {
+			/* the sandbox's daemon makes its containers' cgroups
+			 * below its own; else it runs rootless, without them */
+			struct pisb_err de = PISB_ERR_INIT;
+			if (pisb_cgroup_delegate(&c.cg, (unsigned)c.ids.uid_base, (unsigned)c.ids.gid_base, &de) < 0)
+				logf_("docker: cgroups not delegated (the daemon runs rootless): %s", de.msg);
+		}
 		if (c.cg.dirfds[0] >= 0)
 			c.rt.cgroup = xstrdup(rel);
 		c.rt.mem_enforced = c.cg.mem;
@@ -486,6 +535,7 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 			c.rt.limits_note = xstrdup(c.cg.note);
 	}
 
+	pisb_trace("controller: cgroup created");
 	/* the root filesystem layers */
 	if (!strcmp(c.cfg->image, "host")) {
 		_cleanup_free_ char *skel = xasprintf("images/host-%u", (unsigned)c.ids.uid_base);
@@ -508,8 +558,39 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 	disk = pisb_str_starts(name, "@prep/")
 		? xasprintf("%s/staging/%s.prep/disk", st->path, c.name)
 		: xasprintf("%s/instances/%s/disk", st->path, c.name);
+	/* diskGiB: the disk's own filesystem image, when it has one */
+	{
+		_cleanup_free_ char *dir = xstrndup(disk, strlen(disk) - strlen("/disk"));
+		int m = pisb_disk_image_mount(c.idir, dir, disk, e);
+		if (m < 0)
+			goto out_failed;
+		c.rt.disk_enforced = m == 1;
+		disk_mounted = m == 1;
+	}
+	if (c.cfg->docker && c.ids.count < 65536) {
+		/* runc mounts /dev/pts with gid 5 and images hold files of many
+		 * owners: one id mapped is not enough */
+		pisb_err_set(e, PISB_EXIT_FAIL,
+			     "docker: true needs pisb to run as root (a sandbox of uid %u maps %u id, its docker daemon's containers need the 65536 of root's sandboxes)",
+			     (unsigned)geteuid(), c.ids.count);
+		goto out_failed;
+	}
+	if (c.cfg->docker) {
+		/* the daemon's data root: the instance disk, beside the overlay
+		 * (overlay2 cannot stack on the overlay root), root's inside */
+		_cleanup_free_ char *dd = xasprintf("%s/docker", disk);
+		if (mkdir(dd, 0710) < 0 && errno != EEXIST) {
+			pisb_err_sys(e, PISB_EXIT_FAIL, "docker: mkdir '%s'", dd);
+			goto out_failed;
+		}
+		if (geteuid() == 0 && chown(dd, c.ids.uid_base, c.ids.gid_base) < 0) {
+			pisb_err_sys(e, PISB_EXIT_FAIL, "docker: chown '%s' to the sandbox's root", dd);
+			goto out_failed;
+		}
+	}
 	memset(&b, 0, sizeof(b));
 	b.hostname = c.name;
+	b.docker = c.cfg->docker;
 	b.lower_path = lower;
 	b.host_image = !strcmp(c.cfg->image, "host");
 	b.disk_path = disk;
@@ -517,29 +598,33 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 	b.tmp_mib = (unsigned)c.cfg->memory_gib * 512;
 	b.ids = c.ids;
 	b.log_fd = 2;
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < 16; i++)
 		b.cgroup_dirfds[i] = i <= PISB_CG_MAX ? c.cg.dirfds[i] : -1;
+	pisb_trace("controller: image layers");
+	if (pisb_project_bound(c.idir, &pbound, &b.project_ro) > 0) {
+		b.project = pbound;   /* mounted anew (secrets hidden anew) each start */
+		b.project_cfg = &c.cfg->project;
+	}
 	if (pisb_sandbox_boot(&b, &c.rt.init.pid, &c.initctl, e) < 0)
 		goto out_failed;
 	c.rt.init.start = pisb_proc_start(c.rt.init.pid);
-	/* the controller itself stays out of the sandbox's cgroup */
-	if (c.rt.cgroup) {
-		struct pisb_err ig = PISB_ERR_INIT;
-		pisb_cgroup_join(NULL, &ig);
-	}
 	logf_("booted: init pid %d, generation %s", (int)c.rt.init.pid, gen);
+	pisb_trace("controller: booted");
 	if (save(&c, "starting", e) < 0)
 		goto out_failed;
+	pisb_trace("controller: status written (booted)");
 
 	if (fresh) {
 		struct pisb_err ig = PISB_ERR_INIT;
-		char *err = run_setup(&c);
+		bool ran = false;
+		char *err = run_setup(&c, &ran);
 		if (err) {
 			logf_("setup failed: %s", err);
 			c.rt.setup_error = err;
 		}
 		/* nothing setup started may outlive it, detached or not */
-		pisb_sandbox_killall(c.initctl, 5000, &ig);
+		if (ran)
+			pisb_sandbox_killall(c.initctl, 5000, &ig);
 		unlinkat(c.idir, "intent.json", 0);
 	} else {
 		run_resume(&c);
@@ -549,16 +634,20 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 		ret = 0;
 		goto out;
 	}
+	pisb_trace("controller: setup or resume hooks");
 	c.svc = pisb_services_new(c.st, c.idir, c.name, c.cfg, &c.rt);
 	if (c.svc) {
 		struct pisb_err se = PISB_ERR_INIT;
 		if (pisb_services_start_all(c.svc, &se) < 0)
 			logf_("services: %s", se.msg);
 	}
+	pisb_trace("controller: services");
 	if (bind_control(&c, e) < 0)
 		goto out_failed;
+	pisb_trace("controller: control socket");
 	if (save(&c, "running", e) < 0)
 		goto out_failed;
+	pisb_trace("controller: status written (running)");
 	logf_("running");
 
 	while (!c.stopping) {
@@ -625,6 +714,8 @@ out_failed:
 		save(&c, "failed", &ig);
 	}
 out:
+	if (disk_mounted)
+		pisb_disk_image_umount(disk);
 	if (c.svc)
 		pisb_services_free(c.svc);
 	if (c.lsock >= 0)

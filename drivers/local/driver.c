@@ -7,15 +7,19 @@
 #include "err.h"
 #include "events.h"
 #include "exec.h"
+#include "fs.h"
 #include "fs_verbs.h"
 #include "inspect.h"
 #include "json.h"
+#include "lock.h"
 #include "lifecycle.h"
 #include "local.h"
+#include "ns.h"
 #include "util.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- lifecycle ---- */
 
@@ -24,19 +28,13 @@ static int make(struct pisb_state *st, const struct pisb_config *cfg, const char
 {
 	struct pisb_create_opts co = {
 		o->name, o->template_, o->config_text, o->config_len, o->owner_pid,
-		o->session_id, o->wait_ms, prepare,
+		o->session_id, o->wait_ms, prepare, o->project,
 	};
-	struct pisb_event ev = { "ready", o->name, "local", NULL, cfg->workspace, true, false, NULL };
 
 	if (pisb_local_create(st, cfg, config_json, &co, &o->setup_error, e) < 0)
 		return -1;
-	if (prepare)
-		return 0;
-	if (pisb_lifecycle_event(o, &ev, e) < 0) {
-		struct pisb_err ig = PISB_ERR_INIT;
-		pisb_local_destroy(st, "instances", o->name, -1, &ig);
-		return pisb_err_prefix(e, "create '%s' (removed again)", o->name);
-	}
+	if (o->ready)
+		o->ready->workspace = xstrdup(cfg->workspace);
 	return 0;
 }
 
@@ -52,31 +50,32 @@ static int prepare(struct pisb_state *st, const struct pisb_config *cfg, const c
 	return make(st, cfg, config_json, o, true, e);
 }
 
-static int released(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, const char *mode,
-		    struct pisb_err *e)
-{
-	struct pisb_event ev = { "released", sb->name, "local", NULL, NULL, true, false, mode };
-
-	return pisb_lifecycle_event(o, &ev, e);
-}
-
 static int start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
 	return pisb_local_start(sb->st, sb->name, o->wait_ms, e);
 }
 
+static int end(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, bool destroy,
+	       struct pisb_ready *ev, struct pisb_err *e)
+{
+	(void)ev;
+	return pisb_local_end(sb, o->wait_ms, destroy, e);
+}
+
 static int stop(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	if (pisb_local_stop(sb->st, sb->name, o->wait_ms, e) < 0)
-		return -1;
-	return released(sb, o, "stop", e);
+	return pisb_lifecycle_end(sb, o, false, end, e);
 }
 
 static int destroy(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	if (pisb_local_destroy(sb->st, "instances", sb->name, o->wait_ms, e) < 0)
-		return -1;
-	return released(sb, o, "remove", e);
+	return pisb_lifecycle_end(sb, o, true, end, e);
+}
+
+/* the session's end: remove, unless release --policy says otherwise */
+static int release(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
+{
+	return pisb_lifecycle_release_as(sb, o, pisb_lc_policy(o, PISB_POLICY_KILL), e);
 }
 
 /* ---- inspect ---- */
@@ -91,9 +90,22 @@ static enum pisb_status status(struct pisb_sandbox *sb)
 
 static void describe(struct pisb_sandbox *sb, const struct pisb_config *cfg, struct pisb_jw *w)
 {
-	(void)sb;
+	struct pisb_ids ids;
+
 	pisb_jw_kstr(w, "image", cfg->image);
 	pisb_jw_kstr(w, "workspace", cfg->workspace);
+	/* the driver's own object: the host ids of root inside; shared:
+	 * made (as root) before every sandbox got a range of its own */
+	pisb_ids_for_record(&sb->rec, &ids);
+	pisb_jw_key(w, "local");
+	pisb_jw_obj(w);
+	pisb_jw_key(w, "idRange");
+	pisb_jw_obj(w);
+	pisb_jw_kint(w, "uidBase", ids.uid_base);
+	pisb_jw_kint(w, "count", ids.count);
+	pisb_jw_kbool(w, "shared", geteuid() == 0 && !sb->rec.uid_base);
+	pisb_jw_obj_end(w);
+	pisb_jw_obj_end(w);
 }
 
 /* ---- exec ---- */
@@ -140,10 +152,34 @@ static int verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, stru
 	return pisb_verify(sb->st, sb->name, json, out, e);
 }
 
+/* ---- the project: its files with the sandbox's rights, running or not ---- */
+
+static int project_enter(struct pisb_sandbox *sb, int *root, char **ws, struct pisb_err *e)
+{
+	struct pisb_fs fs = PISB_FS_INIT;
+	int r;
+
+	if (pisb_fs_open(&fs, sb, NULL, false, e) < 0) {
+		pisb_fs_release(&fs);
+		return -1;
+	}
+	*ws = xstrdup(fs.workspace);
+	if (pisb_lock_is_held(sb->idir, "controller.lock")) {
+		/* running: its own namespaces, as every file verb */
+		pisb_fs_release(&fs);
+		fs = (struct pisb_fs)PISB_FS_INIT;
+		r = pisb_fs_open(&fs, sb, NULL, true, e) < 0 || pisb_fs_enter(&fs, e) < 0 ? -1 : 0;
+		*root = r == 0 ? pisb_steal_fd(&fs.root) : -1;
+	} else {
+		/* stopped: its disk, read-only, as its root */
+		r = pisb_local_disk_enter(sb->idir, fs.workspace, root, e);
+	}
+	pisb_fs_release(&fs);
+	return r;
+}
+
 static const struct pisb_refusal refusals[] = {
 	{ PISB_V_CONNECT, "connect attaches a sandbox that already runs elsewhere (opensandbox.sandboxId)" },
-	{ PISB_V_RELEASE, "a local sandbox has no session policy of its own: pisb gc removes it once its owner is gone" },
-	{ PISB_V_DOCKER, "no docker daemon of its own; pisb docker needs a sbx sandbox (driver: sbx) and never falls back to the host's docker daemon" },
 	{ PISB_V_RENEW, "a local sandbox does not expire" },
 	{ 0, NULL },
 };
@@ -158,6 +194,7 @@ const struct pisb_driver pisb_driver_local = {
 	.start = start,
 	.stop = stop,
 	.destroy = destroy,
+	.release = release,
 	.status = status,
 	.describe = describe,
 	.limits = pisb_inspect_limits,
@@ -178,7 +215,9 @@ const struct pisb_driver pisb_driver_local = {
 	.logs = pisb_fsv_logs,
 	.push = pisb_fsv_push,
 	.pull = pisb_fsv_pull,
+	.project_enter = project_enter,
 	.svc = svc,
 	.preview = svc,
+	.docker = pisb_local_docker,
 	.verify = verify,
 };

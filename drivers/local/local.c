@@ -2,30 +2,37 @@
 #include "local.h"
 #include "cgroup.h"
 #include "config.h"
+#include "driver.h"
 #include "err.h"
+#include "gc.h"
 #include "image.h"
 #include "instance.h"
 #include "json.h"
 #include "lock.h"
 #include "ns.h"
 #include "proc.h"
+#include "project.h"
 #include "sbexec.h"
 #include "state.h"
 #include "util.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +41,40 @@
 #define BOOT_WAIT_MS (25 * 60 * 1000)
 
 static const char *kind_of(bool tmpl) { return tmpl ? "templates" : "instances"; }
+
+/* ---------- tracing ---------- */
+
+void pisb_trace(const char *what)
+{
+	const char *t = getenv("PISB_TRACE");
+	struct timespec ts;
+	char line[256];
+	int fd, n;
+
+	if (!t || !*t || !strcmp(t, "0"))
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	n = snprintf(line, sizeof(line), "pisb-trace %lld %d %s\n",
+		     (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000, (int)getpid(), what);
+	if (n <= 0)
+		return;
+	if ((size_t)n >= sizeof(line))
+		n = sizeof(line) - 1;
+	/* opened and closed each time: no descriptor of it is held by the
+	 * controller, and so none reaches the sandbox's init; never a
+	 * symlink, and a FIFO with no reader does not block */
+	fd = t[0] == '/' ? open(t, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600) : 2;
+	if (fd < 0)
+		return;
+	pisb_write_all(fd, line, (size_t)n);
+	if (fd != 2)
+		close(fd);
+	/* PISB_TRACE_STOP=WHAT: stop here (SIGSTOP) after that mark, so a
+	 * fault test can kill the process at a known step */
+	t = getenv("PISB_TRACE_STOP");
+	if (t && !strcmp(t, what))
+		raise(SIGSTOP);
+}
 
 /* ---------- disk and staging ---------- */
 
@@ -97,6 +138,182 @@ static int copy_tree(const char *from, const char *to, struct pisb_err *e)
 	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
 		return pisb_err_set(e, PISB_EXIT_FAIL, "copy '%s' to '%s' failed", from, to);
 	return 0;
+}
+
+/* The project into the staged disk's workspace, before anything of the
+ * sandbox runs (a template's workspace is followed through no symlink). */
+static int seed_project(int sdir, const struct pisb_config *cfg, const char *dir,
+			const struct pisb_ids *ids, struct pisb_err *e)
+{
+	_cleanup_free_ char *ws = xasprintf("disk/upper%s", cfg->workspace);
+	_cleanup_close_ int wsfd = -1;
+	struct pisb_project_stats s;
+
+	if (cfg->project.mode == PISB_PROJECT_BIND || cfg->project.mode == PISB_PROJECT_BIND_RO)
+		return pisb_project_bind_record(sdir, dir, cfg->project.mode == PISB_PROJECT_BIND_RO, e);
+	if (pisb_mkdirs_at(sdir, ws, 0755, e) < 0)
+		return -1;
+	chown_base(sdir, ws, ids);
+	wsfd = pisb_open_beneath(sdir, ws, O_RDONLY | O_DIRECTORY);
+	if (wsfd < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "open the workspace of the new disk");
+	return pisb_project_seed(sdir, wsfd, dir, &cfg->project, ids->uid_base, ids->gid_base,
+				 ids->count, &s, e);
+}
+
+/* A template's disk copied for a sandbox of another id range: every
+ * owner in the template's range moves to the same offset in the new one
+ * (lchown, never following a link); the setuid/setgid bits and file
+ * capabilities that chown drops are put back, a v3 capability's root id
+ * moved too.  The copy is pisb's alone (staging/, no sandbox runs on it),
+ * so paths cannot change under the walk.  POSIX ACL entries naming a user
+ * or group of the template's range move too (shift_acl). */
+static const struct pisb_ids *shift_from, *shift_to;
+
+static uid_t shifted(unsigned id, unsigned from, unsigned to)
+{
+	return id >= from && id - from < shift_from->count ? to + (id - from) : id;
+}
+
+/* The access or default ACL xattr of path with its named users and groups
+ * moved to the new range.  Its layout: a 4-byte version, then entries of
+ * tag (2 bytes), permissions (2), id (4), little-endian; read as host root,
+ * the ids are host ids. */
+static int shift_acl(const char *path, const char *name)
+{
+	static unsigned char a[65536];   /* XATTR_SIZE_MAX; the walk is single-threaded */
+	ssize_t n = lgetxattr(path, name, a, sizeof(a));
+	bool changed = false;
+
+	if (n < 0)
+		return errno == ENODATA || errno == EOPNOTSUPP ? 0 : -1;
+	for (ssize_t off = 4; off + 8 <= n; off += 8) {
+		unsigned tag = a[off] | a[off + 1] << 8;
+		unsigned id = a[off + 4] | a[off + 5] << 8 | a[off + 6] << 16 | (unsigned)a[off + 7] << 24;
+		unsigned to;
+
+		if (tag == 0x02)        /* ACL_USER */
+			to = shifted(id, shift_from->uid_base, shift_to->uid_base);
+		else if (tag == 0x08)   /* ACL_GROUP */
+			to = shifted(id, shift_from->gid_base, shift_to->gid_base);
+		else
+			continue;
+		if (to == id)
+			continue;
+		a[off + 4] = to & 0xff, a[off + 5] = (to >> 8) & 0xff;
+		a[off + 6] = (to >> 16) & 0xff, a[off + 7] = to >> 24;
+		changed = true;
+	}
+	return changed ? lsetxattr(path, name, a, (size_t)n, 0) : 0;
+}
+
+static int shift_one(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+	uid_t u = shifted(sb->st_uid, shift_from->uid_base, shift_to->uid_base);
+	gid_t g = shifted(sb->st_gid, shift_from->gid_base, shift_to->gid_base);
+	unsigned char cap[64];
+	ssize_t ncap = -1;
+
+	(void)type;
+	(void)ftw;
+	if (!S_ISLNK(sb->st_mode) &&
+	    (shift_acl(path, "system.posix_acl_access") < 0 ||
+	     (S_ISDIR(sb->st_mode) && shift_acl(path, "system.posix_acl_default") < 0)))
+		return -1;
+	if (u == sb->st_uid && g == sb->st_gid)
+		return 0;
+	if (S_ISREG(sb->st_mode))
+		ncap = lgetxattr(path, "security.capability", cap, sizeof(cap));
+	if (lchown(path, u, g) < 0)
+		return -1;
+	if (S_ISREG(sb->st_mode) && (sb->st_mode & (S_ISUID | S_ISGID)) &&
+	    chmod(path, sb->st_mode & 07777) < 0)
+		return -1;
+	if (ncap == 24 && (cap[3] & 0xff) == 0x03) {
+		/* VFS_CAP_REVISION_3: rootid, little-endian, at byte 20 */
+		unsigned r = cap[20] | cap[21] << 8 | cap[22] << 16 | (unsigned)cap[23] << 24;
+		r = shifted(r, shift_from->uid_base, shift_to->uid_base);
+		cap[20] = r & 0xff, cap[21] = (r >> 8) & 0xff, cap[22] = (r >> 16) & 0xff, cap[23] = r >> 24;
+	}
+	if (ncap > 0 && lsetxattr(path, "security.capability", cap, (size_t)ncap, 0) < 0)
+		return -1;
+	return 0;
+}
+
+static int shift_tree(const char *root, const struct pisb_ids *from, const struct pisb_ids *to,
+		      struct pisb_err *e)
+{
+	if (from->uid_base == to->uid_base && from->gid_base == to->gid_base)
+		return 0;
+	shift_from = from;
+	shift_to = to;
+	if (nftw(root, shift_one, 64, FTW_PHYS | FTW_MOUNT) != 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "move the copy of '%s' to the sandbox's id range", root);
+	return 0;
+}
+
+/* The disk of a sandbox made from the template TNAME (open on tdir), with
+ * the limit a direct create would get: diskGiB given, as root, an image of
+ * that size (the template's own image copied when it has that size, else
+ * a fresh one the template's tree is copied into); otherwise a directory
+ * (copied out of the template's image, mounted read-only, when it has
+ * one).  Then moved into the new sandbox's id range.  *disk_mnt: the
+ * image mounted on the staged disk, for the caller to unmount. */
+static int stage_template_disk(struct pisb_state *st, int sdir, int tdir, const char *stage,
+			       const char *tname, const struct pisb_config *cfg,
+			       const struct pisb_ids *ids, char **disk_mnt, struct pisb_err *e)
+{
+	_cleanup_free_ char *tpath = xasprintf("%s/templates/%s", st->path, tname);
+	_cleanup_free_ char *sd = xasprintf("%s/%s", st->path, stage);
+	_cleanup_free_ char *to = xasprintf("%s/disk", sd);
+	_cleanup_free_ char *src = NULL, *src_mnt = NULL;
+	struct pisb_record trec;
+	struct pisb_ids tids;
+	struct stat ti;
+	bool timg = fstatat(tdir, "disk.img", &ti, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(ti.st_mode);
+	bool want = geteuid() == 0 && cfg->disk_explicit;
+	int ret = -1;
+
+	if (pisb_record_load(tdir, &trec, e) < 0)
+		return -1;
+	pisb_ids_for_record(&trec, &tids);
+	pisb_record_release(&trec);
+	if (want && timg && ti.st_size == (off_t)cfg->disk_gib << 30) {
+		/* the same size: the image itself (holes kept, a reflink
+		 * where the filesystem can) */
+		_cleanup_free_ char *fi = xasprintf("%s/disk.img", tpath);
+		_cleanup_free_ char *ni = xasprintf("%s/disk.img", sd);
+		if (copy_tree(fi, ni, e) < 0 || pisb_disk_image_mount(sdir, sd, to, e) < 0)
+			return -1;
+		*disk_mnt = xstrdup(to);
+		return shift_tree(to, &tids, ids, e);
+	}
+	if (timg) {
+		src_mnt = xasprintf("%s/template-disk", sd);
+		if (pisb_disk_image_mount_ro(tdir, tpath, src_mnt, e) < 0)
+			goto out;
+		src = xstrdup(src_mnt);
+	} else {
+		src = xasprintf("%s/disk", tpath);
+	}
+	if (want) {
+		_cleanup_free_ char *contents = xasprintf("%s/.", src);
+		if (pisb_disk_image_make(sdir, sd, cfg->disk_gib, e) < 0 ||
+		    pisb_disk_image_mount(sdir, sd, to, e) < 0)
+			goto out;
+		*disk_mnt = xstrdup(to);
+		if (copy_tree(contents, to, e) < 0)
+			goto out;
+	} else if (copy_tree(src, to, e) < 0) {
+		goto out;
+	}
+	ret = shift_tree(to, &tids, ids, e);
+out:
+	if (src_mnt) {
+		pisb_disk_image_umount(src_mnt);
+		unlinkat(sdir, "template-disk", AT_REMOVEDIR);
+	}
+	return ret;
 }
 
 /* ---------- talking to / waiting for the controller ---------- */
@@ -194,23 +411,26 @@ static int op_lock(int idir, const char *name, int wait_ms, struct pisb_err *e)
 
 /* ---------- create / prepare ---------- */
 
-int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
-		      const char *config_json, const struct pisb_create_opts *o,
-		      char **setup_error, struct pisb_err *e)
+static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
+		     const char *config_json, const struct pisb_create_opts *o,
+		     const struct pisb_ids *idsp, char **setup_error, struct pisb_err *e)
 {
-	struct pisb_ids ids;
+	struct pisb_ids ids = *idsp;
 	struct pisb_record rec;
-	_cleanup_free_ char *stage = NULL, *dest = NULL, *cache = NULL;
+	_cleanup_free_ char *stage = NULL, *dest = NULL, *cache = NULL, *disk_mnt = NULL;
 	_cleanup_close_ int sdir = -1, lock = -1, tdir = -1;
 	bool tmpl = o->prepare;
 	int ret = -1;
 
 	*setup_error = NULL;
-	pisb_ids_for_caller(&ids);
+	pisb_trace("create: local driver");
 	if (pisb_mkdirs_at(st->fd, "instances", 0700, e) < 0 ||
 	    pisb_mkdirs_at(st->fd, "templates", 0700, e) < 0 ||
 	    pisb_mkdirs_at(st->fd, "staging", 0700, e) < 0)
 		return -1;
+	/* a create killed with its disk image mounted left it in staging/ */
+	if (geteuid() == 0)
+		pisb_gc_staging_mounted(st);
 	dest = xasprintf("%s/%s", kind_of(tmpl), o->name);
 	if (faccessat(st->fd, dest, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 		return pisb_err_set(e, PISB_EXIT_BUSY, "%s '%s' already exists",
@@ -229,19 +449,47 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 		free(p);
 	}
 	/* stage everything, then publish with one rename */
+	pisb_trace("create: state directories and image");
 	sdir = pisb_instance_stage(st, o->name, &stage, &lock, e);
 	if (sdir < 0)
 		return -1;
+	pisb_trace("create: staging directory");
 	if (o->template_) {
-		_cleanup_free_ char *from = xasprintf("%s/templates/%s/disk", st->path, o->template_);
-		_cleanup_free_ char *to = xasprintf("%s/%s/disk", st->path, stage);
-		if (copy_tree(from, to, e) < 0)
+		if (stage_template_disk(st, sdir, tdir, stage, o->template_, cfg, &ids, &disk_mnt, e) < 0)
 			goto fail;
-	} else if (make_disk(sdir, &ids, e) < 0) {
-		goto fail;
+	} else {
+		/* diskGiB given, as root: the disk on an image of that size
+		 * (a template's too: prepare runs on it, and it is copied) */
+		if (geteuid() == 0 && cfg->disk_explicit) {
+			_cleanup_free_ char *sd = xasprintf("%s/%s", st->path, stage);
+			disk_mnt = xasprintf("%s/disk", sd);
+			if (pisb_disk_image_make(sdir, sd, cfg->disk_gib, e) < 0 ||
+			    pisb_disk_image_mount(sdir, sd, disk_mnt, e) < 0)
+				goto fail;
+		}
+		if (make_disk(sdir, &ids, e) < 0)
+			goto fail;
 	}
+	pisb_trace("create: disk");
 	if (o->config_text && write_guest_config(sdir, cfg, o->config_text, o->config_len, &ids, e) < 0)
 		goto fail;
+	pisb_trace("create: guest config written");
+	if (o->project && seed_project(sdir, cfg, o->project, &ids, e) < 0)
+		goto fail;
+	if (disk_mnt) {
+		/* the controller mounts it again at every start; the files
+		 * written on it are flushed (and closed) first */
+		_cleanup_close_ int d = openat(sdir, "disk", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (pisb_sync_flush() < 0) {
+			pisb_err_sys(e, PISB_EXIT_FAIL, "sync the staged disk of '%s'", o->name);
+			goto fail;
+		}
+		if (d >= 0)
+			syncfs(d);
+		pisb_disk_image_umount(disk_mnt);
+		free(disk_mnt);
+		disk_mnt = NULL;
+	}
 	memset(&rec, 0, sizeof(rec));
 	rec.name = (char *)o->name;
 	rec.driver = "local";
@@ -252,14 +500,22 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 	rec.owner.start = o->owner_pid > 0 ? pisb_proc_start(o->owner_pid) : 0;
 	rec.session_id = (char *)o->session_id;
 	rec.image_cache = cache;
+	rec.uid_base = geteuid() == 0 ? ids.uid_base : 0;
 	if (pisb_record_save(sdir, &rec, e) < 0)
 		goto fail;
+	pisb_trace("create: record written");
 	/* setup runs on the first boot of a fresh disk, never on a template copy */
 	if (!o->template_) {
 		const char *intent = tmpl ? "{\"setup\":true,\"prepare\":true}\n" : "{\"setup\":true}\n";
 		if (pisb_atomic_write(sdir, "intent.json", intent, strlen(intent), 0600, e) < 0)
 			goto fail;
 	}
+	/* everything staged (and the id range) durable before it is published */
+	if (pisb_sync_flush() < 0) {
+		pisb_err_sys(e, PISB_EXIT_FAIL, "sync the staged files of '%s'", o->name);
+		goto fail;
+	}
+	pisb_trace("create: staged files synced");
 	if (tmpl) {
 		/* a template is prepared under a hidden instance name and only
 		 * published once its setup succeeded */
@@ -281,7 +537,9 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 		free(stage);
 		stage = NULL;
 	}
+	pisb_trace("create: intent written");
 	pisb_fsync_dir(st->fd);
+	pisb_trace("create: published (rename, fsync)");
 	{
 		/* the controller is started on the published (or .prep) dir */
 		const char *where = tmpl ? stage : dest;
@@ -294,8 +552,10 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 			goto fail_published;
 		}
 		pid_t ctl = spawn_controller(st, idir, cname, e);
+		pisb_trace("create: controller spawned");
 		if (ctl < 0 || wait_controller(idir, o->name, tmpl ? "stopped" : "running", ctl, e) < 0)
 			goto fail_published;
+		pisb_trace("create: controller running");
 		if (pisb_runtime_load(idir, &rt, e) < 0)
 			goto fail_published;
 		if (rt.setup_error)
@@ -349,11 +609,37 @@ fail_published:
 		return -1;
 	}
 fail:
+	/* no deferred fd may keep the disk image busy */
+	pisb_sync_discard();
+	if (disk_mnt)
+		pisb_disk_image_umount(disk_mnt);
 	if (stage) {
 		struct pisb_err ig = PISB_ERR_INIT;
 		pisb_rm_rf_at(st->fd, stage, &ig);
 	}
 	return ret;
+}
+
+int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
+		      const char *config_json, const struct pisb_create_opts *o,
+		      char **setup_error, struct pisb_err *e)
+{
+	struct pisb_ids ids;
+
+	/* the state files' fsyncs at once, before the publishing rename */
+	pisb_sync_defer();
+	/* as root, a host id range of the sandbox's own (ns.h) */
+	if (pisb_ids_alloc(st, o->name, &ids, e) < 0) {
+		pisb_sync_discard();
+		return -1;
+	}
+	if (create_in(st, cfg, config_json, o, &ids, setup_error, e) < 0) {
+		pisb_sync_discard();
+		pisb_ids_free(st, ids.uid_base);
+		return -1;
+	}
+	pisb_sync_discard();
+	return 0;
 }
 
 /* ---------- start / stop / destroy ---------- */
@@ -401,7 +687,7 @@ static int mark_stopped(int idir, const char *name, struct pisb_err *e)
 	rt.cgroup = NULL;
 	if (pisb_runtime_save(idir, &rt, e) < 0) {
 		pisb_runtime_release(&rt);
-		return pisb_err_prefix(e, "sandbox '%s' stopped, but recording it failed", name);
+		return pisb_err_prefix(e, "the sandbox stopped, but recording it failed");
 	}
 	pisb_runtime_release(&rt);
 	return 0;
@@ -458,8 +744,7 @@ static int stop_locked(int idir, const char *name, bool record, struct pisb_err 
 		if (cl < 0)
 			cl = end_controller(idir, SIGKILL, 5000, &le);
 		if (cl < 0)
-			return pisb_err_set(e, PISB_EXIT_FAIL, "stop '%s': its controller did not exit: %s",
-					    name, le.msg);
+			return pisb_err_set(e, PISB_EXIT_FAIL, "its controller did not exit: %s", le.msg);
 	}
 	if (mark_stopped(idir, name, e) < 0) {
 		if (record)
@@ -467,7 +752,7 @@ static int stop_locked(int idir, const char *name, bool record, struct pisb_err 
 		*e = (struct pisb_err)PISB_ERR_INIT;
 	}
 	if (why && record)
-		return pisb_err_set(e, PISB_EXIT_FAIL, "stop '%s': %s", name, why);
+		return pisb_err_set(e, PISB_EXIT_FAIL, "%s", why);
 	return 0;
 }
 
@@ -482,7 +767,72 @@ int pisb_local_stop(struct pisb_state *st, const char *name, int wait_ms,
 	lock = op_lock(idir, name, wait_ms, e);
 	if (lock < 0)
 		return -1;
-	return stop_locked(idir, name, true, e);
+	if (stop_locked(idir, name, true, e) < 0)
+		return pisb_err_prefix(e, "stop '%s'", name);
+	return 0;
+}
+
+/* The disk image a controller killed with SIGKILL left mounted (no
+ * controller holds the sandbox now): detached before the disk is removed. */
+static void drop_disk_mount(struct pisb_state *st, int idir, const char *kind, const char *name)
+{
+	_cleanup_free_ char *disk = xasprintf("%s/%s/%s/disk", st->path, kind, name);
+	struct stat a, b;
+
+	if (!pisb_lock_is_held(idir, "controller.lock") &&
+	    fstatat(idir, "disk", &a, AT_SYMLINK_NOFOLLOW) == 0 && fstatat(idir, "", &b, AT_EMPTY_PATH) == 0 &&
+	    S_ISDIR(a.st_mode) && a.st_dev != b.st_dev)
+		pisb_disk_image_umount(disk);
+}
+
+/* What a destroy holds from its stop until the skeleton's trash is done:
+ * the op.lock (no start slips in between) and the id range, freed once
+ * the instance directory is gone. */
+struct end_hold {
+	struct pisb_state *st;
+	int lock, idir;
+	uid_t base;
+};
+
+static void end_hold_free(void *p)
+{
+	struct end_hold *h = p;
+	struct stat sb;
+
+	if (fstat(h->idir, &sb) == 0 && sb.st_nlink == 0)
+		pisb_ids_free(h->st, h->base);
+	close(h->lock);
+	close(h->idir);
+	free(h);
+}
+
+int pisb_local_end(struct pisb_sandbox *sb, int wait_ms, bool destroy, struct pisb_err *e)
+{
+	_cleanup_close_ int lock = op_lock(sb->idir, sb->name, wait_ms, e);
+	struct pisb_err ig = PISB_ERR_INIT;
+	const struct pisb_record *rec;
+	struct end_hold *h;
+
+	if (lock < 0)
+		return -1;
+	pisb_trace("stop: locked");
+	if (stop_locked(sb->idir, sb->name, !destroy, e) < 0)
+		return -1;
+	pisb_trace("stop: controller gone");
+	if (!destroy || sb->priv)
+		return 0;
+	drop_disk_mount(sb->st, sb->idir, "instances", sb->name);
+	h = xmalloc(sizeof(*h));
+	rec = pisb_sandbox_record(sb, &ig);
+	*h = (struct end_hold){ sb->st, lock, fcntl(sb->idir, F_DUPFD_CLOEXEC, 3), rec ? rec->uid_base : 0 };
+	if (h->idir < 0) {
+		free(h);
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "keep the directory of '%s'", sb->name);
+	}
+	lock = -1;
+	sb->priv = h;
+	sb->priv_free = end_hold_free;
+	return 0;
 }
 
 int pisb_local_destroy(struct pisb_state *st, const char *kind, const char *name,
@@ -498,7 +848,143 @@ int pisb_local_destroy(struct pisb_state *st, const char *kind, const char *name
 	if (lock < 0)
 		return -1;
 	if (!strcmp(kind, "instances") && stop_locked(idir, name, false, e) < 0)
+		return pisb_err_prefix(e, "destroy '%s'", name);
+	drop_disk_mount(st, idir, kind, name);
+	{
+		struct pisb_record rec;
+		struct pisb_err ig = PISB_ERR_INIT;
+		uid_t base = 0;
+
+		if (pisb_record_load(idir, &rec, &ig) == 0) {
+			base = rec.uid_base;
+			pisb_record_release(&rec);
+		}
+		/* the lock fd keeps others out until the rename into the trash */
+		if (pisb_state_trash(st, kind, name, e) < 0)
+			return -1;
+		/* its files are gone: the id range is free again */
+		pisb_ids_free(st, base);
+	}
+	return 0;
+}
+
+/* ---------- the disk of a stopped sandbox ---------- */
+
+static int write_file(const char *path, const char *text)
+{
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	return fd < 0 || pisb_write_all(fd, text, strlen(text)) < 0 ? -1 : 0;
+}
+
+/* A user namespace mapped as the sandbox's, as an fd: a child makes it,
+ * we (its parent, with the rights to) write its maps. */
+static int sandbox_userns(const struct pisb_ids *ids, struct pisb_err *e)
+{
+	int ready[2], go[2], fd = -1, st;
+	char path[64], map[64];
+	pid_t pid;
+
+	if (pipe2(ready, O_CLOEXEC) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "pipe");
+	if (pipe2(go, O_CLOEXEC) < 0) {
+		close(ready[0]);
+		close(ready[1]);
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "pipe");
+	}
+	pid = fork();
+	if (pid == 0) {
+		char c = unshare(CLONE_NEWUSER) == 0 ? 'u' : 'x';
+		close(ready[0]);
+		close(go[1]);
+		if (pisb_write_all(ready[1], &c, 1) < 0 || c != 'u')
+			_exit(1);
+		(void)!read(go[0], &c, 1);  /* until the parent holds the ns */
+		_exit(0);
+	}
+	close(ready[1]);
+	close(go[0]);
+	if (pid > 0) {
+		char c = 0;
+		if (pisb_read_all(ready[0], &c, 1) == 1 && c == 'u') {
+			bool priv = geteuid() == 0;
+			snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
+			if (!priv)
+				write_file(path, "deny");
+			snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+			snprintf(map, sizeof(map), "0 %u %u", (unsigned)ids->uid_base, ids->count);
+			if (write_file(path, map) == 0) {
+				snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+				snprintf(map, sizeof(map), "0 %u %u", (unsigned)ids->gid_base, ids->count);
+				if (write_file(path, map) == 0) {
+					snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+					fd = open(path, O_RDONLY | O_CLOEXEC);
+				}
+			}
+		}
+		if (fd < 0)
+			pisb_err_sys(e, PISB_EXIT_BACKEND, "make a user namespace mapped as the sandbox's");
+	} else {
+		pisb_err_sys(e, PISB_EXIT_FAIL, "fork");
+	}
+	close(ready[0]);
+	close(go[1]);
+	if (pid > 0)
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	return fd;
+}
+
+int pisb_local_disk_enter(int idir, const char *ws, int *root, struct pisb_err *e)
+{
+	struct pisb_ids ids;
+	_cleanup_close_ int ns = -1, wfd = -1, ifd = -1;
+	_cleanup_free_ char *rel = xasprintf("disk/upper%s", ws), *ipath = NULL;
+	_cleanup_free_ char *dst = xasprintf("/tmp%s", ws);
+	char src[64];
+	bool priv = geteuid() == 0;
+
+	pisb_ids_for_caller(&ids);
+	snprintf(src, sizeof(src), "/proc/self/fd/%d", idir);
+	ipath = realpath(src, NULL);
+	if ((ns = sandbox_userns(&ids, e)) < 0)
 		return -1;
-	/* the lock fd keeps others out until the rename into the trash */
-	return pisb_state_trash(st, kind, name, e);
+	/* as the sandbox's root from here on: no right over host files that
+	 * the sandbox lacks (our host uid stays until become_root below, only
+	 * to reach the disk through the 0700 state directory) */
+	if (setns(ns, CLONE_NEWUSER) < 0 || unshare(CLONE_NEWNS) < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "enter a user namespace mapped as the sandbox's");
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "make mounts private");
+	/* the instance directory again, by its path: a bind source must be a
+	 * mount of this namespace, and idir's is the host's (the same
+	 * directory, checked) */
+	{
+		struct stat a, b;
+		if (!ipath || (ifd = open(ipath, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+		    fstat(ifd, &a) < 0 || fstat(idir, &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "reopen the sandbox's directory");
+	}
+	wfd = pisb_open_beneath(ifd, rel, O_PATH | O_DIRECTORY);
+	if (wfd < 0)
+		return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
+				    "the workspace on the sandbox's disk");
+	if (pisb_sandbox_become_root(priv, e) < 0)
+		return -1;
+	/* a tmpfs root of our own holding the workspace, read-only, at ws */
+	if (mount("pisb-disk", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "mount a tmpfs root");
+	{
+		_cleanup_close_ int top = open("/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (top < 0 || pisb_mkdirs_at(top, ws + 1, 0755, e) < 0)
+			return pisb_err_sys(e, PISB_EXIT_BACKEND, "make '%s' in the tmpfs root", ws);
+	}
+	snprintf(src, sizeof(src), "/proc/self/fd/%d", wfd);
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "bind the workspace read-only");
+	if (chdir("/tmp") < 0 || chroot(".") < 0 || chdir("/") < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "chroot into the workspace's root");
+	prctl(PR_SET_DUMPABLE, 0);
+	*root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	return *root < 0 ? pisb_err_sys(e, PISB_EXIT_BACKEND, "open the root") : 0;
 }

@@ -21,6 +21,8 @@ struct pisb_create_opts {
 	const char *session_id;
 	int wait_ms;             /* --wait */
 	bool prepare;            /* prepare: save a template, no services */
+	const char *project;     /* --project DIR: copied into the workspace
+				  * before the first boot (project.h) */
 };
 
 /* create / prepare.  On return the sandbox runs (create) or the template
@@ -35,13 +37,43 @@ int pisb_local_stop(struct pisb_state *st, const char *name, int wait_ms,
 		    struct pisb_err *e);
 int pisb_local_destroy(struct pisb_state *st, const char *kind, const char *name,
 		       int wait_ms, struct pisb_err *e);
+/* stop and destroy on the shared skeleton (pisb_lifecycle_end): stop sb
+ * under its op.lock; destroy keeps that lock in sb->priv until sb is
+ * released, after the skeleton's trash, and then frees the sandbox's id
+ * range if its directory is gone. */
+struct pisb_sandbox;
+int pisb_local_end(struct pisb_sandbox *sb, int wait_ms, bool destroy, struct pisb_err *e);
+
+/* Move the calling single-threaded process over the disk of the stopped
+ * sandbox idir, with the sandbox's rights only: a user namespace mapped
+ * as the sandbox's (its root is the sandbox's root outside), a mount
+ * namespace of its own whose root holds the disk's workspace read-only at
+ * ws.  Overlay whiteouts there read as what they are (character devices:
+ * deleted files); what only the image has is not seen.  *root: "/". */
+int pisb_local_disk_enter(int idir, const char *ws, int *root, struct pisb_err *e);
 
 /* The controller: `pisb-svc supervise NAME`.  Returns when stopped. */
 int pisb_controller_run(struct pisb_state *st, const char *name,
 			struct pisb_err *e);
 
+/* PISB_TRACE=1: one line "pisb-trace USEC PID WHAT" on stderr per phase of
+ * create and boot (the controller's stderr is its controller.log);
+ * PISB_TRACE=/FILE: appended to FILE by every process instead.  Wall
+ * clock in microseconds, for the create breakdown of make bench.  Nothing
+ * is written when PISB_TRACE is unset, empty or 0. */
+void pisb_trace(const char *what);
+
 /* Status of a local instance, for list/inspect. */
 void pisb_local_inspect(struct pisb_state *st, int idir, const char *name,
 			bool full, struct pisb_jw *w);
+
+/* pisb docker NAME VERB for a sandbox with docker: true (docker.c): the
+ * driver table's docker slot (driver.h). */
+struct pisb_sandbox;
+struct pisb_jw;
+struct pisb_strv;
+int pisb_local_docker(struct pisb_sandbox *sb, const char *verb, char *const *args, size_t nargs,
+		      struct pisb_jw *w, bool *json_out, int *code, struct pisb_strv *notes,
+		      struct pisb_err *e);
 
 #endif

@@ -1,7 +1,12 @@
 #include "ns.h"
+#include "config.h"
+#include "hostmask.h"
+#include "local.h"
 #include "err.h"
 #include "instance.h"
+#include "lock.h"
 #include "proc.h"
+#include "project.h"
 #include "state.h"
 #include "util.h"
 
@@ -9,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/loop.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -16,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -47,6 +54,241 @@ void pisb_ids_for_caller(struct pisb_ids *ids)
 		ids->uid_base = (uid_t)v;
 	ids->gid_base = ids->uid_base;
 	ids->count = 65536;
+}
+
+/* ---- per-sandbox id ranges (ns.h) ---- */
+
+#define IDS_SPAN 65536u
+
+void pisb_ids_for_record(const struct pisb_record *rec, struct pisb_ids *ids)
+{
+	pisb_ids_for_caller(ids);
+	if (geteuid() == 0 && rec && rec->uid_base) {
+		ids->uid_base = rec->uid_base;
+		ids->gid_base = (gid_t)rec->uid_base;
+	}
+}
+
+/* Whether a record at DIR/NAME[.prep] claims range base. */
+static bool range_claimed(struct pisb_state *st, const char *name, uid_t base)
+{
+	static const char *const fmt[] = { "instances/%s", "templates/%s", "staging/%s.prep", NULL };
+
+	for (int i = 0; fmt[i]; i++) {
+		_cleanup_free_ char *d = xasprintf(fmt[i], name);
+		_cleanup_close_ int fd = openat(st->fd, d, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		struct pisb_record r;
+		struct pisb_err ig = PISB_ERR_INIT;
+		bool mine;
+
+		if (fd < 0)
+			continue;
+		if (pisb_record_load(fd, &r, &ig) < 0)
+			return true;   /* being written, or damaged: keep it */
+		mine = r.uid_base == base;
+		pisb_record_release(&r);
+		if (mine)
+			return true;
+	}
+	return false;
+}
+
+/* Entry idranges/BASE (its text in t) is stale: its allocator is gone and
+ * no record claims it. */
+static bool range_stale(struct pisb_state *st, const char *t, uid_t base)
+{
+	char name[64];
+	struct pisb_proc_id p = { 0 };
+	unsigned long long start = 0;
+	int pid = 0;
+
+	if (sscanf(t, "%63s %d %llu", name, &pid, &start) != 3 || !pisb_name_valid(name))
+		return false;   /* not ours to judge: keep it */
+	p.pid = pid;
+	p.start = start;
+	if (pid > 0 && pisb_proc_id_alive(&p))
+		return false;
+	return !range_claimed(st, name, base);
+}
+
+int pisb_ids_alloc(struct pisb_state *st, const char *owner, struct pisb_ids *ids,
+		   struct pisb_err *e)
+{
+	_cleanup_close_ int lock = -1, dir = -1;
+	unsigned long long first;
+
+	pisb_ids_for_caller(ids);
+	if (geteuid() != 0)
+		return 0;
+	if (pisb_mkdirs_at(st->fd, "idranges", 0700, e) < 0)
+		return -1;
+	lock = pisb_lock_acquire(st->fd, "idranges.lock", true, 30000, "the id ranges", e);
+	if (lock < 0)
+		return -1;
+	dir = openat(st->fd, "idranges", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dir < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s/idranges'", st->path);
+	first = (unsigned long long)ids->uid_base + IDS_SPAN;
+	for (unsigned long long b = first; b + IDS_SPAN <= 4294967295ULL; b += IDS_SPAN) {
+		char fn[16];
+		_cleanup_buf_ struct pisb_buf t = PISB_BUF_INIT;
+		_cleanup_free_ char *line = NULL;
+		struct pisb_err ig = PISB_ERR_INIT;
+
+		snprintf(fn, sizeof(fn), "%llu", b);
+		if (faccessat(dir, fn, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+			if (pisb_read_file_at(dir, fn, &t, 4096) < 0 || !range_stale(st, t.s, (uid_t)b))
+				continue;
+		} else if (errno != ENOENT) {
+			continue;
+		}
+		line = xasprintf("%s %d %llu\n", owner, (int)getpid(), pisb_proc_start(getpid()));
+		if (pisb_atomic_write(dir, fn, line, strlen(line), 0600, &ig) < 0)
+			return pisb_err_set(e, ig.code ? ig.code : PISB_EXIT_FAIL,
+					    "allocate a host id range: %s", ig.msg);
+		ids->uid_base = (uid_t)b;
+		ids->gid_base = (gid_t)b;
+		ids->count = IDS_SPAN;
+		return 0;
+	}
+	return pisb_err_set(e, PISB_EXIT_FAIL, "no host id range is free (see '%s/idranges')", st->path);
+}
+
+void pisb_ids_free(struct pisb_state *st, uid_t base)
+{
+	struct pisb_ids shared;
+	_cleanup_close_ int lock = -1;
+	struct pisb_err ig = PISB_ERR_INIT;
+	char fn[32];
+
+	pisb_ids_for_caller(&shared);
+	if (geteuid() != 0 || !base || base == shared.uid_base)
+		return;
+	snprintf(fn, sizeof(fn), "idranges/%u", (unsigned)base);
+	lock = pisb_lock_acquire(st->fd, "idranges.lock", true, 30000, "the id ranges", &ig);
+	if (lock < 0)
+		return;   /* left for the next allocation to find stale */
+	/* only ours (a failed create) or stale: between a destroy's trash and
+	 * this, another create may have found it stale and taken it */
+	{
+		_cleanup_buf_ struct pisb_buf t = PISB_BUF_INIT;
+		_cleanup_free_ char *me = xasprintf(" %d %llu\n", (int)getpid(), pisb_proc_start(getpid()));
+		const char *sp;
+
+		if (pisb_read_file_at(st->fd, fn, &t, 4096) < 0)
+			return;
+		sp = strchr(t.s, ' ');
+		if ((sp && !strcmp(sp, me)) || range_stale(st, t.s, base))
+			unlinkat(st->fd, fn, 0);
+	}
+}
+
+/* ---- diskGiB: a filesystem image per sandbox (ns.h) ---- */
+
+int pisb_disk_image_make(int dirfd, const char *dir, int gib, struct pisb_err *e)
+{
+	_cleanup_close_ int fd = openat(dirfd, "disk.img", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	_cleanup_free_ char *img = xasprintf("%s/disk.img", dir);
+	pid_t pid;
+	int st;
+
+	if (fd < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "create '%s'", img);
+	if (ftruncate(fd, (off_t)gib << 30) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "size '%s' to %d GiB", img, gib);
+	pid = fork();
+	if (pid < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "fork");
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (null >= 0)
+			dup2(null, 1);
+		/* no reserved blocks (root inside gets the whole size); the
+		 * inode tables and journal are initialised lazily by the
+		 * kernel, so formatting costs little whatever the size */
+		execlp("mkfs.ext4", "mkfs.ext4", "-q", "-F", "-m", "0", "-E",
+		       "lazy_itable_init=1,lazy_journal_init=1,nodiscard", img, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "wait for mkfs.ext4");
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		return pisb_err_set(e, PISB_EXIT_FAIL, "mkfs.ext4 '%s' failed (status %d; is e2fsprogs installed?)",
+				    img, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+	return 0;
+}
+
+/* Attach the image open on img to a free loop device and mount it on at. */
+static int loop_mount(int img, const char *what, const char *at, bool ro, struct pisb_err *e)
+{
+	_cleanup_close_ int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+
+	if (ctl < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "open '/dev/loop-control' for the disk image");
+	for (int tries = 0; tries < 16; tries++) {
+		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+		char dev[32];
+		_cleanup_close_ int lo = -1;
+		/* autoclear: the device is released when its last user (the
+		 * mount) goes */
+		struct loop_config lc = { .fd = (unsigned)img,
+			.info = { .lo_flags = LO_FLAGS_AUTOCLEAR | (ro ? LO_FLAGS_READ_ONLY : 0) } };
+
+		if (n < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "get a free loop device");
+		snprintf(dev, sizeof(dev), "/dev/loop%d", n);
+		lo = open(dev, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+		if (lo < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", dev);
+		if (ioctl(lo, LOOP_CONFIGURE, &lc) < 0) {
+			if (errno == EBUSY)
+				continue;   /* taken between GET_FREE and now */
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "attach '%s' to '%s'", what, dev);
+		}
+		/* read-only: noload, no journal replay, nothing written */
+		if (mount(dev, at, "ext4", MS_NOSUID | MS_NODEV | (ro ? MS_RDONLY | MS_NOEXEC : 0),
+			  ro ? "noload" : NULL) < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "mount '%s' on '%s'", what, at);
+		return 1;
+	}
+	return pisb_err_set(e, PISB_EXIT_BUSY, "no loop device stayed free for '%s'", what);
+}
+
+int pisb_disk_image_mount(int dirfd, const char *dir, const char *disk_path, struct pisb_err *e)
+{
+	_cleanup_close_ int img = openat(dirfd, "disk.img", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_free_ char *what = xasprintf("%s/disk.img", dir);
+	struct stat a, b;
+
+	if (img < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", what);
+	}
+	if (mkdir(disk_path, 0755) < 0 && errno != EEXIST)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "mkdir '%s'", disk_path);
+	/* mounted already (a controller that died without unmounting) */
+	if (stat(disk_path, &a) == 0 && fstatat(dirfd, ".", &b, 0) == 0 && a.st_dev != b.st_dev)
+		return 1;
+	return loop_mount(img, what, disk_path, false, e);
+}
+
+int pisb_disk_image_mount_ro(int dirfd, const char *dir, const char *at, struct pisb_err *e)
+{
+	_cleanup_close_ int img = openat(dirfd, "disk.img", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_free_ char *what = xasprintf("%s/disk.img", dir);
+
+	if (img < 0)
+		return errno == ENOENT ? 0 : pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", what);
+	if (mkdir(at, 0700) < 0 && errno != EEXIST)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "mkdir '%s'", at);
+	return loop_mount(img, what, at, true, e);
+}
+
+void pisb_disk_image_umount(const char *disk_path)
+{
+	umount2(disk_path, MNT_DETACH);
 }
 
 /* ---- child side: runs inside the new namespaces ---- */
@@ -104,15 +346,9 @@ static int touch(const char *path)
 	return 0;
 }
 
-/* Host files that never show inside, even read-only. */
-static const char *const masked_files[] = {
-	"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-",
-	"/etc/security/opasswd", NULL,
-};
-static const char *const masked_dirs[] = {
-	"/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d", "/etc/docker",
-	"/etc/pisb", NULL,
-};
+/* Host files that never show inside, even read-only (hostmask.h). */
+#define masked_files pisb_host_masked_files
+#define masked_dirs pisb_host_masked_dirs
 
 /* What host path p is to the view: 1 a masked file, 2 a masked directory,
  * 3 a directory holding a masked path, 0 none of these. */
@@ -286,6 +522,228 @@ static void loopback_up(int sock)
 	close(fd);
 }
 
+static int write_file(const char *path, const char *s);
+/* ---- project.mode bind / bind-ro ---- */
+
+/* Over the project's secret paths (project.h) an empty read-only file or
+ * directory of the disk's, and every .git bound read-only on itself; dfd
+ * is a directory of the project's mount, rel its path in the project.
+ * Nothing is followed: each target is opened O_NOFOLLOW and mounted on
+ * through its fd.  A directory that cannot be read is left as it is (the
+ * sandbox cannot read it either). */
+static void hide_walk(int dfd, const char *rel, int disk, const struct pisb_project_config *pc,
+		      int depth, int sock)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd = dup(dfd);
+
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		char r[4096], tgt[64], src[64];
+		struct stat sb;
+		bool git, secret;
+		int t;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(r, sizeof(r), "%s%s%s", rel, *rel ? "/" : "", de->d_name);
+		git = !strcmp(de->d_name, ".git");
+		secret = !pc || !pc->secrets_include
+			? pisb_project_secret(r, de->d_name, pc ? pc->secret_patterns : NULL,
+					      pc ? pc->nsecret_patterns : 0)
+			: false;
+		if (!git && !secret && de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)
+			continue;
+		t = openat(dfd, de->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (t < 0 || fstat(t, &sb) < 0 || !(S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode))) {
+			if (t >= 0)
+				close(t);
+			continue;   /* a symlink resolves inside the sandbox's view */
+		}
+		snprintf(tgt, sizeof(tgt), "/proc/self/fd/%d", t);
+		if (secret || git) {
+			if (secret)
+				snprintf(src, sizeof(src), "/proc/self/fd/%d/%s", disk,
+					 S_ISDIR(sb.st_mode) ? "pisb-hidden-dir" : "pisb-hidden-file");
+			else
+				snprintf(src, sizeof(src), "%s", tgt);
+			int m = -1;
+			if (mount(src, tgt, NULL, MS_BIND | (git ? MS_REC : 0), NULL) < 0)
+				child_fail(sock, secret ? "hide a secret of the project" : "bind the project's .git read-only");
+			/* the new mount, on top: by name again (t is the one below) */
+			m = openat(dfd, de->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+			snprintf(tgt, sizeof(tgt), "/proc/self/fd/%d", m);
+			if (m < 0 ||
+			    mount(NULL, tgt, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+				child_fail(sock, "make a mask of the project read-only");
+			close(m);
+		} else if (depth < 64) {
+			int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0) {
+				hide_walk(sub, r, disk, pc, depth + 1, sock);
+				close(sub);
+			}
+		}
+		close(t);
+	}
+	closedir(d);
+}
+
+/* The empty file and directory the secrets are hidden under, on the disk. */
+static void hidden_sources(int disk, int sock)
+{
+	int fd = openat(disk, "pisb-hidden-file", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0444);
+
+	if (fd < 0 || ftruncate(fd, 0) < 0)
+		child_fail(sock, "make the empty file secrets are hidden under");
+	close(fd);
+	if (mkdirat(disk, "pisb-hidden-dir", 0555) < 0 && errno != EEXIST)
+		child_fail(sock, "make the empty directory secrets are hidden under");
+	if (mkdirat(disk, "project", 0755) < 0 && errno != EEXIST)
+		child_fail(sock, "mkdir project");
+}
+
+/* A user namespace mapped as the sandbox's (for an idmapped mount): its fd. */
+static int ids_userns(const struct pisb_ids *ids)
+{
+	int p[2], fd = -1;
+	char path[64], map[128], c;
+	pid_t h;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	h = fork();
+	if (h == 0) {
+		close(p[1]);
+		if (unshare(CLONE_NEWUSER) < 0)
+			_exit(1);
+		(void)!read(p[0], &c, 1);   /* until the parent is done */
+		_exit(0);
+	}
+	close(p[0]);
+	if (h < 0)
+		goto out;
+	for (int i = 0; i < 2000; i++) {   /* until it has its own user ns */
+		struct stat a, b;
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)h);
+		if (stat(path, &a) == 0 && stat("/proc/self/ns/user", &b) == 0 && a.st_ino != b.st_ino)
+			break;
+		usleep(1000);
+	}
+	snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)ids->uid_base, ids->count);
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)h);
+	if (write_file(path, map) < 0)
+		goto out;
+	snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)ids->gid_base, ids->count);
+	snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)h);
+	write_file(path, "deny");
+	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)h);
+	if (write_file(path, map) < 0)
+		goto out;
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)h);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+out:
+	close(p[1]);
+	if (h > 0)
+		waitpid(h, NULL, 0);
+	return fd;
+}
+
+/* The project's own private mount namespace and the disk it is bound into,
+ * with the mask sources made; returns the disk's O_PATH fd. */
+static int project_disk(const struct pisb_boot *b, int sock)
+{
+	int disk;
+
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		child_fail(sock, "a mount namespace for the project");
+	disk = open(b->disk_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (disk < 0)
+		child_fail(sock, "open the disk");
+	hidden_sources(disk, sock);
+	return disk;
+}
+
+/* Privileged (pisb as root), before the sandbox's user namespace: in a
+ * mount namespace of our own, still the host's user namespace, the
+ * project idmapped as the sandbox's ids (a host file of uid 0 is root's
+ * inside, its new files are uid 0 on the host) at <disk>/project, read-only
+ * for bind-ro, its secrets hidden and its .git read-only.  The sandbox's
+ * mount namespace, made from this one by a less privileged user namespace,
+ * gets all of these locked: root inside can neither remount them writable
+ * nor unmount a mask. */
+static void project_prepare(const struct pisb_boot *b, int sock)
+{
+	struct mount_attr a = { 0 };
+	int disk, tree, uns, top;
+
+	disk = project_disk(b, sock);
+	if ((uns = ids_userns(&b->ids)) < 0)
+		child_fail(sock, "a user namespace for the project's id mapping");
+	tree = (int)syscall(SYS_open_tree, AT_FDCWD, b->project, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (tree < 0)
+		child_fail(sock, b->project);
+	a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+		     (b->project_ro ? MOUNT_ATTR_RDONLY : 0);
+	a.userns_fd = (unsigned)uns;
+	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
+		child_fail(sock, "map the project's ids (idmapped mount)");
+	if (syscall(SYS_move_mount, tree, "", disk, "project", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		child_fail(sock, "mount the project");
+	close(tree);
+	close(uns);
+	/* the walk with the sandbox's rights over the files, not root's */
+	setgroups(0, NULL);
+	setfsgid(b->ids.gid_base);
+	setfsuid(b->ids.uid_base);
+	top = openat(disk, "project", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (top < 0)
+		child_fail(sock, "open the project");
+	hide_walk(top, "", disk, b->project_cfg, 0, sock);
+	close(top);
+	setfsuid(0);
+	setfsgid(0);
+	close(disk);
+}
+
+/* Unprivileged (one id: root inside is the user), right after the id maps:
+ * in a mount namespace of the sandbox's first user namespace, the project
+ * bound at <disk>/project (read-only for bind-ro), its secrets hidden and
+ * its .git read-only; then a user namespace below it, mapped the same, for
+ * the sandbox: its mount namespace, made from this one, gets these mounts
+ * locked as project_prepare's are. */
+static void project_nest(const struct pisb_boot *b, int sock)
+{
+	char dst[64];
+	int disk, top;
+
+	disk = project_disk(b, sock);
+	snprintf(dst, sizeof(dst), "/proc/self/fd/%d/project", disk);
+	if (mount(b->project, dst, NULL, MS_BIND, NULL) < 0)
+		child_fail(sock, "bind the project");
+	if (b->project_ro) {
+		int m = openat(disk, "project", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		snprintf(dst, sizeof(dst), "/proc/self/fd/%d", m);
+		if (m < 0 || mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+			child_fail(sock, "bind the project read-only");
+		close(m);
+	}
+	top = openat(disk, "project", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (top < 0)
+		child_fail(sock, "open the project");
+	hide_walk(top, "", disk, b->project_cfg, 0, sock);
+	close(top);
+	close(disk);
+	if (unshare(CLONE_NEWUSER) < 0 || write_file("/proc/self/setgroups", "deny") < 0 ||
+	    write_file("/proc/self/uid_map", "0 0 1\n") < 0 || write_file("/proc/self/gid_map", "0 0 1\n") < 0)
+		child_fail(sock, "a user namespace below the project's");
+}
+
 /* The overlay root at <disk>/merged.  Called as root inside the user ns;
  * lower and disk are fds opened earlier, in this mount ns, while we still
  * had the caller's uid (which can walk the state directory). */
@@ -308,6 +766,89 @@ static void mount_root(const struct pisb_boot *b, int lower, int disk, int sock)
 		child_fail(sock, "enter the new root");
 	if (b->host_image)
 		host_binds(sock);
+	if (b->docker) {
+		char src[64];
+		snprintf(src, sizeof(src), "/proc/self/fd/%d/docker", disk);
+		if (mkdir_p("var/lib/docker", 0710) < 0 ||
+		    mount(src, "var/lib/docker", NULL, MS_BIND, NULL) < 0)
+			child_fail(sock, "bind the docker data root");
+		/* dockerd as root keeps its key in /etc/docker: a directory of
+		 * the disk over the (empty, masked) one of the view */
+		if ((mkdir("var/lib/docker/pisb-etc", 0700) < 0 && errno != EEXIST) ||
+		    mount("var/lib/docker/pisb-etc", "etc/docker", NULL, MS_BIND, NULL) < 0)
+			child_fail(sock, "bind /etc/docker");
+		/* docker's clients look for /var/run/docker.sock */
+		if (symlink("/run", "var/run") < 0 && errno != EEXIST)
+			child_fail(sock, "symlink /var/run");
+	}
+	if (b->project) {
+		char ws[4096], src[64];
+		snprintf(ws, sizeof(ws), ".%s", b->workspace);
+		snprintf(src, sizeof(src), "/proc/self/fd/%d/project", disk);
+		if (mkdir_p(ws, 0755) < 0)
+			child_fail(sock, "mkdir workspace");
+		if (mount(src, ws, NULL, MS_BIND | MS_REC, NULL) < 0)
+			child_fail(sock, "bind the project at the workspace");
+	}
+}
+
+/* For the docker daemon (docker: true): the cgroup hierarchies this
+ * sandbox is in, mounted in its own cgroup namespace under sys/fs/cgroup
+ * (relative to the new root, the cwd) as the host has them: cgroup v1
+ * controllers each at its name (name=systemd at systemd), the unified
+ * hierarchy at unified (hybrid) or at sys/fs/cgroup itself (v2 only).
+ * Best effort: a hierarchy that does not mount is left out (the daemon
+ * then runs without it). */
+static void docker_cgroups(void)
+{
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	char line[512];
+	bool v1 = false, v2 = false;
+
+	if (!f)
+		return;
+	if (mkdir_p("sys/fs/cgroup", 0755) < 0)
+		goto out;
+	while (fgets(line, sizeof(line), f)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (!c2)
+			continue;
+		*c2 = '\0';
+		if (c1[1])
+			v1 = true;
+		else
+			v2 = true;
+	}
+	if (!v1) {
+		if (v2)
+			mount("cgroup2", "sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+		goto out;
+	}
+	if (mount("tmpfs", "sys/fs/cgroup", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k") < 0)
+		goto out;
+	rewind(f);
+	while (fgets(line, sizeof(line), f)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		char dir[300], opts[300];
+		const char *ctl;
+		if (!c2)
+			continue;
+		*c2 = '\0';
+		ctl = c1 + 1;
+		if (!*ctl) {
+			snprintf(dir, sizeof(dir), "sys/fs/cgroup/unified");
+			if (mkdir(dir, 0755) == 0 || errno == EEXIST)
+				mount("cgroup2", dir, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+			continue;
+		}
+		snprintf(dir, sizeof(dir), "sys/fs/cgroup/%s",
+			 pisb_str_starts(ctl, "name=") ? ctl + 5 : ctl);
+		snprintf(opts, sizeof(opts), "%s%s", pisb_str_starts(ctl, "name=") ? "none," : "", ctl);
+		if (mkdir(dir, 0755) == 0 || errno == EEXIST)
+			mount("cgroup", dir, "cgroup", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts);
+	}
+out:
+	fclose(f);
 }
 
 static volatile sig_atomic_t init_got_chld;
@@ -397,6 +938,8 @@ static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int s
 	mkdir("sys", 0555);
 	/* sysfs needs the net ns we own; without it /sys just stays empty */
 	mount("sysfs", "sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL);
+	if (b->docker)
+		docker_cgroups();
 	mkdir("root", 0700);
 	snprintf(ws, sizeof(ws), ".%s", b->workspace);
 	if (mkdir_p(ws, 0755) < 0)
@@ -428,6 +971,14 @@ static void want_maps(int sock)
 		_exit(1);
 }
 
+/* Wait until the controller has moved us into the sandbox's cgroups. */
+static void want_cgroup(int sock)
+{
+	char c;
+	if (read(sock, &c, 1) != 1 || c != 'C')
+		_exit(1);
+}
+
 /* The first child.  It enters a new user ns (the controller writes the
  * id maps), then a mount ns owned by it, and builds the root filesystem
  * there while it still has the caller's own uid (the owner of the state
@@ -444,10 +995,17 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (b->log_fd >= 0)
 		dup2(b->log_fd, 2);
+	if (b->project && b->ids.count > 1)
+		project_prepare(b, sock);
 	if (unshare(CLONE_NEWUSER) < 0)
 		child_fail(sock, "unshare user namespace (are user namespaces allowed?)");
 	want_maps(sock);
-	if (unshare(rest) < 0)
+	if (b->project && b->ids.count == 1)
+		project_nest(b, sock);
+	/* the cgroup namespace last (below): its root is the cgroup we are
+	 * in when we make it, and the controller moves us into the
+	 * sandbox's while we build the root */
+	if (unshare(rest & ~CLONE_NEWCGROUP) < 0)
 		child_fail(sock, "unshare namespaces");
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_fail(sock, "make / private");
@@ -464,6 +1022,9 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 	mount_root(b, lower, disk, sock);
 	close(lower);
 	close(disk);
+	want_cgroup(sock);
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		child_fail(sock, "unshare the cgroup namespace");
 	/* The init and we share sock: it must not speak before our "P" + pid
 	 * is on it, or the controller would read the two interleaved. */
 	if (pipe2(go, O_CLOEXEC) < 0)
@@ -524,19 +1085,6 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "socketpair");
-	/* join the cgroups first, so the init (and all it forks) is inside */
-	for (int i = 0; i < 8 && b->cgroup_dirfds[i] >= 0; i++) {
-		char me[32];
-		int fd = openat(b->cgroup_dirfds[i], "cgroup.procs", O_WRONLY | O_CLOEXEC);
-		snprintf(me, sizeof(me), "%d", (int)getpid());
-		if (fd < 0 || pisb_write_all(fd, me, strlen(me)) < 0) {
-			pisb_err_sys(e, PISB_EXIT_FAIL, "join the sandbox cgroup (see 'pisb doctor')");
-			if (fd >= 0)
-				close(fd);
-			goto fail_sp;
-		}
-		close(fd);
-	}
 	/* the init will be our grandchild: adopt it when its parent leaves */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	child = fork();
@@ -550,6 +1098,7 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 	}
 	close(sp[1]);
 	sp[1] = -1;
+	pisb_trace("boot: forked");
 	if (read_msg(sp[0], reply, sizeof(reply), 30000) < 0 || reply[0] != 'U') {
 		if (reply[0] == 'E')
 			pisb_err_set(e, PISB_EXIT_FAIL, "boot the sandbox: %s (see 'pisb doctor')", reply + 1);
@@ -578,6 +1127,25 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 		pisb_err_sys(e, PISB_EXIT_FAIL, "signal the sandbox");
 		goto fail_child;
 	}
+	pisb_trace("boot: user namespace and id maps");
+	/* The child into the sandbox's cgroups, so that the init and all it
+	 * forks are inside, while it builds the root: on cgroup v1 the first
+	 * move waits for an RCU grace period (10-20 ms), which the mounts now
+	 * overlap.  We stay out (no move back at stop).  ESRCH: the child
+	 * died, and its own message follows on the socket. */
+	for (int i = 0; i < 16 && b->cgroup_dirfds[i] >= 0; i++) {
+		_cleanup_close_ int fd = openat(b->cgroup_dirfds[i], "cgroup.procs", O_WRONLY | O_CLOEXEC);
+		char pid[32];
+		snprintf(pid, sizeof(pid), "%d", (int)child);
+		if (fd < 0 || pisb_write_all(fd, pid, strlen(pid)) < 0) {
+			if (errno == ESRCH)
+				break;
+			pisb_err_sys(e, PISB_EXIT_FAIL, "move the sandbox into its cgroup (see 'pisb doctor')");
+			goto fail_child;
+		}
+	}
+	send(sp[0], "C", 1, MSG_NOSIGNAL);
+	pisb_trace("boot: cgroups joined");
 	/* "P" + pid of the init, then "R" from the init once it is ready */
 	{
 		struct pollfd p = { sp[0], POLLIN, 0 };
@@ -591,6 +1159,7 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 			goto fail_child;
 		}
 	}
+	pisb_trace("boot: namespaces, root mounted, init forked");
 	waitpid(child, NULL, 0);
 	child = -1;
 	if (read_msg(sp[0], reply, sizeof(reply), 30000) < 0 || reply[0] != 'R') {
@@ -600,6 +1169,7 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 		waitpid(ipid, NULL, 0);
 		goto fail_sp;
 	}
+	pisb_trace("boot: init ready");
 	*init = ipid;
 	*ctl = sp[0];
 	return 0;

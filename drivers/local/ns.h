@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 struct pisb_err;
+struct pisb_project_config;
 
 struct pisb_ids {
 	uid_t uid_base;      /* host uid of root inside */
@@ -24,8 +25,51 @@ struct pisb_ids {
 	unsigned count;      /* ids mapped: 65536 as root, 1 unprivileged */
 };
 
-/* The id mapping pisb uses for the calling user. */
+/* The id mapping pisb uses for the calling user: the shared range
+ * (PISB_UID_BASE, default 1000000000) as root, the caller's own id
+ * otherwise. */
 void pisb_ids_for_caller(struct pisb_ids *ids);
+
+/* Host id ranges of their own, one per sandbox or template made by root,
+ * so that one that escapes to the host holds no file or process of
+ * another.  Range k (k >= 1) starts at the shared base + k * 65536 (the
+ * shared range itself stays with records older than this); ranges never
+ * overlap and end below 2^32 - 1.
+ *
+ * State: idranges/BASE (0600) names its holder ("NAME PID START\n": the
+ * sandbox and the process that allocated it); idranges.lock (exclusive)
+ * around every allocation.  An entry whose allocating process is gone and
+ * that no record of NAME (instances/, templates/, staging/NAME.prep)
+ * claims is stale and handed out again.
+ *
+ * pisb_ids_alloc: as root, a free range into ids (for owner); otherwise
+ * pisb_ids_for_caller's.  pisb_ids_free: give range base back (0 and the
+ * shared base are no-ops).  pisb_ids_for_record: the ids of a record
+ * (its uidBase, else the caller's shared range). */
+struct pisb_state;
+struct pisb_record;
+int pisb_ids_alloc(struct pisb_state *st, const char *owner, struct pisb_ids *ids,
+		   struct pisb_err *e);
+void pisb_ids_free(struct pisb_state *st, uid_t base);
+void pisb_ids_for_record(const struct pisb_record *rec, struct pisb_ids *ids);
+
+/* diskGiB as root: the instance disk (upper/, work/) on an ext4 image of
+ * its own, DIR/disk.img (sparse), loop-mounted on DIR/disk while the
+ * sandbox runs, so that writing past the size fails with ENOSPC inside
+ * and the host filesystem gives at most that much.
+ * pisb_disk_image_make: create and format it (gib GiB).
+ * pisb_disk_image_mount: mount DIR/disk.img on disk_path (nosuid, nodev);
+ * 0 when there is no image, 1 when mounted (already mounted counts).
+ * pisb_disk_image_mount_ro: mount DIR/disk.img (a template's) read-only
+ * on at (also noexec, no journal replay), to copy from; 0 when there is
+ * no image, 1 when mounted.
+ * pisb_disk_image_umount: detach it (the loop device goes with its last
+ * user). */
+int pisb_disk_image_make(int dirfd, const char *dir, int gib, struct pisb_err *e);
+int pisb_disk_image_mount(int dirfd, const char *dir, const char *disk_path,
+			  struct pisb_err *e);
+int pisb_disk_image_mount_ro(int dirfd, const char *dir, const char *at, struct pisb_err *e);
+void pisb_disk_image_umount(const char *disk_path);
 
 struct pisb_boot {
 	const char *hostname;
@@ -35,8 +79,16 @@ struct pisb_boot {
 	const char *workspace;
 	unsigned tmp_mib;    /* size of /tmp and /dev/shm (tmpfs), 0 = kernel default */
 	struct pisb_ids ids;
+	bool docker;         /* docker: true: <disk>/docker at /var/lib/docker,
+	                      * the cgroup hierarchies under /sys/fs/cgroup */
 	int log_fd;          /* init's stderr, or -1 */
-	int cgroup_dirfds[8];/* cgroup dirs to join before the namespaces (-1 ends) */
+	int cgroup_dirfds[16];/* cgroup dirs the init starts in (-1 ends) */
+	/* project.mode bind / bind-ro: the host project (absolute) at the
+	 * workspace, live; its secrets (project.h) under empty read-only
+	 * files or directories, every .git read-only; NULL: none */
+	const char *project;
+	bool project_ro;
+	const struct pisb_project_config *project_cfg;
 };
 
 /* Boot; on success *init is the init's pid and *ctl the controller end of

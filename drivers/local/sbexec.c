@@ -1,4 +1,5 @@
 #include "sbexec.h"
+#include "local.h"
 #include "cgroup.h"
 #include "config.h"
 #include "err.h"
@@ -127,8 +128,12 @@ static void __attribute__((noreturn)) exec_child(const struct pisb_spawn *s, int
 
 static int enter(const struct pisb_spawn *s, struct pisb_err *e)
 {
-	if (pisb_cgroup_join(s->rt->cgroup, e) < 0 ||
-	    pisb_sandbox_enter(s->rt->init.pid, s->rt->init.start, e) < 0)
+	pisb_trace("exec: sandbox looked up");
+	if (pisb_cgroup_join(s->rt->cgroup, e) < 0)
+		return -1;
+	/* the last mark: inside, PISB_TRACE would name a sandbox path */
+	pisb_trace("exec: cgroups joined");
+	if (pisb_sandbox_enter(s->rt->init.pid, s->rt->init.start, e) < 0)
 		return -1;
 	return 0;
 }

@@ -475,6 +475,52 @@ static int load_guest(struct pisb_services *s, struct pisb_config **out,
 
 /* Take a config's services as the declared ones.  Processes that run go
  * on running: their next start uses the new definition. */
+/* docker: true - the sandbox's own docker daemon, a service like the
+ * others (supervised, restarted, its log under logs/), started with the
+ * sandbox.  dockerd runs as the sandbox's root; when the sandbox's cgroups
+ * were handed to that root (pisb_cgroup_delegate) runc makes each
+ * container's below them, else it runs in rootless mode (containers
+ * without cgroups of their own, inside the sandbox's); its
+ * data root on the instance disk (ns.c binds <disk>/docker there), its
+ * socket on the sandbox's /run, its registry traffic through the egress
+ * proxy (HTTP(S)_PROXY of the sandbox's environment). */
+static const char docker_cmd[] =
+	"mkdir -p /run/pisb-docker && "
+	"rm -f " PISB_DOCKER_SOCK " /run/pisb-docker/dockerd.pid && "
+	"XDG_RUNTIME_DIR=/run/pisb-docker "
+	/* delegated cgroups (ours to write): runc makes the containers' */
+	"R=--rootless; [ -w /sys/fs/cgroup/memory ] && [ -w /sys/fs/cgroup/cpuset ] && R=; "
+	"[ -w /sys/fs/cgroup/cgroup.procs ] && R=; "
+	"exec dockerd $R --host unix://" PISB_DOCKER_SOCK " --group root --data-root /var/lib/docker "
+	"--exec-root /run/pisb-docker/exec --pidfile /run/pisb-docker/dockerd.pid";
+
+static void builtin_docker(struct pisb_services *s)
+{
+	struct svc *v = find(s, PISB_DOCKER_SERVICE);
+
+	if (!v)
+		v = svc_new(s, PISB_DOCKER_SERVICE, K_YAML);
+	if (v->kind == K_LINK && v->lfd >= 0) {
+		close(v->lfd);
+		v->lfd = -1;
+	}
+	v->kind = K_YAML;
+	v->declared = true;
+	set_str(&v->command, docker_cmd);
+	set_str(&v->cwd, NULL);
+	map_release(&v->env);
+	v->health = PISB_HEALTH_PROCESS;
+	set_str(&v->health_path, NULL);
+	v->timeout_ms = 30000;
+	v->fixed_port = 0;
+	v->preview = false;
+	links_release(v);
+	strv_free(v->depends, v->ndepends);
+	v->depends = xcalloc(1, sizeof(char *));
+	v->ndepends = 0;
+	v->enabled = true;
+}
+
 static void apply_config(struct pisb_services *s, const struct pisb_config *c)
 {
 	for (size_t i = 0; i < s->n; i++)
@@ -511,6 +557,10 @@ static void apply_config(struct pisb_services *s, const struct pisb_config *c)
 		v->ndepends = cs->ndepends;
 		v->enabled = pisb_service_enabled(cs);
 	}
+	/* the record's config, not the guest's, says whether the sandbox has
+	 * its docker daemon: editing .sandbox.yaml inside cannot change it */
+	if (s->cfg->docker)
+		builtin_docker(s);
 	s->changed = true;
 }
 

@@ -94,77 +94,53 @@ static void config_out(struct pisb_sandbox *sb, struct pisb_jw *w)
 	pisb_os_config_json(w, sb->rec.config_json);
 }
 
-static int exec_attached(struct pisb_sandbox *sb, const struct pisb_exec_req *r, int *code,
-			 struct pisb_err *e)
-{
-	return pisb_os_exec_attached(sb->st, r, code, e);
-}
-
-static int exec_handle(struct pisb_sandbox *sb, const struct pisb_exec_req *r, struct pisb_jw *w,
-		       int *code, bool *running, struct pisb_err *e)
-{
-	return pisb_os_exec_handle(sb->st, r, w, code, running, e);
-}
-
-static int exec_status(struct pisb_sandbox *sb, const char *handle, int timeout_ms,
-		       struct pisb_jw *w, int *code, bool *running, struct pisb_err *e)
-{
-	return pisb_os_exec_status(sb->st, sb->name, handle, timeout_ms, w, code, running, e);
-}
-
-static int exec_kill(struct pisb_sandbox *sb, const char *handle, struct pisb_jw *w, int *code,
-		     struct pisb_err *e)
-{
-	return pisb_os_exec_kill(sb->st, sb->name, handle, w, code, e);
-}
-
 static int read_text(struct pisb_sandbox *sb, const char *path, long long offset,
 		     long long limit, size_t cap, char **abs, struct pisb_fs_text *t,
 		     struct pisb_err *e)
 {
-	return pisb_os_read_text(sb->st, sb->name, path, offset, limit, cap, abs, t, e);
+	return pisb_os_read_text(sb, path, offset, limit, cap, abs, t, e);
 }
 
 static int read_raw(struct pisb_sandbox *sb, const char *path, int outfd, long long *bytes,
 		    struct pisb_err *e)
 {
-	return pisb_os_read_raw(sb->st, sb->name, path, outfd, bytes, e);
+	return pisb_os_read_raw(sb, path, outfd, bytes, e);
 }
 
 static int write_(struct pisb_sandbox *sb, const char *path, const struct pisb_fs_src *src,
 		  int mode, bool mkdirs, char **abs, long long *bytes, struct pisb_err *e)
 {
-	return pisb_os_write(sb->st, sb->name, path, src, mode, mkdirs, abs, bytes, e);
+	return pisb_os_write(sb, path, src, mode, mkdirs, abs, bytes, e);
 }
 
 static int edit(struct pisb_sandbox *sb, const char *path, const struct pisb_fs_edit *ed,
 		size_t n, char **abs, long long *bytes, struct pisb_err *e)
 {
-	return pisb_os_edit(sb->st, sb->name, path, ed, n, abs, bytes, e);
+	return pisb_os_edit(sb, path, ed, n, abs, bytes, e);
 }
 
 static int ls(struct pisb_sandbox *sb, const char *path, char **abs, struct pisb_fs_info **out,
 	      size_t *n, struct pisb_err *e)
 {
-	return pisb_os_ls(sb->st, sb->name, path, abs, out, n, e);
+	return pisb_os_ls(sb, path, abs, out, n, e);
 }
 
 static int stat_(struct pisb_sandbox *sb, const char *path, char **abs, struct pisb_fs_info *out,
 		 struct pisb_err *e)
 {
-	return pisb_os_stat(sb->st, sb->name, path, abs, out, e);
+	return pisb_os_stat(sb, path, abs, out, e);
 }
 
 static int mkdir_(struct pisb_sandbox *sb, const char *path, char **abs, bool *created,
 		  struct pisb_err *e)
 {
-	return pisb_os_mkdir(sb->st, sb->name, path, abs, created, e);
+	return pisb_os_mkdir(sb, path, abs, created, e);
 }
 
 static int find(struct pisb_sandbox *sb, const struct pisb_fs_find *o, char **abs,
 		pisb_fs_find_fn fn, void *arg, bool *truncated, struct pisb_err *e)
 {
-	return pisb_os_find(sb->st, sb->name, o, abs, fn, arg, truncated, e);
+	return pisb_os_find(sb, o, abs, fn, arg, truncated, e);
 }
 
 static int grep(struct pisb_sandbox *sb, const struct pisb_fs_grep *o, char **abs,
@@ -182,19 +158,19 @@ static int grep(struct pisb_sandbox *sb, const struct pisb_fs_grep *o, char **ab
 		g.pattern = ere.s ? ere.s : "";
 		g.icase |= icase;
 	}
-	return pisb_os_grep(sb->st, sb->name, &g, abs, fn, arg, r, e);
+	return pisb_os_grep(sb, &g, abs, fn, arg, r, e);
 }
 
 static int push(struct pisb_sandbox *sb, const char *hostdir, const char *to, bool all,
 		struct pisb_xfer *x, struct pisb_err *e)
 {
-	return pisb_os_push(sb->st, sb->name, hostdir, to, all, x, e);
+	return pisb_os_push(sb, hostdir, to, all, x, e);
 }
 
 static int pull(struct pisb_sandbox *sb, const char *path, const char *hostdir,
 		const struct pisb_pull_opts *o, struct pisb_xfer *x, struct pisb_err *e)
 {
-	return pisb_os_pull(sb->st, sb->name, path, hostdir, o, x, e);
+	return pisb_os_pull(sb, path, hostdir, o, x, e);
 }
 
 /* no controller: logs shows pisb's remote log (lifecycle steps, renewals,
@@ -228,10 +204,10 @@ const struct pisb_driver pisb_driver_opensandbox = {
 	.limits = limits,
 	.extra_key = "remote",
 	.config_out = config_out,
-	.exec = exec_attached,
-	.exec_handle = exec_handle,
-	.exec_status = exec_status,
-	.exec_kill = exec_kill,
+	.exec = pisb_os_exec_attached,
+	.exec_handle = pisb_os_exec_handle,
+	.exec_status = pisb_os_exec_status,
+	.exec_kill = pisb_os_exec_kill,
 	.read_text = read_text,
 	.read_raw = read_raw,
 	.write = write_,
@@ -245,6 +221,7 @@ const struct pisb_driver pisb_driver_opensandbox = {
 	.fs_how = &fs_how,
 	.push = push,
 	.pull = pull,
+	.project_archive = pisb_os_project_archive,
 	.renew = pisb_os_renew_pass,
 	.gc_sweep = pisb_os_gc,
 	.gc_staged = pisb_os_gc_staged,

@@ -15,6 +15,7 @@
  *   the renewal timer (pisb renew) starts from a fresh expiry.
  */
 #include "opensandbox.h"
+#include "project.h"
 #include "os_internal.h"
 #include "config.h"
 #include "err.h"
@@ -27,6 +28,7 @@
 #include "state.h"
 #include "util.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -237,12 +239,14 @@ static void remote_parse(const char *json, char **sid, bool *created)
 
 void os_inst_release(struct os_inst *t)
 {
-	if (t->idir >= 0)
-		close(t->idir);
-	pisb_record_release(&t->rec);
+	if (!t->borrowed) {
+		if (t->idir >= 0)
+			close(t->idir);
+		pisb_record_release(&t->rec);
+		if (t->cfg)
+			pisb_config_free(t->cfg);
+	}
 	pisb_runtime_release(&t->rt);
-	if (t->cfg)
-		pisb_config_free(t->cfg);
 	os_extra_release(&t->x);
 	free(t->sid);
 	free(t->name);
@@ -250,6 +254,8 @@ void os_inst_release(struct os_inst *t)
 	memset(t, 0, sizeof(*t));
 	t->idir = -1;
 }
+
+static int inst_finish(struct os_inst *t, struct pisb_err *e);
 
 static int inst_load(struct pisb_state *st, const char *name, struct os_inst *t,
 		     struct pisb_err *e)
@@ -269,25 +275,52 @@ static int inst_load(struct pisb_state *st, const char *name, struct os_inst *t,
 	}
 	if (pisb_record_config(&t->rec, &t->cfg, e) < 0)
 		goto fail;
+	if (inst_finish(t, e) < 0)
+		goto fail;
+	return 0;
+fail:
+	os_inst_release(t);
+	return -1;
+}
+
+/* what both loads derive from the record, the config and status.json */
+static int inst_finish(struct os_inst *t, struct pisb_err *e)
+{
+	const char *name = t->name;
+
 	if (!t->cfg->os.present) {
 		pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s': its record has no opensandbox settings", name);
-		goto fail;
+		return -1;
 	}
 	remote_parse(t->rec.remote_json, &t->sid, &t->created);
 	if (!t->sid) {
 		pisb_err_set(e, PISB_EXIT_FAIL,
 			     "sandbox '%s': creation never got a sandbox id from the server (destroy it with 'pisb destroy %s --confirm %s')",
 			     name, name, name);
-		goto fail;
+		return -1;
 	}
 	os_extra_parse(t->rt.extra_json, &t->x);
 	if (!t->x.sandbox_id)
 		t->x.sandbox_id = xstrdup(t->sid);
 	t->x.created = t->created;
 	return 0;
-fail:
-	os_inst_release(t);
-	return -1;
+}
+
+int os_inst_of(struct pisb_sandbox *sb, struct os_inst *t, struct pisb_err *e)
+{
+	memset(t, 0, sizeof(*t));
+	t->borrowed = true;
+	t->idir = sb->idir;
+	t->name = xstrdup(sb->name);
+	if (pisb_sandbox_borrow(sb, &t->rec, &t->cfg, &t->rt, e) < 0 || inst_finish(t, e) < 0) {
+		os_inst_release(t);
+		return -1;
+	}
+	if (os_conn_init(&t->c, &t->cfg->os, t->sid, e) < 0) {
+		os_inst_release(t);
+		return pisb_err_prefix(e, "sandbox '%s'", sb->name);
+	}
+	return 0;
 }
 
 int os_inst_open(struct pisb_state *st, const char *name, struct os_inst *t,
@@ -460,6 +493,38 @@ static void jw_strs(struct pisb_jw *w, const char *key, char **v, size_t n)
 	pisb_jw_arr_end(w);
 }
 
+/* network.allowedHosts entries may carry ":port" and be IP literals;
+ * OpenSandbox's NetworkRule.target takes an FQDN or "*.domain" only (no
+ * port, no IP yet: reference/opensandbox/sandbox-lifecycle.yml).  The
+ * target for entry h (caller frees), or NULL for an IP literal. */
+static char *egress_target(const char *h)
+{
+	const char *c = strrchr(h, ':');
+	unsigned char bin[16];
+	_cleanup_free_ char *host = c ? xstrndup(h, (size_t)(c - h)) : xstrdup(h);
+
+	if (host[0] == '[' || inet_pton(AF_INET, host, bin) == 1)
+		return NULL;
+	return PISB_STEAL(host);
+}
+
+/* Refuse what OpenSandbox's egress cannot express (an IP literal) before
+ * anything is staged.  A port it cannot express either: "host:port"
+ * allows every port of host there (pisb.yaml(5) says so). */
+static int egress_check(const struct pisb_config *cfg, const char *name, struct pisb_err *e)
+{
+	if (cfg->os.has_network_allowlist)
+		return 0;   /* hostnames and *.domain only, validated */
+	for (size_t i = 0; i < cfg->nallowed_hosts; i++) {
+		_cleanup_free_ char *t = egress_target(cfg->allowed_hosts[i]);
+		if (!t)
+			return pisb_err_set(e, PISB_EXIT_USAGE,
+					    "create '%s': network.allowedHosts[%zu]: '%s': OpenSandbox's egress policy takes hostnames and *.domain only, not an IP address",
+					    name, i, cfg->allowed_hosts[i]);
+	}
+	return 0;
+}
+
 static void create_body(const struct pisb_config *cfg, const struct pisb_lc_opts *o,
 			struct pisb_buf *b)
 {
@@ -534,10 +599,22 @@ static void create_body(const struct pisb_config *cfg, const struct pisb_lc_opts
 	{
 		char **hosts = os->has_network_allowlist ? os->network_allowlist : cfg->allowed_hosts;
 		size_t n = os->has_network_allowlist ? os->nnetwork_allowlist : cfg->nallowed_hosts;
+		_cleanup_strv_ struct pisb_strv sent = PISB_STRV_INIT;
 		for (size_t i = 0; i < n; i++) {
+			/* "host:port": the host (the policy has no ports, so
+			 * every port of it is allowed), each target once */
+			_cleanup_free_ char *t = egress_target(hosts[i]);
+			bool dup = false;
+			if (!t)
+				continue;   /* refused by egress_check */
+			for (size_t k = 0; k < sent.n; k++)
+				dup |= !strcmp(sent.v[k], t);
+			if (dup)
+				continue;
+			pisb_strv_push(&sent, t);
 			pisb_jw_obj(&w);
 			pisb_jw_kstr(&w, "action", "allow");
-			pisb_jw_kstr(&w, "target", hosts[i]);
+			pisb_jw_kstr(&w, "target", t);
 			pisb_jw_obj_end(&w);
 		}
 	}
@@ -879,6 +956,22 @@ int pisb_os_create(struct pisb_state *st, const struct pisb_config *cfg,
 	return ret;
 }
 
+/* create --project: the copy pushed into the running sandbox before its
+ * setup runs (project.h), its base kept in the instance */
+static int seed_project(struct pisb_state *st, const char *name, const struct pisb_config *cfg,
+			const char *dir, int sdir, struct pisb_err *e)
+{
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+	struct pisb_project_stats s;
+
+	if (pisb_sandbox_open(&sb, st, name, e) < 0 ||
+	    pisb_project_seed_remote(&sb, dir, &cfg->project, &s, e) < 0)
+		return pisb_err_prefix(e, "project '%s'", dir);
+	os_log(sdir, "copied the project %s: %lld files, %lld bytes (%lld secrets left out)", dir,
+	       s.files, s.bytes, s.secrets_hidden);
+	return 0;
+}
+
 static int create(struct pisb_state *st, const struct pisb_config *cfg,
 		  const char *config_json, const struct pisb_lc_opts *o,
 		  struct pisb_err *e)
@@ -903,6 +996,8 @@ static int create(struct pisb_state *st, const struct pisb_config *cfg,
 		return pisb_err_set(e, PISB_EXIT_USAGE,
 				    "create '%s': opensandbox.sandboxId names an existing sandbox: use 'pisb connect %s -f FILE'",
 				    o->name, o->name);
+	if (egress_check(cfg, o->name, e) < 0)
+		return -1;
 	pisb_http_resp_init(&r);
 	if (os_conn_init(&c, &cfg->os, NULL, e) < 0)
 		return pisb_err_prefix(e, "create '%s'", o->name);
@@ -956,6 +1051,10 @@ static int create(struct pisb_state *st, const struct pisb_config *cfg,
 		goto out;
 	}
 	set_next(sdir, cfg->os.timeout_seconds, false);
+	if (o->project && seed_project(st, o->name, cfg, o->project, sdir, e) < 0) {
+		undo(st, o->name, sdir, NULL, true, &c, true, e);
+		goto out;
+	}
 	run_setup(sdir, &c, cfg);
 	if (os_stop_check(e) < 0) {
 		undo(st, o->name, sdir, NULL, true, &c, true, e);
@@ -965,10 +1064,9 @@ static int create(struct pisb_state *st, const struct pisb_config *cfg,
 	/* the instance is complete: other commands may use it from here on */
 	close(lock);
 	lock = -1;
-	if (emit(o, "ready", o->name, c.sid, cfg->os.workspace, true, false, NULL, e) < 0) {
-		/* a consumer that cannot take the sandbox: leave nothing behind */
-		undo(st, o->name, sdir, NULL, true, &c, true, e);
-		goto out;
+	if (o->ready) {
+		o->ready->sandbox_id = xstrdup(c.sid);
+		o->ready->workspace = cfg->os.workspace ? xstrdup(cfg->os.workspace) : NULL;
 	}
 	ret = 0;
 out:
@@ -1040,17 +1138,15 @@ int pisb_os_connect(struct pisb_state *st, const struct pisb_config *cfg,
 	}
 	close(lock);
 	lock = -1;
-	if (emit(o, "ready", o->name, c.sid, cfg->os.workspace, false, resumed, NULL, e) < 0) {
-		/* disconnect only: a sandbox we did not create is never killed */
-		undo(st, o->name, sdir, NULL, true, &c, false, e);
-		pisb_err_prefix(e, "connect '%s' (disconnected again)", o->name);
-		goto out_noprefix;
+	if (o->ready) {
+		o->ready->sandbox_id = xstrdup(c.sid);
+		o->ready->workspace = cfg->os.workspace ? xstrdup(cfg->os.workspace) : NULL;
+		o->ready->resumed = resumed;
 	}
 	ret = 0;
 out:
 	if (ret < 0)
 		pisb_err_prefix(e, "connect '%s'", o->name);
-out_noprefix:
 	os_conn_release(&c);
 	return ret;
 }
@@ -1286,7 +1382,9 @@ int pisb_os_destroy(struct pisb_state *st, const char *name,
 int pisb_os_release(struct pisb_state *st, const char *name,
 		    const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	return end_use(st, name, o, -1, "release", e);
+	/* --policy, else the config's onSessionShutdown */
+	return end_use(st, name, o, o && o->policy ? (int)pisb_lc_policy(o, PISB_POLICY_KILL) : -1,
+		       "release", e);
 }
 
 /* ---- list / inspect ---- */

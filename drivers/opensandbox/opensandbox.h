@@ -134,7 +134,8 @@ char *pisb_os_unreachable(const char *extra_json);
  * SIGTERM, SIGHUP interrupt the remote command (execd interrupt API) and
  * give 128+N.  A stream that ends without a terminal event: -1, exit 5,
  * "exit status unknown" (never 0). */
-int pisb_os_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
+struct pisb_sandbox;
+int pisb_os_exec_attached(struct pisb_sandbox *sb, const struct pisb_exec_req *r,
 			  int *code, struct pisb_err *e);
 /* Detached (--timeout-ms): runs it as an execd background command; waits
  * up to r->timeout_ms; writes {"pid": HANDLE, "running", "output",
@@ -143,17 +144,15 @@ int pisb_os_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
  * A command whose end cannot be known (sandbox restarted, record lost):
  * running false, exitCode null, *code = 5, and e->msg says why (the call
  * still returns 0 so the JSON is printed). */
-int pisb_os_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
+int pisb_os_exec_handle(struct pisb_sandbox *sb, const struct pisb_exec_req *r,
 			struct pisb_jw *w, int *code, bool *running,
 			struct pisb_err *e);
-int pisb_os_exec_status(struct pisb_state *st, const char *name,
-			const char *handle, int timeout_ms, struct pisb_jw *w,
-			int *code, bool *running, struct pisb_err *e);
+int pisb_os_exec_status(struct pisb_sandbox *sb, const char *handle, int timeout_ms,
+			struct pisb_jw *w, int *code, bool *running, struct pisb_err *e);
 /* Interrupt (execd: SIGTERM to the group, SIGKILL after 3 s), then
  * collect as exec-status does. */
-int pisb_os_exec_kill(struct pisb_state *st, const char *name,
-		      const char *handle, struct pisb_jw *w, int *code,
-		      struct pisb_err *e);
+int pisb_os_exec_kill(struct pisb_sandbox *sb, const char *handle, struct pisb_jw *w,
+		      int *code, struct pisb_err *e);
 
 /* ---- files (pisb-fs): the local driver's types (fs.h) ----
  *
@@ -169,36 +168,36 @@ int pisb_os_exec_kill(struct pisb_state *st, const char *name,
  * what *abs will say, for output written before the call.  Caller frees. */
 char *pisb_os_abspath(struct pisb_state *st, const char *name, const char *path,
 		      struct pisb_err *e);
-int pisb_os_read_text(struct pisb_state *st, const char *name, const char *path,
+int pisb_os_read_text(struct pisb_sandbox *sb, const char *path,
 		      long long offset, long long limit, size_t cap, char **abs,
 		      struct pisb_fs_text *t, struct pisb_err *e);
 /* The whole file, byte-exact, to outfd. */
-int pisb_os_read_raw(struct pisb_state *st, const char *name, const char *path,
+int pisb_os_read_raw(struct pisb_sandbox *sb, const char *path,
 		     int outfd, long long *bytes, struct pisb_err *e);
 /* Atomic replace: uploaded beside the target, renamed inside the sandbox. */
-int pisb_os_write(struct pisb_state *st, const char *name, const char *path,
+int pisb_os_write(struct pisb_sandbox *sb, const char *path,
 		  const struct pisb_fs_src *src, int mode, bool mkdirs, char **abs,
 		  long long *bytes, struct pisb_err *e);
-int pisb_os_edit(struct pisb_state *st, const char *name, const char *path,
+int pisb_os_edit(struct pisb_sandbox *sb, const char *path,
 		 const struct pisb_fs_edit *ed, size_t n, char **abs, long long *bytes,
 		 struct pisb_err *e);
-int pisb_os_ls(struct pisb_state *st, const char *name, const char *path, char **abs,
+int pisb_os_ls(struct pisb_sandbox *sb, const char *path, char **abs,
 	       struct pisb_fs_info **out, size_t *n, struct pisb_err *e);
-int pisb_os_stat(struct pisb_state *st, const char *name, const char *path, char **abs,
+int pisb_os_stat(struct pisb_sandbox *sb, const char *path, char **abs,
 		 struct pisb_fs_info *out, struct pisb_err *e);
-int pisb_os_mkdir(struct pisb_state *st, const char *name, const char *path, char **abs,
+int pisb_os_mkdir(struct pisb_sandbox *sb, const char *path, char **abs,
 		  bool *created, struct pisb_err *e);
 /* o->dir as path above.  The tree is listed with one request
  * (directories/list), then walked here as pisb_walk walks a local one:
  * .git and node_modules skipped, .gitignore files (the search dir's, its
  * subdirectories', and its checkout's above it) honoured unless
  * o->no_ignore. */
-int pisb_os_find(struct pisb_state *st, const char *name, const struct pisb_fs_find *o,
+int pisb_os_find(struct pisb_sandbox *sb, const struct pisb_fs_find *o,
 		 char **abs, pisb_fs_find_fn fn, void *arg, bool *truncated,
 		 struct pisb_err *e);
 /* o->path as path above.  Files as find lists them; the regex runs as
  * `grep -E` (or -F) inside the sandbox, binary files skipped. */
-int pisb_os_grep(struct pisb_state *st, const char *name, const struct pisb_fs_grep *o,
+int pisb_os_grep(struct pisb_sandbox *sb, const struct pisb_fs_grep *o,
 		 char **abs, pisb_fs_grep_fn fn, void *arg,
 		 struct pisb_fs_grep_result *r, struct pisb_err *e);
 
@@ -211,11 +210,14 @@ int pisb_os_grep(struct pisb_state *st, const char *name, const struct pisb_fs_g
  * move) and leaves the old one on any failure; pull stages on the host.
  * The sandbox needs tar and sha256sum (or busybox, shasum, openssl):
  * without them, exit 5 and nothing changed. */
-int pisb_os_push(struct pisb_state *st, const char *name, const char *hostdir,
+int pisb_os_push(struct pisb_sandbox *sb, const char *hostdir,
 		 const char *to, bool all, struct pisb_xfer *x, struct pisb_err *e);
-int pisb_os_pull(struct pisb_state *st, const char *name, const char *path,
+int pisb_os_pull(struct pisb_sandbox *sb, const char *path,
 		 const char *hostdir, const struct pisb_pull_opts *o, struct pisb_xfer *x,
 		 struct pisb_err *e);
+/* The workspace as one tar archive onto fd, its SHA-256 as the sandbox
+ * computed it into sha (driver.h's project_archive). */
+int pisb_os_project_archive(struct pisb_sandbox *sb, int fd, char sha[65], struct pisb_err *e);
 
 /* ---- gc (pisb-gc): see os_gc.c ----
  *

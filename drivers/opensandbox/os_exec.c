@@ -491,7 +491,7 @@ static int check_env(const struct pisb_exec_req *r, struct pisb_err *e)
 	return check_stdin(r->name, e);
 }
 
-int pisb_os_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
+int pisb_os_exec_attached(struct pisb_sandbox *sb, const struct pisb_exec_req *r,
 			  int *code, struct pisb_err *e)
 {
 	struct os_inst t;
@@ -503,7 +503,7 @@ int pisb_os_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 	*code = 0;
 	if (check_env(r, e) < 0)
 		return -1;
-	if (os_inst_open(st, r->name, &t, e) < 0)
+	if (os_inst_of(sb, &t, e) < 0)
 		return -1;
 	if (os_inst_ready(&t, e) < 0) {
 		os_inst_release(&t);
@@ -685,7 +685,7 @@ out:
 	return ret;
 }
 
-int pisb_os_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
+int pisb_os_exec_handle(struct pisb_sandbox *sb, const struct pisb_exec_req *r,
 			struct pisb_jw *w, int *code, bool *running,
 			struct pisb_err *e)
 {
@@ -699,7 +699,7 @@ int pisb_os_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
 	*running = false;
 	if (check_env(r, e) < 0)
 		return -1;
-	if (os_inst_open(st, r->name, &t, e) < 0)
+	if (os_inst_of(sb, &t, e) < 0)
 		return -1;
 	if (os_inst_ready(&t, e) < 0)
 		goto out;
@@ -721,14 +721,15 @@ out:
 	return ret;
 }
 
-static int open_handle(struct pisb_state *st, const char *name, const char *handle,
-		       struct os_inst *t, struct pisb_err *e)
+static int open_handle(struct pisb_sandbox *sb, const char *handle, struct os_inst *t,
+		       struct pisb_err *e)
 {
+	const char *name = sb->name;
 	_cleanup_free_ char *p = NULL;
 
 	if (!handle_ok(handle))
 		return pisb_err_set(e, PISB_EXIT_USAGE, "invalid handle '%s'", handle);
-	if (os_inst_open(st, name, t, e) < 0)
+	if (os_inst_of(sb, t, e) < 0)
 		return -1;
 	p = xasprintf("exec/%s", handle);
 	if (faccessat(t->idir, p, F_OK, 0) < 0) {
@@ -742,32 +743,30 @@ static int open_handle(struct pisb_state *st, const char *name, const char *hand
 	return 0;
 }
 
-int pisb_os_exec_status(struct pisb_state *st, const char *name,
-			const char *handle, int timeout_ms, struct pisb_jw *w,
-			int *code, bool *running, struct pisb_err *e)
+int pisb_os_exec_status(struct pisb_sandbox *sb, const char *handle, int timeout_ms,
+			struct pisb_jw *w, int *code, bool *running, struct pisb_err *e)
 {
 	struct os_inst t;
 	int ret;
 
 	*code = 0;
 	*running = false;
-	if (open_handle(st, name, handle, &t, e) < 0)
+	if (open_handle(sb, handle, &t, e) < 0)
 		return -1;
 	ret = collect(&t, handle, timeout_ms, w, code, running, e);
 	os_inst_release(&t);
 	return ret;
 }
 
-int pisb_os_exec_kill(struct pisb_state *st, const char *name,
-		      const char *handle, struct pisb_jw *w, int *code,
-		      struct pisb_err *e)
+int pisb_os_exec_kill(struct pisb_sandbox *sb, const char *handle, struct pisb_jw *w,
+		      int *code, struct pisb_err *e)
 {
 	struct os_inst t;
 	bool running;
 	int ret;
 
 	*code = 0;
-	if (open_handle(st, name, handle, &t, e) < 0)
+	if (open_handle(sb, handle, &t, e) < 0)
 		return -1;
 	/* execd: SIGTERM to the group, SIGKILL after 3 s; answers when done
 	 * (a finished command gives 500: nothing to do) */

@@ -38,10 +38,9 @@
 
 /* ---- small helpers ---- */
 
-static int open_ready(struct pisb_state *st, const char *name, struct os_inst *t,
-		      struct pisb_err *e)
+static int open_ready(struct pisb_sandbox *sb, struct os_inst *t, struct pisb_err *e)
 {
-	if (os_inst_open(st, name, t, e) < 0)
+	if (os_inst_of(sb, t, e) < 0)
 		return -1;
 	if (os_inst_ready(t, e) < 0) {
 		os_inst_release(t);
@@ -343,7 +342,7 @@ static void set_abs(char **abs, char *v)
 		free(v);
 }
 
-int pisb_os_read_text(struct pisb_state *st, const char *name, const char *path,
+int pisb_os_read_text(struct pisb_sandbox *sb, const char *path,
 		      long long offset, long long limit, size_t cap, char **abs,
 		      struct pisb_fs_text *t, struct pisb_err *e)
 {
@@ -356,7 +355,7 @@ int pisb_os_read_text(struct pisb_state *st, const char *name, const char *path,
 	memset(t, 0, sizeof(*t));
 	if (abs)
 		*abs = NULL;
-	if (open_ready(st, name, &in, e) < 0)
+	if (open_ready(sb, &in, e) < 0)
 		return -1;
 	a = abspath(&in, path);
 	set_abs(abs, a);
@@ -377,7 +376,7 @@ out:
 	return ret;
 }
 
-int pisb_os_read_raw(struct pisb_state *st, const char *name, const char *path,
+int pisb_os_read_raw(struct pisb_sandbox *sb, const char *path,
 		     int outfd, long long *bytes, struct pisb_err *e)
 {
 	struct os_inst t;
@@ -385,7 +384,7 @@ int pisb_os_read_raw(struct pisb_state *st, const char *name, const char *path,
 	int ret;
 
 	*bytes = 0;
-	if (open_ready(st, name, &t, e) < 0)
+	if (open_ready(sb, &t, e) < 0)
 		return -1;
 	a = abspath(&t, path);
 	ret = download(&t, a, 0, NULL, outfd, bytes, e);
@@ -555,7 +554,7 @@ static int write_in(struct os_inst *t, const char *abs, const void *data, size_t
 	return replace(t, abs, data, n, (unsigned)mode, e);
 }
 
-int pisb_os_write(struct pisb_state *st, const char *name, const char *path,
+int pisb_os_write(struct pisb_sandbox *sb, const char *path,
 		  const struct pisb_fs_src *src, int mode, bool mkdirs, char **abs,
 		  long long *bytes, struct pisb_err *e)
 {
@@ -577,7 +576,7 @@ int pisb_os_write(struct pisb_state *st, const char *name, const char *path,
 		data = in.s ? in.s : "";
 		n = in.len;
 	}
-	if (open_ready(st, name, &t, e) < 0)
+	if (open_ready(sb, &t, e) < 0)
 		return -1;
 	a = abspath(&t, path);
 	ret = write_in(&t, a, data ? data : "", n, mkdirs, mode, e);
@@ -620,7 +619,7 @@ static int edit_in(struct os_inst *t, const char *abs, const struct pisb_fs_edit
 	return 0;
 }
 
-int pisb_os_edit(struct pisb_state *st, const char *name, const char *path,
+int pisb_os_edit(struct pisb_sandbox *sb, const char *path,
 		 const struct pisb_fs_edit *ed, size_t n, char **abs, long long *bytes,
 		 struct pisb_err *e)
 {
@@ -631,7 +630,7 @@ int pisb_os_edit(struct pisb_state *st, const char *name, const char *path,
 	*bytes = 0;
 	if (abs)
 		*abs = NULL;
-	if (open_ready(st, name, &t, e) < 0)
+	if (open_ready(sb, &t, e) < 0)
 		return -1;
 	a = abspath(&t, path);
 	ret = edit_in(&t, a, ed, n, bytes, e);
@@ -734,7 +733,7 @@ static int ls_in(struct os_inst *t, const char *abs, struct pisb_fs_info **out, 
 	return 0;
 }
 
-int pisb_os_ls(struct pisb_state *st, const char *name, const char *path, char **abs,
+int pisb_os_ls(struct pisb_sandbox *sb, const char *path, char **abs,
 	       struct pisb_fs_info **out, size_t *n, struct pisb_err *e)
 {
 	struct os_inst t;
@@ -745,7 +744,7 @@ int pisb_os_ls(struct pisb_state *st, const char *name, const char *path, char *
 	*n = 0;
 	if (abs)
 		*abs = NULL;
-	if (open_ready(st, name, &t, e) < 0)
+	if (open_ready(sb, &t, e) < 0)
 		return -1;
 	a = abspath(&t, path);
 	ret = ls_in(&t, a, out, n, e);
@@ -754,7 +753,7 @@ int pisb_os_ls(struct pisb_state *st, const char *name, const char *path, char *
 	return ret;
 }
 
-int pisb_os_stat(struct pisb_state *st, const char *name, const char *path, char **abs,
+int pisb_os_stat(struct pisb_sandbox *sb, const char *path, char **abs,
 		 struct pisb_fs_info *out, struct pisb_err *e)
 {
 	struct os_inst t;
@@ -764,7 +763,7 @@ int pisb_os_stat(struct pisb_state *st, const char *name, const char *path, char
 	memset(out, 0, sizeof(*out));
 	if (abs)
 		*abs = NULL;
-	if (open_ready(st, name, &t, e) < 0)
+	if (open_ready(sb, &t, e) < 0)
 		return -1;
 	a = abspath(&t, path);
 	r = info(&t, a, out, e);
@@ -815,7 +814,7 @@ out:
 	return ret;
 }
 
-int pisb_os_mkdir(struct pisb_state *st, const char *name, const char *path, char **abs,
+int pisb_os_mkdir(struct pisb_sandbox *sb, const char *path, char **abs,
 		  bool *created, struct pisb_err *e)
 {
 	struct os_inst t;
@@ -825,7 +824,7 @@ int pisb_os_mkdir(struct pisb_state *st, const char *name, const char *path, cha
 	*created = false;
 	if (abs)
 		*abs = NULL;
-	if (open_ready(st, name, &t, e) < 0)
+	if (open_ready(sb, &t, e) < 0)
 		return -1;
 	a = abspath(&t, path);
 	ret = mkdir_in(&t, a, created, e);
@@ -1098,7 +1097,7 @@ static int find_in(struct os_inst *t, const char *dir, const struct pisb_fs_find
 	return 0;
 }
 
-int pisb_os_find(struct pisb_state *st, const char *name, const struct pisb_fs_find *o,
+int pisb_os_find(struct pisb_sandbox *sb, const struct pisb_fs_find *o,
 		 char **abs, pisb_fs_find_fn fn, void *arg, bool *truncated,
 		 struct pisb_err *e)
 {
@@ -1111,7 +1110,7 @@ int pisb_os_find(struct pisb_state *st, const char *name, const struct pisb_fs_f
 		*abs = NULL;
 	if (!o->pattern || !*o->pattern)
 		return pisb_err_set(e, PISB_EXIT_USAGE, "find: the pattern is empty");
-	if (open_ready(st, name, &t, e) < 0)
+	if (open_ready(sb, &t, e) < 0)
 		return -1;
 	a = abspath(&t, o->dir);
 	ret = find_in(&t, a, o, fn, arg, truncated, e);
@@ -1326,7 +1325,7 @@ out:
 	return ret;
 }
 
-int pisb_os_grep(struct pisb_state *st, const char *name, const struct pisb_fs_grep *o,
+int pisb_os_grep(struct pisb_sandbox *sb, const struct pisb_fs_grep *o,
 		 char **abs, pisb_fs_grep_fn fn, void *arg,
 		 struct pisb_fs_grep_result *r, struct pisb_err *e)
 {
@@ -1350,7 +1349,7 @@ int pisb_os_grep(struct pisb_state *st, const char *name, const struct pisb_fs_g
 		}
 		regfree(&re);
 	}
-	if (open_ready(st, name, &t, e) < 0)
+	if (open_ready(sb, &t, e) < 0)
 		return -1;
 	a = abspath(&t, o->path);
 	ret = grep_in(&t, a, o, fn, arg, r, e);
@@ -1450,12 +1449,15 @@ static const char push_script[] =
 	"rm -rf -- \"$O\"; rm -rf -- \"$S\"\n"
 	"echo \"pisb-ok $K2\"\n";
 
-/* pull: Q the path, A the archive to make.  Prints "pisb-ok SHA". */
+/* pull: Q the path, A the archive to make, G 1 to leave ./.git out
+ * where tar can (the project's archive; the reader skips it anyway).
+ * Prints "pisb-ok SHA". */
 static const char pull_script[] =
 	"mkdir -p -- \"${A%/*}\" 2>/dev/null\n"
 	"if [ -d \"$Q\" ]; then\n"
 	"  X=; case \"$A\" in \"${Q%/}\"/*) X=\"--exclude=${A##*/}\";; esac\n"
-	"  $TAR -c -f \"$A\" -C \"$Q\" $X . || fail 1 \"archiving '$Q' in the sandbox failed\"\n"
+	"  XG=; if [ \"$G\" = 1 ]; then case \"$($TAR --version 2>/dev/null)\" in *GNU*|*bsdtar*) XG=--exclude=./.git;; esac; fi\n"
+	"  $TAR -c -f \"$A\" -C \"$Q\" $X $XG . || fail 1 \"archiving '$Q' in the sandbox failed\"\n"
 	"elif [ -f \"$Q\" ]; then\n"
 	"  D=${Q%/*}; [ -n \"$D\" ] || D=/\n"
 	"  $TAR -c -h -f \"$A\" -C \"$D\" \"./${Q##*/}\" || fail 1 \"archiving '$Q' in the sandbox failed\"\n"
@@ -1622,7 +1624,7 @@ static int push_in(struct os_inst *t, const char *hostdir, const char *target, b
 	return 0;
 }
 
-int pisb_os_push(struct pisb_state *st, const char *name, const char *hostdir, const char *to,
+int pisb_os_push(struct pisb_sandbox *sb, const char *hostdir, const char *to,
 		 bool all, struct pisb_xfer *x, struct pisb_err *e)
 {
 	struct os_inst t;
@@ -1638,7 +1640,7 @@ int pisb_os_push(struct pisb_state *st, const char *name, const char *hostdir, c
 		if (!S_ISDIR(sb.st_mode))
 			return pisb_err_set(e, PISB_EXIT_FAIL, "open host directory '%s': Not a directory", hostdir);
 	}
-	if (open_ready(st, name, &t, e) < 0)
+	if (open_ready(sb, &t, e) < 0)
 		return -1;
 	{
 		_cleanup_free_ char *a = abspath(&t, to);
@@ -1695,7 +1697,7 @@ static int pull_in(struct os_inst *t, const char *path, const char *hostdir,
 	return pisb_pull_archive(fd, ok, hostdir, o, x, e);
 }
 
-int pisb_os_pull(struct pisb_state *st, const char *name, const char *path, const char *hostdir,
+int pisb_os_pull(struct pisb_sandbox *sb, const char *path, const char *hostdir,
 		 const struct pisb_pull_opts *o, struct pisb_xfer *x, struct pisb_err *e)
 {
 	struct os_inst t;
@@ -1703,10 +1705,43 @@ int pisb_os_pull(struct pisb_state *st, const char *name, const char *path, cons
 	int ret;
 
 	memset(x, 0, sizeof(*x));
-	if (open_ready(st, name, &t, e) < 0)
+	if (open_ready(sb, &t, e) < 0)
 		return -1;
 	a = abspath(&t, path);
 	ret = pisb_pull_check(a, hostdir, o, e) < 0 ? -1 : pull_in(&t, a, hostdir, o, x, e);
 	os_inst_release(&t);
 	return ret;
+}
+
+/* The workspace as one tar archive onto fd (the project's reader, in
+ * project_diff.c, reads it as data); sha: the digest the sandbox made. */
+int pisb_os_project_archive(struct pisb_sandbox *sb, int fd, char sha[65], struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf script = PISB_BUF_INIT;
+	_cleanup_free_ char *arch = NULL, *ws = NULL;
+	struct os_inst t;
+	char hex[17], ok[80];
+	long long size = 0;
+	int r;
+
+	if (open_ready(sb, &t, e) < 0)
+		return -1;
+	ws = abspath(&t, NULL);
+	pisb_random_hex(hex, 16);
+	arch = xasprintf("/tmp/.pisb-pull-%s.tar", hex);
+	sh_var(&script, "Q", ws);
+	sh_var(&script, "A", arch);
+	pisb_buf_adds(&script, "G=1\nS=\n");
+	pisb_buf_adds(&script, xfer_prelude);
+	pisb_buf_adds(&script, pull_script);
+	r = xfer_run(&t, "read the workspace", script.s, ok, e);
+	if (r == 0 && (strlen(ok) != 64 || strspn(ok, "0123456789abcdef") != 64))
+		r = pisb_err_set(e, PISB_EXIT_BACKEND, "read the workspace: the sandbox's digest '%s' is not a SHA-256", ok);
+	if (r == 0)
+		r = download(&t, arch, 0, NULL, fd, &size, e);
+	delete_file(&t, arch);
+	if (r == 0)
+		memcpy(sha, ok, 65);
+	os_inst_release(&t);
+	return r;
 }

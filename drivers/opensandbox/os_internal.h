@@ -136,10 +136,15 @@ struct os_inst {
 	char *sid;
 	bool created;                  /* pisb created it (vs connected) */
 	struct os_conn c;
+	bool borrowed;                 /* idir, rec and cfg are a pisb_sandbox's */
 };
 /* Open an instance of this driver with its client (key loaded). */
 int os_inst_open(struct pisb_state *st, const char *name, struct os_inst *t,
 		 struct pisb_err *e);
+/* The same from a sandbox the command opened (driver.h): its record and
+ * config borrowed, not read again; status.json read anew. */
+struct pisb_sandbox;
+int os_inst_of(struct pisb_sandbox *sb, struct os_inst *t, struct pisb_err *e);
 void os_inst_release(struct os_inst *t);
 /* Make it usable: GET, resume when paused (under renew.lock), execd
  * resolved and answering.  Gone: status.json says so, exit 5. */

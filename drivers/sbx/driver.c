@@ -7,9 +7,11 @@
 #include "fs_verbs.h"
 #include "inspect.h"
 #include "json.h"
+#include "lifecycle.h"
 #include "sbx.h"
 #include "util.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,17 +23,32 @@ static int create(struct pisb_state *st, const struct pisb_config *cfg, const ch
 
 static int start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	return pisb_sbx_start(sb->st, sb->name, o, e);
+	return pisb_sbx_start(sb, o, e);
 }
 
 static int stop(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	return pisb_sbx_stop(sb->st, sb->name, o, e);
+	return pisb_lifecycle_end(sb, o, false, pisb_sbx_end, e);
 }
 
 static int destroy(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	return pisb_sbx_destroy(sb->st, sb->name, o, e);
+	return pisb_lifecycle_end(sb, o, true, pisb_sbx_end, e);
+}
+
+/* the session's end: sbx.teardown (what the watchdog applies when the
+ * owner dies), unless release --policy says otherwise */
+static int release(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
+{
+	static const enum pisb_policy of[] = {
+		[PISB_TEARDOWN_REMOVE] = PISB_POLICY_KILL, [PISB_TEARDOWN_STOP] = PISB_POLICY_PAUSE,
+		[PISB_TEARDOWN_NONE] = PISB_POLICY_KEEP,
+	};
+	const struct pisb_config *cfg = pisb_sandbox_config(sb, e);
+
+	if (!cfg)
+		return -1;
+	return pisb_lifecycle_release_as(sb, o, pisb_lc_policy(o, of[cfg->sbx.teardown]), e);
 }
 
 static enum pisb_status status(struct pisb_sandbox *sb)
@@ -45,7 +62,7 @@ static enum pisb_status status(struct pisb_sandbox *sb)
 static int refresh(struct pisb_sandbox *sb, int timeout_ms, struct pisb_err *e)
 {
 	(void)timeout_ms;
-	return pisb_sbx_refresh(sb->st, sb->name, e);
+	return pisb_sbx_refresh(sb, e);
 }
 
 static void describe(struct pisb_sandbox *sb, const struct pisb_config *cfg, struct pisb_jw *w)
@@ -103,37 +120,19 @@ static void limits(struct pisb_sandbox *sb, const struct pisb_config *cfg, bool 
 static int exec_attached(struct pisb_sandbox *sb, const struct pisb_exec_req *r, int *code,
 			 struct pisb_err *e)
 {
-	return pisb_sbx_exec_attached(sb->st, r, code, e);
-}
-
-static int exec_handle(struct pisb_sandbox *sb, const struct pisb_exec_req *r, struct pisb_jw *w,
-		       int *code, bool *running, struct pisb_err *e)
-{
-	return pisb_sbx_exec_handle(sb->st, r, w, code, running, e);
-}
-
-static int exec_status(struct pisb_sandbox *sb, const char *handle, int timeout_ms,
-		       struct pisb_jw *w, int *code, bool *running, struct pisb_err *e)
-{
-	return pisb_sbx_exec_status(sb->st, sb->name, handle, timeout_ms, w, code, running, e);
-}
-
-static int exec_kill(struct pisb_sandbox *sb, const char *handle, struct pisb_jw *w, int *code,
-		     struct pisb_err *e)
-{
-	return pisb_sbx_exec_kill(sb->st, sb->name, handle, w, code, e);
+	return pisb_sbx_exec_attached(sb, r, code, e);
 }
 
 static int shell(struct pisb_sandbox *sb, const char *user, int *code, struct pisb_err *e)
 {
-	return pisb_sbx_shell(sb->st, sb->name, user, code, e);
+	return pisb_sbx_shell(sb, user, code, e);
 }
 
 static int docker(struct pisb_sandbox *sb, const char *verb, char *const *args, size_t nargs,
 		  struct pisb_jw *w, bool *json_out, int *code, struct pisb_strv *notes,
 		  struct pisb_err *e)
 {
-	return pisb_sbx_docker(sb->st, sb->name, verb, args, nargs, w, json_out, code, notes, e);
+	return pisb_sbx_docker(sb, verb, args, nargs, w, json_out, code, notes, e);
 }
 
 /* the audit of pisb docker NAME verify */
@@ -146,7 +145,7 @@ static int verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, stru
 	int code = 0;
 
 	pisb_jw_init(&w, &b);
-	if (pisb_sbx_docker(sb->st, sb->name, "verify", NULL, 0, &w, &is_json, &code, &notes, e) < 0)
+	if (pisb_sbx_docker(sb, "verify", NULL, 0, &w, &is_json, &code, &notes, e) < 0)
 		return -1;
 	if (json) {
 		pisb_buf_add(out, b.s ? b.s : "", b.len);
@@ -157,13 +156,28 @@ static int verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, stru
 	return code;
 }
 
+/* the project (project.h): the workspace is a host directory sbx shares
+ * with the VM, seen as the file verbs see it (pisb_sbx_fs_enter: a user
+ * and mount namespace holding that directory only), running or not */
+static int project_enter(struct pisb_sandbox *sb, int *root, char **ws, struct pisb_err *e)
+{
+	_cleanup_free_ char *w = pisb_sbx_fs_workspace(sb->idir, e);
+
+	if (!w || pisb_sbx_fs_enter(w, e) < 0)
+		return -1;
+	*root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (*root < 0)
+		return pisb_err_sys(e, PISB_EXIT_BACKEND, "open the workspace's root");
+	*ws = PISB_STEAL(w);
+	return 0;
+}
+
 /* the workspace sbx shares with the VM, on this host */
 static const struct pisb_fs_how fs_how = { "sbx.log", pisb_sbx_fs_workspace, pisb_sbx_fs_enter };
 
 static const struct pisb_refusal refusals[] = {
 	{ PISB_V_PREPARE, "pisb templates are local disks; a sbx sandbox starts from sbx.template" },
 	{ PISB_V_CONNECT, "connect attaches an OpenSandbox sandbox (opensandbox.sandboxId)" },
-	{ PISB_V_RELEASE, "the sbx watchdog applies sbx.teardown when the owner exits" },
 	{ PISB_V_SVC, "sbx has its own network policy; publish a container's ports with 'pisb docker NAME run -p'" },
 	{ PISB_V_PREVIEW, "sbx has its own network policy; publish a container's ports with 'pisb docker NAME run -p'" },
 	{ PISB_V_GC, "left to its driver; pisb gc removes only pi-sbx-* leftovers that no instance names" },
@@ -180,15 +194,16 @@ const struct pisb_driver pisb_driver_sbx = {
 	.start = start,
 	.stop = stop,
 	.destroy = destroy,
+	.release = release,
 	.status = status,
 	.refresh = refresh,
 	.describe = describe,
 	.limits = limits,
 	.extra_key = "remote",
 	.exec = exec_attached,
-	.exec_handle = exec_handle,
-	.exec_status = exec_status,
-	.exec_kill = exec_kill,
+	.exec_handle = pisb_sbx_exec_handle,
+	.exec_status = pisb_sbx_exec_status,
+	.exec_kill = pisb_sbx_exec_kill,
 	.shell = shell,
 	.read_text = pisb_fsv_read_text,
 	.read_raw = pisb_fsv_read_raw,
@@ -202,6 +217,7 @@ const struct pisb_driver pisb_driver_sbx = {
 	.logs = pisb_fsv_logs,
 	.push = pisb_fsv_push,
 	.pull = pisb_fsv_pull,
+	.project_enter = project_enter,
 	.docker = docker,
 	.verify = verify,
 	.gc_name = pisb_sbx_name,

@@ -12,9 +12,9 @@
  */
 #include "sbx.h"
 #include "sbx_internal.h"
+#include "driver.h"
 #include "config.h"
 #include "err.h"
-#include "events.h"
 #include "lifecycle.h"
 #include "exec.h"
 #include "instance.h"
@@ -22,6 +22,7 @@
 #include "lock.h"
 #include "opensandbox.h"
 #include "proc.h"
+#include "project.h"
 #include "state.h"
 #include "util.h"
 
@@ -456,12 +457,14 @@ void sbx_inst_release(struct sbx_inst *t)
 {
 	if (t->poke > 0)
 		close(t->poke);
-	if (t->idir >= 0)
-		close(t->idir);
-	pisb_record_release(&t->rec);
+	if (!t->borrowed) {
+		if (t->idir >= 0)
+			close(t->idir);
+		pisb_record_release(&t->rec);
+		if (t->cfg)
+			pisb_config_free(t->cfg);
+	}
 	pisb_runtime_release(&t->rt);
-	if (t->cfg)
-		pisb_config_free(t->cfg);
 	free(t->sbx);
 	free(t->ws);
 	free(t->name);
@@ -469,6 +472,8 @@ void sbx_inst_release(struct sbx_inst *t)
 	memset(t, 0, sizeof(*t));
 	t->idir = -1;
 }
+
+static int inst_finish(struct sbx_inst *t, struct pisb_err *e);
 
 int sbx_inst_open(struct pisb_state *st, const char *name, struct sbx_inst *t,
 		  struct pisb_err *e)
@@ -486,21 +491,42 @@ int sbx_inst_open(struct pisb_state *st, const char *name, struct sbx_inst *t,
 	}
 	if (pisb_record_config(&t->rec, &t->cfg, e) < 0)
 		goto fail;
-	t->sbx = pisb_sbx_name(&t->rec);
-	t->ws = remote_get(t->rec.remote_json, "workspace");
-	if (!t->sbx || !t->ws) {
-		pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s': its record names no sbx sandbox", name);
+	if (inst_finish(t, e) < 0)
 		goto fail;
-	}
-	if (sbx_find(t->bin, sizeof(t->bin), e) < 0) {
-		pisb_err_prefix(e, "sandbox '%s'", name);
-		goto fail;
-	}
-	sbx_env(&t->cfg->sbx, &t->env);
 	return 0;
 fail:
 	sbx_inst_release(t);
 	return -1;
+}
+
+int sbx_inst_of(struct pisb_sandbox *sb, struct sbx_inst *t, struct pisb_err *e)
+{
+	memset(t, 0, sizeof(*t));
+	t->borrowed = true;
+	t->idir = sb->idir;
+	t->name = xstrdup(sb->name);
+	if (pisb_sandbox_borrow(sb, &t->rec, &t->cfg, &t->rt, e) < 0 || inst_finish(t, e) < 0) {
+		sbx_inst_release(t);
+		return -1;
+	}
+	return 0;
+}
+
+/* what both opens derive from the record and the config */
+static int inst_finish(struct sbx_inst *t, struct pisb_err *e)
+{
+	const char *name = t->name;
+
+	t->sbx = pisb_sbx_name(&t->rec);
+	t->ws = remote_get(t->rec.remote_json, "workspace");
+	if (!t->sbx || !t->ws) {
+		pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s': its record names no sbx sandbox", name);
+		return -1;
+	}
+	if (sbx_find(t->bin, sizeof(t->bin), e) < 0)
+		return pisb_err_prefix(e, "sandbox '%s'", name);
+	sbx_env(&t->cfg->sbx, &t->env);
+	return 0;
 }
 
 void sbx_exec_env(const struct pisb_config *cfg, struct pisb_strv *av)
@@ -553,16 +579,6 @@ static int sbx_state(const char *bin, char *const *envp, const char *sbxname, ch
 	}
 	pisb_json_release(&j);
 	return 0;
-}
-
-/* ---- events ---- */
-
-static int emit(const struct pisb_lc_opts *o, const char *event, const char *name,
-		const char *sbxname, const char *ws, const char *mode, struct pisb_err *e)
-{
-	struct pisb_event ev = { event, name, "sbx", sbxname, ws, true, false, mode };
-
-	return pisb_lifecycle_event(o, &ev, e);
 }
 
 /* ---- the watchdog ---- */
@@ -688,24 +704,8 @@ static void watch_arm(struct pisb_state *st, struct sbx_inst *t)
 	if (pid < 0)
 		return;
 	if (pid == 0) {
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-		struct sigaction sa;
-
-		setsid();
-		if (fork() != 0)
-			_exit(0);
-		if (null >= 0) {
-			dup2(null, 0);
-			dup2(null, 1);
-			dup2(null, 2);
-		}
+		pisb_detach_here();
 		pisb_close_from(3, st->fd);
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_handler = SIG_DFL;
-		for (int s = 1; s < 32; s++)
-			if (s != SIGKILL && s != SIGSTOP)
-				sigaction(s, &sa, NULL);
-		prctl(PR_SET_PDEATHSIG, 0);
 		watch_loop(st, t->name, t->sbx, (int)t->rec.owner.pid,
 			   teardown_word[t->cfg->sbx.teardown], t->cfg->sbx.keepalive);
 	}
@@ -819,6 +819,21 @@ static void run_setup(struct sbx_inst *t)
 	}
 }
 
+/* create --project: the project's files into the workspace before sbx
+ * mounts it (project.h's copy, its base kept in sdir), owned by us as the
+ * rest of the workspace is */
+static int seed_project(int sdir, struct pisb_state *st, const char *dest,
+			const struct pisb_config *cfg, const char *dir, struct pisb_err *e)
+{
+	_cleanup_free_ char *w = xasprintf("%s/workspace", dest);
+	_cleanup_close_ int wsfd = pisb_open_beneath(st->fd, w, O_RDONLY | O_DIRECTORY);
+	struct pisb_project_stats s;
+
+	if (wsfd < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "open the workspace '%s'", w);
+	return pisb_project_seed(sdir, wsfd, dir, &cfg->project, geteuid(), getegid(), 1, &s, e);
+}
+
 int pisb_sbx_create(struct pisb_state *st, const struct pisb_config *cfg,
 		    const char *config_json, const struct pisb_lc_opts *o,
 		    struct pisb_err *e)
@@ -891,6 +906,8 @@ int pisb_sbx_create(struct pisb_state *st, const struct pisb_config *cfg,
 			goto out;
 		scratch = xasprintf("%s/instances/%s/scratch", st->path, o->name);
 	}
+	if (o->project && seed_project(sdir, st, dest, cfg, o->project, e) < 0)
+		goto out;
 
 	pisb_strv_push(&av, "sbx");
 	pisb_strv_push(&av, "create");
@@ -948,8 +965,10 @@ int pisb_sbx_create(struct pisb_state *st, const struct pisb_config *cfg,
 	/* complete: other commands may use it from here on */
 	close(lock);
 	lock = -1;
-	if (emit(o, "ready", o->name, sbxname, ws, NULL, e) < 0)
-		goto out;
+	if (o->ready) {
+		o->ready->sandbox_id = xstrdup(sbxname);
+		o->ready->workspace = xstrdup(ws);
+	}
 	ret = 0;
 out:
 	if (ret < 0) {
@@ -980,15 +999,15 @@ out:
 /* op.lock, then poke.lock (a keepalive poke in flight finishes first;
  * none starts until the state is written).  *lk holds both: closing the
  * op.lock fd is what callers do; the poke lock goes with t. */
-static int open_locked(struct pisb_state *st, const char *name, const struct pisb_lc_opts *o,
+static int open_locked(struct pisb_sandbox *sb, const struct pisb_lc_opts *o,
 		       struct sbx_inst *t, int *lk, struct pisb_err *e)
 {
 	char what[96];
 
 	*lk = -1;
-	if (sbx_inst_open(st, name, t, e) < 0)
+	if (sbx_inst_of(sb, t, e) < 0)
 		return -1;
-	snprintf(what, sizeof(what), "sandbox '%s'", name);
+	snprintf(what, sizeof(what), "sandbox '%s'", sb->name);
 	*lk = pisb_lock_acquire(t->idir, "op.lock", true, o ? o->wait_ms : 0, what, e);
 	if (*lk >= 0)
 		t->poke = pisb_lock_acquire(t->idir, "poke.lock", true, SBX_LC_TIMEOUT_MS, "keepalive", e);
@@ -1002,13 +1021,14 @@ static int open_locked(struct pisb_state *st, const char *name, const struct pis
 	return 0;
 }
 
-int pisb_sbx_start(struct pisb_state *st, const char *name,
-		   const struct pisb_lc_opts *o, struct pisb_err *e)
+int pisb_sbx_start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
+	struct pisb_state *st = sb->st;
+	const char *name = sb->name;
 	struct sbx_inst t;
 	int lk, ret = -1;
 
-	if (open_locked(st, name, o, &t, &lk, e) < 0)
+	if (open_locked(sb, o, &t, &lk, e) < 0)
 		return pisb_err_prefix(e, "start '%s'", name);
 	{
 		char *argv[] = { "sbx", "exec", t.sbx, "--", "true", NULL };
@@ -1029,44 +1049,15 @@ out:
 	return ret;
 }
 
-int pisb_sbx_stop(struct pisb_state *st, const char *name,
-		  const struct pisb_lc_opts *o, struct pisb_err *e)
+int pisb_sbx_end(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, bool destroy,
+		 struct pisb_ready *ev, struct pisb_err *e)
 {
 	struct sbx_inst t;
 	int lk, ret = -1;
 
-	if (open_locked(st, name, o, &t, &lk, e) < 0)
-		return pisb_err_prefix(e, "stop '%s'", name);
-	{
-		char *argv[] = { "sbx", "stop", t.sbx, NULL };
-		if (sbx_call(t.bin, argv, t.env.v, SBX_LC_TIMEOUT_MS, NULL, t.idir, e) < 0) {
-			if (strstr(e->msg, "not found"))
-				sbx_mark(&t, "gone", NULL);
-			goto out;
-		}
-	}
-	sbx_mark(&t, "stopped", "stopped");
-	close(lk);
-	lk = -1;
-	ret = emit(o, "released", name, t.sbx, t.ws, "stop", e);
-out:
-	if (lk >= 0)
-		close(lk);
-	if (ret < 0)
-		pisb_err_prefix(e, "stop '%s'", name);
-	sbx_inst_release(&t);
-	return ret;
-}
-
-int pisb_sbx_destroy(struct pisb_state *st, const char *name,
-		     const struct pisb_lc_opts *o, struct pisb_err *e)
-{
-	struct sbx_inst t;
-	int lk, ret = -1;
-
-	if (open_locked(st, name, o, &t, &lk, e) < 0)
-		return pisb_err_prefix(e, "destroy '%s'", name);
-	{
+	if (open_locked(sb, o, &t, &lk, e) < 0)
+		return -1;
+	if (destroy) {
 		char *argv[] = { "sbx", "rm", "--force", t.sbx, NULL };
 		struct pisb_err ce = PISB_ERR_INIT;
 		/* already gone from sbx is fine: the instance goes too */
@@ -1075,30 +1066,33 @@ int pisb_sbx_destroy(struct pisb_state *st, const char *name,
 			*e = ce;
 			goto out;
 		}
+	} else {
+		char *argv[] = { "sbx", "stop", t.sbx, NULL };
+		if (sbx_call(t.bin, argv, t.env.v, SBX_LC_TIMEOUT_MS, NULL, t.idir, e) < 0) {
+			if (strstr(e->msg, "not found"))
+				sbx_mark(&t, "gone", NULL);
+			goto out;
+		}
+		sbx_mark(&t, "stopped", "stopped");
 	}
-	close(lk);
-	lk = -1;
-	if (pisb_state_trash(st, "instances", name, e) < 0)
-		goto out;
-	ret = emit(o, "released", name, t.sbx, t.ws, "remove", e);
+	ev->sandbox_id = xstrdup(t.sbx);
+	ev->workspace = xstrdup(t.ws);
+	ret = 0;
 out:
-	if (lk >= 0)
-		close(lk);
-	if (ret < 0)
-		pisb_err_prefix(e, "destroy '%s'", name);
+	close(lk);
 	sbx_inst_release(&t);
 	return ret;
 }
 
 /* ---- list / inspect ---- */
 
-int pisb_sbx_refresh(struct pisb_state *st, const char *name, struct pisb_err *e)
+int pisb_sbx_refresh(struct pisb_sandbox *sb, struct pisb_err *e)
 {
 	struct sbx_inst t;
 	_cleanup_free_ char *word = NULL;
 	int ret = -1;
 
-	if (sbx_inst_open(st, name, &t, e) < 0)
+	if (sbx_inst_of(sb, &t, e) < 0)
 		return -1;
 	if (!strcmp(t.rt.state, "creating"))
 		ret = 0;
@@ -1182,14 +1176,14 @@ void sbx_exec_argv(const struct sbx_inst *t, const struct pisb_exec_req *r, bool
 	}
 }
 
-int pisb_sbx_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
+int pisb_sbx_exec_attached(struct pisb_sandbox *sb, const struct pisb_exec_req *r,
 			   int *code, struct pisb_err *e)
 {
 	struct sbx_inst t;
 	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
 	int ret;
 
-	if (sbx_inst_open(st, r->name, &t, e) < 0)
+	if (sbx_inst_of(sb, &t, e) < 0)
 		return -1;
 	if (gone_check(&t, e) < 0) {
 		sbx_inst_release(&t);
@@ -1201,14 +1195,13 @@ int pisb_sbx_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 	return ret;
 }
 
-int pisb_sbx_shell(struct pisb_state *st, const char *name, const char *user,
-		   int *code, struct pisb_err *e)
+int pisb_sbx_shell(struct pisb_sandbox *sb, const char *user, int *code, struct pisb_err *e)
 {
 	struct sbx_inst t;
 	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
 	int ret;
 
-	if (sbx_inst_open(st, name, &t, e) < 0)
+	if (sbx_inst_of(sb, &t, e) < 0)
 		return -1;
 	if (gone_check(&t, e) < 0) {
 		sbx_inst_release(&t);

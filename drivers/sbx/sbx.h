@@ -52,6 +52,10 @@ struct pisb_exec_req;
 struct pisb_jw;
 struct pisb_strv;
 struct pisb_buf;
+/* The verbs below that take a struct pisb_sandbox (driver.h) use its
+ * record and config as the command read them: record.json is read once. */
+struct pisb_sandbox;
+struct pisb_ready;
 
 
 /* create: `sbx create --quiet --name SBX [--cpus N] [--memory M]
@@ -65,19 +69,16 @@ int pisb_sbx_create(struct pisb_state *st, const struct pisb_config *cfg,
 		    const char *config_json, const struct pisb_lc_opts *o,
 		    struct pisb_err *e);
 /* start: `sbx exec SBX true` (sbx starts a stopped sandbox on exec). */
-int pisb_sbx_start(struct pisb_state *st, const char *name,
-		   const struct pisb_lc_opts *o, struct pisb_err *e);
-/* stop: `sbx stop SBX` (state kept); "released" mode stop. */
-int pisb_sbx_stop(struct pisb_state *st, const char *name,
-		  const struct pisb_lc_opts *o, struct pisb_err *e);
-/* destroy: `sbx rm --force SBX` (already gone is fine), then the
- * instance; "released" mode remove. */
-int pisb_sbx_destroy(struct pisb_state *st, const char *name,
-		     const struct pisb_lc_opts *o, struct pisb_err *e);
+int pisb_sbx_start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e);
+/* stop and destroy, as lifecycle.h's pisb_lifecycle_end runs them: stop:
+ * `sbx stop SBX` (state kept); destroy: `sbx rm --force SBX` (already
+ * gone is fine; the core then removes the instance). */
+int pisb_sbx_end(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, bool destroy,
+		 struct pisb_ready *ev, struct pisb_err *e);
 
 /* For inspect: `sbx ls --json` and status.json updated (gone when sbx
  * no longer lists it). */
-int pisb_sbx_refresh(struct pisb_state *st, const char *name, struct pisb_err *e);
+int pisb_sbx_refresh(struct pisb_sandbox *sb, struct pisb_err *e);
 /* The host path of the workspace (caller frees), from the record. */
 char *pisb_sbx_workspace(const struct pisb_record *rec);
 /* The sbx CLI's name of the sandbox a record describes (caller frees). */
@@ -99,35 +100,32 @@ int pisb_sbx_fs_enter(const char *workspace, struct pisb_err *e);
  * config's env, sbx.envPassthrough's host values, then r->env.  A
  * failure of sbx itself (the sandbox cannot start, is gone) is -1 with
  * exit 5, recognised by its messages on stderr. */
-int pisb_sbx_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
+int pisb_sbx_exec_attached(struct pisb_sandbox *sb, const struct pisb_exec_req *r,
 			   int *code, struct pisb_err *e);
-/* Handles (exec --timeout-ms, exec-status, exec-kill): the same contract
- * and JSON as exec.h.  A handle "sbx-XXXXXXXX" is a detached host-side
- * supervisor running `sbx exec` with the output in
- * instances/NAME/exec/HANDLE/; kill TERMs the command inside (its pid is
- * kept in /tmp/.pisb-exec-HANDLE there), KILL after 2 s, then its sbx
- * client.  A supervisor that died without a status: running false,
- * exitCode null, *code 5 and e->msg set (the call still returns 0). */
-int pisb_sbx_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
+/* Handles (exec --timeout-ms, exec-status, exec-kill): the protocol,
+ * contract and JSON of handle.h and exec.h.  A handle "sbx-XXXXXXXX" runs
+ * `sbx exec`; kill TERMs the command inside (its pid is kept in
+ * /tmp/.pisb-exec-HANDLE there), KILL after 2 s, then its sbx client.  A
+ * supervisor that died without a status: running false, exitCode null,
+ * *code 5 and e->msg set (the call still returns 0). */
+int pisb_sbx_exec_handle(struct pisb_sandbox *sb, const struct pisb_exec_req *r,
 			 struct pisb_jw *w, int *code, bool *running, struct pisb_err *e);
-int pisb_sbx_exec_status(struct pisb_state *st, const char *name, const char *handle,
-			 int timeout_ms, struct pisb_jw *w, int *code, bool *running,
-			 struct pisb_err *e);
-int pisb_sbx_exec_kill(struct pisb_state *st, const char *name, const char *handle,
-		       struct pisb_jw *w, int *code, struct pisb_err *e);
+int pisb_sbx_exec_status(struct pisb_sandbox *sb, const char *handle, int timeout_ms,
+			 struct pisb_jw *w, int *code, bool *running, struct pisb_err *e);
+int pisb_sbx_exec_kill(struct pisb_sandbox *sb, const char *handle, struct pisb_jw *w,
+		       int *code, struct pisb_err *e);
 /* An interactive terminal: `sbx exec -i -t [-u USER] SBX -- bash -l`. */
-int pisb_sbx_shell(struct pisb_state *st, const char *name, const char *user,
-		   int *code, struct pisb_err *e);
+int pisb_sbx_shell(struct pisb_sandbox *sb, const char *user, int *code, struct pisb_err *e);
 
-/* pisb docker NAME VERB ARGS...  A sandbox of another driver: exit 1
- * naming it.  status, verify and resources write one JSON object to w
+/* pisb docker NAME VERB ARGS... (a sandbox of another driver has no
+ * docker slot: the core refuses it).  status, verify and resources write one JSON object to w
  * (*json_out set); every other verb runs `docker -H
  * unix:///var/run/docker.sock VERB ARGS...` inside through `sbx exec`,
  * streaming, and *code is docker's status.  notes gets lines for the
  * caller to show on stderr (ports published after run). */
-int pisb_sbx_docker(struct pisb_state *st, const char *name, const char *verb,
-		    char *const *args, size_t nargs, struct pisb_jw *w, bool *json_out,
-		    int *code, struct pisb_strv *notes, struct pisb_err *e);
+int pisb_sbx_docker(struct pisb_sandbox *sb, const char *verb, char *const *args, size_t nargs,
+		    struct pisb_jw *w, bool *json_out, int *code, struct pisb_strv *notes,
+		    struct pisb_err *e);
 
 /* The human form of verify's JSON: "[PASS] check\n    evidence" lines and
  * a summary line, into out. */

@@ -7,7 +7,10 @@
  */
 #include "sbx.h"
 #include "sbx_internal.h"
+#include "driver.h"
 #include "config.h"
+#include "docker_policy.h"
+#include "docker_verbs.h"
 #include "err.h"
 #include "instance.h"
 #include "json.h"
@@ -30,8 +33,6 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-
-#define CURL_CAP (64 * 1024)
 
 /* sbx exec [-i] -w WS [-e K=V]... SBX -- */
 static void exec_prefix(const struct sbx_inst *t, bool in, struct pisb_strv *av)
@@ -82,23 +83,6 @@ static int capture(struct sbx_inst *t, char *const *av, struct pisb_buf *out, in
 	return 0;
 }
 
-/* The text between "marker\n" and the next "__" marker line. */
-static char *section(const char *s, const char *marker)
-{
-	_cleanup_free_ char *m = xasprintf("%s\n", marker);
-	const char *p = s ? strstr(s, m) : NULL, *q;
-
-	if (!p)
-		return NULL;
-	p += strlen(m);
-	for (q = p; *q; q = strchr(q, '\n') ? strchr(q, '\n') + 1 : q + strlen(q))
-		if (pisb_str_starts(q, "__"))
-			break;
-	while (q > p && q[-1] == '\n')
-		q--;
-	return xstrndup(p, (size_t)(q - p));
-}
-
 /* ---- sbx ports ---- */
 
 struct port { char ip[64]; int host, cport; char proto[8]; };
@@ -137,61 +121,45 @@ static int ports_list(struct sbx_inst *t, struct port **out, size_t *n, struct p
 }
 
 /* After `docker run -p H:C[/proto]`: publish each on the host's loopback
- * (sbx does not forward docker's own -p). */
-/* docker run's options that take a value as the next argument: the
- * options end at the first other word (the image). */
-static bool takes_value(const char *a)
-{
-	static const char *const v[] = { "--name", "-p", "--publish", "-e", "--env", "--env-file",
-		"-v", "--volume", "--mount", "-l", "--label", "--label-file", "--restart", "--network",
-		"--net", "-m", "--memory", "-w", "--workdir", "--entrypoint", "-u", "--user", "--cpus",
-		"--add-host", "-h", "--hostname", "--platform", "--pull", "--log-driver", "--log-opt",
-		"--health-cmd", "--device", "--cap-add", "--cap-drop", "--security-opt", "--tmpfs",
-		"--ulimit", "--shm-size", "--stop-signal", "--stop-timeout", "--ip", "--dns", "--expose",
-		"--gpus", "--memory-swap", "--pid", "--ipc", "--uts", "--userns", "--cgroupns",
-		"--runtime", "--isolation", "--network-alias", "--volumes-from", "--link", NULL };
-	for (size_t i = 0; v[i]; i++)
-		if (!strcmp(a, v[i]))
-			return true;
-	return false;
-}
-
+ * (sbx does not forward docker's own -p).  The ports are the policy's
+ * parse of the arguments (docker_policy.h); a host IP is dropped, as sbx
+ * publishes on loopback only. */
 static void publish(struct sbx_inst *t, char *const *args, size_t n, struct pisb_strv *notes)
 {
-	for (size_t i = 0; i < n; i++) {
-		const char *spec = NULL, *a = args[i];
-		if (a[0] != '-' || !strcmp(a, "--"))
-			break;   /* the image: what follows is the container's */
-		if ((!strcmp(a, "-p") || !strcmp(a, "--publish")) && i + 1 < n)
-			spec = args[++i];
-		else if (pisb_str_starts(a, "--publish="))
-			spec = a + 10;
-		else if (pisb_str_starts(a, "-p") && a[2])
-			spec = a + 2;
-		else if (takes_value(a))
-			i++;
-		if (!spec)
+	struct pisb_docker_port *p = NULL;
+	size_t np = 0;
+
+	pisb_docker_run_ports(args, n, &p, &np);
+	for (size_t i = 0; i < np; i++) {
+		_cleanup_free_ char *s = NULL;
+		if (!p[i].host) {
+			pisb_strv_pushf(notes, "warning: -p %d: no host port given, so not published (publish HOST:%d)",
+					p[i].cport, p[i].cport);
 			continue;
-		{
-			/* drop a host IP: sbx publishes on loopback only */
-			const char *c1 = strchr(spec, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-			const char *s = c2 ? c1 + 1 : spec;
-			char *argv[] = { "sbx", "ports", t->sbx, "--publish", (char *)s, NULL };
-			struct pisb_err e = PISB_ERR_INIT;
-			_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT, err = PISB_BUF_INIT;
-			struct sbx_run o = { .in_fd = -1, .out_fd = -1, .out = &out, .err = &err,
-					     .timeout_ms = SBX_LS_TIMEOUT_MS };
-			int code = 0;
-			if (sbx_run(t->bin, argv, t->env.v, &o, &code, &e) < 0)
-				pisb_strv_pushf(notes, "warning: could not publish %s: %s", s, e.msg);
-			else if (code)
-				pisb_strv_pushf(notes, "warning: 'sbx ports %s --publish %s' failed: %s",
-						t->sbx, s, sbx_last_line(err.s));
-			else
-				pisb_strv_pushf(notes, "published %s on 127.0.0.1 (see 'pisb docker %s status')",
-						s, t->name);
 		}
+		if (!strcmp(p[i].proto, "sctp")) {
+			pisb_strv_pushf(notes, "warning: -p %d:%d/sctp: sbx publishes tcp and udp only",
+					p[i].host, p[i].cport);
+			continue;
+		}
+		s = strcmp(p[i].proto, "tcp") ? xasprintf("%d:%d/%s", p[i].host, p[i].cport, p[i].proto) :
+		    xasprintf("%d:%d", p[i].host, p[i].cport);
+		char *argv[] = { "sbx", "ports", t->sbx, "--publish", s, NULL };
+		struct pisb_err e = PISB_ERR_INIT;
+		_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT, err = PISB_BUF_INIT;
+		struct sbx_run o = { .in_fd = -1, .out_fd = -1, .out = &out, .err = &err,
+				     .timeout_ms = SBX_LS_TIMEOUT_MS };
+		int code = 0;
+		if (sbx_run(t->bin, argv, t->env.v, &o, &code, &e) < 0)
+			pisb_strv_pushf(notes, "warning: could not publish %s: %s", s, e.msg);
+		else if (code)
+			pisb_strv_pushf(notes, "warning: 'sbx ports %s --publish %s' failed: %s",
+					t->sbx, s, sbx_last_line(err.s));
+		else
+			pisb_strv_pushf(notes, "published %s on 127.0.0.1 (see 'pisb docker %s status')",
+					s, t->name);
 	}
+	free(p);
 }
 
 /* Before `docker rm`: the host ports the containers named in args
@@ -452,16 +420,6 @@ static int do_status(struct sbx_inst *t, struct pisb_jw *w, struct pisb_err *e)
 	return 0;
 }
 
-static void check(struct pisb_jw *w, const char *name, bool pass, const char *evidence, bool *all)
-{
-	pisb_jw_obj(w);
-	pisb_jw_kstr(w, "check", name);
-	pisb_jw_kbool(w, "pass", pass);
-	pisb_jw_kstr(w, "evidence", evidence);
-	pisb_jw_obj_end(w);
-	*all &= pass;
-}
-
 static int do_verify(struct sbx_inst *t, struct pisb_jw *w, int *code, struct pisb_err *e)
 {
 	static const char script[] =
@@ -508,27 +466,27 @@ static int do_verify(struct sbx_inst *t, struct pisb_jw *w, int *code, struct pi
 	if (*code != 0 || !strstr(out.s ? out.s : "", "__END__"))
 		return pisb_err_set(e, PISB_EXIT_BACKEND, "verify '%s': the probe inside the sandbox failed (status %d): %s",
 				    t->name, *code, sbx_last_line(out.s));
-	envs = section(out.s, "__ENV__");
-	mounts = section(out.s, "__MOUNTS__");
-	daemon = section(out.s, "__DAEMON__");
-	drc = section(out.s, "__RC__");
-	ctx = section(out.s, "__CONTEXTS__");
+	envs = pisb_docker_section(out.s, "__ENV__");
+	mounts = pisb_docker_section(out.s, "__MOUNTS__");
+	daemon = pisb_docker_section(out.s, "__DAEMON__");
+	drc = pisb_docker_section(out.s, "__RC__");
+	ctx = pisb_docker_section(out.s, "__CONTEXTS__");
 	pisb_jw_obj(w);
 	pisb_jw_kstr(w, "name", t->name);
 	pisb_jw_kstr(w, "sbxName", t->sbx);
 	pisb_jw_key(w, "checks");
 	pisb_jw_arr(w);
-	check(w, "transport", true,
+	pisb_docker_check(w, "transport", true,
 	      "pisb runs only the sbx CLI (posix_spawn, argv arrays); it has no docker client and opens no docker socket on the host",
 	      &all);
 	ev = xasprintf("DOCKER_HOST=%s and COMPOSE_PROJECT_NAME set for pisb; inside: %s", sentinel,
 		       envs && *envs ? envs : "no DOCKER_* or COMPOSE_* variable");
-	check(w, "env-scrub", envs && !strstr(envs, "DOCKER_") && !strstr(envs, "COMPOSE_"), ev, &all);
+	pisb_docker_check(w, "env-scrub", envs && !strstr(envs, "DOCKER_") && !strstr(envs, "COMPOSE_"), ev, &all);
 	free(ev);
 	ev = NULL;
 	ev = xasprintf("%s set for pisb (not allowlisted): %s inside", probe,
 		       envs && strstr(envs, probe) ? "present" : "absent");
-	check(w, "env-forwarding", !(envs && strstr(envs, probe)), ev, &all);
+	pisb_docker_check(w, "env-forwarding", !(envs && strstr(envs, probe)), ev, &all);
 	free(ev);
 	ev = NULL;
 	{
@@ -536,20 +494,20 @@ static int do_verify(struct sbx_inst *t, struct pisb_jw *w, int *code, struct pi
 		bool ok = daemon && drc && !strcmp(drc, "0") && sscanf(daemon, "%255s", id) == 1;
 		ev = ok ? xasprintf("docker -H %s inside answers: daemon %s", SBX_DOCKER_SOCK, id)
 			: xasprintf("docker -H %s inside: %s", SBX_DOCKER_SOCK, daemon ? daemon : "no answer");
-		check(w, "daemon", ok, ev, &all);
+		pisb_docker_check(w, "daemon", ok, ev, &all);
 		free(ev);
 	ev = NULL;
 	}
 	ev = xasprintf("%s and %s: %s", hd, hs, mounts && *mounts ? mounts : "not visible inside");
-	check(w, "host-mounts", !(mounts && *mounts), ev, &all);
+	pisb_docker_check(w, "host-mounts", !(mounts && *mounts), ev, &all);
 	free(ev);
 	ev = NULL;
 	ev = xasprintf("docker contexts inside: %s", ctx && *ctx ? ctx : "(none)");
-	check(w, "contexts", ctx && !strcmp(ctx, "default"), ev, &all);
+	pisb_docker_check(w, "contexts", ctx && !strcmp(ctx, "default"), ev, &all);
 	free(ev);
 	ev = NULL;
 	if (ports_list(t, &ports, &np, e) < 0) {
-		check(w, "port-binds", false, e->msg, &all);
+		pisb_docker_check(w, "port-binds", false, e->msg, &all);
 	} else {
 		struct pisb_buf b = PISB_BUF_INIT;
 		bool ok = true;
@@ -559,7 +517,7 @@ static int do_verify(struct sbx_inst *t, struct pisb_jw *w, int *code, struct pi
 			ok &= lo;
 			pisb_buf_addf(&b, "%s%s:%d->%d", i ? ", " : "", ports[i].ip, ports[i].host, ports[i].cport);
 		}
-		check(w, "port-binds", ok, np ? b.s : "no published ports", &all);
+		pisb_docker_check(w, "port-binds", ok, np ? b.s : "no published ports", &all);
 		pisb_buf_release(&b);
 	}
 	free(ports);
@@ -577,8 +535,6 @@ static int do_resources(struct sbx_inst *t, struct pisb_jw *w, struct pisb_err *
 		"echo __DOCKER__; docker -H " SBX_DOCKER_SOCK " system df 2>&1; echo __END__";
 	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
 	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
-	_cleanup_free_ char *cpus = NULL, *mem = NULL, *disk = NULL, *dock = NULL;
-	long long n = 0;
 	int code = 0;
 
 	exec_prefix(t, false, &av);
@@ -590,21 +546,10 @@ static int do_resources(struct sbx_inst *t, struct pisb_jw *w, struct pisb_err *
 	if (!strstr(out.s ? out.s : "", "__END__"))
 		return pisb_err_set(e, PISB_EXIT_BACKEND, "resources '%s': the probe inside the sandbox failed (status %d): %s",
 				    t->name, code, sbx_last_line(out.s));
-	cpus = section(out.s, "__CPUS__");
-	mem = section(out.s, "__MEMORY__");
-	disk = section(out.s, "__DISK__");
-	dock = section(out.s, "__DOCKER__");
 	pisb_jw_obj(w);
 	pisb_jw_kstr(w, "name", t->name);
 	pisb_jw_kstr(w, "sbxName", t->sbx);
-	pisb_jw_key(w, "cpus");
-	if (cpus && pisb_parse_ll(cpus, 1, 1 << 20, &n) == 0)
-		pisb_jw_int(w, n);
-	else
-		pisb_jw_null(w);
-	pisb_jw_kstr(w, "memory", mem);
-	pisb_jw_kstr(w, "disk", disk);
-	pisb_jw_kstr(w, "docker", dock);
+	pisb_docker_resources(w, out.s);
 	pisb_jw_obj_end(w);
 	return 0;
 }
@@ -675,11 +620,10 @@ static int do_curl(struct sbx_inst *t, char *const *args, size_t n, int *code, s
 	size_t np = 0;
 	long long port = 0;
 	_cleanup_free_ char *path = NULL;
-	_cleanup_buf_ struct pisb_buf req = PISB_BUF_INIT, resp = PISB_BUF_INIT;
-	_cleanup_close_ int s = -1;
-	struct sockaddr_in sa;
+	_cleanup_buf_ struct pisb_buf resp = PISB_BUF_INIT;
+	const char *answer = NULL;
+	size_t len = 0;
 	bool ok = false;
-	int64_t deadline;
 
 	for (size_t i = 0; i < n; i++) {
 		if (!strcmp(args[i], "-X") && i + 1 < n)
@@ -722,49 +666,9 @@ static int do_curl(struct sbx_inst *t, char *const *args, size_t n, int *code, s
 		return pisb_err_set(e, PISB_EXIT_FAIL,
 				    "docker curl: 127.0.0.1:%lld is not a port sandbox '%s' published (see 'pisb docker %s status')",
 				    port, t->name, t->name);
-	pisb_buf_addf(&req, "%s %s HTTP/1.0\r\nHost: 127.0.0.1:%lld\r\nUser-Agent: pisb\r\nConnection: close\r\n",
-		      method, path, port);
-	if (body)
-		pisb_buf_addf(&req, "Content-Type: application/json\r\nContent-Length: %zu\r\n", strlen(body));
-	pisb_buf_adds(&req, "\r\n");
-	if (body)
-		pisb_buf_adds(&req, body);
-	s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return pisb_err_sys(e, PISB_EXIT_BACKEND, "docker curl: connect 127.0.0.1:%lld", port);
-	if (pisb_write_all(s, req.s, req.len) < 0)
-		return pisb_err_sys(e, PISB_EXIT_BACKEND, "docker curl: send");
-	deadline = pisb_mono_ms() + 10000;
-	for (;;) {
-		struct pollfd pf = { s, POLLIN, 0 };
-		int64_t left = deadline - pisb_mono_ms();
-		ssize_t k;
-		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
-			return pisb_err_set(e, PISB_EXIT_TIMEOUT, "docker curl: no complete answer from 127.0.0.1:%lld within 10 s", port);
-		pisb_buf_grow(&resp, 4096);
-		k = read(s, resp.s + resp.len, resp.cap - resp.len - 1);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		resp.len += (size_t)k;
-		resp.s[resp.len] = '\0';
-		if (resp.len > CURL_CAP)
-			break;
-	}
-	{
-		int status = 0;
-		const char *b = resp.s ? strstr(resp.s, "\r\n\r\n") : NULL;
-		if (!resp.s || sscanf(resp.s, "HTTP/%*s %d", &status) != 1)
-			return pisb_err_set(e, PISB_EXIT_BACKEND, "docker curl: not an HTTP answer from 127.0.0.1:%lld", port);
-		b = b ? b + 4 : resp.s + resp.len;
-		pisb_write_all(1, b, resp.len - (size_t)(b - resp.s) > CURL_CAP ? CURL_CAP : resp.len - (size_t)(b - resp.s));
-		*code = status >= 200 && status < 400 ? 0 : PISB_EXIT_FAIL;
-	}
+	if (pisb_docker_curl_exchange((int)port, method, path, body, NULL, &resp, &answer, &len, code, e) < 0)
+		return -1;
+	pisb_write_all(1, answer, len);
 	return 0;
 }
 
@@ -823,32 +727,19 @@ static int stream(struct sbx_inst *t, const char *verb, char *const *args, size_
 	return 0;
 }
 
-int pisb_sbx_docker(struct pisb_state *st, const char *name, const char *verb,
-		    char *const *args, size_t nargs, struct pisb_jw *w, bool *json_out,
-		    int *code, struct pisb_strv *notes, struct pisb_err *e)
+int pisb_sbx_docker(struct pisb_sandbox *sb, const char *verb, char *const *args, size_t nargs,
+		    struct pisb_jw *w, bool *json_out, int *code, struct pisb_strv *notes,
+		    struct pisb_err *e)
 {
+	const char *name = sb->name;
 	struct sbx_inst t;
 	int ret = -1;
 
 	*json_out = false;
 	*code = 0;
-	{
-		_cleanup_close_ int idir = pisb_instance_open(st, "instances", name, e);
-		struct pisb_record rec;
-		if (idir < 0)
-			return -1;
-		if (pisb_record_load(idir, &rec, e) < 0)
-			return pisb_err_prefix(e, "sandbox '%s'", name);
-		if (strcmp(rec.driver, "sbx")) {
-			pisb_err_set(e, PISB_EXIT_FAIL,
-				     "sandbox '%s' (driver %s) has no docker daemon of its own; pisb docker needs a sbx sandbox (driver: sbx) and never falls back to the host's docker daemon",
-				     name, rec.driver);
-			pisb_record_release(&rec);
-			return -1;
-		}
-		pisb_record_release(&rec);
-	}
-	if (sbx_inst_open(st, name, &t, e) < 0)
+	/* a sandbox of another driver never gets here: its driver has no
+	 * docker slot (see driver.h) */
+	if (sbx_inst_of(sb, &t, e) < 0)
 		return -1;
 	if (!strcmp(t.rt.state, "gone")) {
 		pisb_err_set(e, PISB_EXIT_BACKEND,

@@ -59,9 +59,14 @@ struct sbx_inst {
 	char bin[4096];
 	struct pisb_strv env;     /* for sbx */
 	int poke;                 /* poke.lock, when held (> 0) */
+	bool borrowed;            /* idir, rec and cfg are a pisb_sandbox's */
 };
 int sbx_inst_open(struct pisb_state *st, const char *name, struct sbx_inst *t,
 		  struct pisb_err *e);
+/* The same from a sandbox the command opened: its record and config are
+ * borrowed (not read again), status.json is read anew. */
+struct pisb_sandbox;
+int sbx_inst_of(struct pisb_sandbox *sb, struct sbx_inst *t, struct pisb_err *e);
 void sbx_inst_release(struct sbx_inst *t);
 /* "-e K=V" for the config's env and the passthrough names. */
 void sbx_exec_env(const struct pisb_config *cfg, struct pisb_strv *av);

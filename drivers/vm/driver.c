@@ -6,7 +6,9 @@
 #include "exec.h"
 #include "fs_verbs.h"
 #include "json.h"
+#include "lifecycle.h"
 #include "vm.h"
+#include "vm_fs.h"
 
 static int create(struct pisb_state *st, const struct pisb_config *cfg, const char *config_json,
 		  struct pisb_lc_opts *o, struct pisb_err *e)
@@ -21,12 +23,18 @@ static int start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct p
 
 static int stop(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	return pisb_vm_stop(sb->st, sb->name, o, e);
+	return pisb_lifecycle_end(sb, o, false, pisb_vm_end, e);
 }
 
 static int destroy(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	return pisb_vm_destroy(sb->st, sb->name, o, e);
+	return pisb_lifecycle_end(sb, o, true, pisb_vm_end, e);
+}
+
+/* the session's end: remove, unless release --policy says otherwise */
+static int release(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
+{
+	return pisb_lifecycle_release_as(sb, o, pisb_lc_policy(o, PISB_POLICY_KILL), e);
 }
 
 /* A vm sandbox that booted without KVM says so (also in inspect: vm.accelNote). */
@@ -65,10 +73,10 @@ static void limits(struct pisb_sandbox *sb, const struct pisb_config *cfg, bool 
 	pisb_jw_obj(w);
 	pisb_jw_kbool(w, "cpus", running);
 	pisb_jw_kbool(w, "memory", running);
-	pisb_jw_kbool(w, "pids", false);
+	pisb_jw_kbool(w, "pids", running);
 	pisb_jw_kbool(w, "disk", true);
 	pisb_jw_obj_end(w);
-	pisb_jw_kstr(w, "note", "the VM's vCPUs, memory and disk image size are the limits; pids are not limited inside the guest");
+	pisb_jw_kstr(w, "note", "the VM's vCPUs, memory and disk image size are the limits; pids is the guest's cgroup pids.max over every command");
 	pisb_jw_obj_end(w);
 }
 
@@ -99,29 +107,19 @@ static int exec_kill(struct pisb_sandbox *sb, const char *handle, struct pisb_jw
 /* no controller: logs shows the setup's output */
 static const struct pisb_fs_how fs_how = { "setup.log", NULL, NULL };
 
-#define NO_FILES "the guest's files are reached through its agent, which has no file protocol yet; use 'pisb exec NAME -- CMD'"
+#define NO_PUSH "push needs an archive unpacked in the guest, not built yet; use 'pisb write' per file"
 
 static const struct pisb_refusal refusals[] = {
 	{ PISB_V_PREPARE, "the vm driver has no templates yet (use driver local)" },
 	{ PISB_V_CONNECT, "connect attaches a sandbox that already runs elsewhere (opensandbox.sandboxId)" },
-	{ PISB_V_RELEASE, "a vm sandbox has no session policy of its own" },
-	{ PISB_V_SHELL, "the guest agent has no terminal yet; use 'pisb exec NAME -- CMD'" },
-	{ PISB_V_READ, NO_FILES },
-	{ PISB_V_WRITE, NO_FILES },
-	{ PISB_V_EDIT, NO_FILES },
-	{ PISB_V_LS, NO_FILES },
-	{ PISB_V_STAT, NO_FILES },
-	{ PISB_V_MKDIR, NO_FILES },
-	{ PISB_V_FIND, NO_FILES },
-	{ PISB_V_GREP, NO_FILES },
-	{ PISB_V_PUSH, NO_FILES },
-	{ PISB_V_PULL, NO_FILES },
+	{ PISB_V_PUSH, NO_PUSH },
 	{ PISB_V_SVC, "a VM has no network device, so no services" },
 	{ PISB_V_PREVIEW, "a VM has no network device, so no previews" },
 	{ PISB_V_DOCKER, "no docker daemon of its own; pisb docker needs a sbx sandbox (driver: sbx) and never falls back to the host's docker daemon" },
 	{ PISB_V_VERIFY, "the isolation audit knows the local and sbx drivers only" },
 	{ PISB_V_GC, "pisb gc leaves a vm sandbox to 'pisb destroy'" },
 	{ PISB_V_RENEW, "a vm sandbox does not expire" },
+	{ PISB_V_DIFF, "create --project, diff and apply need the workspace's files, which the vm driver does not reach yet" },
 	{ 0, NULL },
 };
 
@@ -134,6 +132,7 @@ const struct pisb_driver pisb_driver_vm = {
 	.start = start,
 	.stop = stop,
 	.destroy = destroy,
+	.release = release,
 	.start_note = start_note,
 	.status = status,
 	.describe = describe,
@@ -143,5 +142,16 @@ const struct pisb_driver pisb_driver_vm = {
 	.exec_handle = exec_handle,
 	.exec_status = exec_status,
 	.exec_kill = exec_kill,
+	.shell = pisb_vm_shell,
+	.read_text = pisb_vm_fs_read_text,
+	.read_raw = pisb_vm_fs_read_raw,
+	.write = pisb_vm_fs_write,
+	.edit = pisb_vm_fs_edit,
+	.ls = pisb_vm_fs_ls,
+	.stat = pisb_vm_fs_stat,
+	.mkdir = pisb_vm_fs_mkdir,
+	.find = pisb_vm_fs_find,
+	.grep = pisb_vm_fs_grep,
 	.logs = pisb_fsv_logs,
+	.pull = pisb_vm_fs_pull,
 };

@@ -17,7 +17,6 @@
 #include "vm_proto.h"
 #include "config.h"
 #include "err.h"
-#include "events.h"
 #include "lifecycle.h"
 #include "instance.h"
 #include "json.h"
@@ -26,8 +25,10 @@
 #include "proc.h"
 #include "state.h"
 #include "util.h"
+#include "hostmask.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,41 +36,108 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <sys/un.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
 #define VM_BOOT_TIMEOUT_MS 180000
 #define VM_KVM_GRACE_MS 2500
 #define VM_KVM_BOOT_MS 60000
+#define VM_SETUP_DEADLINE_MS (20 * 60 * 1000)
+#define VM_VFS_SOCK "virtiofs.sock"
+#define VM_VFS_TAG PISB_HOST_TAG
+/* the kernel command line of cold boots (then the instance's arguments)
+ * and of the boot snapshot's template */
+#define VM_CMDLINE "console=ttyS0 panic=-1 quiet loglevel=4 tsc=reliable no_timer_check rdinit=/init"
+#define VM_SNAP_CMDLINE VM_CMDLINE " pisb.snap=1"
 
 static const char *const vm_modules[] = { "virtio_pci", "virtio_mmio", "virtio_blk",
-	"virtio_console", "virtio_rng", NULL };
+	"virtio_console", "virtio_rng", "virtiofs", "overlay", NULL };
 
-static int env_ms(const char *var, int dflt)
+/* ---- what the host can honour ---- */
+
+/* The key a size came from: resources.* when the file gave them, else
+ * the profile (which may be the default). */
+static const char *size_key(const struct pisb_config *cfg, const char *res)
 {
-	const char *v = getenv(var);
-	long long n;
-
-	return v && pisb_parse_ll(v, 1, 3600000, &n) == 0 ? (int)n : dflt;
+	return cfg->resources_explicit ? res : "profile";
 }
 
-static void sleep_ms(int ms)
+/* A VM cannot have more vCPUs than the host runs (TCG or KVM: the vCPU
+ * threads would just share the host's cores, and an over-committed guest
+ * under TCG does not finish booting), nor more memory than the host has.
+ * Refused before anything is made or started. */
+static int check_host_fit(const struct pisb_config *cfg, struct pisb_err *e)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	struct sysinfo si;
+
+	if (ncpu > 0 && cfg->cpus > ncpu)
+		return pisb_err_set(e, PISB_EXIT_USAGE,
+				    "%s: %d vCPUs asked for, but this host has %ld CPUs (a vm sandbox gets at most the host's CPU count)",
+				    size_key(cfg, "resources.cpus"), cfg->cpus, ncpu);
+	if (sysinfo(&si) == 0) {
+		unsigned long long host_mib = (unsigned long long)si.totalram * si.mem_unit >> 20;
+		if ((unsigned long long)cfg->memory_gib * 1024 > host_mib)
+			return pisb_err_set(e, PISB_EXIT_USAGE,
+					    "%s: %d GiB asked for, but this host has %llu MiB of memory in all",
+					    size_key(cfg, "resources.memoryGiB"), cfg->memory_gib, host_mib);
 	}
+	return 0;
+}
+
+/* True when the CPU flags in /proc/cpuinfo include vmx or svm. */
+static bool cpu_has_virt(void)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	char *line, *save = NULL;
+
+	if (pisb_read_file_at(AT_FDCWD, "/proc/cpuinfo", &b, 4 << 20) < 0 || !b.s)
+		return false;
+	for (line = strtok_r(b.s, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(line, "flags", 5))
+			continue;
+		return strstr(line, " vmx") || strstr(line, " svm");
+	}
+	return false;
+}
+
+bool pisb_vm_kvm_is_pvm(void)
+{
+	return access("/sys/module/kvm_pvm", F_OK) == 0 && !cpu_has_virt();
+}
+
+/* A kernel built to run as a PVM guest says so in the config file beside
+ * it (boot/config-VER for boot/vmlinuz-VER). */
+static bool kernel_is_pvm_guest(const char *kernel)
+{
+	const char *base = strrchr(kernel, '/');
+	_cleanup_free_ char *cfgp = NULL;
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+
+	base = base ? base + 1 : kernel;
+	if (!pisb_str_starts(base, "vmlinuz-"))
+		return false;
+	cfgp = xasprintf("%.*sconfig-%s", (int)(base - kernel), kernel, base + 8);
+	if (pisb_read_file_at(AT_FDCWD, cfgp, &b, 16 << 20) < 0 || !b.s)
+		return false;
+	return strstr(b.s, "\nCONFIG_PVM_GUEST=y\n") != NULL;
 }
 
 /* ---- assets ---- */
 
 struct vm_assets {
-	char *kernel, *modules, *qemu, *agent, *busybox, *mke2fs;
+	char *kernel, *modules, *qemu, *agent, *virtiofsd, *mke2fs;
 };
 
 static void assets_release(struct vm_assets *a)
@@ -78,7 +146,7 @@ static void assets_release(struct vm_assets *a)
 	free(a->modules);
 	free(a->qemu);
 	free(a->agent);
-	free(a->busybox);
+	free(a->virtiofsd);
 	free(a->mke2fs);
 	memset(a, 0, sizeof(*a));
 }
@@ -236,7 +304,7 @@ static bool elf_static(const char *path)
 
 static int find_assets(struct vm_assets *a, bool need_mke2fs, struct pisb_err *e)
 {
-	const char *q = getenv("PISB_VM_QEMU"), *bb = getenv("PISB_VM_BUSYBOX");
+	const char *q = getenv("PISB_VM_QEMU"), *vfs = getenv("PISB_VM_VIRTIOFSD");
 	char agent[4096];
 
 	memset(a, 0, sizeof(*a));
@@ -251,14 +319,14 @@ static int find_assets(struct vm_assets *a, bool need_mke2fs, struct pisb_err *e
 	a->agent = xstrdup(agent);
 	if (!elf_static(a->agent))
 		return pisb_err_set(e, PISB_EXIT_BACKEND, "guest agent '%s' is not a static binary", a->agent);
-	if (bb && *bb)
-		a->busybox = xstrdup(bb);
-	else
-		a->busybox = xstrdup(is_file("/bin/busybox") ? "/bin/busybox" : "/usr/bin/busybox");
-	if (!is_file(a->busybox) || !elf_static(a->busybox))
+	a->virtiofsd = xstrdup(vfs && *vfs ? vfs : "/usr/lib/qemu/virtiofsd");
+	if (access(a->virtiofsd, X_OK) < 0)
 		return pisb_err_set(e, PISB_EXIT_BACKEND,
-				    "the vm driver needs a static busybox for the guest: '%s' is missing or dynamic (install busybox-static, or set PISB_VM_BUSYBOX)",
-				    a->busybox);
+				    "the vm driver shares the host's userland with virtiofsd: '%s' is missing (install qemu-system-common, or set PISB_VM_VIRTIOFSD)",
+				    a->virtiofsd);
+	if (geteuid() != 0)
+		return pisb_err_set(e, PISB_EXIT_BACKEND,
+				    "the vm driver needs root: virtiofsd (the host's read-only userland for the guest) runs as root in a mount namespace of its own");
 	if (need_mke2fs && !(a->mke2fs = path_find("mke2fs")))
 		return pisb_err_set(e, PISB_EXIT_BACKEND, "the vm driver needs mke2fs for the guest's disk (install e2fsprogs)");
 	return 0;
@@ -393,12 +461,14 @@ static int cpio_file(struct pisb_buf *b, unsigned *ino, const char *name, const 
 	return 0;
 }
 
-static int build_initrd(int idir, const struct vm_assets *a, struct pisb_err *e)
+/* The initramfs in dirfd/initrd.cpio; *hash (FNV-1a of its bytes) is one
+ * of the boot snapshot's inputs. */
+static int build_initrd(int idir, const struct vm_assets *a, uint64_t *hash, struct pisb_err *e)
 {
 	_cleanup_strv_ struct pisb_strv names = PISB_STRV_INIT, paths = PISB_STRV_INIT,
 					order = PISB_STRV_INIT;
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT, list = PISB_BUF_INIT;
-	static const char *const dirs[] = { "bin", "dev", "proc", "sys", "modules", "newroot", NULL };
+	static const char *const dirs[] = { "dev", "proc", "sys", "modules", "newroot", "disk", "lower", NULL };
 	unsigned ino = 0;
 
 	scan_modules(a->modules, "kernel", &names, &paths);
@@ -410,8 +480,7 @@ static int build_initrd(int idir, const struct vm_assets *a, struct pisb_err *e)
 		cpio_add(&b, &ino, dirs[i], S_IFDIR | 0755, NULL, 0, 0, 0);
 	cpio_add(&b, &ino, "dev/console", S_IFCHR | 0600, NULL, 0, 5, 1);
 	cpio_add(&b, &ino, "pisb-initramfs", S_IFREG | 0644, NULL, 0, 0, 0);
-	if (cpio_file(&b, &ino, "init", a->agent, e) < 0 ||
-	    cpio_file(&b, &ino, "bin/busybox", a->busybox, e) < 0)
+	if (cpio_file(&b, &ino, "init", a->agent, e) < 0)
 		return -1;
 	for (size_t i = 0; i < order.n; i++) {
 		_cleanup_free_ char *src = xasprintf("%s/%s", a->modules, order.v[i]);
@@ -425,6 +494,9 @@ static int build_initrd(int idir, const struct vm_assets *a, struct pisb_err *e)
 	}
 	cpio_add(&b, &ino, "modules/order", S_IFREG | 0644, list.s, list.len, 0, 0);
 	cpio_add(&b, &ino, "TRAILER!!!", 0, NULL, 0, 0, 0);
+	*hash = 1469598103934665603ull;
+	for (size_t i = 0; i < b.len; i++)
+		*hash = (*hash ^ (unsigned char)b.s[i]) * 1099511628211ull;
 	return pisb_atomic_write(idir, "initrd.cpio", b.s, b.len, 0600, e);
 }
 
@@ -469,7 +541,14 @@ char *pisb_vm_accel_note(struct pisb_state *st, const char *name)
 	if (idir < 0 || pisb_runtime_load(idir, &rt, &ig) < 0)
 		return NULL;
 	if (rt.extra_json && pisb_json_parse(&j, rt.extra_json, strlen(rt.extra_json), &ig) == 0) {
+		char *bn = pisb_json_str(&j, pisb_json_get(&j, 0, "bootNote"));
 		note = pisb_json_str(&j, pisb_json_get(&j, 0, "accelNote"));
+		if (bn) {
+			char *both = note ? xasprintf("%s; %s", note, bn) : xstrdup(bn);
+			free(note);
+			note = both;
+			free(bn);
+		}
 		pisb_json_release(&j);
 	}
 	pisb_runtime_release(&rt);
@@ -485,6 +564,18 @@ struct boot {
 	char *dir;                       /* the instance dir's path */
 	int idir, ctl, report;
 	int socks[1 + PISB_VM_EXEC_PORTS];
+	int vfs_sock;                    /* virtiofsd's listening socket */
+	int qmp_sock;                    /* QEMU's QMP (restores only) */
+	const char *state_path;          /* for the boot snapshot */
+	uint64_t initrd_hash;
+	bool restored;                   /* booted from the boot snapshot */
+	char *boot_note;                 /* how the snapshot was, or why not */
+};
+
+enum vm_mode {
+	VM_COLD,                         /* boot the kernel */
+	VM_TEMPLATE,                     /* boot the snapshot's template */
+	VM_RESTORE,                      /* restore the snapshot */
 };
 
 static char *last_line_of(int idir, const char *file)
@@ -532,7 +623,13 @@ static bool use_microvm(bool kvm)
 	return m && !strcmp(m, "microvm");
 }
 
-static void qemu_argv(const struct boot *bt, bool kvm, struct pisb_strv *av)
+/* The argv of QEMU.  A template and its restores differ only in the
+ * chardevs' backends and -incoming: the devices, memory and ROMs of a
+ * restore must be the template's, so the disk and the share are not
+ * there (they are hot-plugged into the two PCIe root ports after the
+ * restore, see restore_finish). */
+static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qmp_fd, int in_fd,
+		      struct pisb_strv *av)
 {
 	bool micro = use_microvm(kvm);
 	const char *bus = micro ? "device" : "pci";   /* microvm: virtio-mmio */
@@ -548,13 +645,16 @@ static void qemu_argv(const struct boot *bt, bool kvm, struct pisb_strv *av)
 	pisb_strv_push(av, "-name");
 	pisb_strv_pushf(av, "pisb-%s", bt->name);
 	pisb_strv_push(av, "-machine");
-	pisb_strv_push(av, micro ? "microvm,isa-serial=on,auto-kernel-cmdline=on" : "q35");
+	pisb_strv_push(av, micro ? "microvm,isa-serial=on,auto-kernel-cmdline=on,memory-backend=mem" : "q35,memory-backend=mem");
 	pisb_strv_push(av, "-accel");
 	pisb_strv_push(av, kvm ? "kvm" : "tcg");
 	pisb_strv_push(av, "-cpu");
 	pisb_strv_push(av, kvm ? "host" : "max");
 	pisb_strv_push(av, "-m");
 	pisb_strv_pushf(av, "%dM", bt->cfg->memory_gib * 1024);
+	/* vhost-user (virtiofsd) maps the guest's memory: shared memfd */
+	pisb_strv_push(av, "-object");
+	pisb_strv_pushf(av, "memory-backend-memfd,id=mem,size=%dM,share=on", bt->cfg->memory_gib * 1024);
 	pisb_strv_push(av, "-smp");
 	pisb_strv_pushf(av, "%d", bt->cfg->cpus);
 	pisb_strv_push(av, "-kernel");
@@ -562,16 +662,28 @@ static void qemu_argv(const struct boot *bt, bool kvm, struct pisb_strv *av)
 	pisb_strv_push(av, "-initrd");
 	pisb_strv_push(av, "initrd.cpio");
 	pisb_strv_push(av, "-append");
-	pisb_strv_pushf(av, "console=ttyS0 panic=-1 quiet loglevel=4 rdinit=/init pisb.name=%s pisb.ws=%s",
-			bt->name, bt->cfg->workspace);
+	/* tsc=reliable no_timer_check: no clocksource watchdog or timer
+	 * check at boot (cuts a cold boot under TCG, see issue #14) */
+	if (mode == VM_COLD)
+		pisb_strv_pushf(av, VM_CMDLINE " pisb.name=%s pisb.ws=%s pisb.pids=%d",
+				bt->name, bt->cfg->workspace, bt->cfg->pids);
+	else
+		pisb_strv_push(av, VM_SNAP_CMDLINE);
 	pisb_strv_push(av, "-chardev");
 	pisb_strv_push(av, "file,id=con0,path=console.log");
 	pisb_strv_push(av, "-serial");
 	pisb_strv_push(av, "chardev:con0");
-	pisb_strv_push(av, "-drive");
-	pisb_strv_push(av, "file=disk.img,format=raw,if=none,id=disk0,cache=writeback,discard=unmap");
-	pisb_strv_push(av, "-device");
-	pisb_strv_pushf(av, "virtio-blk-%s,drive=disk0", bus);
+	if (mode == VM_COLD) {
+		pisb_strv_push(av, "-drive");
+		pisb_strv_push(av, "file=disk.img,format=raw,if=none,id=disk0,cache=writeback,discard=unmap");
+		pisb_strv_push(av, "-device");
+		pisb_strv_pushf(av, "virtio-blk-%s,drive=disk0", bus);
+	} else {
+		pisb_strv_push(av, "-device");
+		pisb_strv_push(av, "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1");
+		pisb_strv_push(av, "-device");
+		pisb_strv_push(av, "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2");
+	}
 	pisb_strv_push(av, "-object");
 	pisb_strv_push(av, "rng-random,id=rng0,filename=/dev/urandom");
 	pisb_strv_push(av, "-device");
@@ -580,32 +692,182 @@ static void qemu_argv(const struct boot *bt, bool kvm, struct pisb_strv *av)
 	pisb_strv_pushf(av, "virtio-serial-%s,id=vser0,max_ports=8", bus);
 	for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++) {
 		pisb_strv_push(av, "-chardev");
-		pisb_strv_pushf(av, "socket,id=agent%d,fd=%d,server=on,wait=off", i, bt->socks[i]);
+		if (mode == VM_TEMPLATE)
+			pisb_strv_pushf(av, "null,id=agent%d", i);
+		else
+			pisb_strv_pushf(av, "socket,id=agent%d,fd=%d,server=on,wait=off", i, bt->socks[i]);
 		pisb_strv_push(av, "-device");
 		pisb_strv_pushf(av, "virtserialport,bus=vser0.0,chardev=agent%d,name=" PISB_VM_PORT_PREFIX "%d", i, i);
+	}
+	/* the host's userland, read-only (virtiofsd, see launch_virtiofsd) */
+	if (mode == VM_COLD) {
+		pisb_strv_push(av, "-chardev");
+		pisb_strv_push(av, "socket,id=vfs0,path=" VM_VFS_SOCK);
+		pisb_strv_push(av, "-device");
+		pisb_strv_pushf(av, "vhost-user-fs-%s,chardev=vfs0,tag=" VM_VFS_TAG ",queue-size=1024", bus);
+	} else {
+		pisb_strv_push(av, "-chardev");
+		pisb_strv_pushf(av, "socket,id=qmp,fd=%d,server=on,wait=off", qmp_fd);
+		pisb_strv_push(av, "-mon");
+		pisb_strv_push(av, "chardev=qmp,mode=control");
+	}
+	if (mode == VM_RESTORE) {
+		pisb_strv_push(av, "-incoming");
+		pisb_strv_pushf(av, "fd:%d", in_fd);
 	}
 	/* seccomp: no spawning, no privilege changes, no obsolete calls */
 	pisb_strv_push(av, "-sandbox");
 	pisb_strv_push(av, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
 }
 
-static pid_t launch(const struct boot *bt, bool kvm)
-{
-	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
-	pid_t parent = getpid(), pid;
-	int log = openat(bt->idir, "qemu.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+/* ---- the host's userland for the guest: virtiofsd, read-only ---- */
 
-	qemu_argv(bt, kvm, &av);
-	if (log >= 0) {
-		_cleanup_buf_ struct pisb_buf line = PISB_BUF_INIT;
-		pisb_buf_addf(&line, "pisb: starting QEMU with %s (%s)\n", kvm ? "KVM" : "TCG",
-			      use_microvm(kvm) ? "microvm" : "q35");
-		pisb_write_all(log, line.s, line.len);
+/* Bind src at dst, recursively (made read-only at the end, all at once). */
+static int vfs_bind(const char *src, const char *dst)
+{
+	return mount(src, dst, NULL, MS_BIND | MS_REC, NULL);
+}
+
+/* mkdir -p of path's parents (below base, which exists), mode 0755. */
+static int vfs_parents(char *path, size_t base)
+{
+	for (char *c = path + base + 1; (c = strchr(c, '/')); c++) {
+		*c = '\0';
+		int r = mkdir(path, 0755);
+		*c = '/';
+		if (r < 0 && errno != EEXIST)
+			return -1;
 	}
+	return 0;
+}
+
+/* /etc at dst: an overlay of the host's /etc under an upper layer that
+ * holds the masked paths of hostmask.h (an empty file, an empty opaque
+ * directory), on a tmpfs mounted on <instance>/vfs-etc in this namespace
+ * only.  The overlay finds those in its upper layer and never looks at
+ * the host's.  (A cover bound onto the host's file would not last: when
+ * the host replaces the file, as useradd and passwd do with a rename, the
+ * kernel drops the mounts on it in every other namespace.) */
+static int vfs_etc(const char *dir, const char *dst)
+{
+	char up[4000], p[4096], opts[8400];
+	size_t n;
+	int fd;
+
+	snprintf(up, sizeof(up), "%s/vfs-etc", dir);
+	if ((mkdir(up, 0700) < 0 && errno != EEXIST) ||
+	    mount("tmpfs", up, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=64k") < 0)
+		return -1;
+	snprintf(opts, sizeof(opts), "lowerdir=/etc,upperdir=%s/u,workdir=%s/w", up, up);
+	snprintf(p, sizeof(p), "%s/w", up);
+	if (mkdir(p, 0700) < 0)
+		return -1;
+	snprintf(p, sizeof(p), "%s/u", up);
+	if (mkdir(p, 0755) < 0)
+		return -1;
+	n = strlen(p);
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; (k ? pisb_host_masked_dirs : pisb_host_masked_files)[i]; i++) {
+			const char *m = (k ? pisb_host_masked_dirs : pisb_host_masked_files)[i];
+			if (strncmp(m, "/etc/", 5))
+				continue;
+			snprintf(p + n, sizeof(p) - n, "%s", m + 4);
+			if (vfs_parents(p, n) < 0)
+				return -1;
+			if (k) {
+				if (mkdir(p, 0700) < 0 || setxattr(p, "trusted.overlay.opaque", "y", 1, 0) < 0)
+					return -1;
+			} else {
+				fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+				if (fd < 0)
+					return -1;
+				close(fd);
+			}
+		}
+	return mount("overlay", dst, "overlay", 0, opts);
+}
+
+/* The share, built under <instance>/share in a mount namespace that only
+ * virtiofsd lives in: a tmpfs holding the host's system directories as
+ * binds (merged-usr symlinks copied), /etc through vfs_etc's overlay,
+ * the masked paths of hostmask.h outside /etc covered (an empty file, an
+ * empty tmpfs), and then every
+ * mount of it read-only.  virtiofsd has no read-only switch: the kernel
+ * refuses its writes (EROFS), whatever the guest asks for — remounting
+ * its virtiofs mount read-write included.  The covers are mounts of this
+ * private namespace: nothing in the guest can reach, move or unmount
+ * them.  Returns 0 in the child, where the caller execs virtiofsd. */
+static int vfs_build(const char *dir, const char *share)
+{
+	static const char *const sys[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", NULL };
+	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+	char p[4096], link[4096];
+	struct stat sb;
+	int fd;
+
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return -1;
+	if (mount("tmpfs", share, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
+		return -1;
+	for (int i = 0; sys[i]; i++) {
+		char host[64];
+		ssize_t n;
+		snprintf(host, sizeof(host), "/%s", sys[i]);
+		snprintf(p, sizeof(p), "%s/%s", share, sys[i]);
+		if (lstat(host, &sb) < 0)
+			continue;
+		if (S_ISLNK(sb.st_mode)) {
+			n = readlink(host, link, sizeof(link) - 1);
+			if (n < 0)
+				return -1;
+			link[n] = '\0';
+			if (symlink(link, p) < 0)
+				return -1;
+		} else if (S_ISDIR(sb.st_mode)) {
+			if (mkdir(p, 0755) < 0)
+				return -1;
+			if (!strcmp(sys[i], "etc") ? vfs_etc(dir, p) < 0 : vfs_bind(host, p) < 0)
+				return -1;
+		}
+	}
+	/* the covers: an empty file (unlinked once bound) and empty tmpfs */
+	snprintf(link, sizeof(link), "%s/.empty", share);
+	fd = open(link, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	for (int i = 0; pisb_host_masked_files[i]; i++) {
+		if (!strncmp(pisb_host_masked_files[i], "/etc/", 5))
+			continue;   /* in vfs_etc's upper layer */
+		snprintf(p, sizeof(p), "%s%s", share, pisb_host_masked_files[i]);
+		if (lstat(p, &sb) == 0 && mount(link, p, NULL, MS_BIND, NULL) < 0)
+			return -1;
+	}
+	unlink(link);
+	for (int i = 0; pisb_host_masked_dirs[i]; i++) {
+		if (!strncmp(pisb_host_masked_dirs[i], "/etc/", 5))
+			continue;
+		snprintf(p, sizeof(p), "%s%s", share, pisb_host_masked_dirs[i]);
+		if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+		    mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=4k") < 0)
+			return -1;
+	}
+	if (syscall(SYS_mount_setattr, AT_FDCWD, share, AT_RECURSIVE, &ro, sizeof(ro)) < 0)
+		return -1;
+	return 0;
+}
+
+/* virtiofsd on the listening socket bt->vfs_sock, serving the share. */
+static pid_t launch_virtiofsd(const struct boot *bt)
+{
+	pid_t parent = getpid(), pid;
+	int log = openat(bt->idir, "virtiofsd.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+
 	pid = fork();
 	if (pid == 0) {
+		_cleanup_free_ char *share = xasprintf("%s/share", bt->dir);
+		_cleanup_free_ char *src = xasprintf("source=%s", share);
 		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		/* QEMU goes with its supervisor */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(1);
@@ -614,14 +876,572 @@ static pid_t launch(const struct boot *bt, bool kvm)
 			dup2(log, 1);
 			dup2(log, 2);
 		}
-		for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++)
-			fcntl(bt->socks[i], F_SETFD, 0);
+		if (vfs_build(bt->dir, share) < 0) {
+			dprintf(2, "pisb: build the read-only share '%s': %s\n", share, strerror(errno));
+			_exit(1);
+		}
+		if (dup2(bt->vfs_sock, 3) < 0)
+			_exit(1);
+		char *argv[] = { bt->a.virtiofsd, "--fd=3", "-o", src, "-o", "cache=auto",
+				 "-o", "sandbox=namespace", "-o", "log_level=warn",
+				 /* no thread pool: its threads call
+				  * sched_getaffinity, which virtiofsd's own
+				  * seccomp filter kills (SIGSYS) */
+				 "--thread-pool-size=0", NULL };
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	if (log >= 0)
+		close(log);
+	return pid;
+}
+
+static int make_vfs_socket(int idir, struct pisb_err *e)
+{
+	struct sockaddr_un sa;
+	mode_t old;
+	int fd;
+
+	unlinkat(idir, VM_VFS_SOCK, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/" VM_VFS_SOCK, idir);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "socket");
+	old = umask(0177);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1) < 0) {
+		umask(old);
+		close(fd);
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "listen on '" VM_VFS_SOCK "'");
+	}
+	umask(old);
+	return fd;
+}
+
+static pid_t vfs_pid = -1;   /* the supervisor's virtiofsd */
+
+static void stop_virtiofsd(void)
+{
+	if (vfs_pid > 0) {
+		kill(vfs_pid, SIGKILL);
+		while (waitpid(vfs_pid, NULL, 0) < 0 && errno == EINTR) {
+		}
+	}
+	vfs_pid = -1;
+}
+
+/* QEMU in mode; its log is qemu.log in logdir, its working directory cwd
+ * (NULL: the instance's).  qmp_fd and in_fd (-1: none) are passed on. */
+static pid_t launch_qemu(const struct boot *bt, bool kvm, enum vm_mode mode, int logdir,
+			 const char *cwd, int qmp_fd, int in_fd)
+{
+	static const char *const what[] = { "cold boot", "boot snapshot template", "boot snapshot restore" };
+	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
+	pid_t parent = getpid(), pid;
+	int log = openat(logdir, "qemu.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+	qemu_argv(bt, kvm, mode, qmp_fd, in_fd, &av);
+	if (log >= 0) {
+		_cleanup_buf_ struct pisb_buf line = PISB_BUF_INIT;
+		pisb_buf_addf(&line, "pisb: starting QEMU with %s (%s, %s)\n", kvm ? "KVM" : "TCG",
+			      use_microvm(kvm) ? "microvm" : "q35", what[mode]);
+		pisb_write_all(log, line.s, line.len);
+	}
+	pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		/* QEMU goes with its supervisor */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent || (cwd && chdir(cwd) < 0))
+			_exit(1);
+		dup2(null, 0);
+		if (log >= 0) {
+			dup2(log, 1);
+			dup2(log, 2);
+		}
+		if (mode != VM_TEMPLATE)
+			for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++)
+				fcntl(bt->socks[i], F_SETFD, 0);
+		if (qmp_fd >= 0)
+			fcntl(qmp_fd, F_SETFD, 0);
+		if (in_fd >= 0)
+			fcntl(in_fd, F_SETFD, 0);
 		execv(av.v[0], av.v);
 		_exit(127);
 	}
 	if (log >= 0)
 		close(log);
 	return pid;
+}
+
+/* QEMU, with a virtiofsd of its own (it serves one connection): a cold
+ * boot, or (in_fd >= 0) a restore of the boot snapshot read from in_fd. */
+static pid_t launch(const struct boot *bt, bool kvm, int in_fd)
+{
+	stop_virtiofsd();
+	vfs_pid = launch_virtiofsd(bt);
+	if (vfs_pid < 0)
+		return -1;
+	if (in_fd >= 0)
+		return launch_qemu(bt, kvm, VM_RESTORE, bt->idir, NULL, bt->qmp_sock, in_fd);
+	return launch_qemu(bt, kvm, VM_COLD, bt->idir, NULL, -1, -1);
+}
+
+/* ---- the boot snapshot ----
+ *
+ * Under <state>/vmsnap/<MiB>m-<cpus>c-<accel>/: state (QEMU's migration
+ * stream of a template VM stopped in the agent's stage 1, before it has a
+ * disk or a share: nothing of any instance is in it), inputs (what it was
+ * made from: the format, kernel, QEMU binary, initramfs, memory, vCPUs,
+ * accelerator), build.lock (held while it is checked or made; the
+ * template's console.log and qemu.log are kept beside).  Made at the
+ * first boot that finds no valid one; a restore that fails removes
+ * inputs (the next boot makes it again) and boots cold.  Every failure
+ * here means a cold boot with a note, never a failed boot.
+ * PISB_VM_SNAPSHOT=0 turns it off. */
+
+/* bump it when the template's devices change (qemu_argv) */
+#define VM_SNAP_FORMAT "pisb-vmsnap 1"
+#define VM_SNAP_LOCK_MS 600000
+#define VM_QMP_MS 30000
+
+/* QMP: one connection, one command at a time, a line per message. */
+struct qmp {
+	int fd;
+	pid_t qemu;                      /* waited for: its exit ends a wait */
+	char buf[65536];
+	size_t have;
+};
+
+/* QEMU q has exited (not reaped: its status stays for waitpid). */
+static bool exited(pid_t q)
+{
+	siginfo_t si;
+
+	memset(&si, 0, sizeof(si));
+	return q > 0 && waitid(P_PID, (id_t)q, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == q;
+}
+
+static void qmp_close(struct qmp *m)
+{
+	if (m->fd >= 0)
+		close(m->fd);
+	m->fd = -1;
+}
+
+/* The next message that is not an event into line (NUL-ended): 0, or
+ * -1 (EOF, timeout, a line too long). */
+static int qmp_reply(struct qmp *m, int timeout_ms, char **line)
+{
+	int64_t deadline = pisb_mono_ms() + timeout_ms;
+
+	for (;;) {
+		char *nl = memchr(m->buf, '\n', m->have);
+		if (nl) {
+			size_t n = (size_t)(nl - m->buf) + 1;
+			bool event = memmem(m->buf, n, "\"event\"", 7) != NULL;
+			if (!event)
+				*line = xstrndup(m->buf, n - 1);
+			memmove(m->buf, m->buf + n, m->have - n);
+			m->have -= n;
+			if (!event)
+				return 0;
+			continue;
+		}
+		if (m->have == sizeof(m->buf))
+			return -1;
+		int64_t left = deadline - pisb_mono_ms();
+		struct pollfd pf = { m->fd, POLLIN, 0 };
+		int pr;
+		if (left <= 0 || exited(m->qemu))
+			return -1;
+		pr = poll(&pf, 1, left > 100 ? 100 : (int)left);
+		if (pr < 0 && errno != EINTR)
+			return -1;
+		if (pr <= 0)
+			continue;
+		ssize_t r = read(m->fd, m->buf + m->have, sizeof(m->buf) - m->have);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		m->have += (size_t)r;
+	}
+}
+
+/* Run one command (JSON text), with pass_fd sent along (SCM_RIGHTS) when
+ * >= 0.  0 and, when key, return.KEY's string in *val; -1 and *why. */
+static int qmp_cmd(struct qmp *m, const char *cmd, int pass_fd, const char *key, char **val,
+		   char **why)
+{
+	_cleanup_free_ char *line = NULL;
+	_cleanup_free_ char *msg = xasprintf("%s\n", cmd);
+	struct pisb_json j;
+	struct pisb_err ig = PISB_ERR_INIT;
+	int err, ret = -1;
+
+	if (pass_fd >= 0) {
+		char ctl[CMSG_SPACE(sizeof(int))];
+		struct iovec iov = { msg, strlen(msg) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+				     .msg_controllen = sizeof(ctl) };
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		ssize_t w;
+		memset(ctl, 0, sizeof(ctl));
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+		do
+			w = sendmsg(m->fd, &mh, MSG_NOSIGNAL);
+		while (w < 0 && errno == EINTR);
+		if (w != (ssize_t)strlen(msg)) {
+			*why = xasprintf("QMP: send '%s': %s", cmd, w < 0 ? strerror(errno) : "short write");
+			return -1;
+		}
+	} else if (pisb_write_all(m->fd, msg, strlen(msg)) < 0) {
+		*why = xasprintf("QMP: send '%s': %s", cmd, strerror(errno));
+		return -1;
+	}
+	if (qmp_reply(m, VM_QMP_MS, &line) < 0) {
+		*why = xasprintf("QMP: no answer to '%s' (QEMU gone?)", cmd);
+		return -1;
+	}
+	if (pisb_json_parse(&j, line, strlen(line), &ig) < 0) {
+		*why = xasprintf("QMP: not JSON: %.200s", line);
+		return -1;
+	}
+	err = pisb_json_get(&j, 0, "error");
+	if (err >= 0) {
+		char *desc = pisb_json_str(&j, pisb_json_get(&j, err, "desc"));
+		*why = xasprintf("QMP '%s': %s", cmd, desc ? desc : "error");
+		free(desc);
+	} else if (pisb_json_get(&j, 0, "return") < 0) {
+		*why = xasprintf("QMP: unexpected answer: %.200s", line);
+	} else {
+		if (key && val)
+			*val = pisb_json_str(&j, pisb_json_get(&j, pisb_json_get(&j, 0, "return"), key));
+		ret = 0;
+	}
+	pisb_json_release(&j);
+	return ret;
+}
+
+/* Connect to dirfd/name (QEMU's QMP socket), read its greeting, leave
+ * capability negotiation. */
+static int qmp_open(struct qmp *m, int dirfd, const char *name, pid_t qemu, char **why)
+{
+	struct sockaddr_un sa;
+	_cleanup_free_ char *greet = NULL;
+
+	m->have = 0;
+	m->qemu = qemu;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dirfd, name);
+	m->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (m->fd < 0 || connect(m->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		*why = xasprintf("QMP: connect: %s", strerror(errno));
+		qmp_close(m);
+		return -1;
+	}
+	if (qmp_reply(m, VM_QMP_MS, &greet) < 0 ||
+	    qmp_cmd(m, "{\"execute\":\"qmp_capabilities\"}", -1, NULL, NULL, why) < 0) {
+		if (!*why)
+			*why = xstrdup("QMP: no greeting from QEMU");
+		qmp_close(m);
+		return -1;
+	}
+	return 0;
+}
+
+static int listen_at(int dirfd, const char *name, struct pisb_err *e)
+{
+	struct sockaddr_un sa;
+	mode_t old;
+	int fd;
+
+	unlinkat(dirfd, name, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dirfd, name);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "socket");
+	old = umask(0177);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 2) < 0) {
+		umask(old);
+		close(fd);
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "listen on '%s'", name);
+	}
+	umask(old);
+	return fd;
+}
+
+static void stat_line(struct pisb_buf *b, const char *what, const char *path)
+{
+	struct stat sb;
+
+	if (stat(path, &sb) < 0)
+		memset(&sb, 0, sizeof(sb));
+	pisb_buf_addf(b, "%s %s %lld %lld.%09ld\n", what, path, (long long)sb.st_size,
+		      (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+}
+
+/* What a snapshot is made of: any change means another snapshot. */
+static char *snap_inputs(const struct boot *bt, bool kvm)
+{
+	struct pisb_buf b = PISB_BUF_INIT;
+
+	pisb_buf_addf(&b, "%s\ncmdline %s\n", VM_SNAP_FORMAT, VM_SNAP_CMDLINE);
+	stat_line(&b, "kernel", bt->a.kernel);
+	stat_line(&b, "qemu", bt->a.qemu);
+	pisb_buf_addf(&b, "initrd %016llx\nmemoryMiB %d\ncpus %d\naccel %s\n",
+		      (unsigned long long)bt->initrd_hash, bt->cfg->memory_gib * 1024, bt->cfg->cpus,
+		      kvm ? "kvm" : "tcg");
+	return pisb_buf_detach(&b);
+}
+
+static bool qemu_alive(pid_t q, const char *stage, char **why)
+{
+	int status;
+
+	if (waitpid(q, &status, WNOHANG) != q)
+		return true;
+	*why = xasprintf("QEMU exited %s (status %d)", stage, status);
+	return false;
+}
+
+/* Boot the template in sdir (build.lock held) and save it to sdir/state:
+ * 0, or -1 and *why. */
+static int snap_build(const struct boot *bt, bool kvm, int sdir, const char *sdir_path,
+		      const char *inputs, char **why)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+	struct qmp m = { .fd = -1 };
+	uint64_t hash = 0;
+	int64_t deadline;
+	int qsock = -1, out = -1, ret = -1, status;
+	pid_t q = -1;
+
+	unlinkat(sdir, "inputs", 0);
+	if (build_initrd(sdir, &bt->a, &hash, &e) < 0) {
+		*why = xstrdup(e.msg);
+		return -1;
+	}
+	if (hash != bt->initrd_hash) {
+		*why = xstrdup("the initramfs changed while the snapshot was made");
+		return -1;
+	}
+	if ((qsock = listen_at(sdir, "qmp.sock", &e)) < 0) {
+		*why = xstrdup(e.msg);
+		return -1;
+	}
+	{
+		int fd = openat(sdir, "console.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+		int fq = openat(sdir, "qemu.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd >= 0)
+			close(fd);
+		if (fq >= 0)
+			close(fq);
+	}
+	q = launch_qemu(bt, kvm, VM_TEMPLATE, sdir, sdir_path, qsock, -1);
+	if (q < 0) {
+		*why = xstrdup("cannot start QEMU (fork failed)");
+		goto out;
+	}
+	/* the template is ready when the agent says so on the console */
+	deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_BOOT_TIMEOUT_MS", VM_BOOT_TIMEOUT_MS);
+	for (;;) {
+		_cleanup_buf_ struct pisb_buf con = PISB_BUF_INIT;
+		if (!qemu_alive(q, "while the template booted", why)) {
+			q = -1;
+			goto out;
+		}
+		if (pisb_read_file_at(sdir, "console.log", &con, 1 << 20) == 0 && con.s &&
+		    strstr(con.s, "pisb-agent: snapshot point"))
+			break;
+		if (pisb_mono_ms() > deadline) {
+			*why = xstrdup("the template did not reach its snapshot point");
+			goto out;
+		}
+		pisb_sleep_ms(100);
+	}
+	out = openat(sdir, "state.new", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (out < 0) {
+		*why = xasprintf("create 'state.new': %s", strerror(errno));
+		goto out;
+	}
+	if (qmp_open(&m, sdir, "qmp.sock", q, why) < 0 ||
+	    qmp_cmd(&m, "{\"execute\":\"stop\"}", -1, NULL, NULL, why) < 0 ||
+	    qmp_cmd(&m, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"snap\"}}", out, NULL, NULL, why) < 0 ||
+	    qmp_cmd(&m, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:snap\"}}", -1, NULL, NULL, why) < 0)
+		goto out;
+	deadline = pisb_mono_ms() + 300000;
+	for (;;) {
+		_cleanup_free_ char *ms = NULL;
+		if (qmp_cmd(&m, "{\"execute\":\"query-migrate\"}", -1, "status", &ms, why) < 0)
+			goto out;
+		if (ms && !strcmp(ms, "completed"))
+			break;
+		if ((ms && (!strcmp(ms, "failed") || !strcmp(ms, "cancelled"))) || pisb_mono_ms() > deadline) {
+			*why = xasprintf("saving the template: migration %s", ms ? ms : "did not finish");
+			goto out;
+		}
+		pisb_sleep_ms(50);
+	}
+	if (fsync(out) < 0 || renameat(sdir, "state.new", sdir, "state") < 0 ||
+	    pisb_atomic_write(sdir, "inputs", inputs, strlen(inputs), 0600, &e) < 0) {
+		*why = xasprintf("keep the snapshot: %s", e.msg[0] ? e.msg : strerror(errno));
+		goto out;
+	}
+	ret = 0;
+out:
+	if (m.fd >= 0) {
+		char *ig = NULL;
+		qmp_cmd(&m, "{\"execute\":\"quit\"}", -1, NULL, NULL, &ig);
+		free(ig);
+		qmp_close(&m);
+	}
+	if (q > 0) {
+		if (pisb_wait_timeout(q, &status, 5000) != q) {
+			kill(q, SIGKILL);
+			waitpid(q, &status, 0);
+		}
+	}
+	if (out >= 0)
+		close(out);
+	if (ret < 0)
+		unlinkat(sdir, "state.new", 0);
+	close(qsock);
+	return ret;
+}
+
+/* The snapshot for this boot, made first when there is no valid one: an
+ * fd of its state (read-only), or -1 with *why.  *built says it was made
+ * now. */
+static int snap_get(const struct boot *bt, bool kvm, bool *built, char **why)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+	_cleanup_free_ char *top = xasprintf("%s/vmsnap", bt->state_path);
+	_cleanup_free_ char *path = xasprintf("%s/%dm-%dc-%s", top, bt->cfg->memory_gib * 1024,
+					      bt->cfg->cpus, kvm ? "kvm" : "tcg");
+	_cleanup_free_ char *want = snap_inputs(bt, kvm);
+	_cleanup_buf_ struct pisb_buf have = PISB_BUF_INIT;
+	_cleanup_close_ int sdir = -1, lock = -1;
+	int fd;
+
+	*built = false;
+	if ((mkdir(top, 0700) < 0 && errno != EEXIST) || (mkdir(path, 0700) < 0 && errno != EEXIST) ||
+	    (sdir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0) {
+		*why = xasprintf("'%s': %s", path, strerror(errno));
+		return -1;
+	}
+	lock = pisb_lock_acquire(sdir, "build.lock", true, VM_SNAP_LOCK_MS, "the boot snapshot", &e);
+	if (lock < 0) {
+		*why = xstrdup(e.msg);
+		return -1;
+	}
+	if (pisb_read_file_at(sdir, "inputs", &have, 1 << 16) < 0 || !have.s || strcmp(have.s, want)) {
+		if (snap_build(bt, kvm, sdir, path, want, why) < 0)
+			return -1;
+		*built = true;
+	}
+	fd = openat(sdir, "state", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		*why = xasprintf("open the snapshot's state: %s", strerror(errno));
+	return fd;
+}
+
+/* A restore that failed: the snapshot goes (the next boot makes it). */
+static void snap_drop(const struct boot *bt, bool kvm)
+{
+	_cleanup_free_ char *path = xasprintf("%s/vmsnap/%dm-%dc-%s", bt->state_path,
+					      bt->cfg->memory_gib * 1024, bt->cfg->cpus, kvm ? "kvm" : "tcg");
+	_cleanup_close_ int sdir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	struct pisb_err ig = PISB_ERR_INIT;
+	_cleanup_close_ int lock = sdir >= 0 ? pisb_lock_acquire(sdir, "build.lock", true, VM_SNAP_LOCK_MS, "the boot snapshot", &ig) : -1;
+
+	if (lock >= 0)
+		unlinkat(sdir, "inputs", 0);
+}
+
+/* After QEMU q started restoring: wait until the state is in, hot-plug
+ * the disk (rp1) and the share (rp2), run the VM, and hand the agent its
+ * arguments.  0, or -1 and *why (the caller kills q). */
+static int restore_finish(const struct boot *bt, pid_t q, char **why)
+{
+	struct qmp m = { .fd = -1 };
+	int64_t deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_BOOT_TIMEOUT_MS", VM_BOOT_TIMEOUT_MS);
+	char seed[64], *args;
+	struct timespec now;
+	int64_t t0 = pisb_mono_ms(), t1;
+	int ret = -1;
+
+	if (qmp_open(&m, bt->idir, "qmp.sock", q, why) < 0) {
+		if (exited(q)) {
+			_cleanup_free_ char *qr = qemu_reason(bt->idir);
+			free(*why);
+			*why = xasprintf("QEMU exited while it restored the snapshot: %s", qr);
+		}
+		return -1;
+	}
+	for (;;) {
+		_cleanup_free_ char *rs = NULL;
+		if (qmp_cmd(&m, "{\"execute\":\"query-status\"}", -1, "status", &rs, why) < 0) {
+			free(*why);
+			*why = NULL;
+			if (!qemu_alive(q, "while it restored the snapshot", why)) {
+				_cleanup_free_ char *qr = qemu_reason(bt->idir);
+				char *w = xasprintf("%s: %s", *why, qr);
+				free(*why);
+				*why = w;
+			} else {
+				*why = xstrdup("QMP: no answer while restoring");
+			}
+			goto out;
+		}
+		if (rs && strcmp(rs, "inmigrate"))
+			break;
+		if (pisb_mono_ms() > deadline) {
+			*why = xstrdup("the restore did not finish");
+			goto out;
+		}
+		pisb_sleep_ms(20);
+	}
+	if (qmp_cmd(&m, "{\"execute\":\"blockdev-add\",\"arguments\":{\"driver\":\"raw\",\"node-name\":\"disk0\",\"discard\":\"unmap\",\"file\":{\"driver\":\"file\",\"filename\":\"disk.img\"}}}",
+		    -1, NULL, NULL, why) < 0 ||
+	    qmp_cmd(&m, "{\"execute\":\"device_add\",\"arguments\":{\"driver\":\"virtio-blk-pci\",\"id\":\"vda\",\"drive\":\"disk0\",\"bus\":\"rp1\"}}",
+		    -1, NULL, NULL, why) < 0 ||
+	    qmp_cmd(&m, "{\"execute\":\"chardev-add\",\"arguments\":{\"id\":\"vfs0\",\"backend\":{\"type\":\"socket\",\"data\":{\"server\":false,\"addr\":{\"type\":\"unix\",\"data\":{\"path\":\"" VM_VFS_SOCK "\"}}}}}}",
+		    -1, NULL, NULL, why) < 0 ||
+	    qmp_cmd(&m, "{\"execute\":\"device_add\",\"arguments\":{\"driver\":\"vhost-user-fs-pci\",\"id\":\"vfs\",\"chardev\":\"vfs0\",\"tag\":\"" VM_VFS_TAG "\",\"queue-size\":1024,\"bus\":\"rp2\"}}",
+		    -1, NULL, NULL, why) < 0 ||
+	    qmp_cmd(&m, "{\"execute\":\"cont\"}", -1, NULL, NULL, why) < 0)
+		goto out;
+	t1 = pisb_mono_ms();
+	/* the clock and a fresh seed: every restore starts from the same
+	 * memory, the template's clock and random pool included */
+	pisb_random_hex(seed, 48);
+	clock_gettime(CLOCK_REALTIME, &now);
+	args = xasprintf("pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.time=%lld.%09ld pisb.seed=%s",
+			 bt->name, bt->cfg->workspace, bt->cfg->pids, (long long)now.tv_sec, now.tv_nsec, seed);
+	if (vm_boot_args(bt->idir, args, 60000) < 0) {
+		*why = xstrdup("the restored agent did not take its arguments");
+	} else {
+		int log = openat(bt->idir, "qemu.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+		if (log >= 0) {
+			dprintf(log, "pisb: restored and hot-plugged in %lld ms, the agent took its arguments %lld ms later\n",
+				(long long)(t1 - t0), (long long)(pisb_mono_ms() - t1));
+			close(log);
+		}
+		ret = 0;
+	}
+	free(args);
+out:
+	qmp_close(&m);
+	return ret;
 }
 
 static void extra_json(const struct boot *bt, bool kvm, const char *note, struct pisb_runtime *rt)
@@ -634,6 +1454,8 @@ static void extra_json(const struct boot *bt, bool kvm, const char *note, struct
 	pisb_jw_kstr(&w, "accel", kvm ? "kvm" : "tcg");
 	pisb_jw_kstr(&w, "machine", use_microvm(kvm) ? "microvm" : "q35");
 	pisb_jw_kstr(&w, "accelNote", note);
+	pisb_jw_kstr(&w, "boot", bt->restored ? "snapshot" : "cold");
+	pisb_jw_kstr(&w, "bootNote", bt->boot_note);
 	pisb_jw_kstr(&w, "kernel", bt->a.kernel);
 	pisb_jw_kstr(&w, "qemu", bt->a.qemu);
 	pisb_jw_kint(&w, "memoryMiB", bt->cfg->memory_gib * 1024);
@@ -643,6 +1465,49 @@ static void extra_json(const struct boot *bt, bool kvm, const char *note, struct
 	pisb_jw_obj_end(&w);
 	free(rt->extra_json);
 	rt->extra_json = pisb_buf_detach(&b);
+}
+
+/* Restore the boot snapshot (made first when needed): QEMU's pid, or -1
+ * for a cold boot, bt->boot_note saying why. */
+static pid_t try_restore(struct boot *bt, bool kvm)
+{
+	int64_t t0 = pisb_mono_ms();
+	char *why = NULL;
+	bool built;
+	int fd = snap_get(bt, kvm, &built, &why), status;
+	pid_t q;
+
+	if (fd < 0) {
+		bt->boot_note = xasprintf("no boot snapshot (%s): cold boot", why ? why : "unknown error");
+		free(why);
+		return -1;
+	}
+	if (built)
+		bt->boot_note = xasprintf("made the boot snapshot in %.1f s (once per kernel, agent, QEMU, memory and vCPUs)",
+					  (double)(pisb_mono_ms() - t0) / 1000);
+	q = launch(bt, kvm, fd);
+	close(fd);
+	if (q > 0 && restore_finish(bt, q, &why) == 0) {
+		bt->restored = true;
+		return q;
+	}
+	if (q > 0) {
+		kill(q, SIGKILL);
+		waitpid(q, &status, 0);
+	}
+	snap_drop(bt, kvm);
+	free(bt->boot_note);
+	bt->boot_note = xasprintf("the boot snapshot could not be restored (%s): removed it, cold boot",
+				  why ? why : "cannot start QEMU");
+	free(why);
+	return -1;
+}
+
+static bool snap_wanted(bool kvm)
+{
+	const char *v = getenv("PISB_VM_SNAPSHOT");
+
+	return !use_microvm(kvm) && !(v && !strcmp(v, "0"));
 }
 
 static void report(const struct boot *bt, bool ok, const char *msg)
@@ -676,16 +1541,25 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 		kvm = true;
 	} else {
 		kvm = access("/dev/kvm", R_OK | W_OK) == 0;
-		if (!kvm)
+		if (!kvm) {
 			note = xstrdup("/dev/kvm is missing or not usable by this user: running under TCG (software emulation, much slower)");
+		} else if (pisb_vm_kvm_is_pvm() && !kernel_is_pvm_guest(bt->a.kernel)) {
+			/* PVM boots only kernels built for it: a stock kernel
+			 * hangs or fails, so do not wait for it */
+			kvm = false;
+			note = xasprintf("/dev/kvm is PVM (module kvm_pvm, no vmx/svm), which boots only guest kernels built with CONFIG_PVM_GUEST, and '%s' is not one: running under TCG (software emulation, much slower)",
+					 bt->a.kernel);
+		}
 	}
-	q = launch(bt, kvm);
-	if (q > 0 && kvm && !(forced && !strcmp(forced, "kvm")) &&
+	q = snap_wanted(kvm) ? try_restore(bt, kvm) : -1;
+	if (q < 0 && !bt->restored)
+		q = launch(bt, kvm, -1);
+	if (q > 0 && !bt->restored && kvm && !(forced && !strcmp(forced, "kvm")) &&
 	    pisb_wait_timeout(q, &status, VM_KVM_GRACE_MS) == q) {
 		_cleanup_free_ char *why = qemu_reason(bt->idir);
 		note = xasprintf("KVM is not usable here (QEMU: %s): fell back to TCG (software emulation, much slower)", why);
 		kvm = false;
-		q = launch(bt, false);
+		q = launch(bt, false, -1);
 	}
 	if (q < 0) {
 		report(bt, false, "cannot start QEMU (fork failed)");
@@ -702,10 +1576,19 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 	extra_json(bt, kvm, note, &rt);
 	pisb_runtime_save(bt->idir, &rt, &ig);
 
-	deadline = pisb_mono_ms() + env_ms("PISB_VM_BOOT_TIMEOUT_MS", VM_BOOT_TIMEOUT_MS);
-	kvm_deadline = pisb_mono_ms() + env_ms("PISB_VM_KVM_BOOT_MS", VM_KVM_BOOT_MS);
+	deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_BOOT_TIMEOUT_MS", VM_BOOT_TIMEOUT_MS);
+	kvm_deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_KVM_BOOT_MS", VM_KVM_BOOT_MS);
 	for (;;) {
 		bool died = waitpid(q, &status, WNOHANG) == q;
+		if (!died && vfs_pid > 0 && waitpid(vfs_pid, &status, WNOHANG) == vfs_pid) {
+			_cleanup_free_ char *why = last_line_of(bt->idir, "virtiofsd.log");
+			_cleanup_free_ char *msg = xasprintf("virtiofsd (the host's userland for the guest) exited while the guest booted (virtiofsd.log: %s)", why);
+			vfs_pid = -1;
+			kill(q, SIGKILL);
+			waitpid(q, &status, 0);
+			report(bt, false, msg);
+			_exit(1);
+		}
 		if (kvm && !(forced && !strcmp(forced, "kvm")) && (died || pisb_mono_ms() > kvm_deadline)) {
 			/* KVM that starts but does not boot: once more under TCG */
 			_cleanup_free_ char *why = died ? qemu_reason(bt->idir) : NULL;
@@ -716,9 +1599,10 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 			free(note);
 			note = died ? xasprintf("KVM is not usable here (QEMU exited during boot: %s): fell back to TCG (software emulation, much slower)", why)
 				    : xasprintf("KVM is not usable here (the guest did not answer within %d s): fell back to TCG (software emulation, much slower)",
-						env_ms("PISB_VM_KVM_BOOT_MS", VM_KVM_BOOT_MS) / 1000);
+						pisb_env_ms("PISB_VM_KVM_BOOT_MS", VM_KVM_BOOT_MS) / 1000);
 			kvm = false;
-			q = launch(bt, false);
+			bt->restored = false;
+			q = launch(bt, false, -1);
 			if (q < 0) {
 				report(bt, false, "cannot start QEMU (fork failed)");
 				_exit(1);
@@ -727,7 +1611,7 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 			rt.init.start = pisb_proc_start(q);
 			extra_json(bt, kvm, note, &rt);
 			pisb_runtime_save(bt->idir, &rt, &ig);
-			deadline = pisb_mono_ms() + env_ms("PISB_VM_BOOT_TIMEOUT_MS", VM_BOOT_TIMEOUT_MS);
+			deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_BOOT_TIMEOUT_MS", VM_BOOT_TIMEOUT_MS);
 			continue;
 		}
 		if (died) {
@@ -742,13 +1626,13 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 		if (pisb_mono_ms() > deadline) {
 			_cleanup_free_ char *con = last_line_of(bt->idir, "console.log");
 			_cleanup_free_ char *msg = xasprintf("the guest agent did not answer within %d s (console.log: %s)",
-							     env_ms("PISB_VM_BOOT_TIMEOUT_MS", VM_BOOT_TIMEOUT_MS) / 1000, con);
+							     pisb_env_ms("PISB_VM_BOOT_TIMEOUT_MS", VM_BOOT_TIMEOUT_MS) / 1000, con);
 			kill(q, SIGKILL);
 			waitpid(q, &status, 0);
 			report(bt, false, msg);
 			_exit(1);
 		}
-		sleep_ms(200);
+		pisb_sleep_ms(200);
 	}
 	snprintf(rt.state, sizeof(rt.state), "running");
 	rt.started_at = pisb_now_ms() / 1000;
@@ -757,8 +1641,23 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 	report(bt, true, note);
 	/* the sandbox runs as long as QEMU does; status.json is left as it is
 	 * (a VM that died unasked shows "interrupted", see pisb_vm_status) */
-	while (waitpid(q, &status, 0) < 0 && errno == EINTR) {
+	for (;;) {
+		pid_t w = waitpid(-1, &status, 0);
+		if (w == q || (w < 0 && errno != EINTR))
+			break;
+		if (w == vfs_pid) {
+			/* the guest's userland is gone: its file system calls
+			 * would hang for ever, so the VM goes too (interrupted) */
+			int log = openat(bt->idir, "qemu.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+			if (log >= 0) {
+				dprintf(log, "pisb: virtiofsd exited (status %d): stopping the VM\n", status);
+				close(log);
+			}
+			vfs_pid = -1;
+			kill(q, SIGKILL);
+		}
 	}
+	stop_virtiofsd();
 	_exit(0);
 }
 
@@ -803,11 +1702,16 @@ static int boot(struct pisb_state *st, const char *name, int idir, const struct 
 	bt.cfg = cfg;
 	bt.idir = idir;
 	bt.ctl = -1;
+	bt.vfs_sock = -1;
+	bt.qmp_sock = -1;
+	bt.state_path = st->path;
 	for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++)
 		bt.socks[i] = -1;
 	if (pisb_lock_is_held(idir, "controller.lock"))
 		return 0;
-	if (find_assets(&bt.a, false, e) < 0 || build_initrd(idir, &bt.a, e) < 0)
+	if (check_host_fit(cfg, e) < 0)
+		return -1;
+	if (find_assets(&bt.a, false, e) < 0 || build_initrd(idir, &bt.a, &bt.initrd_hash, e) < 0)
 		goto out;
 	bt.dir = xasprintf("%s/instances/%s", st->path, name);
 	snprintf(what, sizeof(what), "sandbox '%s' (its VM)", name);
@@ -817,6 +1721,12 @@ static int boot(struct pisb_state *st, const char *name, int idir, const struct 
 	for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++)
 		if ((bt.socks[i] = make_socket(idir, i, e)) < 0)
 			goto out;
+	if ((bt.vfs_sock = make_vfs_socket(idir, e)) < 0 || (bt.qmp_sock = listen_at(idir, "qmp.sock", e)) < 0)
+		goto out;
+	if (mkdirat(idir, "share", 0700) < 0 && errno != EEXIST) {
+		pisb_err_sys(e, PISB_EXIT_FAIL, "mkdir 'share'");
+		goto out;
+	}
 	{
 		int fd = openat(idir, "console.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 		int fq = openat(idir, "qemu.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -836,7 +1746,7 @@ static int boot(struct pisb_state *st, const char *name, int idir, const struct 
 		goto out;
 	}
 	if (child == 0) {
-		int null, keep[3 + 1 + PISB_VM_EXEC_PORTS], n = 0, fd = 3;
+		int null, keep[5 + 1 + PISB_VM_EXEC_PORTS], n = 0, fd = 3;
 		setsid();
 		if (fork() != 0)
 			_exit(0);
@@ -851,6 +1761,8 @@ static int boot(struct pisb_state *st, const char *name, int idir, const struct 
 		keep[n++] = fcntl(p[1], F_DUPFD_CLOEXEC, 200);
 		for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++)
 			keep[n++] = fcntl(bt.socks[i], F_DUPFD_CLOEXEC, 200);
+		keep[n++] = fcntl(bt.vfs_sock, F_DUPFD_CLOEXEC, 200);
+		keep[n++] = fcntl(bt.qmp_sock, F_DUPFD_CLOEXEC, 200);
 		for (int i = 0; i < n; i++) {
 			dup3(keep[i], fd + i, O_CLOEXEC);
 		}
@@ -860,6 +1772,8 @@ static int boot(struct pisb_state *st, const char *name, int idir, const struct 
 		bt.report = fd + 2;
 		for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++)
 			bt.socks[i] = fd + 3 + i;
+		bt.vfs_sock = fd + 4 + PISB_VM_EXEC_PORTS;
+		bt.qmp_sock = fd + 5 + PISB_VM_EXEC_PORTS;
 		supervise(&bt);
 	}
 	close(p[1]);
@@ -869,6 +1783,10 @@ static int boot(struct pisb_state *st, const char *name, int idir, const struct 
 		close(bt.socks[i]);
 		bt.socks[i] = -1;
 	}
+	close(bt.vfs_sock);
+	bt.vfs_sock = -1;
+	close(bt.qmp_sock);
+	bt.qmp_sock = -1;
 	close(bt.ctl);
 	bt.ctl = -1;
 	pisb_read_fd(p[0], &msg, 64 << 10);
@@ -892,6 +1810,10 @@ out:
 	for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++)
 		if (bt.socks[i] >= 0)
 			close(bt.socks[i]);
+	if (bt.vfs_sock >= 0)
+		close(bt.vfs_sock);
+	if (bt.qmp_sock >= 0)
+		close(bt.qmp_sock);
 	if (bt.ctl >= 0)
 		close(bt.ctl);
 	assets_release(&bt.a);
@@ -900,14 +1822,6 @@ out:
 }
 
 /* ---- lifecycle ---- */
-
-static int emit(const struct pisb_lc_opts *o, const char *event, const char *name,
-		const char *ws, const char *mode, struct pisb_err *e)
-{
-	struct pisb_event ev = { event, name, "vm", NULL, ws, !strcmp(event, "ready"), false, mode };
-
-	return pisb_lifecycle_event(o, &ev, e);
-}
 
 static int refuse_unsupported(const struct pisb_config *cfg, struct pisb_err *e)
 {
@@ -921,31 +1835,48 @@ static int refuse_unsupported(const struct pisb_config *cfg, struct pisb_err *e)
 		return pisb_err_set(e, PISB_EXIT_USAGE, "resume: the vm driver does not run resume hooks yet");
 	if (cfg->image && strcmp(cfg->image, "host"))
 		return pisb_err_set(e, PISB_EXIT_USAGE,
-				    "image: the vm driver boots a busybox userland on its own disk; rootfs images are not supported yet (omit image, or use driver local)");
+				    "image: the vm driver shares the host's userland (image: host); rootfs images are not supported yet (omit image, or use driver local)");
+	if (check_host_fit(cfg, e) < 0)
+		return -1;
 	if (strpbrk(cfg->workspace, " \t\n"))
 		return pisb_err_set(e, PISB_EXIT_USAGE, "workspace: the vm driver needs a path without spaces");
 	return 0;
 }
 
+/* setup[] lines, then <workspace>/.agents/setup when it is executable,
+ * all within one 20-minute deadline (PISB_VM_SETUP_MS); the first failure
+ * is kept in setupError. */
 static void run_setup(int idir, const struct pisb_config *cfg)
 {
 	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT;
 	_cleanup_close_ int log = openat(idir, "setup.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	_cleanup_free_ char *agents = xasprintf("f=%s/.agents/setup; if [ -x \"$f\" ]; then exec \"$f\"; fi",
+						cfg->workspace);
+	int64_t deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_SETUP_MS", VM_SETUP_DEADLINE_MS);
 	char *failed = NULL;
 
 	pisb_strv_push(&env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 	pisb_strv_push(&env, "HOME=/root");
 	for (size_t i = 0; i < cfg->env.n; i++)
 		pisb_strv_pushf(&env, "%s=%s", cfg->env.v[i].key, cfg->env.v[i].val);
-	for (size_t i = 0; i < cfg->nsetup && !failed; i++) {
-		char *argv[] = { "/bin/sh", "-lc", cfg->setup[i], NULL };
-		struct vm_run r = { argv, env.v, cfg->workspace, -1, log, log, false, false };
+	for (size_t i = 0; i <= cfg->nsetup && !failed; i++) {
+		const char *line = i < cfg->nsetup ? cfg->setup[i] : agents;
+		char *argv[] = { "/bin/sh", "-lc", (char *)line, NULL };
+		struct vm_run r = { argv, env.v, cfg->workspace, -1, log, log, false, false, deadline };
 		struct pisb_err e = PISB_ERR_INIT;
 		int code = 0;
-		if (vm_run(idir, &r, &code, &e) < 0)
-			failed = xasprintf("setup[%zu] '%s': %s", i, cfg->setup[i], e.msg);
+		_cleanup_free_ char *what = i < cfg->nsetup ? xasprintf("setup[%zu] '%s'", i, line)
+							    : xstrdup(".agents/setup");
+		if (pisb_mono_ms() >= deadline)
+			failed = xasprintf("%s: the %d-minute setup deadline passed", what,
+					   pisb_env_ms("PISB_VM_SETUP_MS", VM_SETUP_DEADLINE_MS) / 60000);
+		else if (vm_run(idir, &r, &code, &e) < 0)
+			failed = e.code == PISB_EXIT_TIMEOUT
+				 ? xasprintf("%s: the setup deadline (%d s) passed: killed", what,
+					     pisb_env_ms("PISB_VM_SETUP_MS", VM_SETUP_DEADLINE_MS) / 1000)
+				 : xasprintf("%s: %s", what, e.msg);
 		else if (code)
-			failed = xasprintf("setup[%zu] '%s' exited with %d", i, cfg->setup[i], code);
+			failed = xasprintf("%s exited with %d", what, code);
 	}
 	if (failed) {
 		struct pisb_runtime rt;
@@ -966,7 +1897,7 @@ int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
 		   struct pisb_err *e)
 {
 	struct vm_assets a;
-	_cleanup_free_ char *stg = NULL, *dest = NULL, *img = NULL;
+	_cleanup_free_ char *stg = NULL, *dest = NULL, *img = NULL, *tree = NULL;
 	_cleanup_close_ int sdir = -1, lock = -1, idir = -1;
 	struct pisb_record rec;
 	struct pisb_runtime rt;
@@ -989,13 +1920,23 @@ int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
 	sdir = pisb_instance_stage(st, o->name, &stg, &lock, e);
 	if (sdir < 0)
 		goto out;
-	/* the disk: a sparse ext4 image, made here (the guest has no mkfs) */
+	/* the disk: a sparse ext4 image, made here (the guest has no mkfs),
+	 * holding the overlay's upper and work dirs over the host's userland
+	 * and the guest copy of the config, <workspace>/.sandbox.yaml */
 	img = xasprintf("%s/%s/disk.img", st->path, stg);
+	tree = xasprintf("%s/%s/fsroot", st->path, stg);
+	{
+		_cleanup_free_ char *ws = xasprintf("fsroot/upper%s", cfg->workspace);
+		_cleanup_free_ char *yml = xasprintf("%s/.sandbox.yaml", ws);
+		if (pisb_mkdirs_at(sdir, ws, 0755, e) < 0 || pisb_mkdirs_at(sdir, "fsroot/work", 0700, e) < 0 ||
+		    (o->config_text && pisb_atomic_write(sdir, yml, o->config_text, o->config_len, 0644, e) < 0))
+			goto out;
+	}
 	{
 		char size[32];
 		snprintf(size, sizeof(size), "%dG", cfg->disk_gib);
 		char *argv[] = { a.mke2fs, "-q", "-F", "-t", "ext4", "-L", "pisb-root", "-m", "0",
-				 "-E", "lazy_itable_init=1,lazy_journal_init=1", img, size, NULL };
+				 "-E", "lazy_itable_init=1,lazy_journal_init=1", "-d", tree, img, size, NULL };
 		_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
 		int xe = 0, code = pisb_run_capture(argv, NULL, true, 8192, 120000, &out, &xe);
 		if (code != 0) {
@@ -1005,6 +1946,7 @@ int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
 		}
 		if (fchmodat(st->fd, strchr(img + strlen(st->path), '/') + 1, 0600, 0) < 0) {
 		}
+		pisb_rm_rf_at(sdir, "fsroot", &(struct pisb_err)PISB_ERR_INIT);
 	}
 	memset(&rec, 0, sizeof(rec));
 	rec.name = (char *)o->name;
@@ -1035,8 +1977,8 @@ int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
 	run_setup(idir, cfg);
 	close(lock);
 	lock = -1;
-	if (emit(o, "ready", o->name, cfg->workspace, NULL, e) < 0)
-		goto out;
+	if (o->ready)
+		o->ready->workspace = xstrdup(cfg->workspace);
 	ret = 0;
 out:
 	if (ret < 0) {
@@ -1127,9 +2069,9 @@ static int halt(struct vm_inst *t, bool graceful, struct pisb_err *e)
 		return 0;
 	mark(t->idir, "stopping");
 	if (graceful && vm_poweroff(t->idir, 5000) == 0) {
-		deadline = pisb_mono_ms() + env_ms("PISB_VM_STOP_MS", 20000);
+		deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_STOP_MS", 20000);
 		while (pisb_lock_is_held(t->idir, "controller.lock") && pisb_mono_ms() < deadline)
-			sleep_ms(100);
+			pisb_sleep_ms(100);
 	}
 	for (int sig = graceful ? SIGTERM : SIGKILL; pisb_lock_is_held(t->idir, "controller.lock");
 	     sig = SIGKILL) {
@@ -1139,7 +2081,7 @@ static int halt(struct vm_inst *t, bool graceful, struct pisb_err *e)
 			kill(t->rt.controller.pid, sig);
 		deadline = pisb_mono_ms() + 3000;
 		while (pisb_lock_is_held(t->idir, "controller.lock") && pisb_mono_ms() < deadline)
-			sleep_ms(50);
+			pisb_sleep_ms(50);
 		if (sig == SIGKILL && pisb_lock_is_held(t->idir, "controller.lock"))
 			return pisb_err_set(e, PISB_EXIT_BACKEND, "the VM's supervisor does not exit");
 	}
@@ -1161,46 +2103,22 @@ int pisb_vm_start(struct pisb_state *st, const char *name,
 	return ret;
 }
 
-int pisb_vm_stop(struct pisb_state *st, const char *name,
-		 const struct pisb_lc_opts *o, struct pisb_err *e)
+int pisb_vm_end(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, bool destroy,
+		struct pisb_ready *ev, struct pisb_err *e)
 {
 	struct vm_inst t;
 	int ret;
 
-	if (inst_open(st, name, o, &t, e) < 0)
-		return pisb_err_prefix(e, "stop '%s'", name);
-	ret = halt(&t, true, e);
-	if (ret == 0)
+	if (inst_open(sb->st, sb->name, o, &t, e) < 0)
+		return -1;
+	/* stop asks the guest first; destroy does not */
+	ret = halt(&t, !destroy, e);
+	if (ret == 0 && !destroy)
 		mark(t.idir, "stopped");
-	close(t.lock);
-	t.lock = -1;
 	if (ret == 0)
-		ret = emit(o, "released", name, t.cfg->workspace, "stop", e);
-	if (ret < 0)
-		pisb_err_prefix(e, "stop '%s'", name);
-	inst_release(&t);
-	return ret;
-}
-
-int pisb_vm_destroy(struct pisb_state *st, const char *name,
-		    const struct pisb_lc_opts *o, struct pisb_err *e)
-{
-	struct vm_inst t;
-	_cleanup_free_ char *ws = NULL;
-	int ret;
-
-	if (inst_open(st, name, o, &t, e) < 0)
-		return pisb_err_prefix(e, "destroy '%s'", name);
-	ws = xstrdup(t.cfg->workspace);
-	ret = halt(&t, false, e);
+		ev->workspace = xstrdup(t.cfg->workspace);
 	close(t.lock);
 	t.lock = -1;
 	inst_release(&t);
-	if (ret == 0)
-		ret = pisb_state_trash(st, "instances", name, e);
-	if (ret == 0)
-		ret = emit(o, "released", name, ws, "remove", e);
-	if (ret < 0)
-		pisb_err_prefix(e, "destroy '%s'", name);
 	return ret;
 }

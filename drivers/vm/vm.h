@@ -11,28 +11,40 @@
  *            linux-image-cloud-amd64 package, extracted, not installed)
  *   qemu     $PISB_VM_QEMU, else qemu-system-x86_64 on PATH
  *   agent    pisb-agent beside the pisb binaries (static)
- *   busybox  $PISB_VM_BUSYBOX, else /bin/busybox (must be static)
+ *   virtiofsd $PISB_VM_VIRTIOFSD, else /usr/lib/qemu/virtiofsd (root only)
  *   mke2fs   for the disk, at create
  *
  * Files in instances/NAME/ (besides record.json, status.json, op.lock):
- *   disk.img         the guest's root file system: a sparse raw ext4
- *                    image of diskGiB, made at create; busybox and the
- *                    agent are refreshed on it at every boot
+ *   disk.img         a sparse raw ext4 image of diskGiB, made at create
+ *                    (mke2fs -d): upper/ and work/ of the guest's overlay
+ *                    root, upper/<workspace>/.sandbox.yaml
  *   initrd.cpio      the initramfs, rebuilt at every start (agent,
- *                    busybox, modules)
+ *                    modules)
+ *   virtiofs.sock    (0600) virtiofsd's vhost-user socket; share/ the
+ *                    mount point of its read-only view of the host's
+ *                    /usr /bin /lib* /sbin /etc (secrets masked), in
+ *                    virtiofsd's own mount namespace; virtiofsd.log
  *   controller.lock  held by the host-side supervisor (and QEMU) while
  *                    the VM lives: running = held
  *   agentN.sock      (0600) host ends of the virtio-serial ports, N 0..4:
  *                    0 lifecycle (ping, poweroff), 1..4 one command each
  *   agentN.lock      held by the pisb process using port N
  *   console.log      the guest's serial console;  qemu.log  QEMU's stderr
+ *   qmp.sock         (0600) QEMU's QMP socket (used by a restore)
  *   setup.log        output of setup[] at create
  *   exec/vm-XXXXXXXX/ exec handles (vm_handle.c)
  *
  * status.json: state starting|running|stopping|stopped (a VM that died
  * otherwise shows "interrupted"); controller = the supervisor, init = QEMU;
- * extra (inspect: "vm") {"accel","machine","accelNote","kernel","qemu",
- * "memoryMiB","cpus"}.
+ * extra (inspect: "vm") {"accel","machine","accelNote","boot","bootNote",
+ * "kernel","qemu","memoryMiB","cpus"}; boot "snapshot" or "cold".
+ *
+ * The boot snapshot (vm.c, <state>/vmsnap/): a template VM booted to the
+ * agent's stage 1 with no disk and no share, saved once per (kernel,
+ * initramfs, QEMU binary, memory, vCPUs, accelerator) and restored by
+ * every boot, the disk and the share then hot-plugged (q35: two PCIe
+ * root ports).  Any failure boots cold with a note; PISB_VM_SNAPSHOT=0
+ * turns it off.
  *
  * The machine is q35 (PCI virtio devices) with KVM and under TCG;
  * PISB_VM_MACHINE=microvm asks for microvm (virtio-mmio), untested.
@@ -53,29 +65,36 @@ struct pisb_exec_req;
 
 
 /* create: refuse what a VM without network cannot do (services,
- * network.allowedHosts, resume[], a rootfs image), find the assets, make
- * the disk, publish the instance, boot, run setup[] (a failure is kept in
- * setupError), "ready" event and --on-ready.  Any failure before ready
- * removes the instance. */
+ * network.allowedHosts, resume[], a rootfs image) and what the host
+ * cannot honour (more vCPUs or memory than it has: exit 2), find the
+ * assets, make the disk, publish the instance, boot, run setup[] and
+ * .agents/setup within 20 minutes (a failure is kept in setupError),
+ * "ready" event and --on-ready.  Any failure before ready removes the
+ * instance. */
 int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
 		   const char *config_json, const struct pisb_lc_opts *o,
 		   struct pisb_err *e);
 /* start: boot again from the disk (no-op when running). */
 int pisb_vm_start(struct pisb_state *st, const char *name,
 		  const struct pisb_lc_opts *o, struct pisb_err *e);
-/* stop: the agent syncs and powers off; QEMU is killed if it has not
- * exited after PISB_VM_STOP_MS (default 20000). */
-int pisb_vm_stop(struct pisb_state *st, const char *name,
-		 const struct pisb_lc_opts *o, struct pisb_err *e);
-/* destroy: kill QEMU if running, remove the instance. */
-int pisb_vm_destroy(struct pisb_state *st, const char *name,
-		    const struct pisb_lc_opts *o, struct pisb_err *e);
+/* stop and destroy, as lifecycle.h's pisb_lifecycle_end runs them: stop:
+ * the agent syncs and powers off; QEMU is killed if it has not exited
+ * after PISB_VM_STOP_MS (default 20000).  destroy: QEMU killed if running
+ * (the core then removes the instance). */
+struct pisb_sandbox;
+struct pisb_ready;
+int pisb_vm_end(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, bool destroy,
+		struct pisb_ready *ev, struct pisb_err *e);
 
 /* For list and inspect: the lock, then status.json's state. */
 enum pisb_status pisb_vm_status(int idir, const struct pisb_runtime *rt);
 /* The accelerator note of the last boot ("KVM is not usable ...: TCG"),
  * or NULL when KVM was used (caller frees). */
 char *pisb_vm_accel_note(struct pisb_state *st, const char *name);
+/* /dev/kvm is PVM (module kvm_pvm loaded, no vmx/svm in the CPU flags):
+ * it boots only guest kernels built with CONFIG_PVM_GUEST, so the driver
+ * runs a stock kernel under TCG at once (doctor's kvm check says so). */
+bool pisb_vm_kvm_is_pvm(void);
 
 /* exec attached through the agent: argv (or /bin/sh -lc STRING), cwd
  * (relative: under the workspace; default the workspace), env (PATH,

@@ -47,9 +47,76 @@ static int sock_connect(int idir, int port)
 	return fd;
 }
 
+/* A command port answers a PING before it gets a command: a port whose
+ * agent still holds part of a frame from a client that died mid-write
+ * would take the next client's bytes as the rest of it, and that client
+ * would wait for ever.  No PONG within VM_PORT_PING_MS: hang up and stay
+ * away VM_PORT_REST_MS (the agent drops a half-read frame once a hang-up
+ * lasts 1.5 s, agent/pisb-agent.c), then try again, until
+ * PISB_VM_PORT_MS (default VM_PORT_MS) has passed. */
+#define VM_PORT_PING_MS 5000
+#define VM_PORT_REST_MS 2000
+#define VM_PORT_MS 30000
+
+/* The reset between two tries: a new buffer and socket. */
+static void conn_hang_up(struct vm_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->off = c->have = 0;
+}
+
+/* Wait until deadline for the PONG of session sid on c: 0, or -1. */
+static int await_pong(struct vm_conn *c, uint32_t sid, int64_t deadline)
+{
+	for (;;) {
+		int t;
+		const unsigned char *p;
+		uint32_t len;
+		int64_t left = deadline - pisb_mono_ms();
+		struct pollfd pf = { c->fd, POLLIN, 0 };
+		if (vm_next(c, sid, &t, &p, &len) == 1) {
+			vm_take(c, len);
+			if (t == PISB_VM_PONG)
+				return 0;
+			continue;
+		}
+		if (left <= 0)
+			return -1;
+		if (poll(&pf, 1, (int)left) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (pf.revents && vm_fill(c) <= 0)
+			return -1;
+	}
+}
+
+/* A port that did not answer, for whoever looks into a hang later: one
+ * line in the instance's ports.log (host-owned; the guest cannot write it). */
+static void port_note(int idir, int port, int tries)
+{
+	char t[32], line[128];
+	int fd = openat(idir, "ports.log", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int n;
+
+	if (fd < 0)
+		return;
+	pisb_time_rfc3339(pisb_now_ms() / 1000, t);
+	n = snprintf(line, sizeof(line), "%s command port %d: no answer to PING within %d ms (try %d)\n", t,
+		     port, VM_PORT_PING_MS, tries);
+	if (pisb_write_all(fd, line, (size_t)n) < 0) {
+	}
+	close(fd);
+}
+
 int vm_conn_open(int idir, int port, int wait_ms, struct vm_conn *c, struct pisb_err *e)
 {
 	char lk[32];
+	int limit_ms = pisb_env_ms("PISB_VM_PORT_MS", VM_PORT_MS), tries = 0;
+	int64_t give_up;
 
 	*c = (struct vm_conn)VM_CONN_INIT;
 	if (port < 0) {
@@ -72,13 +139,34 @@ int vm_conn_open(int idir, int port, int wait_ms, struct vm_conn *c, struct pisb
 	}
 	if (c->lock < 0)
 		return -1;
-	c->fd = sock_connect(idir, port);
-	if (c->fd < 0) {
-		pisb_err_sys(e, PISB_EXIT_BACKEND, "connect to the guest agent (agent%d.sock)", port);
-		vm_conn_close(c);
-		return -1;
+	give_up = pisb_mono_ms() + limit_ms;
+	for (;;) {
+		uint32_t sid = vm_sid();
+		int64_t until = pisb_mono_ms() + VM_PORT_PING_MS;
+		c->fd = sock_connect(idir, port);
+		if (c->fd < 0) {
+			pisb_err_sys(e, PISB_EXIT_BACKEND, "connect to the guest agent (agent%d.sock)", port);
+			vm_conn_close(c);
+			return -1;
+		}
+		/* port 0's callers wait for their own answer */
+		if (port == 0)
+			return 0;
+		tries++;
+		if (vm_send(c, PISB_VM_PING, sid, NULL, 0) == 0 &&
+		    await_pong(c, sid, until < give_up ? until : give_up) == 0)
+			return 0;
+		conn_hang_up(c);
+		port_note(idir, port, tries);
+		if (pisb_mono_ms() + VM_PORT_REST_MS >= give_up) {
+			pisb_err_set(e, PISB_EXIT_BACKEND,
+				     "the guest agent did not answer on its command port %d (%d tries in %d s); the VM may be overloaded or its agent gone",
+				     port, tries, limit_ms / 1000);
+			vm_conn_close(c);
+			return -1;
+		}
+		pisb_sleep_ms(VM_PORT_REST_MS);
 	}
-	return 0;
 }
 
 void vm_conn_close(struct vm_conn *c)
@@ -193,7 +281,7 @@ uint32_t vm_sid(void)
 }
 
 /* Send one frame on port 0, wait for PONG. */
-static int lifecycle_call(int idir, int type, int timeout_ms)
+static int lifecycle_call(int idir, int type, const void *data, size_t len0, int timeout_ms)
 {
 	struct vm_conn c = VM_CONN_INIT;
 	struct pisb_err ig = PISB_ERR_INIT;
@@ -203,38 +291,25 @@ static int lifecycle_call(int idir, int type, int timeout_ms)
 
 	if (vm_conn_open(idir, 0, timeout_ms, &c, &ig) < 0)
 		return -1;
-	if (vm_send(&c, type, sid, NULL, 0) < 0)
-		goto out;
-	for (;;) {
-		int t;
-		const unsigned char *p;
-		uint32_t len;
-		int64_t left = deadline - pisb_mono_ms();
-		struct pollfd pf = { c.fd, POLLIN, 0 };
-		if (vm_next(&c, sid, &t, &p, &len) == 1) {
-			if (t == PISB_VM_PONG) {
-				ret = 0;
-				goto out;
-			}
-			vm_take(&c, len);
-			continue;
-		}
-		if (left <= 0 || poll(&pf, 1, (int)left) <= 0 || vm_fill(&c) <= 0)
-			goto out;
-	}
-out:
+	if (vm_send(&c, type, sid, data, len0) == 0)
+		ret = await_pong(&c, sid, deadline);
 	vm_conn_close(&c);
 	return ret;
 }
 
 int vm_ping(int idir, int timeout_ms)
 {
-	return lifecycle_call(idir, PISB_VM_PING, timeout_ms);
+	return lifecycle_call(idir, PISB_VM_PING, NULL, 0, timeout_ms);
 }
 
 int vm_poweroff(int idir, int timeout_ms)
 {
-	return lifecycle_call(idir, PISB_VM_POWEROFF, timeout_ms);
+	return lifecycle_call(idir, PISB_VM_POWEROFF, NULL, 0, timeout_ms);
+}
+
+int vm_boot_args(int idir, const char *args, int timeout_ms)
+{
+	return lifecycle_call(idir, PISB_VM_BOOT, args, strlen(args), timeout_ms);
 }
 
 /* ---- running a command ---- */
@@ -280,6 +355,12 @@ static void exec_payload(struct pisb_buf *b, const struct vm_run *r)
 
 int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 {
+	return vm_run_sink(idir, r, NULL, NULL, code, e);
+}
+
+int vm_run_sink(int idir, const struct vm_run *r, vm_sink_fn sink, void *arg, int *code,
+		struct pisb_err *e)
+{
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR2 };
 	struct sigaction sa, old[5], oldpipe;
 	size_t nsigs = r->kill_on_usr2 ? 5 : 4;
@@ -289,6 +370,7 @@ int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 	bool in_open = r->in_fd >= 0, done = false;
 	int64_t stall_at = 0, give_up_at = 0;
 	int last_sig = 0;
+	bool timed_out = false;
 	int ret = -1;
 
 	if (vm_conn_open(idir, -1, -1, &c, e) < 0)
@@ -324,7 +406,13 @@ int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 		int64_t now;
 
 		while (vm_next(&c, sid, &t, &p, &len) == 1) {
-			if (t == PISB_VM_STDOUT || t == PISB_VM_STDERR) {
+			if (sink && (t == PISB_VM_STDOUT || t == PISB_VM_STDERR)) {
+				if (sink(arg, t, p, len, e) < 0) {
+					unsigned char k = SIGKILL;
+					vm_send(&c, PISB_VM_KILL, sid, &k, 1);
+					goto out;
+				}
+			} else if (t == PISB_VM_STDOUT || t == PISB_VM_STDERR) {
 				/* a closed stdout is not our failure: the command
 				 * sees nothing of it and finishes */
 				if (pisb_write_all(t == PISB_VM_STDOUT ? r->out_fd : r->err_fd, p, len) < 0) {
@@ -356,10 +444,22 @@ int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 				     VM_SIGNAL_GRACE_MS / 1000, last_sig);
 			goto out;
 		}
+		if (r->deadline && !timed_out && now >= r->deadline) {
+			unsigned char k = SIGKILL;
+			timed_out = true;
+			last_sig = SIGKILL;
+			give_up_at = now + VM_SIGNAL_GRACE_MS;
+			if (vm_send(&c, PISB_VM_KILL, sid, &k, 1) < 0) {
+				pisb_err_set(e, PISB_EXIT_TIMEOUT, "the deadline passed and the guest agent is gone");
+				goto out;
+			}
+		}
 		if (stall_at || give_up_at) {
 			int64_t until = stall_at && (!give_up_at || stall_at < give_up_at) ? stall_at : give_up_at;
 			wait = (int)(until - now);
 		}
+		if (r->deadline && !timed_out && (wait < 0 || r->deadline - now < wait))
+			wait = (int)(r->deadline - now);
 		n = poll(pf, 3, wait);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -405,6 +505,8 @@ int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 		}
 	}
 	ret = 0;
+	if (timed_out)
+		ret = pisb_err_set(e, PISB_EXIT_TIMEOUT, "the deadline passed: the command was killed");
 out:
 	if (r->forward)
 		for (size_t i = 0; i < nsigs; i++)
@@ -507,7 +609,7 @@ int pisb_vm_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 	if (vm_open_running(st, r->name, &idir, &cfg, e) < 0)
 		return -1;
 	vm_build(cfg, r, &env, &argv, &cwd);
-	run = (struct vm_run){ argv.v, env.v, cwd, 0, 1, 2, true, false };
+	run = (struct vm_run){ argv.v, env.v, cwd, 0, 1, 2, true, false, 0 };
 	if (fcntl(0, F_GETFD) < 0)
 		run.in_fd = -1;
 	ret = vm_run(idir, &run, code, e);

@@ -47,6 +47,9 @@ uint32_t vm_sid(void);
 int vm_ping(int idir, int timeout_ms);
 /* POWEROFF through port 0: 0 when the agent acknowledged. */
 int vm_poweroff(int idir, int timeout_ms);
+/* BOOT through port 0 to a guest restored from the boot snapshot (args:
+ * "pisb.KEY=VALUE ..."): 0 when the agent acknowledged. */
+int vm_boot_args(int idir, const char *args, int timeout_ms);
 
 /* Run argv in the guest: stdin from in_fd (-1: none), output to out_fd
  * and err_fd, signals forwarded when forward; *code the exit status. */
@@ -57,8 +60,15 @@ struct vm_run {
 	int in_fd, out_fd, err_fd;
 	bool forward;
 	bool kill_on_usr2;        /* SIGUSR2 sends SIGKILL (exec handles) */
+	int64_t deadline;         /* pisb_mono_ms(): SIGKILL then, exit 6; 0 none */
 };
 int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e);
+/* The same with the output (type PISB_VM_STDOUT/STDERR) going to sink
+ * instead of out_fd/err_fd; a sink that returns -1 (e filled) ends the
+ * run: the command is killed and vm_run_sink fails with e. */
+typedef int (*vm_sink_fn)(void *arg, int type, const void *p, size_t n, struct pisb_err *e);
+int vm_run_sink(int idir, const struct vm_run *r, vm_sink_fn sink, void *arg, int *code,
+		struct pisb_err *e);
 
 struct pisb_state;
 struct pisb_config;

@@ -18,6 +18,10 @@
  *   PING     the agent answers PONG (payload: its version text).
  *   POWEROFF sync, stop every process, remount / read-only, reboot
  *            (QEMU runs with -no-reboot, so it exits); answers PONG first.
+ *   BOOT     only to a guest restored from the boot snapshot, waiting in
+ *            stage 1: "pisb.KEY=VALUE ..." (its arguments, pisb.time,
+ *            pisb.seed); answers PONG, then mounts the hot-plugged disk
+ *            and share.
  * Guest to host:
  *   STDOUT / STDERR  output bytes;  EXIT  i32le exit status (N, 128+signal,
  *   126 cannot run, 127 not found);  PONG.
@@ -36,7 +40,13 @@
 #define PISB_VM_MAX_FRAME (1u << 20)
 #define PISB_VM_EXEC_PORTS 4
 #define PISB_VM_PORT_PREFIX "org.pisb.agent."
-#define PISB_VM_AGENT_VERSION "pisb-agent 1"
+#define PISB_VM_AGENT_VERSION "pisb-agent 2"
+/* The file verbs run `PISB_VM_FS_AGENT fs VERB ARGS...` in the guest
+ * (agent/agent_fs.c; its reply format: drivers/vm/vm_fs.c). */
+#define PISB_VM_FS_AGENT "/run/pisb/agent"
+#define PISB_VM_FS_EDIT_MAX (64 << 20)
+/* the virtiofs tag of the host's read-only userland */
+#define PISB_HOST_TAG "pisb-host"
 
 enum {
 	PISB_VM_EXEC = 1,
@@ -44,6 +54,7 @@ enum {
 	PISB_VM_KILL = 3,
 	PISB_VM_PING = 4,
 	PISB_VM_POWEROFF = 5,
+	PISB_VM_BOOT = 6,
 	PISB_VM_STDOUT = 0x81,
 	PISB_VM_STDERR = 0x82,
 	PISB_VM_EXIT = 0x83,

@@ -2,7 +2,9 @@
 // Per-call overhead of the Pi extension: the median time of a direct pisb call
 // next to the same operation through the extension's tool (bash running
 // `true`; read of a small file; grep of a small tree). The difference is what
-// the extension adds; the goal is under 2 ms (exit status 1 at 2 ms or more).
+// the extension adds; the goal is under 2 ms, reported on each row as ok or
+// OVER (never an exit status: timings move with the machine's load). Exit
+// status 2 when a call fails.
 //
 //   node extensions/pi/bench.mjs [N]        (N calls each, default 40)
 //
@@ -117,8 +119,9 @@ try {
 	for (const [label, direct, viaExt] of rows) {
 		try {
 			const [d, e, over, cpu] = await medians(direct, viaExt);
-			console.log([label, d.toFixed(2), e.toFixed(2), over.toFixed(2), cpu.toFixed(2)].map((s) => String(s).padEnd(18)).join(""));
-			if (over >= 2) code = 1;
+			// the 2 ms goal is reported, not enforced: a loaded machine moves wall times
+			const verdict = over < 2 ? "ok" : "OVER";
+			console.log([label, d.toFixed(2), e.toFixed(2), over.toFixed(2), cpu.toFixed(2), `(goal < 2 ms: ${verdict})`].map((s) => String(s).padEnd(18)).join(""));
 		} catch (err) {
 			console.log(`${label.padEnd(18)}failed: ${err.message.split("\n")[0]}`);
 			code = 2;

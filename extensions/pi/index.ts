@@ -6,7 +6,11 @@
  * and maps paths between the host working directory and the sandbox workspace.
  * What it decides itself: which requests of the model's sandbox tool reach
  * pisb (nothing of the host, only this project's sandboxes), and when the
- * session's sandbox is made, renewed and released (each step one pisb verb).
+ * session's sandbox is made, renewed and released (each step one pisb verb),
+ * and which docker arguments the model's docker_* parameters become (typed
+ * values only: no docker option, host path or host command of the model's).
+ * The session's project goes in as `pisb create --project` (a verified copy)
+ * and comes back only through the user: /sandbox diff, /sandbox apply.
  *
  * Imports use the legacy @mariozechner names: Pi 0.73.1 resolves only those,
  * and current Pi maps them to its own modules.
@@ -71,12 +75,20 @@ export interface PisbExtensionOptions {
 	lifecycle?: Lifecycle | SeedMode;
 	/** host variables passed into the sandbox besides PI_* */
 	envAllowlist?: string[];
-	/** copy the host working directory into the workspace when the sandbox is created */
+	/**
+	 * the host project (the session's cwd) in the workspace: "copy" (default:
+	 * `pisb create --project`, unless the config's project.mode is none) or
+	 * "none". Only the local driver copies a project so far.
+	 */
+	project?: "copy" | "none";
+	/** old name: on a driver without project copy, `pisb push` of the cwd at creation; elsewhere the project copy */
 	push?: boolean;
 	/** bound on every pisb call except bash (ms); default 120000 */
 	opTimeoutMs?: number;
 	/** at session start, remove this user's session sandboxes stopped for more than this many hours (0: never); default $PISB_GC_HOURS, else 24 */
 	gcHours?: number;
+	/** the docker_* tools when the sandbox has a docker daemon of its own; default true ($PISB_DOCKER_TOOLS=0: false) */
+	dockerTools?: boolean;
 	/** throwing (or rejecting) on "ready" cleans the sandbox up and fails session_start */
 	onSandboxEvent?: (event: SandboxEvent) => void | Promise<void>;
 }
@@ -87,6 +99,8 @@ const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SECRET_KEY_RE = /KEY|TOKEN|SECRET|PASSW|CREDENTIAL/i;
 const DEFAULT_ENV_ALLOWLIST = ["LANG", "LC_ALL", "LC_CTYPE", "TZ"];
 const STATUS_KEY = "pisb";
+/** starts the one-line project note appended to the session's first tool result */
+const NOTE_PREFIX = "[pisb] ";
 /** metadata keys the extension adds to the configs it creates sandboxes from */
 const META_PROJECT = "pisb.pi/project";
 const META_ROLE = "pisb.pi/role";
@@ -136,6 +150,14 @@ interface Sandbox {
 	watchdog?: ChildProcess;
 	/** set once pisb says the sandbox no longer exists */
 	gone?: boolean;
+	/** the host project copied into the workspace (pisb create --project): pisb diff and apply work on it */
+	project?: string;
+	/** files changed against the project's base, as the last `pisb diff --stat --json` counted them */
+	changed?: number;
+	/** the docker tools are offered (the status line says so) */
+	docker?: boolean;
+	/** project.mode bind or bind-ro: the host project itself is mounted at the workspace (no base, no diff) */
+	bound?: { dir: string; readOnly: boolean };
 }
 
 interface Renewal {
@@ -145,6 +167,30 @@ interface Renewal {
 }
 
 // ---------------------------------------------------------------- helpers
+
+/** docker_init's languages (the seed's: node with npm or pnpm, python, go, rust, a generic alpine base) */
+const INIT_LANGS = ["node", "pnpm", "python", "go", "rust", "generic"] as const;
+type InitLang = (typeof INIT_LANGS)[number];
+
+const INIT_IGNORE = ".git\nnode_modules\ntarget\n__pycache__\n.venv\n.env\n.env.*\n*.pem\n*.key\n.sandbox.yaml\n";
+
+/** a starting Dockerfile per language; ports avoid 80 (the seed: sbx's port proxy resets it) */
+function initTemplate(lang: InitLang, crate: string): { dockerfile: string; port: number } {
+	switch (lang) {
+		case "node":
+			return { port: 3000, dockerfile: 'FROM node:22-alpine\nWORKDIR /app\nCOPY package*.json ./\nRUN npm install\nCOPY . .\nENV PORT=3000\nEXPOSE 3000\nCMD ["npm", "start"]\n' };
+		case "pnpm":
+			return { port: 3000, dockerfile: 'FROM node:22-alpine\nRUN corepack enable\nWORKDIR /app\nCOPY package.json pnpm-lock.yaml ./\nRUN pnpm install --frozen-lockfile\nCOPY . .\nENV PORT=3000\nEXPOSE 3000\nCMD ["pnpm", "start"]\n' };
+		case "python":
+			return { port: 8000, dockerfile: 'FROM python:3.12-slim\nWORKDIR /app\nCOPY . .\nRUN if [ -f requirements.txt ]; then pip install --no-cache-dir -r requirements.txt; elif [ -f pyproject.toml ]; then pip install --no-cache-dir .; fi\nEXPOSE 8000\nCMD ["python", "main.py"]\n' };
+		case "go":
+			return { port: 8080, dockerfile: 'FROM golang:1.23-alpine AS build\nWORKDIR /src\nCOPY . .\nRUN go build -o /app .\nFROM alpine:3\nCOPY --from=build /app /app\nEXPOSE 8080\nCMD ["/app"]\n' };
+		case "rust":
+			return { port: 8080, dockerfile: `FROM rust:1-slim AS build\nWORKDIR /src\nCOPY . .\nRUN cargo build --release\nFROM debian:bookworm-slim\nCOPY --from=build /src/target/release/${crate} /usr/local/bin/app\nEXPOSE 8080\nCMD ["/usr/local/bin/app"]\n` };
+		default:
+			return { port: 8080, dockerfile: 'FROM alpine:3\nWORKDIR /app\nCOPY . .\nEXPOSE 8080\nCMD ["sh"]\n' };
+	}
+}
 
 function envList(value: string | undefined): string[] | undefined {
 	if (value === undefined) return undefined;
@@ -225,8 +271,12 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		let sessionCwd = process.cwd();
 		let lastError: string | undefined;
 		let sweeping: Promise<void> | undefined;
+		/** the first tool result of the session (and the first after a new sandbox) has said where the project is */
+		let noted = false;
 		/** "bash" once `pisb exec --help` offers --bash (learnt at session start) */
 		let shell: keyof typeof SHELL_OPTIONS = "sh";
+		/** true once `pisb release --help` answers: the policy is applied by pisb's release verb */
+		let hasRelease = false;
 		/** the session's context, for warnings that arrive outside any call (renewal) */
 		let uiCtx: ExtensionContext | undefined;
 
@@ -455,10 +505,82 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			};
 		}
 
+		/**
+		 * the project directory to copy at creation (`pisb create --project`):
+		 * the config's project.dir, else the session's cwd; none when the config
+		 * says mode none, the option or PISB_PROJECT says none, or the driver
+		 * has no project copy (local only so far)
+		 */
+		function projectOf(cfg: any, cwd: string): string | undefined {
+			const want = options.project ?? (process.env.PISB_PROJECT === "none" ? "none" : "copy");
+			if (want === "none" || cfg?.project?.mode === "none") return undefined;
+			if ((cfg?.driver ?? "local") !== "local") return undefined;
+			return typeof cfg?.project?.dir === "string" && cfg.project.dir ? cfg.project.dir : projectRoot(cwd);
+		}
+
+		/** `pisb diff NAME --stat --json`: sets sb.project and sb.changed (no project: both unset) */
+		async function countChanges(sb: Sandbox): Promise<any | undefined> {
+			const r = await run(["diff", sb.name, "--stat", "--json"], { timeoutMs: opTimeoutMs }).catch(() => undefined);
+			let j: any;
+			try {
+				j = r?.code === 0 ? JSON.parse(r.stdout.toString("utf8")) : undefined;
+			} catch {}
+			if (!j || typeof j.project !== "string" || !Array.isArray(j.changes)) {
+				sb.project = undefined;
+				sb.changed = undefined;
+				return undefined;
+			}
+			sb.project = j.project;
+			sb.changed = j.changes.length;
+			return j;
+		}
+
+		function showStatus(sb: Sandbox, ctx?: ExtensionContext): void {
+			const changes = sb.bound
+				? ` · project bind-mounted${sb.bound.readOnly ? " read-only" : ""}`
+				: sb.project
+					? ` · ${sb.changed ?? 0} file${sb.changed === 1 ? "" : "s"} changed${sb.changed ? " (/sandbox diff)" : ""}`
+					: "";
+			ctx?.ui?.setStatus?.(STATUS_KEY, `sandbox ${sb.name}${sb.driver ? ` (${sb.driver})` : ""}${sb.docker ? " + docker" : ""}${changes}`);
+		}
+
+		/** the status line's count, refreshed after tool calls: one diff at a time, one more if asked meanwhile */
+		let refreshing: Promise<void> | undefined;
+		let refreshAgain = false;
+		function refreshChanges(ctx?: ExtensionContext): void {
+			const sb = sandbox;
+			if (!sb?.project || sb.gone) return;
+			if (refreshing) {
+				refreshAgain = true;
+				return;
+			}
+			refreshing = countChanges(sb)
+				.then(() => showStatus(sb, ctx), () => undefined)
+				.finally(() => {
+					refreshing = undefined;
+					if (refreshAgain) {
+						refreshAgain = false;
+						refreshChanges(ctx);
+					}
+				});
+		}
+
+		/** the one line the first tool result of a session carries: where the project is, how changes come back */
+		function projectNote(sb: Sandbox): string {
+			if (sb.bound)
+				return sb.bound.readOnly
+					? `${NOTE_PREFIX}the project ${sb.bound.dir} is mounted read-only at ${sb.workspace} (sandbox '${sb.name}', project.mode bind-ro): it can be read but not changed from the sandbox`
+					: `${NOTE_PREFIX}the project ${sb.bound.dir} is mounted at ${sb.workspace} (sandbox '${sb.name}', project.mode bind): edits in ${sb.workspace} are made on the host at once; there is no copy, so nothing to review or apply`;
+			if (sb.project)
+				return `${NOTE_PREFIX}the project ${sb.project} is a copy in ${sb.workspace} (sandbox '${sb.name}'): changes stay in the sandbox until the user reviews them with /sandbox diff and writes them to the host with /sandbox apply`;
+			return `${NOTE_PREFIX}the workspace ${sb.workspace} of sandbox '${sb.name}' holds no copy of the project ${projectRoot(sessionCwd)}: files come and go only through the user`;
+		}
+
 		async function startSandbox(cwd: string, ctx?: ExtensionContext): Promise<Sandbox> {
 			const { file, cfg } = await sessionConfig(cwd);
 			const lifecycle = policyOf(cfg);
 			const push = options.push ?? ["1", "true", "yes"].includes((process.env.PISB_PUSH ?? "").toLowerCase());
+			const projectDir = projectOf(cfg, cwd);
 			const pinned = options.name ?? process.env.PISB_SANDBOX;
 			const remoteId = cfg?.opensandbox?.sandboxId;
 			let name: string;
@@ -492,6 +614,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 					const extra: string[] = [];
 					if (lifecycle === "remove") extra.push("--owner-pid", String(process.pid));
 					if (sessionId) extra.push("--session-id", sessionId);
+					if (projectDir) extra.push("--project", projectDir);
 					ctx?.ui?.setStatus?.(STATUS_KEY, `creating sandbox ${name}…`);
 					const r = await createFrom(cfg, name, "session", cwd, extra, { events });
 					if (r.code === 4 && pinned) adopted = true; // someone else created it meanwhile
@@ -536,7 +659,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 							? ["destroy", name, "--confirm", name]
 							: ["stop", name];
 				if (verb) sb.watchdog = armWatchdog(verb);
-				if (push && createdByExtension) {
+				if (push && createdByExtension && !projectDir && (cfg?.driver ?? "local") !== "local") {
 					const r = await run(["push", name, cwd, "--to", sb.workspace], { timeoutMs: 1_800_000 });
 					if (r.code !== 0) throw failure(r, `push '${cwd}' into '${name}'`, name);
 				}
@@ -546,6 +669,12 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 					if (resumed) await renewOnce(name);
 					sb.renewal = startRenewal(name, ttl);
 				}
+				// bind and bind-ro mount the host project itself: no base, nothing for pisb diff
+				const mode = info.config?.project?.mode;
+				if ((mode === "bind" || mode === "bind-ro") && (projectDir || !createdByExtension))
+					sb.bound = { dir: projectDir ?? projectRoot(cwd), readOnly: mode === "bind-ro" };
+				// a reused sandbox may hold a project from its creation: pisb diff says
+				else if (projectDir || !createdByExtension) await countChanges(sb);
 			} catch (e) {
 				await cleanUp(sb);
 				throw e;
@@ -653,12 +782,18 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 					async (sb) => {
 						try {
 							await emit(eventOf(sb, "ready"), ctx);
+							showStatus(sb, ctx);
 						} catch (e: any) {
 							await cleanUp(sb);
 							throw new SandboxUnavailableError(`the sandbox ready callback failed (${e?.message ?? e}); the sandbox was cleaned up`);
 						}
 						sandbox = sb;
 						lastError = undefined;
+						if (dockerRegistered) {
+							// a fresh sandbox after docker_sandbox_rm: the tools are there already
+							sb.docker = true;
+							showStatus(sb, ctx);
+						}
 						return sb;
 					},
 				);
@@ -673,6 +808,22 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				});
 			}
 			return starting;
+		}
+
+		/**
+		 * The session's sandbox was removed on purpose (docker_sandbox_rm): it
+		 * is released (event, status line) and the session has none, so the
+		 * next tool call makes a fresh one as at session start, as the seed's
+		 * next call did. A sandbox destroyed behind the session's back (pisb
+		 * destroy, the server) stays "gone" until /sandbox recreate.
+		 */
+		async function forget(sb: Sandbox, ctx?: ExtensionContext): Promise<void> {
+			if (sandbox !== sb) return;
+			sandbox = undefined;
+			starting = undefined;
+			noted = false; // the next result says again where the project is
+			await emit({ ...eventOf(sb, "released"), mode: "kill", pisbMode: "removed" }, ctx);
+			ctx?.ui?.setStatus?.(STATUS_KEY, `sandbox ${sb.name} removed (the next tool call makes a new one)`);
 		}
 
 		async function release(ctx?: ExtensionContext, reason?: string): Promise<void> {
@@ -696,7 +847,12 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			}
 		}
 
-		/** one pisb verb per policy: destroy (kill), stop (pause); a connected sandbox is disconnected (its record forgotten) */
+		/**
+		 * One pisb verb: `pisb release NAME --policy P` where pisb has it (a
+		 * connected sandbox: `pisb release NAME`, which only disconnects), else
+		 * destroy (kill), stop (pause), and stop for a connected sandbox (its
+		 * record forgotten). Nothing for keep or a sandbox that existed before.
+		 */
 		async function applyPolicy(sb: Sandbox, ctx?: ExtensionContext): Promise<void> {
 			await stopRenewal(sb);
 			disarmWatchdog(sb);
@@ -704,13 +860,30 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			let mode: SeedMode = SEED_MODE[sb.lifecycle];
 			const events = sb.events;
 			if (sb.gone) pisbMode = "removed";
-			else if (sb.connected) {
+			else if (sb.adopted) {
+				mode = "keep";
+				pisbMode = "disconnected";
+			} else if (hasRelease) {
+				// one verb for every driver: pisb applies the policy (a connected
+				// sandbox is only disconnected, whatever the policy)
+				if (sb.connected) mode = "keep";
+				const args = ["release", sb.name, ...(sb.connected ? [] : ["--policy", sb.lifecycle])];
+				const r = await run(args, { timeoutMs: opTimeoutMs, events }).catch(() => undefined);
+				const info = r?.code === 0 ? await inspect(sb.name).catch(() => undefined) : undefined;
+				pisbMode =
+					r?.code !== 0
+						? "kept"
+						: !info
+							? sb.connected
+								? "disconnected"
+								: "removed"
+							: info.status === "stopped" || info.status === "paused"
+								? "stopped"
+								: "kept";
+			} else if (sb.connected) {
 				mode = "keep";
 				const r = await run(["stop", sb.name], { timeoutMs: opTimeoutMs, events }).catch(() => undefined);
 				pisbMode = r?.code === 0 ? "disconnected" : "kept";
-			} else if (sb.adopted) {
-				mode = "keep";
-				pisbMode = "disconnected";
 			} else if (sb.lifecycle === "remove") {
 				const r = await run(["destroy", sb.name, "--confirm", sb.name], { timeoutMs: opTimeoutMs, events }).catch(
 					() => undefined,
@@ -732,29 +905,63 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		 * touched. Running sandboxes and sandboxes not made by a Pi session are
 		 * never touched.
 		 */
-		async function sweep(): Promise<void> {
-			const hours = options.gcHours ?? Number(process.env.PISB_GC_HOURS ?? 24);
+		async function sweep(explicitHours?: number): Promise<{ removed: string[]; kept: string[] }> {
+			const hours = explicitHours ?? options.gcHours ?? Number(process.env.PISB_GC_HOURS ?? 24);
+			const done = { removed: [] as string[], kept: [] as string[] };
 			const args = ["gc", "--dry-run", "--json"];
-			if (Number.isInteger(hours) && hours > 0) args.push("--hours", String(hours));
+			// docker_gc's hours=0 is "any age"; at session start 0 means no age sweep
+			if (Number.isInteger(hours) && (hours > 0 || (explicitHours !== undefined && hours === 0)))
+				args.push("--hours", String(hours));
 			const r = await run(args, { timeoutMs: opTimeoutMs }).catch(() => undefined);
 			let report: any;
 			try {
 				report = JSON.parse(r?.stdout.toString("utf8") ?? "");
 			} catch {
-				return;
+				return done;
 			}
+			const ageLimit = args.includes("--hours") ? hours * 3600_000 : undefined;
 			const candidates = [
-				...(report?.removed ?? []),
-				// a remote sandbox whose owner is gone is left by gc to its driver
-				...(report?.kept ?? []).filter((k: any) => /^owner pid \d+ is gone/.test(String(k?.reason ?? ""))),
+				...(report?.removed ?? []).map((item: any) => ({ item, judged: true })),
+				// what gc leaves to the driver (sbx, vm; a remote sandbox whose owner is gone): judged below
+				...(report?.kept ?? []).map((item: any) => ({ item, judged: false })),
 			];
-			for (const item of candidates) {
+			for (const { item, judged } of candidates) {
 				if (item?.kind !== "sandbox" || typeof item.name !== "string" || !NAME_RE.test(item.name)) continue;
 				if (item.name === sandbox?.name) continue;
+				const ownerGone = /^owner pid \d+ is gone/.test(String(item.reason ?? ""));
+				if (!judged && !ownerGone && !/left to its driver/.test(String(item.reason ?? ""))) continue;
 				const info = await inspect(item.name).catch(() => undefined);
 				if (info?.status !== "stopped" || info?.config?.metadata?.[META_ROLE] !== "session") continue;
-				await run(["-q", "destroy", item.name, "--confirm", item.name], { timeoutMs: opTimeoutMs }).catch(() => undefined);
+				// a live session's sandbox (stopped by hand, say) is its session's
+				if (info?.ownerAlive === true) {
+					done.kept.push(`${item.name} (owner pid ${info.ownerPid} alive)`);
+					continue;
+				}
+				if (!judged && !ownerGone && !(await sweptByDriver(info, ageLimit))) continue;
+				const d = await run(["-q", "destroy", item.name, "--confirm", item.name], { timeoutMs: opTimeoutMs }).catch(
+					() => undefined,
+				);
+				if (d?.code === 0) done.removed.push(item.name);
+				else done.kept.push(`${item.name} (destroy failed: ${d?.stderr || `status ${d?.code}`})`);
 			}
+			return done;
+		}
+
+		/**
+		 * A stopped session sandbox that pisb gc leaves to its driver (the
+		 * driver's gc verb is unsupported in `pisb drivers --json`: sbx, vm):
+		 * the same rule as gc's own, from `pisb inspect`: stopped for longer
+		 * than the age limit (its stoppedAt, else createdAt). Teardown is
+		 * `pisb destroy`, the driver's own, never a host docker or sbx call.
+		 */
+		async function sweptByDriver(info: any, ageLimit: number | undefined): Promise<boolean> {
+			if (ageLimit === undefined) return false;
+			driversCache ??= run(["drivers", "--json"], { timeoutMs: opTimeoutMs }).then((r) => JSON.parse(r.stdout.toString("utf8")));
+			const drivers = await driversCache.catch(() => undefined);
+			const entry = (drivers?.drivers ?? []).find((d: any) => d?.name === info.driver);
+			if (entry?.verbs?.gc?.supported !== false) return false; // gc judged it itself
+			const since = Date.parse(String(info.stoppedAt ?? info.createdAt ?? ""));
+			return Number.isFinite(since) && Date.now() - since > ageLimit;
 		}
 
 		function goneError(name: string): SandboxUnavailableError {
@@ -1183,6 +1390,9 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			raw: "reads are capped here",
 		};
 		const HOST_ACTIONS: Record<string, string> = {
+			apply: "only the user writes changes into the host project (/sandbox apply)",
+			diff: "the user reviews changes (/sandbox diff); inside, git diff shows them",
+			sync: "it reads the host project",
 			push: "it copies a host directory into a sandbox",
 			pull: "it writes into a host directory",
 			docker: "docker goes through the docker tools",
@@ -1386,17 +1596,666 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			},
 		} as any);
 
+		// ------------------------------------------------------------ docker tools
+
+		// The docker seed's deploy-target tools, registered when the session's
+		// sandbox has a docker daemon of its own. Each is one
+		// `pisb docker NAME VERB -- ARG...` on the session's sandbox: the
+		// extension builds the argv from typed parameters, so the model names no
+		// docker flag, no host path and no host command. Paths are the
+		// workspace's (/workspace/<x>, the project's <x>, or relative) and stay
+		// inside it; pisb's own argument policy (pisb-docker(1)) judges the rest
+		// inside the sandbox, where symlinks are resolved. See README "Docker".
+
+		let dockerRegistered = false;
+		let driversCache: Promise<any> | undefined;
+
+		function dockerRefuse(tool: string, msg: string): never {
+			throw new Error(`${tool}: ${msg}; nothing was run`);
+		}
+
+		/** a value that goes to docker as one argument: no option, no line break */
+		function plainArg(tool: string, what: string, v: unknown): string {
+			if (typeof v !== "string" || !v.trim()) dockerRefuse(tool, `${what} must be a non-empty string`);
+			const t = v.trim();
+			if (t.startsWith("-")) dockerRefuse(tool, `${what} '${t}' starts with '-' (docker would read an option)`);
+			if (/[\r\n\0]/.test(t)) dockerRefuse(tool, `${what} contains a line break or NUL`);
+			if (/\s/.test(t) && ["image", "tag", "url"].includes(what)) dockerRefuse(tool, `${what} '${t}' contains white space`);
+			return t;
+		}
+
+		/**
+		 * A path the model names, as a path relative to the workspace: relative
+		 * paths, /workspace/<x> (the seed's convention), <workspace>/<x> and the
+		 * host project's <x> all name the workspace's <x>. Any other absolute
+		 * path, and `..` out of the workspace, are refused.
+		 */
+		function workspaceRel(tool: string, what: string, sb: Sandbox, cwd: string, p: unknown): string {
+			const t = plainArg(tool, what, p);
+			let rel: string | undefined;
+			if (!t.startsWith("/")) rel = t;
+			else
+				for (const root of ["/workspace", sb.workspace, ...hostRoots(cwd)]) {
+					if (root.length < 2) continue;
+					const abs = path.posix.normalize(t);
+					if (abs === root || abs === `${root}/`) rel = ".";
+					else if (abs.startsWith(`${root.replace(/\/$/, "")}/`)) rel = abs.slice(root.replace(/\/$/, "").length + 1);
+					if (rel !== undefined) break;
+				}
+			if (rel === undefined) dockerRefuse(tool, `${what} '${t}' is outside the workspace (a host path is never accepted; use /workspace/<dir>)`);
+			const norm = path.posix.normalize(rel).replace(/\/+$/, "") || ".";
+			if (norm === ".." || norm.startsWith("../") || norm.startsWith("/"))
+				dockerRefuse(tool, `${what} '${t}' leaves the workspace`);
+			return norm;
+		}
+
+		/** words of a command string, with '…' and "…" quoting (no escapes): argv for the container */
+		function splitWords(cmd: string): string[] {
+			const out: string[] = [];
+			let cur = "";
+			let quote: string | undefined;
+			let any = false;
+			for (const ch of cmd) {
+				if (quote) {
+					if (ch === quote) quote = undefined;
+					else cur += ch;
+				} else if (ch === "'" || ch === '"') {
+					quote = ch;
+					any = true;
+				} else if (/\s/.test(ch)) {
+					if (cur || any) out.push(cur);
+					cur = "";
+					any = false;
+				} else cur += ch;
+			}
+			if (cur || any) out.push(cur);
+			return out;
+		}
+
+		function commandArgv(tool: string, v: unknown): string[] {
+			if (v === undefined) return [];
+			const argv = typeof v === "string" ? splitWords(v) : v;
+			if (!Array.isArray(argv) || !argv.every((a) => typeof a === "string"))
+				dockerRefuse(tool, "command must be a string or an array of strings");
+			if (argv.some((a) => a.includes("\0"))) dockerRefuse(tool, "command contains NUL");
+			return argv;
+		}
+
+		/** `pisb docker NAME VERB -- ARGS`: docker's output, pisb's notes (published ports...) after it */
+		async function dockerCall(
+			ctx: ExtensionContext | undefined,
+			tool: string,
+			verb: string,
+			args: string[],
+			opts: { timeoutMs?: number; signal?: AbortSignal; okCodes?: number[]; json?: boolean } = {},
+		): Promise<{ text: string; code: number; stdout: string }> {
+			const sb = await ensure(ctx);
+			const argv = [...(opts.json ? ["--json"] : []), "docker", sb.name, verb, ...(args.length ? ["--", ...args] : [])];
+			const r = await run(argv, { timeoutMs: opts.timeoutMs ?? opTimeoutMs, signal: opts.signal });
+			const stdout = r.stdout.toString("utf8");
+			const text = [stdout.trimEnd(), r.stderr].filter(Boolean).join("\n");
+			if (r.code !== 0 && !(opts.okCodes ?? []).includes(r.code)) {
+				if (r.code === 3 || r.code === 5) await checkGone(sb);
+				if (r.code === 5)
+					throw new SandboxUnavailableError(`${tool}: the sandbox's docker is unavailable (${r.stderr || `status ${r.code}`}); nothing was run on the host`);
+				throw new Error(`${tool}: docker ${verb} failed with status ${r.code}${text ? `:\n${capText(text)}` : ""}`);
+			}
+			return { text: capText(text || "(no output)"), code: r.code, stdout };
+		}
+
+		function capText(text: string): string {
+			const t = truncateHead(text, { maxLines: 2000 });
+			return t.truncated ? `${t.content}\n\n[output cut to ${formatSize(DEFAULT_MAX_BYTES)} / 2000 lines]` : t.content;
+		}
+
+		function textOf(text: string, details?: unknown) {
+			return { content: [{ type: "text", text }], details };
+		}
+
+		/**
+		 * Whether the session's sandbox has a docker daemon, as pisb reports it:
+		 * a `docker` key of `pisb inspect --json` when pisb prints one, else the
+		 * driver's `docker` verb in `pisb drivers --json` and either the
+		 * config's `docker: true` or, when the config says nothing,
+		 * `pisb docker NAME status` answering (it refuses a sandbox without a
+		 * daemon of its own: a local sandbox without docker: true).
+		 */
+		async function hasDocker(sb: Sandbox): Promise<boolean> {
+			const info = await inspect(sb.name).catch(() => undefined);
+			if (!info) return false;
+			const own = info.docker;
+			if (typeof own === "boolean") return own;
+			if (own && typeof own === "object") return own.enabled !== false;
+			driversCache ??= run(["drivers", "--json"], { timeoutMs: opTimeoutMs }).then((r) => JSON.parse(r.stdout.toString("utf8")));
+			const drivers = await driversCache.catch(() => undefined);
+			const entry = (drivers?.drivers ?? []).find((d: any) => d?.name === info.driver);
+			if (entry?.verbs?.docker?.supported !== true) return false;
+			const cfg = info.config?.docker;
+			if (cfg === false || (cfg && typeof cfg === "object" && cfg.enabled === false)) return false;
+			// the config asks for the daemon (docker: true): the driver runs it
+			if (cfg === true || (cfg && typeof cfg === "object")) return true;
+			const r = await run(["docker", sb.name, "status"], { timeoutMs: opTimeoutMs }).catch(() => undefined);
+			return r?.code === 0;
+		}
+
+		const PORT_RE = /^\d{1,5}(?::\d{1,5})?(?:\/(?:tcp|udp))?$/;
+		const CONTAINER_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
+		const MEMORY_RE = /^\d+(?:\.\d+)?[bkmgBKMG]?$/;
+		const CURL_METHODS = ["GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", "OPTIONS"];
+		/** compose options that would name a host file, another daemon or a project directory */
+		const COMPOSE_DENIED = /^(?:-H|--host|--context|-c|-f|--file|--project-directory|--env-file|-p|--project-name|--privileged)(?:=|$)/;
+
+		function containerId(tool: string, v: unknown): string {
+			const id = plainArg(tool, "id", v);
+			if (!CONTAINER_RE.test(id)) dockerRefuse(tool, `id '${id}' is not a container id or name`);
+			return id;
+		}
+
+		function runArgs(tool: string, p: any, sb: Sandbox, cwd: string): { args: string[]; detach: boolean; restart: string } {
+			const args = ["run", "--label", "com.pi.sandbox=true"];
+			const detach = p.detach !== false;
+			if (p.rm && detach) dockerRefuse(tool, "rm needs detach=false (a detached container is removed with docker_rm)");
+			if (detach) args.push("-d");
+			if (p.rm) args.push("--rm");
+			if (p.name !== undefined) args.push("--name", containerId(tool, p.name));
+			for (const spec of p.ports ?? []) {
+				const t = plainArg(tool, "port", spec);
+				if (!PORT_RE.test(t)) dockerRefuse(tool, `port '${t}' is not HOST:CONTAINER[/tcp|udp] (ports are published on the host's 127.0.0.1 only)`);
+				args.push("-p", t);
+			}
+			const env = typeof p.env === "string" ? p.env.split(",").map((x: string) => x.trim()).filter(Boolean) : (p.env ?? []);
+			for (const e of env) {
+				const t = plainArg(tool, "env entry", e);
+				if (!/^[A-Za-z_][A-Za-z0-9_]*=/.test(t)) dockerRefuse(tool, `env entry '${t}' is not NAME=VALUE`);
+				args.push("-e", t);
+			}
+			if (p.memory !== undefined) {
+				const m = plainArg(tool, "memory", p.memory);
+				if (!MEMORY_RE.test(m)) dockerRefuse(tool, `memory '${m}' is not a size such as 512m or 1g`);
+				args.push("-m", m);
+			}
+			for (const v of p.volumes ?? []) {
+				const t = plainArg(tool, "volume", v);
+				const parts = t.split(":");
+				if (parts.length < 2 || parts.length > 3 || !parts[0] || !parts[1])
+					dockerRefuse(tool, `volume '${t}' is not SOURCE:CONTAINER_PATH[:ro|rw]`);
+				if (parts[2] !== undefined && parts[2] !== "ro" && parts[2] !== "rw") dockerRefuse(tool, `volume '${t}': the mode is ro or rw`);
+				if (!parts[1].startsWith("/")) dockerRefuse(tool, `volume '${t}': the container path must be absolute`);
+				const rel = workspaceRel(tool, "volume source", sb, cwd, parts[0]);
+				const src = rel === "." ? sb.workspace : path.posix.join(sb.workspace, rel);
+				args.push("-v", [src, ...parts.slice(1)].join(":"));
+			}
+			if (p.network !== undefined && p.network !== "bridge") {
+				if (!["host", "none"].includes(p.network)) dockerRefuse(tool, "network is bridge, host or none");
+				args.push("--network", p.network);
+			}
+			const restart = p.restart ?? (detach ? "unless-stopped" : "no");
+			if (!["no", "always", "unless-stopped", "on-failure"].includes(restart))
+				dockerRefuse(tool, "restart is no, always, unless-stopped or on-failure");
+			if (restart !== "no") args.push("--restart", restart);
+			if (p.workdir !== undefined) {
+				const w = plainArg(tool, "workdir", p.workdir);
+				if (!w.startsWith("/")) dockerRefuse(tool, "workdir must be an absolute path inside the container");
+				args.push("-w", w);
+			}
+			args.push(plainArg(tool, "image", p.image), ...commandArgv(tool, p.command));
+			return { args: args.slice(1), detach, restart };
+		}
+
+		function composeArgs(tool: string, p: any, sb: Sandbox, cwd: string): string[] {
+			const args: string[] = [];
+			if (p.file !== undefined) args.push("-f", workspaceRel(tool, "file", sb, cwd, p.file));
+			const action = p.action ?? "up";
+			if (typeof action !== "string" || !/^[a-z][a-z-]{0,30}$/.test(action)) dockerRefuse(tool, `action '${action}' is not a compose command`);
+			args.push(action);
+			if (action === "up" && p.action === undefined) args.push("-d", "--build");
+			for (const a of p.extraArgs ?? []) {
+				const t = typeof a === "string" ? a : "";
+				if (!t || /[\r\n\0]/.test(t)) dockerRefuse(tool, "extraArgs must be non-empty strings without line breaks");
+				if (COMPOSE_DENIED.test(t)) dockerRefuse(tool, `'${t}' is not accepted in extraArgs (it names a host file, daemon or project)`);
+				const value = t.startsWith("-") ? t.slice(t.indexOf("=") + 1 || t.length) : t;
+				if (value.startsWith("/") || value.split("/").includes("..")) dockerRefuse(tool, `'${t}' names a path (a host path is never accepted)`);
+				args.push(t);
+			}
+			if (p.service !== undefined) args.push(containerId(tool, p.service));
+			return args;
+		}
+
+		/**
+		 * docker_init: the seed's scaffold, written with pisb's own file verbs
+		 * (`pisb ls`, `pisb read`, `pisb write`) inside the sandbox, with its
+		 * rights, in a workspace directory: so it works on every driver that has
+		 * docker and never opens a host path. The templates are the extension's.
+		 */
+		async function scaffold(ctx: ExtensionContext, p: any) {
+			const t = "docker_init";
+			const sb = await ensure(ctx);
+			const rel = p.context === undefined ? "." : workspaceRel(t, "context", sb, cwdOf(ctx), p.context);
+			if (p.lang !== undefined && !INIT_LANGS.includes(p.lang)) dockerRefuse(t, `lang must be one of ${INIT_LANGS.join(", ")}`);
+			for (const k of ["force", "compose"])
+				if (p[k] !== undefined && typeof p[k] !== "boolean") dockerRefuse(t, `${k} must be true or false`);
+			const dir = rel === "." ? sb.workspace : path.posix.join(sb.workspace, rel);
+			const ls = await run(["ls", "--json", "--", sb.name, dir], { timeoutMs: opTimeoutMs });
+			if (ls.code === 3) {
+				await checkGone(sb);
+				dockerRefuse(t, `context '${p.context}' is not a directory in the workspace`);
+			}
+			if (ls.code !== 0) throw await failed(sb, ls, `ls '${dir}'`);
+			let names: string[] = [];
+			try {
+				const j = JSON.parse(ls.stdout.toString("utf8"));
+				names = (Array.isArray(j.entries) ? j.entries : []).map((e: any) => String(e?.name ?? ""));
+			} catch {}
+			const has = (n: string) => names.includes(n);
+			const lang: InitLang =
+				p.lang ??
+				(has("pnpm-lock.yaml") ? "pnpm" : has("package.json") ? "node" : has("go.mod") ? "go" : has("Cargo.toml") ? "rust"
+					: has("requirements.txt") || has("pyproject.toml") ? "python" : "generic");
+			let crate = "app";
+			if (lang === "rust" && has("Cargo.toml")) {
+				// the binary's name: [package] name, only as a plain word (the file is the sandbox's: parsed, never run)
+				const r = await run(["read", "--raw", "--", sb.name, path.posix.join(dir, "Cargo.toml")], { timeoutMs: opTimeoutMs });
+				const m = /^\s*name\s*=\s*"([A-Za-z0-9_-]{1,64})"/m.exec(r.code === 0 ? r.stdout.toString("utf8") : "");
+				if (m) crate = m[1];
+			}
+			const tpl = initTemplate(lang, crate);
+			const files: [string, string][] = [["Dockerfile", tpl.dockerfile], [".dockerignore", INIT_IGNORE]];
+			if (p.compose) files.push(["compose.yaml", `services:\n  app:\n    build: .\n    ports:\n      - "${tpl.port}:${tpl.port}"\n    restart: unless-stopped\n`]);
+			const done: string[] = [];
+			for (const [file, text] of files) {
+				const existing = file === "compose.yaml" ? ["compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml"].find(has) : has(file) ? file : undefined;
+				if (existing && !p.force) {
+					done.push(`${existing}: kept (it exists; force=true overwrites it)`);
+					continue;
+				}
+				const guest = path.posix.join(dir, file);
+				const w = await run(["write", "--", sb.name, guest], { input: text, timeoutMs: opTimeoutMs });
+				if (w.code !== 0) throw await failed(sb, w, `write '${guest}'`);
+				done.push(`${file}: written`);
+			}
+			const where = rel === "." ? sb.workspace : path.posix.join("/workspace", rel);
+			const kept = done.some((d) => d.startsWith("Dockerfile: kept"));
+			return textOf(
+				[`docker_init ${lang} in ${where}:`, ...done.map((d) => `  ${d}`),
+					kept ? "(the Dockerfile there is kept)" : `next: docker_build(context=${where}, tag=…), then docker_run with ports ["${tpl.port}:${tpl.port}"]`].join("\n"),
+				{ lang, files: done },
+			);
+		}
+
+		function registerDockerTools(): void {
+			if (dockerRegistered) return;
+			dockerRegistered = true;
+			const S = Type.String;
+			const O = Type.Optional;
+			const tool = (name: string, label: string, description: string, parameters: any, exec: (p: any, ctx: ExtensionContext, signal?: AbortSignal) => Promise<any>) =>
+				pi.registerTool({
+					name,
+					label,
+					description: `${description} Runs in this session's pisb sandbox's own docker daemon, never the host's.`,
+					parameters,
+					async execute(_id: string, params: any, signal: AbortSignal | undefined, _u: any, ctx: ExtensionContext) {
+						return exec(params ?? {}, ctx, signal);
+					},
+				} as any);
+			const simpleText = async (ctx: ExtensionContext, t: string, verb: string, args: string[], signal?: AbortSignal, timeoutMs?: number) =>
+				textOf((await dockerCall(ctx, t, verb, args, { signal, timeoutMs })).text);
+
+			tool("docker_status", "Docker sandbox status", "The sandbox's state, its docker daemon (id, version) and the ports it publishes.", Type.Object({}), async (_p, ctx, signal) => {
+				const r = await dockerCall(ctx, "docker_status", "status", [], { signal, json: true });
+				let details: any;
+				try {
+					details = JSON.parse(r.stdout);
+				} catch {}
+				return textOf(r.text, details);
+			});
+			tool("docker_verify", "Verify sandbox isolation", "A live isolation audit of the sandbox's docker: PASS or FAIL per check with its evidence.", Type.Object({}), async (_p, ctx, signal) => {
+				const r = await dockerCall(ctx, "docker_verify", "verify", [], { signal, okCodes: [1] });
+				return textOf(r.code === 0 ? r.text : `${r.text}\n\nsome checks FAILED: do not deploy until they pass`, { pass: r.code === 0 });
+			});
+			tool("docker_resources", "Sandbox resource usage", "CPUs, memory, disk and docker's disk use inside the sandbox.", Type.Object({}), (_p, ctx, signal) =>
+				simpleText(ctx, "docker_resources", "resources", [], signal));
+			tool("docker_prune", "Reclaim sandbox space", "docker system prune --all --force inside the sandbox; volumes=true removes unused volumes too.",
+				Type.Object({ volumes: O(Type.Boolean({ description: "also remove unused volumes (default false)" })) }),
+				(p, ctx, signal) => simpleText(ctx, "docker_prune", "prune", p.volumes ? ["--volumes"] : [], signal, 600_000));
+			tool("docker_ps", "List sandbox containers", "Containers in the sandbox (all=true: stopped ones too). Containers made here carry the label com.pi.sandbox=true.",
+				Type.Object({ all: O(Type.Boolean({ description: "include stopped containers (default false)" })) }),
+				(p, ctx, signal) => simpleText(ctx, "docker_ps", "ps", p.all ? ["-a"] : [], signal));
+			tool("docker_images", "List sandbox images", "Images in the sandbox's daemon.", Type.Object({}), (_p, ctx, signal) =>
+				simpleText(ctx, "docker_images", "images", [], signal));
+			tool("docker_pull", "Pull image into sandbox", "Pull an image into the sandbox's daemon, e.g. nginx:1.27.",
+				Type.Object({ image: S({ description: "image reference, e.g. nginx:1.27" }) }),
+				(p, ctx, signal) => simpleText(ctx, "docker_pull", "pull", [plainArg("docker_pull", "image", p.image)], signal, 600_000));
+			tool("docker_run", "Run a container in the sandbox",
+				"Run a container. Detached by default (detach=false waits and returns its output). ports: [\"8080:3000\"] (HOST:CONTAINER[/udp]) are published on the host's 127.0.0.1 (probe them with docker_curl). volumes: [\"/workspace/app:/srv/app:ro\"]; sources are workspace paths only. env: [\"K=V\"]. Detached runs default to restart=unless-stopped.",
+				Type.Object({
+					image: S({ description: "image, e.g. nginx:1.27" }),
+					name: O(S({ description: "container name" })),
+					command: O(Type.Union([S(), Type.Array(S())], { description: "command: a string (split into words, quotes kept) or an argv array" })),
+					detach: O(Type.Boolean({ description: "detach (default true); false waits for the exit and returns the output" })),
+					rm: O(Type.Boolean({ description: "remove after a foreground run (detach=false)" })),
+					ports: O(Type.Array(S(), { description: "HOST:CONTAINER[/tcp|udp], e.g. [\"8080:3000\"]" })),
+					env: O(Type.Union([Type.Array(S()), S()], { description: "K=V entries (array or comma-separated)" })),
+					memory: O(S({ description: "memory limit, e.g. 512m" })),
+					volumes: O(Type.Array(S(), { description: "WORKSPACE_PATH:CONTAINER_PATH[:ro|rw]" })),
+					network: O(Type.Union([Type.Literal("bridge"), Type.Literal("host"), Type.Literal("none")], { description: "network mode (default bridge)" })),
+					restart: O(Type.Union([Type.Literal("no"), Type.Literal("always"), Type.Literal("unless-stopped"), Type.Literal("on-failure")], { description: "restart policy (default unless-stopped when detached, no otherwise)" })),
+					workdir: O(S({ description: "working directory inside the container" })),
+				}),
+				async (p, ctx, signal) => {
+					const sb = await ensure(ctx);
+					const { args, detach, restart } = runArgs("docker_run", p, sb, cwdOf(ctx));
+					const r = await dockerCall(ctx, "docker_run", "run", args, { signal, timeoutMs: detach ? opTimeoutMs : 600_000 });
+					return textOf(detach ? `${r.text}\n(restart=${restart}; docker_logs and docker_exec to look inside, docker_rm to remove)` : r.text);
+				});
+			tool("docker_logs", "Sandbox container logs", "A container's logs (tail: last N lines, default 200; timestamps adds them).",
+				Type.Object({
+					id: S({ description: "container id or name" }),
+					tail: O(Type.Number({ description: "last N lines (default 200)" })),
+					timestamps: O(Type.Boolean({ description: "prefix timestamps" })),
+				}),
+				(p, ctx, signal) => {
+					const tail = p.tail ?? 200;
+					if (!Number.isSafeInteger(tail) || tail < 0) dockerRefuse("docker_logs", "tail must be a whole number");
+					return simpleText(ctx, "docker_logs", "logs", [`--tail=${tail}`, ...(p.timestamps ? ["-t"] : []), containerId("docker_logs", p.id)], signal);
+				});
+			tool("docker_exec", "Exec in sandbox container", "Run a command in a running container and return its output; for shell syntax pass [\"sh\",\"-c\",\"…\"].",
+				Type.Object({
+					id: S({ description: "container id or name" }),
+					command: Type.Union([S(), Type.Array(S())], { description: "command: a string (split into words) or an argv array" }),
+				}),
+				(p, ctx, signal) => {
+					const argv = commandArgv("docker_exec", p.command);
+					if (!argv.length) dockerRefuse("docker_exec", "command is required");
+					return simpleText(ctx, "docker_exec", "exec", [containerId("docker_exec", p.id), ...argv], signal, 600_000);
+				});
+			tool("docker_build", "Build image in sandbox", "Build an image from a workspace directory (context, e.g. /workspace/app) with tag; dockerfile is relative to the context; buildargs a JSON object of ARG values.",
+				Type.Object({
+					context: S({ description: "workspace directory with the Dockerfile, e.g. /workspace/app" }),
+					tag: S({ description: "image tag, e.g. myapp:latest" }),
+					dockerfile: O(S({ description: "Dockerfile path relative to the context" })),
+					buildargs: O(S({ description: "JSON object of build args, e.g. {\"VERSION\":\"1.0\"}" })),
+				}),
+				async (p, ctx, signal) => {
+					const t = "docker_build";
+					const sb = await ensure(ctx);
+					const cwd = cwdOf(ctx);
+					const context = workspaceRel(t, "context", sb, cwd, p.context);
+					const args = ["-t", plainArg(t, "tag", p.tag)];
+					if (p.dockerfile !== undefined) {
+						const df = plainArg(t, "dockerfile", p.dockerfile);
+						if (df.startsWith("/")) dockerRefuse(t, "dockerfile is relative to the context");
+						args.push("-f", workspaceRel(t, "dockerfile", sb, cwd, path.posix.join(context, df)));
+					}
+					if (p.buildargs !== undefined) {
+						let ba: any;
+						try {
+							ba = JSON.parse(String(p.buildargs));
+						} catch {
+							dockerRefuse(t, "buildargs must be a JSON object");
+						}
+						if (!ba || typeof ba !== "object" || Array.isArray(ba)) dockerRefuse(t, "buildargs must be a JSON object");
+						for (const [k, v] of Object.entries(ba)) {
+							if (!ENV_KEY_RE.test(k) || /[\r\n\0]/.test(String(v))) dockerRefuse(t, `build arg '${k}' is not NAME: value`);
+							args.push("--build-arg", `${k}=${String(v)}`);
+						}
+					}
+					args.push(context);
+					return textOf((await dockerCall(ctx, t, "build", args, { signal, timeoutMs: 1_800_000 })).text);
+				});
+			tool("docker_init", "Scaffold a Dockerfile", "Write a starting Dockerfile, a .dockerignore and (compose=true) a compose.yaml into a workspace directory. lang: node, pnpm, python, go, rust or generic; detected when omitted (pnpm-lock.yaml, package.json, go.mod, Cargo.toml, requirements.txt or pyproject.toml, else generic). Existing files are kept unless force=true.",
+				Type.Object({
+					context: O(S({ description: "workspace directory (default: the workspace), e.g. /workspace/app" })),
+					lang: O(S({ description: `one of ${INIT_LANGS.join(", ")} (default: detected)` })),
+					force: O(Type.Boolean({ description: "overwrite an existing Dockerfile, .dockerignore or compose.yaml" })),
+					compose: O(Type.Boolean({ description: "also write compose.yaml (one service, built from the context, its port published)" })),
+				}),
+				(p, ctx) => scaffold(ctx, p));
+			tool("docker_compose", "Compose deploy in sandbox", "Run a compose project: file (in the workspace; default compose.yaml there), action up (default: up -d --build), down, ps, logs, restart, stop, config...; service optional; extraArgs extra compose arguments. Published ports land on the host's 127.0.0.1.",
+				Type.Object({
+					file: O(S({ description: "compose file in the workspace" })),
+					action: O(S({ description: "up (default), down, ps, logs, restart, stop, config, ..." })),
+					service: O(S({ description: "one service" })),
+					extraArgs: O(Type.Array(S(), { description: "extra compose arguments" })),
+				}),
+				async (p, ctx, signal) => {
+					const sb = await ensure(ctx);
+					const args = composeArgs("docker_compose", p, sb, cwdOf(ctx));
+					return textOf((await dockerCall(ctx, "docker_compose", "compose", args, { signal, timeoutMs: 1_800_000 })).text);
+				});
+			for (const [verb, label, pre] of [
+				["stop", "Stop sandbox container", ["--time=10"]],
+				["start", "Start sandbox container", []],
+				["rm", "Remove sandbox container", ["-f", "-v"]],
+			] as [string, string, string[]][])
+				tool(`docker_${verb}`, label, `${verb === "rm" ? "Force-remove a container (and its anonymous volumes); its published ports are unpublished" : `${verb[0].toUpperCase()}${verb.slice(1)} a container`} by id or name.`,
+					Type.Object({ id: S({ description: "container id or name" }) }),
+					(p, ctx, signal) => simpleText(ctx, `docker_${verb}`, verb, [...pre, containerId(`docker_${verb}`, p.id)], signal));
+			tool("docker_curl", "Probe a published container port", "An HTTP request from the host to http://127.0.0.1:PORT/PATH, only to ports this sandbox published (GET by default; POST, PUT... with body).",
+				Type.Object({
+					url: S({ description: "http://127.0.0.1:PORT/PATH of a published port" }),
+					timeoutSec: O(Type.Number({ description: "give up after this many seconds (at most 10, pisb's bound)" })),
+					method: O(S({ description: "GET (default), POST, PUT, DELETE, HEAD, PATCH, OPTIONS" })),
+					body: O(S({ description: "request body" })),
+				}),
+				(p, ctx, signal) => {
+					const t = "docker_curl";
+					const url = plainArg(t, "url", p.url);
+					const method = String(p.method ?? "GET").toUpperCase();
+					if (!CURL_METHODS.includes(method)) dockerRefuse(t, `method '${method}' is not one of ${CURL_METHODS.join(", ")}`);
+					const args = ["-X", method];
+					if (p.body !== undefined) {
+						if (typeof p.body !== "string" || p.body.includes("\0")) dockerRefuse(t, "body must be a string without NUL");
+						args.push("-d", p.body);
+					}
+					const secs = Number(p.timeoutSec ?? 10);
+					return simpleText(ctx, t, "curl", [...args, url], signal, (Number.isFinite(secs) && secs > 0 ? Math.min(secs, 10) : 10) * 1000 + 20_000);
+				});
+			tool("docker_sandbox_rm", "Remove this session's sandbox", "DESTRUCTIVE: destroy this session's sandbox and everything in it (its files, images, containers). The next tool call makes a fresh one (an empty workspace, or a new copy of the project).", Type.Object({}), async (_p, ctx) => {
+				const sb = await ensure(ctx);
+				await stopRenewal(sb);
+				disarmWatchdog(sb);
+				const r = await run(["destroy", sb.name, "--confirm", sb.name], { timeoutMs: opTimeoutMs });
+				if (r.code !== 0 && r.code !== 3) throw failure(r, `destroy '${sb.name}'`, sb.name);
+				sb.gone = true;
+				await forget(sb, ctx);
+				return textOf(`sandbox '${sb.name}' removed with everything inside it; the next tool call makes a fresh sandbox for the session`);
+			});
+			tool("docker_gc", "Garbage-collect stale sandboxes", "Remove this user's stale Pi session sandboxes: stopped, not this session's, owner gone or stopped longer than hours (default 24; 0: any age). Running and non-session sandboxes are never touched.",
+				Type.Object({ hours: O(Type.Number({ description: "age threshold in hours (default 24, 0 = any age)" })) }),
+				async (p) => {
+					const hours = p.hours ?? 24;
+					if (!Number.isSafeInteger(hours) || hours < 0) dockerRefuse("docker_gc", "hours must be a whole number of 0 or more");
+					const done = await sweep(hours);
+					return textOf(
+						[`gc sweep (${hours > 0 ? `stopped more than ${hours} h, or owner gone` : "any age"}; this state directory's Pi session sandboxes, stopped only):`,
+							`  removed: ${done.removed.join(", ") || "none"}`,
+							`  kept: ${done.kept.join("; ") || "none"}`].join("\n"),
+						done,
+					);
+				});
+		}
+
+		/** after the session's sandbox is ready: the docker tools when it has a daemon */
+		async function offerDocker(ctx?: ExtensionContext): Promise<void> {
+			const sb = sandbox;
+			if (!sb || dockerRegistered || process.env.PISB_DOCKER_TOOLS === "0" || options.dockerTools === false) return;
+			if (await hasDocker(sb).catch(() => false)) {
+				registerDockerTools();
+				sb.docker = true;
+				showStatus(sb, ctx);
+			}
+		}
+
 		// ------------------------------------------------------------ user ! and !!
 
-		pi.on("user_bash", (_event, ctx) => ({ operations: bashOps(ctx) }));
+		pi.on("user_bash", (_event, ctx) => {
+			const ops = bashOps(ctx);
+			return {
+				operations: {
+					// the user's command may change the project copy too: the status line's count follows
+					exec: (...a: Parameters<BashOperations["exec"]>) =>
+						ops.exec(...a).finally(() => refreshChanges(ctx)),
+				},
+			};
+		});
 
 		// ------------------------------------------------------------ /sandbox
 
+		/** at most this many lines of a diff go into one notification */
+		const DIFF_LINES = 400;
+
+		/** the session's sandbox with a project, or a notification why not */
+		async function projectSandbox(ctx: any): Promise<Sandbox | undefined> {
+			const sb = sandbox ?? (await ensure(ctx).catch(() => undefined));
+			if (!sb || sb.gone) {
+				ctx.ui.notify(`no sandbox in this session${lastError ? `: ${lastError}` : ""}`, "error");
+				return undefined;
+			}
+			if (sb.bound) {
+				ctx.ui.notify(
+					sb.bound.readOnly
+						? `the project ${sb.bound.dir} is mounted read-only in sandbox '${sb.name}' (project.mode bind-ro): the sandbox cannot change it, so there is nothing to diff, apply or sync`
+						: `the project ${sb.bound.dir} is mounted in sandbox '${sb.name}' (project.mode bind): the agent's edits are already on the host, so there is nothing to diff, apply or sync (git diff in ${sb.bound.dir} shows them)`,
+					"info",
+				);
+				return undefined;
+			}
+			if (!sb.project) await countChanges(sb);
+			if (!sb.project) {
+				ctx.ui.notify(`sandbox '${sb.name}' holds no copy of the project (its config's project.mode, or its driver): nothing to diff or apply`, "warning");
+				return undefined;
+			}
+			return sb;
+		}
+
+		/** /sandbox diff [PATH...]: pisb diff in a notification */
+		async function showDiff(ctx: any, paths: string[]): Promise<void> {
+			const sb = await projectSandbox(ctx);
+			if (!sb) return;
+			const r = await run(["diff", sb.name, "--", ...paths], { timeoutMs: opTimeoutMs });
+			if (r.code !== 0) {
+				ctx.ui.notify(describe(r, `pisb diff '${sb.name}'`), "error");
+				return;
+			}
+			await countChanges(sb);
+			showStatus(sb, ctx);
+			const text = r.stdout.toString("utf8").replace(/\n$/, "");
+			const warnings = r.stderr.toString("utf8").trim();
+			if (!text) {
+				ctx.ui.notify(`no changes in sandbox '${sb.name}' against the project ${sb.project}`, "info");
+				return;
+			}
+			const lines = text.split("\n");
+			const shown = lines.length > DIFF_LINES ? [...lines.slice(0, DIFF_LINES), `… ${lines.length - DIFF_LINES} more lines: pisb diff ${sb.name} on the host`] : lines;
+			ctx.ui.notify(`${sb.changed ?? 0} file(s) changed in sandbox '${sb.name}' against ${sb.project}${warnings ? `\n${warnings}` : ""}\n${shown.join("\n")}`, "info");
+		}
+
+		/** /sandbox apply [--force] [PATH...]: pisb apply after the user confirms */
+		async function applyChanges(ctx: any, args: string[]): Promise<void> {
+			const force = args.includes("--force");
+			const yes = args.includes("--yes");
+			const paths = args.filter((a) => a !== "--force" && a !== "--yes");
+			const bad = paths.find((a) => a.startsWith("-"));
+			if (bad) {
+				ctx.ui.notify(`unknown option '${bad}'; usage: /sandbox apply [--force] [--yes] [PATH...]`, "error");
+				return;
+			}
+			const sb = await projectSandbox(ctx);
+			if (!sb) return;
+			const st = await run(["diff", sb.name, "--stat", "--", ...paths], { timeoutMs: opTimeoutMs });
+			if (st.code !== 0) {
+				ctx.ui.notify(describe(st, `pisb diff '${sb.name}'`), "error");
+				return;
+			}
+			const stat = st.stdout.toString("utf8").trim();
+			if (!stat) {
+				ctx.ui.notify(`nothing to apply: no changes in sandbox '${sb.name}' against ${sb.project}`, "info");
+				return;
+			}
+			const warnings = st.stderr.toString("utf8").trim();
+			const title = `apply these changes to ${sb.project}${force ? " (--force: overwrites host files that changed too)" : ""}?`;
+			const ok = ctx.hasUI ? await ctx.ui.confirm(title, `${stat}${warnings ? `\n${warnings}` : ""}`) : yes;
+			if (!ok) {
+				ctx.ui.notify(
+					ctx.hasUI ? "apply cancelled: nothing written" : "apply needs confirmation: /sandbox apply --yes (nothing written)",
+					"warning",
+				);
+				return;
+			}
+			const r = await run(["apply", sb.name, "--json", ...(force ? ["--force"] : []), "--", ...paths], { timeoutMs: 600_000 });
+			await countChanges(sb);
+			showStatus(sb, ctx);
+			const err = r.stderr.toString("utf8").trim();
+			if (r.code === 4) {
+				ctx.ui.notify(
+					`apply refused, nothing written: ${err || "a conflict"}\n(review with /sandbox diff; /sandbox apply --force overwrites the host's version)`,
+					"error",
+				);
+				return;
+			}
+			if (r.code !== 0) {
+				ctx.ui.notify(describe(r, `pisb apply '${sb.name}'`), "error");
+				return;
+			}
+			let j: any = {};
+			try {
+				j = JSON.parse(r.stdout.toString("utf8"));
+			} catch {}
+			const list = Array.isArray(j.paths) ? j.paths : [];
+			ctx.ui.notify(
+				`applied to ${sb.project}: ${j.written ?? 0} written, ${j.deleted ?? 0} deleted${list.length ? ` (${list.join(", ")})` : ""}`,
+				"info",
+			);
+		}
+
+		/** /sandbox sync [--yes]: pisb sync (the host's edits since the base come in, three-way) after the user confirms */
+		async function syncChanges(ctx: any, args: string[]): Promise<void> {
+			const yes = args.includes("--yes");
+			const bad = args.find((a) => a !== "--yes");
+			if (bad) {
+				ctx.ui.notify(`unknown argument '${bad}'; usage: /sandbox sync [--yes]`, "error");
+				return;
+			}
+			const sb = await projectSandbox(ctx);
+			if (!sb) return;
+			const title = `bring the changes made to ${sb.project} since the base into sandbox '${sb.name}'?`;
+			const body =
+				"Files only the host changed are written (or deleted) in the sandbox; files the agent changed are kept; " +
+				"a file both changed differently is a conflict and left alone on both sides.";
+			const ok = ctx.hasUI ? await ctx.ui.confirm(title, body) : yes;
+			if (!ok) {
+				ctx.ui.notify(
+					ctx.hasUI ? "sync cancelled: nothing changed in the sandbox" : "sync needs confirmation: /sandbox sync --yes (nothing changed)",
+					"warning",
+				);
+				return;
+			}
+			const r = await run(["sync", sb.name, "--json"], { timeoutMs: 600_000 });
+			await countChanges(sb);
+			showStatus(sb, ctx);
+			let j: any = {};
+			try {
+				j = JSON.parse(r.stdout.toString("utf8"));
+			} catch {}
+			const conflicts: string[] = Array.isArray(j.conflicts) ? j.conflicts.filter((c: unknown) => typeof c === "string") : [];
+			if (r.code !== 0 && r.code !== 4) {
+				ctx.ui.notify(describe(r, `pisb sync '${sb.name}'`), "error");
+				return;
+			}
+			const done = `synced ${sb.project} into sandbox '${sb.name}': ${j.written ?? 0} written, ${j.deleted ?? 0} deleted`;
+			if (conflicts.length)
+				ctx.ui.notify(`${done}; ${conflicts.length} conflict${conflicts.length === 1 ? "" : "s"} left alone on both sides: ${conflicts.join(", ")}`, "warning");
+			else ctx.ui.notify(done, "info");
+		}
+
 		pi.registerCommand("sandbox", {
 			description:
-				"Open a terminal in a sandbox: /sandbox [NAME [USER]] (default: this session's sandbox); /sandbox recreate: a new sandbox for this session",
+				"Open a terminal in a sandbox: /sandbox [NAME [USER]] (default: this session's sandbox); /sandbox diff [PATH...]: what the agent changed in the project; /sandbox apply [--force] [PATH...]: write it into the project after confirmation; /sandbox sync: bring the host's edits since then into the sandbox after confirmation; /sandbox recreate: a new sandbox for this session",
 			handler: async (argText: string, ctx: any) => {
 				const words = String(argText ?? "").trim().split(/\s+/).filter(Boolean);
+				if (words[0] === "diff") return showDiff(ctx, words.slice(1));
+				if (words[0] === "apply") return applyChanges(ctx, words.slice(1));
+				if (words[0] === "sync") return syncChanges(ctx, words.slice(1));
 				if (words[0] === "recreate" && words.length === 1) {
 					// the session's sandbox is gone or never came up: make (or start) one again
 					const old = sandbox;
@@ -1406,8 +2265,10 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 					}
 					sandbox = undefined;
 					starting = undefined;
+					noted = false; // the new sandbox's first result says where the project is
 					try {
 						const sb = await ensure(ctx);
+						await offerDocker(ctx);
 						ctx.ui.notify(`sandbox '${sb.name}' is ready`, "info");
 					} catch (e: any) {
 						ctx.ui.notify(e.message, "error");
@@ -1444,24 +2305,66 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		pi.on("session_start", async (_event, ctx) => {
 			sessionCwd = ctx.cwd;
 			uiCtx = ctx;
-			const help = await run(["exec", "--help"], { timeoutMs: opTimeoutMs }).catch(() => undefined);
+			const [help, rel] = await Promise.all(
+				[["exec", "--help"], ["release", "--help"]].map((a) => run(a, { timeoutMs: opTimeoutMs }).catch(() => undefined)),
+			);
 			shell = help?.stdout.toString("utf8").includes("--bash STRING") ? "bash" : "sh";
+			hasRelease = rel?.code === 0 && rel.stdout.toString("utf8").includes("--policy");
 			// the seed: failing to make the sandbox fails session_start; the session
 			// then has no sandbox and every tool refuses (nothing runs on the host)
 			try {
 				await ensure(ctx);
+				await offerDocker(ctx);
 			} catch (e: any) {
 				ctx.ui?.notify?.(e.message, "error");
 				throw e;
 			} finally {
 				// the docker seed's sweep of stale session sandboxes, once the
 				// session's own is made (gc never races its creation)
-				sweeping ??= sweep().catch(() => undefined);
+				sweeping ??= sweep().then(
+					() => undefined,
+					() => undefined,
+				);
 			}
 		});
 
 		pi.on("session_shutdown", async (event: any, ctx) => {
+			// /new, /resume, /fork, /reload hand the sandbox to the next session: no warning then
+			if (!event?.reason || event.reason === "quit") await unappliedWarning(ctx);
 			await release(ctx, event?.reason);
+		});
+
+		/** quitting with changes not applied to the project: say so, and where they are (or that they go) */
+		async function unappliedWarning(ctx: any): Promise<void> {
+			const sb = sandbox;
+			if (!sb?.project || sb.gone) return;
+			await refreshing?.catch(() => undefined);
+			await countChanges(sb).catch(() => undefined);
+			if (!sb.changed) return;
+			const fate =
+				sb.lifecycle === "remove" && sb.createdByExtension && !sb.adopted
+					? "they are lost with the sandbox, which is removed now (lifecycle remove; 'stop' or 'keep' keeps them)"
+					: `they stay in the sandbox: 'pisb diff ${sb.name}' and 'pisb apply ${sb.name}' on the host, or /sandbox apply in the next session`;
+			const msg = `warning: ${sb.changed} changed file${sb.changed === 1 ? "" : "s"} in sandbox '${sb.name}' not applied to ${sb.project}: ${fate}`;
+			if (ctx?.hasUI) ctx.ui.notify(msg, "warning");
+			else process.stderr.write(`${msg}\n`);
+		}
+
+		// the first tool result of the session carries one line on the project; every result refreshes the status line's count
+		const READ_ONLY_TOOLS = new Set(["read", "ls", "find", "grep"]);
+		const FILE_TOOLS = new Set(["write", "edit"]);
+		pi.on("tool_result", async (event: any, ctx) => {
+			const sb = sandbox;
+			if (!sb || sb.gone) return undefined;
+			if (FILE_TOOLS.has(event.toolName) && sb.project) {
+				// one file written: the count is current when the result is (a pisb diff of a few ms)
+				await refreshing?.catch(() => undefined);
+				await countChanges(sb).catch(() => undefined);
+				showStatus(sb, ctx);
+			} else if (!READ_ONLY_TOOLS.has(event.toolName)) refreshChanges(ctx); // bash and the rest: in the background
+			if (noted) return undefined;
+			noted = true;
+			return { content: [...(event.content ?? []), { type: "text", text: `\n${projectNote(sb)}` }] };
 		});
 
 		pi.on("before_agent_start", async (event: any, ctx) => {

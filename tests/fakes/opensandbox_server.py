@@ -1181,6 +1181,20 @@ class Handler(BaseHTTPRequestHandler):
                 raise lc_error(400, "SANDBOX::UNSUPPORTED_POOL_REF", "poolRef is not supported by the Docker runtime.")
         if req.get("secureAccess") is True:
             raise lc_error(400, "SANDBOX::INVALID_PARAMETER", "secureAccess is not supported by the Docker runtime.")
+        # NetworkRule.target: "FQDN or wildcard domain ... IP/CIDR not yet
+        # supported" (the spec).  Stricter than a real server may be: a
+        # port, an IP or anything else that is not a (wildcard) hostname
+        # is a 400, so that pisb cannot pass the fake with what the
+        # sidecar would not match.
+        pol = req.get("networkPolicy")
+        if isinstance(pol, dict):
+            for rule in pol.get("egress") or []:
+                t = rule.get("target") if isinstance(rule, dict) else None
+                h = t[2:] if isinstance(t, str) and t.startswith("*.") else t
+                if not isinstance(h, str) or not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", h) \
+                        or re.match(r"^[0-9.]+$", h):
+                    raise lc_error(400, "SANDBOX::INVALID_PARAMETER",
+                                   "networkPolicy.egress target %r is not an FQDN or wildcard domain." % (t,))
 
         sid = str(uuid.uuid4())
         sbx = Sandbox(sid, os.path.join(fake.state_dir, sid))

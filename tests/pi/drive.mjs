@@ -6,12 +6,19 @@
 //   node drive.mjs EXTENSION_DIR
 //     PI_SCRIPT         JSON steps for the scripted model (see scripted-provider.ts);
 //                       a step {"host": "CMD"} ends one prompt, runs CMD on the host
-//                       (sh -c, e.g. `pisb stop NAME`) and starts the next prompt
+//                       (sh -c, e.g. `pisb stop NAME`) and starts the next prompt;
+//                       a step {"prompt": "/cmd ARGS"} ends one prompt and sends
+//                       that text as the user's (an extension command runs)
+//     DRIVE_UI=1        bind a UI whose notify() is printed as {"type":"notify",...},
+//                       setStatus() as {"type":"status",...} and confirm() as
+//                       {"type":"confirm",...}; confirm answers no
+//     DRIVE_CONFIRM=1   confirm() answers yes
 //     DRIVE_ABORT_MS    abort the agent this many ms after the first tool starts
 //     DRIVE_USER_BASH   JSON array of user commands, run after the prompt as !CMD
 //                       (a leading "!" in an entry means !!, excluded from context)
 // Prints JSON lines: {"type":"tool",...} per finished tool call, {"type":"user_bash",...}
-// per user command, {"type":"done"} at the end. Runs session_start and session_shutdown.
+// per user command, {"type":"done"} at the end. A tool's text leaves out the
+// extension's one-line project note (a text item starting "\n[pisb] "): that is its "note". Runs session_start and session_shutdown.
 import { execSync } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -37,6 +44,7 @@ const steps = process.env.PI_SCRIPT ? JSON.parse(readFileSync(process.env.PI_SCR
 const segments = [[]];
 for (const s of steps) {
 	if (s.host !== undefined) segments.push({ host: s.host }, []);
+	else if (s.prompt !== undefined) segments.push({ prompt: s.prompt }, []);
 	else segments[segments.length - 1].push(s);
 }
 const toMessage = (s) =>
@@ -69,19 +77,42 @@ const { session, extensionsResult } = await createAgentSession({
 	tools: ["bash", "read", "write", "edit", "ls", "find", "grep", "sandbox"],
 });
 for (const e of extensionsResult?.errors ?? []) out({ type: "load_error", error: String(e.error ?? e) });
-await session.bindExtensions({});
+// a UI that records notifications (the rest does nothing): opt-in, since it
+// makes ctx.hasUI true
+const recordingUI = new Proxy(
+	{
+		notify: (message, level) => out({ type: "notify", message, level }),
+		setStatus: (key, text) => out({ type: "status", key, text }),
+		confirm: async (title, message) => {
+			out({ type: "confirm", title, message });
+			return Boolean(process.env.DRIVE_CONFIRM);
+		},
+		select: async () => undefined,
+		input: async () => undefined,
+	},
+	{ get: (t, k) => (k in t ? t[k] : () => undefined) },
+);
+await session.bindExtensions(process.env.DRIVE_UI ? { uiContext: recordingUI } : {});
 
 let abortTimer;
 session.subscribe((ev) => {
 	if (ev.type === "tool_execution_start" && process.env.DRIVE_ABORT_MS && !abortTimer)
 		abortTimer = setTimeout(() => session.abort(), Number(process.env.DRIVE_ABORT_MS));
 	if (ev.type === "tool_execution_end") {
-		const text = (ev.result?.content ?? []).map((c) => c.text ?? "").join("");
-		out({ type: "tool", toolName: ev.toolName, isError: Boolean(ev.isError), text, details: ev.result?.details });
+		const items = ev.result?.content ?? [];
+		const isNote = (c) => typeof c.text === "string" && c.text.startsWith("\n[pisb] ");
+		const text = items.filter((c) => !isNote(c)).map((c) => c.text ?? "").join("");
+		const note = items.filter(isNote).map((c) => c.text.slice(1)).join("");
+		out({ type: "tool", toolName: ev.toolName, isError: Boolean(ev.isError), text, note, details: ev.result?.details });
 	}
 });
 const t0 = Date.now();
 for (const seg of segments) {
+	if (!Array.isArray(seg) && seg.prompt !== undefined) {
+		await session.prompt(seg.prompt);
+		out({ type: "prompt", text: seg.prompt });
+		continue;
+	}
 	if (!Array.isArray(seg)) {
 		try {
 			execSync(seg.host, { stdio: "ignore", shell: "/bin/sh" });

@@ -88,21 +88,26 @@ run_pi_json() {
 }
 
 # tool_result OUT N: sets tool_name, tool_err (true/false), tool_text for the
-# N-th (0-based) finished tool call in OUT.
+# N-th (0-based) finished tool call in OUT; tool_note: the extension's
+# one-line project note ("[pisb] ...", a text item of its own), left out of
+# tool_text.
 tool_result() {
 	local j
 	j=$(jq -sc --argjson n "$2" '[.[] | select(.type=="tool_execution_end")][$n]' "$1")
 	[ "$j" != null ] || { echo "no tool result $2 in $1" >&2; return 1; }
 	tool_name=$(jq -r .toolName <<<"$j")
 	tool_err=$(jq -r '.isError // false' <<<"$j")
-	tool_text=$(jq -r '[.result.content[]? | .text // empty] | join("")' <<<"$j")
+	tool_text=$(jq -r '[.result.content[]? | .text // empty | select(startswith("\n[pisb] ") | not)] | join("")' <<<"$j")
+	tool_note=$(jq -r '[.result.content[]? | .text // empty | select(startswith("\n[pisb] ")) | .[1:]] | join("")' <<<"$j")
 	echo "tool $2: $tool_name isError=$tool_err"
 	printf '%s\n' "$tool_text" | head -c 2000
 }
 
 # drive ENV=VAL... : the SDK driver (tests/pi/drive.mjs) in $PROJ, legacy Pi only.
+# Its standard output is JSON lines; standard error (such as the extension's
+# warnings without a UI) goes to $BATS_TEST_TMPDIR/drive.stderr.
 drive() {
-	(cd "$PROJ" && env "$@" node "$PI_DIR/drive.mjs" "$PI_EXT")
+	(cd "$PROJ" && env "$@" node "$PI_DIR/drive.mjs" "$PI_EXT" 2>>"${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}}/drive.stderr")
 }
 
 pi_destroy() {

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# bench/ab.sh BIN_A BIN_B [ROUNDS] - the local driver's lifecycle of two
+# builds side by side: each round runs, for A, then B, then bwrap cold,
+# create -> first command, stop, start -> first command (the same sandbox
+# flow as lifecycle.sh), so that both see the same load.  Prints the
+# median of each and B/A, and each build's B/bwrap.  Each build gets its
+# own state directory.  Not part of make bench: for comparing a change
+# against main (e.g. BIN_A=a copy of main's bin/).
+set -uo pipefail
+[ $# -ge 2 ] || { echo "usage: bench/ab.sh BIN_A BIN_B [ROUNDS]" >&2; exit 2; }
+A=$(realpath "$1") B=$(realpath "$2") N=${3:-20}
+tmp=$(mktemp -d /tmp/pisb-bench-ab.XXXXXX)
+trap 'for x in a b; do for n in $(PI_SANDBOX_HOME=$tmp/$x.state "$A/pisb" list -q 2>/dev/null); do PI_SANDBOX_HOME=$tmp/$x.state "$A/pisb" destroy "$n" --confirm "$n" -q >/dev/null 2>&1; done; done; rm -rf "$tmp"' EXIT
+now_us() { local t=$EPOCHREALTIME; echo "${t/./}"; }
+med() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "NaN"; else print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+# t OUT CMD...: CMD's wall time (ms) appended to OUT
+t() {
+	local f=$1 s e
+	shift
+	s=$(now_us)
+	"$@" >/dev/null 2>&1 || echo "$f" >>"$tmp/failed"
+	e=$(now_us)
+	echo $(( (e - s) )) | awk '{ printf "%.3f\n", $1 / 1000 }' >>"$f"
+}
+bw=(bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib
+	--symlink usr/lib64 /lib64 --proc /proc --dev /dev --tmpfs /tmp true)
+ce() { PI_SANDBOX_HOME=$2 "$1/pisb" create "$3" -q && PI_SANDBOX_HOME=$2 "$1/pisb" exec "$3" -- true; }
+se() { PI_SANDBOX_HOME=$2 "$1/pisb" start "$3" -q && PI_SANDBOX_HOME=$2 "$1/pisb" exec "$3" -- true; }
+for i in $(seq "$N"); do
+	for x in a b; do
+		bin=$A; [ $x = b ] && bin=$B
+		st=$tmp/$x.state
+		t "$tmp/$x.create" ce "$bin" "$st" "ab$i"
+		t "$tmp/bw.$x" "${bw[@]}"
+		t "$tmp/$x.stop" env PI_SANDBOX_HOME="$st" "$bin/pisb" stop "ab$i" -q
+		t "$tmp/$x.start" se "$bin" "$st" "ab$i"
+		PI_SANDBOX_HOME=$st "$bin/pisb" destroy "ab$i" --confirm "ab$i" -q >/dev/null 2>&1
+	done
+done
+[ -s "$tmp/failed" ] && echo "warning: $(wc -l <"$tmp/failed") commands failed ($(sort -u "$tmp/failed" | xargs -n1 basename | tr '\n' ' '))"
+cat "$tmp/bw.a" "$tmp/bw.b" >"$tmp/bw"
+bwm=$(med <"$tmp/bw")
+printf '%-26s %10s %10s %8s %10s %10s\n' "median of $N rounds" "A ms" "B ms" "B/A" "A/bwrap" "B/bwrap"
+for w in create stop start; do
+	a=$(med <"$tmp/a.$w") b=$(med <"$tmp/b.$w")
+	label=$w; [ $w = create ] && label="create -> first command"; [ $w = start ] && label="start -> first command"
+	awk -v l="$label" -v a="$a" -v b="$b" -v w="$bwm" 'BEGIN { printf "%-26s %10.2f %10.2f %8.2f %10.2f %10.2f\n", l, a, b, b / a, a / w, b / w }'
+done
+printf '%-26s %10.2f   (bwrap cold, run beside each build in every round)\n' "bwrap ... true" "$bwm"
+printf 'load average %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"

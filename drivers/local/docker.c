@@ -1,0 +1,771 @@
+/* docker.c - pisb docker for local sandboxes with `docker: true`: every
+ * docker command runs inside the sandbox (its namespaces, its root), as
+ * the docker client of the host image talking to the sandbox's own daemon
+ * on PISB_DOCKER_SOCK (the built-in service PISB_DOCKER_SERVICE,
+ * services.c).  Nothing here opens a docker socket on the host or reads
+ * DOCKER_HOST.  Ports a container publishes become previews of the
+ * sandbox (host 127.0.0.1, the controller's relay) and `rm` takes them
+ * away again; `curl` talks to those previews only.
+ */
+#include "local.h"
+#include "config.h"
+#include "docker_policy.h"
+#include "docker_verbs.h"
+#include "driver.h"
+#include "err.h"
+#include "exec.h"
+#include "instance.h"
+#include "json.h"
+#include "proc.h"
+#include "sbexec.h"
+#include "state.h"
+#include "util.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CAPTURE_CAP (256 * 1024)
+#define CAPTURE_MS 60000
+#define PREVIEW_TITLE "docker"
+
+/* Waits (at most 60 s) for the daemon's socket, then runs docker on it:
+ * `sh -c DOCKER_SH sh VERB ARGS...`. */
+#define WAIT_SH "i=0; while [ ! -S " PISB_DOCKER_SOCK " ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
+#define DOCKER_SH WAIT_SH "exec docker -H unix://" PISB_DOCKER_SOCK " \"$@\""
+
+struct dk {
+	struct pisb_sandbox *sb;
+	const struct pisb_config *cfg;
+	const struct pisb_runtime *rt;
+};
+
+/* ---- running inside ---- */
+
+/* Run `/bin/sh -c script sh args...` inside, stdout and stderr into out
+ * (at most CAPTURE_CAP), *code its status. */
+static int capture(struct dk *d, const char *script, char *const *args, size_t n,
+		   struct pisb_buf *out, int *code, struct pisb_err *e)
+{
+	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT, env = PISB_STRV_INIT;
+	_cleanup_close_ int r = -1, wfd = -1;
+	struct pisb_spawn sp;
+	int p[2], exec_err = 0, status = 0;
+	int64_t deadline = pisb_mono_ms() + CAPTURE_MS;
+	pid_t pid;
+
+	pisb_strv_push(&av, "/bin/sh");
+	pisb_strv_push(&av, "-c");
+	pisb_strv_push(&av, script);
+	pisb_strv_push(&av, "sh");
+	for (size_t i = 0; i < n; i++)
+		pisb_strv_push(&av, args[i]);
+	pisb_sandbox_env(d->cfg, NULL, NULL, 0, &env);
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "pipe");
+	r = p[0];
+	wfd = p[1];
+	memset(&sp, 0, sizeof(sp));
+	sp.rt = d->rt;
+	sp.argv = av.v;
+	sp.envp = env.v;
+	sp.cwd = d->cfg->workspace;
+	sp.stdin_fd = -1;
+	sp.stdout_fd = wfd;
+	sp.stderr_fd = wfd;
+	sp.new_session = true;
+	sp.pdeathsig = true;
+	pid = pisb_sbx_spawn(&sp, &exec_err, e);
+	if (pid < 0)
+		return pisb_err_prefix(e, "sandbox '%s'", d->sb->name);
+	close(wfd);
+	wfd = -1;
+	for (;;) {
+		struct pollfd pf = { r, POLLIN, 0 };
+		int64_t left = deadline - pisb_mono_ms();
+		char buf[8192];
+		ssize_t k;
+		int pr;
+
+		if (left <= 0) {
+			kill(-pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			return pisb_err_set(e, PISB_EXIT_TIMEOUT, "sandbox '%s': '%s' did not finish within %d s",
+					    d->sb->name, args && n ? args[0] : "docker", CAPTURE_MS / 1000);
+		}
+		pr = poll(&pf, 1, (int)left);
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr <= 0)
+			continue;
+		k = read(r, buf, sizeof(buf));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		if (out->len < CAPTURE_CAP)
+			pisb_buf_add(out, buf, (size_t)k);
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	*code = exec_err ? 127 : pisb_wait_code(status);
+	return 0;
+}
+
+/* docker ARGS... inside, captured. */
+static int docker_capture(struct dk *d, const char *const *args, struct pisb_buf *out, int *code,
+			  struct pisb_err *e)
+{
+	size_t n = 0;
+
+	while (args[n])
+		n++;
+	return capture(d, DOCKER_SH, (char *const *)args, n, out, code, e);
+}
+
+/* ---- previews of published ports ---- */
+
+struct pub { int port, host_port; bool docker; };
+
+/* The sandbox's preview links (svc.status): port-N links, whether docker
+ * made them (title PREVIEW_TITLE), and their host port. */
+static int previews(struct dk *d, struct pub **out, size_t *n, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf rep = PISB_BUF_INIT;
+	struct pisb_json j;
+	int pv;
+
+	*out = NULL;
+	*n = 0;
+	if (pisb_control_call(d->sb->idir, "{\"op\":\"svc.status\"}", &rep, 30000, e) < 0)
+		return pisb_err_prefix(e, "sandbox '%s': previews", d->sb->name);
+	if (pisb_json_parse(&j, rep.s, strcspn(rep.s, "\n"), e) < 0)
+		return pisb_err_prefix(e, "sandbox '%s': previews", d->sb->name);
+	pv = pisb_json_get(&j, 0, "previews");
+	for (int i = 0; pv >= 0 && i < j.tok[pv].size; i++) {
+		int o = pisb_json_at(&j, pv, i);
+		_cleanup_free_ char *svc = pisb_json_str(&j, pisb_json_get(&j, o, "service"));
+		long long hp = 0, port = 0;
+		if (!svc || !pisb_str_starts(svc, "port-") || pisb_parse_ll(svc + 5, 1, 65535, &port) < 0)
+			continue;
+		pisb_json_int(&j, pisb_json_get(&j, o, "hostPort"), &hp);
+		*out = xrealloc(*out, (*n + 1) * sizeof(**out));
+		(*out)[*n].port = (int)port;
+		(*out)[*n].host_port = (int)hp;
+		(*out)[*n].docker = pisb_json_eq(&j, pisb_json_get(&j, o, "title"), PREVIEW_TITLE);
+		(*n)++;
+	}
+	pisb_json_release(&j);
+	return 0;
+}
+
+static void preview_add(struct dk *d, int port, struct pisb_strv *notes)
+{
+	_cleanup_free_ char *req = xasprintf("{\"op\":\"svc.preview\",\"port\":%d,\"title\":\"" PREVIEW_TITLE
+					     "\",\"description\":\"published by docker run\"}", port);
+	_cleanup_buf_ struct pisb_buf rep = PISB_BUF_INIT;
+	struct pisb_err e = PISB_ERR_INIT;
+	struct pub *p = NULL;
+	size_t n = 0;
+
+	if (pisb_control_call(d->sb->idir, req, &rep, 30000, &e) < 0) {
+		pisb_strv_pushf(notes, "warning: could not publish port %d as a preview: %s", port, e.msg);
+		return;
+	}
+	if (previews(d, &p, &n, &e) == 0)
+		for (size_t i = 0; i < n; i++)
+			if (p[i].port == port && p[i].host_port > 0)
+				pisb_strv_pushf(notes, "published %d on http://127.0.0.1:%d/ (see 'pisb docker %s status')",
+						port, p[i].host_port, d->sb->name);
+	free(p);
+}
+
+static void preview_remove(struct dk *d, int port, struct pisb_strv *notes)
+{
+	_cleanup_free_ char *req = xasprintf("{\"op\":\"svc.remove\",\"service\":\"port-%d\"}", port);
+	_cleanup_buf_ struct pisb_buf rep = PISB_BUF_INIT;
+	struct pisb_err e = PISB_ERR_INIT;
+
+	if (pisb_control_call(d->sb->idir, req, &rep, 30000, &e) < 0)
+		pisb_strv_pushf(notes, "warning: could not unpublish port %d: %s", port, e.msg);
+	else
+		pisb_strv_pushf(notes, "unpublished %d", port);
+}
+
+/* The host ports (inside the sandbox) of run's -p/--publish options, as
+ * the policy parsed them (docker_policy.h): the ones a preview can show
+ * (tcp, a host port given). */
+static void run_ports(char *const *args, size_t n, int *ports, size_t *np, size_t max,
+		      struct pisb_strv *notes)
+{
+	struct pisb_docker_port *p = NULL;
+	size_t k = 0;
+
+	*np = 0;
+	pisb_docker_run_ports(args, n, &p, &k);
+	for (size_t i = 0; i < k; i++) {
+		if (strcmp(p[i].proto, "tcp"))
+			pisb_strv_pushf(notes, "warning: -p %d/%s: previews are HTTP, so %s ports get none",
+					p[i].cport, p[i].proto, p[i].proto);
+		else if (!p[i].host)
+			pisb_strv_pushf(notes, "warning: -p %d: no host port given, so no preview (publish HOST:%d)",
+					p[i].cport, p[i].cport);
+		else if (*np < max)
+			ports[(*np)++] = p[i].host;
+	}
+	free(p);
+}
+
+/* Before rm: the host ports (inside) the named containers publish
+ * (`docker port REF`: "80/tcp -> 0.0.0.0:8080"). */
+static size_t rm_ports(struct dk *d, char *const *args, size_t n, int *ports, size_t max)
+{
+	size_t np = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+		struct pisb_err ig = PISB_ERR_INIT;
+		const char *av[] = { "port", args[i], NULL };
+		int code = 0;
+
+		if (args[i][0] == '-')
+			continue;
+		if (docker_capture(d, av, &out, &code, &ig) < 0 || code != 0)
+			continue;
+		for (char *line = out.s; line && *line;) {
+			char *nl = strchr(line, '\n'), *colon;
+			int cport = 0, hport = 0;
+			if (nl)
+				*nl = '\0';
+			colon = strrchr(line, ':');
+			if (sscanf(line, "%d/tcp ->", &cport) == 1 && colon && sscanf(colon + 1, "%d", &hport) == 1 &&
+			    hport > 0) {
+				bool dup = false;
+				for (size_t k = 0; k < np; k++)
+					dup |= ports[k] == hport;
+				if (!dup && np < max)
+					ports[np++] = hport;
+			}
+			line = nl ? nl + 1 : NULL;
+		}
+	}
+	return np;
+}
+
+/* ---- status / verify / resources ---- */
+
+static char *first_line(const char *s)
+{
+	size_t n = s ? strcspn(s, "\n") : 0;
+	return xstrndup(s ? s : "", n);
+}
+
+static void ports_json(struct pisb_jw *w, const struct pub *p, size_t n)
+{
+	pisb_jw_key(w, "ports");
+	pisb_jw_arr(w);
+	for (size_t i = 0; i < n; i++) {
+		if (!p[i].docker)
+			continue;
+		pisb_jw_obj(w);
+		pisb_jw_kstr(w, "hostIp", "127.0.0.1");
+		pisb_jw_kint(w, "hostPort", p[i].host_port);
+		pisb_jw_kint(w, "sandboxPort", p[i].port);
+		pisb_jw_kstr(w, "protocol", "tcp");
+		pisb_jw_obj_end(w);
+	}
+	pisb_jw_arr_end(w);
+}
+
+static int do_status(struct dk *d, bool running, struct pisb_jw *w, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+	const char *av[] = { "info", "--format", "{{.ID}} {{.ServerVersion}} {{.Driver}}", NULL };
+	struct pub *p = NULL;
+	size_t np = 0;
+	int code = -1;
+	char id[256] = "", ver[128] = "", drv[64] = "";
+
+	if (running) {
+		if (capture(d, "[ -S " PISB_DOCKER_SOCK " ] || { echo 'the daemon is not listening yet (see pisb logs NAME " PISB_DOCKER_SERVICE ")'; exit 1; }; "
+			    "exec docker -H unix://" PISB_DOCKER_SOCK " \"$@\"",
+			    (char *const *)av, 3, &out, &code, e) < 0)
+			return -1;
+		if (previews(d, &p, &np, e) < 0)
+			return -1;
+		if (code == 0)
+			sscanf(out.s ? out.s : "", "%255s %127s %63s", id, ver, drv);
+	}
+	pisb_jw_obj(w);
+	pisb_jw_kstr(w, "name", d->sb->name);
+	pisb_jw_kstr(w, "driver", "local");
+	pisb_jw_kstr(w, "status", running ? "running" : "stopped");
+	pisb_jw_kstr(w, "workspace", d->cfg->workspace);
+	pisb_jw_key(w, "daemon");
+	pisb_jw_obj(w);
+	pisb_jw_kstr(w, "socket", PISB_DOCKER_SOCK " (inside the sandbox)");
+	pisb_jw_kbool(w, "reachable", running && code == 0 && id[0]);
+	pisb_jw_kstr(w, "id", id[0] ? id : NULL);
+	pisb_jw_kstr(w, "version", ver[0] ? ver : NULL);
+	pisb_jw_kstr(w, "storageDriver", drv[0] ? drv : NULL);
+	if (!running) {
+		pisb_jw_kstr(w, "error", "the sandbox is not running (pisb start starts it and its daemon)");
+	} else if (code != 0 || !id[0]) {
+		_cleanup_free_ char *l = first_line(out.s);
+		pisb_jw_kstr(w, "error", l);
+	}
+	pisb_jw_obj_end(w);
+	ports_json(w, p, np);
+	pisb_jw_kstr(w, "env", "strict");
+	pisb_jw_obj_end(w);
+	free(p);
+	return 0;
+}
+
+/* Whether a TCP listener on host port port is bound to loopback only
+ * (/proc/net/tcp and tcp6 of the host: local address and state 0A). */
+static int listener_loopback(int port, bool *any)
+{
+	static const char *const files[] = { "/proc/net/tcp", "/proc/net/tcp6", NULL };
+	int verdict = 1;
+
+	*any = false;
+	for (int f = 0; files[f]; f++) {
+		FILE *fp = fopen(files[f], "re");
+		char line[512];
+		if (!fp)
+			continue;
+		while (fgets(line, sizeof(line), fp)) {
+			char local[128];
+			unsigned lport = 0, st = 0;
+			char *colon;
+			if (sscanf(line, " %*d: %127s %*s %x", local, &st) != 2 || st != 0x0A)
+				continue;
+			colon = strrchr(local, ':');
+			if (!colon || sscanf(colon + 1, "%x", &lport) != 1 || (int)lport != port)
+				continue;
+			*colon = '\0';
+			*any = true;
+			if (strcmp(local, "0100007F") && strcmp(local, "00000000000000000000000001000000"))
+				verdict = 0;
+		}
+		fclose(fp);
+	}
+	return verdict;
+}
+
+static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err *e)
+{
+	static const char script[] =
+		"echo __ENV__; env | grep -E '^(DOCKER_|COMPOSE_|PISB_VERIFY_PROBE_)'; "
+		"echo __MOUNTS__; for p in \"$@\"; do [ -e \"$p\" ] && echo \"$p\"; done; "
+		"echo __SOCKS__; for p in /run/docker.sock /var/run/docker.sock /run/containerd/containerd.sock "
+		"/var/run/containerd/containerd.sock; do [ -e \"$p\" ] && stat -L -c \"$p %d %i %F\" \"$p\"; done; "
+		"echo __OWN__; python3 -c 'import socket,struct,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+		"print(struct.unpack(\"3i\", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0])' " PISB_DOCKER_SOCK " 2>&1; "
+		"echo __DAEMON__; docker -H unix://" PISB_DOCKER_SOCK " info --format '{{.ID}}' 2>&1; echo __RC__; echo $?; "
+		"echo __CONTEXTS__; docker -H unix://" PISB_DOCKER_SOCK " context ls --format '{{.Name}}' 2>&1; "
+		"echo __END__";
+	static const char *const host_socks[] = { "/run/docker.sock", "/var/run/docker.sock",
+		"/run/containerd/containerd.sock", "/var/run/containerd/containerd.sock", NULL };
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT, hostinfo = PISB_BUF_INIT;
+	_cleanup_free_ char *envs = NULL, *mounts = NULL, *socks = NULL, *own = NULL, *daemon = NULL;
+	_cleanup_free_ char *drc = NULL, *ctx = NULL, *ev = NULL, *hd = NULL, *hs = NULL, *hl = NULL;
+	const char *home = getenv("HOME");
+	char rnd[9], probe[64], sentinel[80];
+	struct pub *p = NULL;
+	size_t np = 0;
+	bool all = true;
+	char *margs[4];
+	int rc;
+
+	/* canaries in our own environment: the sandbox must not get them */
+	pisb_random_hex(rnd, 8);
+	snprintf(sentinel, sizeof(sentinel), "unix:///pisb-verify-%s.sock", rnd);
+	snprintf(probe, sizeof(probe), "PISB_VERIFY_PROBE_%s", rnd);
+	setenv("DOCKER_HOST", sentinel, 1);
+	setenv(probe, "1", 1);
+	hd = xasprintf("%s/.docker", home ? home : "/nonexistent");
+	hs = xasprintf("%s/.ssh", home ? home : "/nonexistent");
+	hl = xstrdup(d->sb->st->path);
+	margs[0] = hd;
+	margs[1] = hs;
+	margs[2] = hl;
+	rc = capture(d, script, margs, 3, &out, code, e);
+	unsetenv("DOCKER_HOST");
+	unsetenv(probe);
+	if (rc < 0)
+		return -1;
+	if (!strstr(out.s ? out.s : "", "__END__"))
+		return pisb_err_set(e, PISB_EXIT_BACKEND, "verify '%s': the probe inside the sandbox failed (status %d)",
+				    d->sb->name, *code);
+	envs = pisb_docker_section(out.s, "__ENV__");
+	mounts = pisb_docker_section(out.s, "__MOUNTS__");
+	socks = pisb_docker_section(out.s, "__SOCKS__");
+	own = pisb_docker_section(out.s, "__OWN__");
+	daemon = pisb_docker_section(out.s, "__DAEMON__");
+	drc = pisb_docker_section(out.s, "__RC__");
+	ctx = pisb_docker_section(out.s, "__CONTEXTS__");
+	/* the host's sockets at those paths, by device and inode */
+	for (int i = 0; host_socks[i]; i++) {
+		struct stat sb;
+		if (stat(host_socks[i], &sb) == 0)
+			pisb_buf_addf(&hostinfo, "%s%s %llu:%llu", hostinfo.len ? ", " : "", host_socks[i],
+				      (unsigned long long)sb.st_dev, (unsigned long long)sb.st_ino);
+	}
+	pisb_jw_obj(w);
+	pisb_jw_kstr(w, "name", d->sb->name);
+	pisb_jw_kstr(w, "driver", "local");
+	pisb_jw_key(w, "checks");
+	pisb_jw_arr(w);
+	pisb_docker_check(w, "transport", true,
+	      "pisb runs the docker client inside the sandbox (its namespaces, its root) on " PISB_DOCKER_SOCK
+	      "; it opens no docker socket on the host", &all);
+	ev = xasprintf("DOCKER_HOST=%s set for pisb; inside: %s", sentinel,
+		       envs && *envs ? envs : "no DOCKER_* or COMPOSE_* variable");
+	pisb_docker_check(w, "env-scrub", envs && !strstr(envs, "DOCKER_") && !strstr(envs, "COMPOSE_"), ev, &all);
+	free(ev);
+	ev = xasprintf("%s set for pisb: %s inside", probe, envs && strstr(envs, probe) ? "present" : "absent");
+	pisb_docker_check(w, "env-forwarding", !(envs && strstr(envs, probe)), ev, &all);
+	free(ev);
+	{
+		char id[256] = "";
+		bool ok = daemon && drc && !strcmp(drc, "0") && sscanf(daemon, "%255s", id) == 1;
+		ev = ok ? xasprintf("docker -H unix://%s inside answers: daemon %s", PISB_DOCKER_SOCK, id)
+			: xasprintf("docker -H unix://%s inside: %s", PISB_DOCKER_SOCK, daemon ? daemon : "no answer");
+		pisb_docker_check(w, "daemon", ok, ev, &all);
+		free(ev);
+	}
+	{
+		/* a socket inside that is the host's (same device and inode), or
+		 * that has no listener in the sandbox's network namespace, is
+		 * not the sandbox's own */
+		struct pisb_buf bad = PISB_BUF_INIT;
+		long long nown = 0;
+		bool own_ok = own && pisb_parse_ll(own, 1, 1 << 20, &nown) == 0;
+		_cleanup_free_ char *lines = xstrdup(socks ? socks : "");
+		for (char *line = lines; line && *line;) {
+			char *nl = strchr(line, '\n'), path[256];
+			unsigned long long dev = 0, ino = 0;
+			if (nl)
+				*nl = '\0';
+			if (sscanf(line, "%255s %llu %llu", path, &dev, &ino) == 3) {
+				for (int i = 0; host_socks[i]; i++) {
+					struct stat sb;
+					if (stat(host_socks[i], &sb) == 0 && sb.st_dev == dev && sb.st_ino == ino)
+						pisb_buf_addf(&bad, "%s'%s' is the host's '%s'", bad.len ? "; " : "", path,
+							      host_socks[i]);
+				}
+				if (strcmp(path, PISB_DOCKER_SOCK) && strcmp(path, "/var/run/docker.sock"))
+					pisb_buf_addf(&bad, "%s'%s' exists inside", bad.len ? "; " : "", path);
+			}
+			line = nl ? nl + 1 : NULL;
+		}
+		if (!own_ok)
+				pisb_buf_addf(&bad, "%s'%s': its listener is not a process of the sandbox (peer pid: %s)",
+				      bad.len ? "; " : "", PISB_DOCKER_SOCK, own && *own ? own : "none");
+		ev = bad.len ? xstrdup(bad.s)
+			     : xasprintf("inside: %s; its listener is pid %s of the sandbox (SO_PEERCRED; a listener outside its pid namespace shows as 0); host: %s",
+					 socks && *socks ? socks : "no docker socket", own,
+					 hostinfo.len ? hostinfo.s : "no docker or containerd socket");
+		for (char *q = ev; *q; q++)
+			if (*q == '\n')
+				*q = ';';
+		pisb_docker_check(w, "own-socket", !bad.len, ev, &all);
+		pisb_docker_check(w, "host-daemon", !bad.len || !strstr(bad.s, "the host's"),
+		      hostinfo.len ? "no socket inside is one of the host's docker/containerd sockets (device and inode compared)"
+				   : "the host has no docker or containerd socket at the usual paths; none inside is the host's",
+		      &all);
+		free(ev);
+		pisb_buf_release(&bad);
+	}
+	ev = xasprintf("%s, %s and the state directory '%s': %s", hd, hs, hl,
+		       mounts && *mounts ? mounts : "not visible inside");
+	pisb_docker_check(w, "host-mounts", !(mounts && *mounts), ev, &all);
+	free(ev);
+	ev = xasprintf("docker contexts inside: %s", ctx && *ctx ? ctx : "(none)");
+	pisb_docker_check(w, "contexts", ctx && !strcmp(ctx, "default"), ev, &all);
+	free(ev);
+	ev = NULL;
+	if (previews(d, &p, &np, e) < 0) {
+		pisb_docker_check(w, "port-binds", false, e->msg, &all);
+	} else {
+		struct pisb_buf b = PISB_BUF_INIT;
+		bool ok = true;
+		size_t nd = 0;
+		for (size_t i = 0; i < np; i++) {
+			bool any = false;
+			int lo;
+			if (!p[i].docker)
+				continue;
+			lo = listener_loopback(p[i].host_port, &any);
+			ok &= lo == 1;
+			pisb_buf_addf(&b, "%s%d->%d %s", nd++ ? ", " : "", p[i].host_port, p[i].port,
+				      !any ? "(no host listener)" : lo ? "on 127.0.0.1 only" : "NOT on loopback only");
+		}
+		pisb_docker_check(w, "port-binds", ok, nd ? b.s : "no published ports", &all);
+		pisb_buf_release(&b);
+	}
+	free(p);
+	pisb_jw_arr_end(w);
+	pisb_jw_kbool(w, "pass", all);
+	pisb_jw_obj_end(w);
+	*code = all ? 0 : PISB_EXIT_FAIL;
+	return 0;
+}
+
+static int do_resources(struct dk *d, struct pisb_jw *w, struct pisb_err *e)
+{
+	static const char script[] =
+		"echo __CPUS__; nproc 2>&1; echo __MEMORY__; free -m 2>&1; echo __DISK__; df -h / /var/lib/docker 2>&1; "
+		"echo __DOCKER__; " WAIT_SH "docker -H unix://" PISB_DOCKER_SOCK " system df 2>&1; echo __END__";
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+	int code = 0;
+
+	if (capture(d, script, NULL, 0, &out, &code, e) < 0)
+		return -1;
+	if (!strstr(out.s ? out.s : "", "__END__"))
+		return pisb_err_set(e, PISB_EXIT_BACKEND, "resources '%s': the probe inside the sandbox failed (status %d)",
+				    d->sb->name, code);
+	pisb_jw_obj(w);
+	pisb_jw_kstr(w, "name", d->sb->name);
+	pisb_docker_resources(w, out.s);
+	pisb_jw_obj_end(w);
+	return 0;
+}
+
+/* ---- curl: host side, loopback, only the previews docker published ---- */
+
+static int do_curl(struct dk *d, char *const *args, size_t n, int *code, struct pisb_err *e)
+{
+	const char *method = "GET", *body = NULL, *target = NULL;
+	_cleanup_free_ char *path = NULL;
+	_cleanup_buf_ struct pisb_buf resp = PISB_BUF_INIT, tok = PISB_BUF_INIT;
+	const char *answer = NULL;
+	size_t len = 0;
+	struct pub *p = NULL;
+	size_t np = 0;
+	long long port = 0;
+	int hport = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(args[i], "-X") && i + 1 < n)
+			method = args[++i];
+		else if (!strcmp(args[i], "-d") && i + 1 < n)
+			body = args[++i];
+		else if (!target && args[i][0] != '-')
+			target = args[i];
+		else
+			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: unexpected '%s' (usage: curl -- [-X METHOD] [-d BODY] PORT[/PATH])", args[i]);
+	}
+	if (!target)
+		return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: a PORT[/PATH] is required");
+	for (const char *m = method; *m; m++)
+		if (!isupper((unsigned char)*m))
+			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: bad method '%s'", method);
+	{
+		const char *q = target, *slash;
+		_cleanup_free_ char *num = NULL;
+		if (pisb_str_starts(q, "http://"))
+			q += 7;
+		if (pisb_str_starts(q, "127.0.0.1:") || pisb_str_starts(q, "localhost:"))
+			q += 10;
+		else if (q != target)
+			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: only PORT[/PATH] or http://127.0.0.1:PORT/PATH, not '%s'", target);
+		slash = strchr(q, '/');
+		num = slash ? xstrndup(q, (size_t)(slash - q)) : xstrdup(q);
+		if (pisb_parse_ll(num, 1, 65535, &port) < 0)
+			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: bad port in '%s'", target);
+		path = xstrdup(slash ? slash : "/");
+		for (const char *c = path; *c; c++)
+			if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
+				return pisb_err_set(e, PISB_EXIT_USAGE,
+						    "docker curl: the path may hold no space, control or non-ASCII byte (percent-encode it)");
+	}
+	/* the port the container published, or the host port of its preview */
+	if (previews(d, &p, &np, e) < 0)
+		return pisb_err_prefix(e, "docker curl");
+	for (size_t i = 0; i < np && !hport; i++)
+		if (p[i].docker && p[i].host_port > 0 && (p[i].port == port || p[i].host_port == port))
+			hport = p[i].host_port;
+	free(p);
+	if (!hport)
+		return pisb_err_set(e, PISB_EXIT_FAIL,
+				    "docker curl: %lld is not a port sandbox '%s' published with docker run -p (see 'pisb docker %s status')",
+				    port, d->sb->name, d->sb->name);
+	/* a preview behind preview.auth: token wants the sandbox's token
+	 * (the controller's file in the instance directory, host-written) */
+	if (d->cfg->preview_token &&
+	    (pisb_read_file_at(d->sb->idir, "preview.token", &tok, 128) < 0 || tok.len < 32))
+		return pisb_err_set(e, PISB_EXIT_BACKEND,
+				    "docker curl: sandbox '%s' has preview.auth: token but no token yet", d->sb->name);
+	if (tok.len > 32)
+		tok.s[32] = '\0';
+	if (pisb_docker_curl_exchange(hport, method, path, body, d->cfg->preview_token ? tok.s : NULL,
+				      &resp, &answer, &len, code, e) < 0)
+		return -1;
+	pisb_write_all(1, answer, len);
+	return 0;
+}
+
+/* ---- the streaming verbs ---- */
+
+static volatile sig_atomic_t child_pid;
+static void forward(int sig)
+{
+	if (child_pid > 0)
+		kill(child_pid, sig);
+}
+
+/* pisb_exec_attached in a child: it joins the sandbox's namespaces
+ * itself, and we still have the host's to talk to the controller after.
+ * The signals it forwards reach it through us. */
+static int attached(struct dk *d, const struct pisb_exec_req *r, int *code, struct pisb_err *e)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+	struct sigaction sa, old[4];
+	int p[2], status = 0;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = pisb_fork_piped(p, e);
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		struct pisb_err ce = PISB_ERR_INIT;
+		int c = 0;
+		close(p[0]);
+		if (pisb_exec_attached(d->sb->st, r, &c, &ce) < 0) {
+			/* the error, for the parent to report */
+			pisb_write_all(p[1], &ce.code, sizeof(ce.code));
+			pisb_write_all(p[1], ce.msg, strlen(ce.msg));
+			_exit(1);
+		}
+		_exit(c & 0xff);
+	}
+	close(p[1]);
+	child_pid = pid;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = forward;
+	for (int i = 0; i < 4; i++)
+		sigaction(sigs[i], &sa, &old[i]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	for (int i = 0; i < 4; i++)
+		sigaction(sigs[i], &old[i], NULL);
+	child_pid = 0;
+	{
+		char buf[sizeof(int) + 1024];
+		ssize_t k = pisb_read_all(p[0], buf, sizeof(buf) - 1);
+		close(p[0]);
+		if (k > (ssize_t)sizeof(int)) {
+			int ec;
+			memcpy(&ec, buf, sizeof(ec));
+			buf[k] = '\0';
+			return pisb_err_set(e, ec ? ec : PISB_EXIT_FAIL, "sandbox '%s': %s", d->sb->name,
+					    buf + sizeof(int));
+		}
+	}
+	*code = pisb_wait_code(status);
+	return 0;
+}
+
+static int stream(struct dk *d, const char *verb, char *const *args, size_t n, int *code,
+		  struct pisb_strv *notes, struct pisb_err *e)
+{
+	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
+	struct pisb_exec_req r;
+	int ports[64], gone[64];
+	size_t np = 0, ng = 0;
+
+	if (!strcmp(verb, "compose"))
+		return pisb_err_set(e, PISB_EXIT_FAIL,
+				    "sandbox '%s': docker compose is not available (the host image's docker.io has no compose plugin)",
+				    d->sb->name);
+	if (!strcmp(verb, "rm"))
+		ng = rm_ports(d, args, n, gone, 64);
+	pisb_strv_push(&av, "/bin/sh");
+	pisb_strv_push(&av, "-c");
+	pisb_strv_push(&av, DOCKER_SH);
+	pisb_strv_push(&av, "sh");
+	if (!strcmp(verb, "prune")) {
+		pisb_strv_push(&av, "system");
+		pisb_strv_push(&av, "prune");
+		pisb_strv_push(&av, "--all");
+		pisb_strv_push(&av, "--force");
+	} else {
+		pisb_strv_push(&av, verb);
+	}
+	for (size_t i = 0; i < n; i++)
+		pisb_strv_push(&av, args[i]);
+	memset(&r, 0, sizeof(r));
+	r.name = d->sb->name;
+	r.argv = av.v;
+	r.argc = av.n;
+	r.cwd = d->cfg->workspace;
+	if (attached(d, &r, code, e) < 0)
+		return -1;
+	if (*code == 0 && !strcmp(verb, "run")) {
+		run_ports(args, n, ports, &np, 64, notes);
+		for (size_t i = 0; i < np; i++)
+			preview_add(d, ports[i], notes);
+	}
+	if (*code == 0)
+		for (size_t i = 0; i < ng; i++)
+			preview_remove(d, gone[i], notes);
+	return 0;
+}
+
+int pisb_local_docker(struct pisb_sandbox *sb, const char *verb, char *const *args, size_t nargs,
+		      struct pisb_jw *w, bool *json_out, int *code, struct pisb_strv *notes,
+		      struct pisb_err *e)
+{
+	struct dk d = { sb, NULL, NULL };
+	bool running;
+
+	*json_out = false;
+	*code = 0;
+	if (!(d.cfg = pisb_sandbox_config(sb, e)))
+		return pisb_err_prefix(e, "sandbox '%s'", sb->name);
+	if (!d.cfg->docker)
+		return pisb_err_set(e, PISB_EXIT_FAIL,
+				    "sandbox '%s' (driver local) has no docker daemon of its own: create it with 'docker: true' in its sandbox.yaml (pisb never uses the host's docker daemon)",
+				    sb->name);
+	if (!(d.rt = pisb_sandbox_runtime(sb, e)))
+		return pisb_err_prefix(e, "sandbox '%s'", sb->name);
+	running = sb->drv->status(sb) == PISB_ST_RUNNING;
+	if (!strcmp(verb, "status")) {
+		*json_out = true;
+		return do_status(&d, running, w, e);
+	}
+	if (!running)
+		return pisb_err_set(e, PISB_EXIT_FAIL,
+				    "sandbox '%s' is %s: its docker daemon runs only while it runs (pisb start %s)",
+				    sb->name, pisb_status_name(sb->drv->status(sb)), sb->name);
+	if (!strcmp(verb, "verify")) {
+		*json_out = true;
+		return do_verify(&d, w, code, e);
+	}
+	if (!strcmp(verb, "resources")) {
+		*json_out = true;
+		return do_resources(&d, w, e);
+	}
+	if (!strcmp(verb, "curl"))
+		return do_curl(&d, args, nargs, code, e);
+	if (!strcmp(verb, "init"))
+		return pisb_err_set(e, PISB_EXIT_FAIL,
+				    "sandbox '%s': docker init is not there yet for local sandboxes (write a Dockerfile with pisb write)",
+				    sb->name);
+	return stream(&d, verb, args, nargs, code, notes, e);
+}

@@ -1,0 +1,126 @@
+#!/usr/bin/env bats
+# PISB_TRACE: the phase marks of create and the controller (the create
+# breakdown of make bench), and make bench's summary table (bench/summary.py).
+load helpers
+
+setup() {
+	pisb_test_setup
+}
+
+teardown() {
+	for n in $(pisb list -q 2>/dev/null); do pisb destroy "$n" --confirm "$n" >/dev/null 2>&1 || true; done
+}
+
+@test "PISB_TRACE=FILE: create and its controller append their phases to FILE, in order" {
+	require_userns
+	t=$BATS_TEST_TMPDIR/trace
+	PISB_TRACE=$t run -0 --separate-stderr pisb create tr -q
+	[ -z "$stderr" ]
+	# every line: pisb-trace USEC PID WHAT
+	run -1 grep -vE '^pisb-trace [0-9]{16} [0-9]+ [a-z]+: .+$' "$t"
+	grep -q ' create: config parsed$' "$t"
+	grep -q ' controller: cgroup created$' "$t"
+	grep -q ' boot: init ready$' "$t"
+	grep -q ' controller: status written (running)$' "$t"
+	grep -q ' create: controller running$' "$t"
+	# two processes: pisb-create and the controller (pisb inspect's pid)
+	ctl=$(pisb inspect tr | jq -r .controller.pid)
+	grep -q "^pisb-trace [0-9]* $ctl controller: start\$" "$t"
+	[ "$(cut -d' ' -f3 "$t" | sort -u | wc -l)" = 2 ]
+	# the create waited for the controller: for it to write 'running', which
+	# it begins after binding its control socket
+	c=$(grep ' controller: control socket$' "$t" | cut -d' ' -f2)
+	r=$(grep ' create: controller running$' "$t" | cut -d' ' -f2)
+	[ "$r" -ge "$c" ]
+	# exec: its marks end before it enters the sandbox (inside, the path
+	# would be the sandbox's)
+	PISB_TRACE=$t run -0 pisb exec tr -- true
+	grep -q ' exec: cgroups joined$' "$t"
+	# stop: the client's marks and the controller's (it traces to the file
+	# it was started with)
+	PISB_TRACE=$t run -0 pisb stop tr -q
+	grep -q ' stop: locked$' "$t"
+	grep -q "^pisb-trace [0-9]* $ctl stop: cgroup removed\$" "$t"
+	grep -q ' stop: controller gone$' "$t"
+	# each process's marks are in time order
+	for p in $(cut -d' ' -f3 "$t" | sort -u); do
+		awk -v p="$p" '$3 == p { print $2 }' "$t" > "$BATS_TEST_TMPDIR/ts"
+		sort -n -c "$BATS_TEST_TMPDIR/ts"
+	done
+}
+
+@test "PISB_TRACE=1 writes to stderr (the controller's is controller.log); unset, nothing" {
+	require_userns
+	PISB_TRACE=1 run -0 --separate-stderr pisb create on
+	[[ $stderr == *" create: controller running"* ]]
+	[[ $stderr != *" controller: start"* ]]
+	grep -q ' controller: status written (running)$' "$PI_SANDBOX_HOME/instances/on/controller.log"
+	run -0 --separate-stderr pisb create off -q
+	[ -z "$stderr" ]
+	run -1 grep -c pisb-trace "$PI_SANDBOX_HOME/instances/off/controller.log"
+	PISB_TRACE=0 run -0 --separate-stderr pisb create zero -q
+	[ -z "$stderr" ]
+	run -1 grep -c pisb-trace "$PI_SANDBOX_HOME/instances/zero/controller.log"
+}
+
+@test "no process of a traced sandbox holds the trace file open (the sandbox's root could reopen it)" {
+	require_userns
+	t=$BATS_TEST_TMPDIR/trace
+	PISB_TRACE=$t run -0 pisb create held
+	PISB_TRACE=$t run -0 pisb exec held -- true
+	[ -s "$t" ]
+	ctl=$(pisb inspect held | jq -r .controller.pid)
+	init=$(pisb inspect held | jq -r .controller.initPid)
+	for p in "$ctl" "$init"; do
+		run -0 find "/proc/$p/fd" -lname "$t"
+		[ -z "$output" ]
+	done
+}
+
+@test "PISB_TRACE=PATH does not follow a symlink at PATH" {
+	require_userns
+	echo keep > "$BATS_TEST_TMPDIR/target"
+	ln -s "$BATS_TEST_TMPDIR/target" "$BATS_TEST_TMPDIR/link"
+	PISB_TRACE=$BATS_TEST_TMPDIR/link run -0 pisb create sym
+	[ "$(cat "$BATS_TEST_TMPDIR/target")" = keep ]
+}
+
+@test "PISB_TRACE=PATH at a FIFO nobody reads does not block create or exec" {
+	require_userns
+	mkfifo "$BATS_TEST_TMPDIR/fifo"
+	PISB_TRACE=$BATS_TEST_TMPDIR/fifo run -0 timeout 120 pisb create fifo -q
+	PISB_TRACE=$BATS_TEST_TMPDIR/fifo run -0 timeout 60 pisb exec fifo -- true
+}
+
+@test "make bench's summary: one row per comparison, the best peer, the ratio and whether the goal was met" {
+	tsv=$BATS_TEST_TMPDIR/r.tsv
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+		exec "exec true" 6 nsenter 8 ms "<=1" \
+		exec "exec true" 6 bwrap 4 ms "" \
+		exec "exec true" "" docker "" - "cannot run: dockerd did not start" \
+		lc "create" 30 bwrap 10 ms "<=1" \
+		pv "relay" 800 direct 1000 MB/s ">=0.8" \
+		pv "relay" 800 host 2000 MB/s "" \
+		lc "stop" 7 - "" ms "<5" \
+		lc "idle PSS" 400 - "" KiB "<=512" \
+		lc "broken" NaN nsenter 3 ms "<=1" > "$tsv"
+	run -0 python3 "$BATS_TEST_DIRNAME/../bench/summary.py" "$tsv" "$BATS_TEST_TMPDIR/t.md" "$BATS_TEST_TMPDIR/t.json"
+	[ "$output" = "$(cat "$BATS_TEST_TMPDIR/t.md")" ]
+	j=$BATS_TEST_TMPDIR/t.json
+	[ "$(jq length "$j")" = 6 ]
+	# the fastest peer is the best one; the goal is taken against the peer it names
+	jq -e '.[0] | .bestPeer == "bwrap" and .ratio == 1.5 and .goal == "<=1" and .met == true' "$j"
+	jq -e '.[0].peers | map(.peer) == ["nsenter", "bwrap", "docker"]' "$j"
+	jq -e '.[0].peers[2] | .value == null and .note == "cannot run: dockerd did not start"' "$j"
+	jq -e '.[1] | .ratio == 3 and .met == false' "$j"
+	# throughput: the highest peer is the best; the goal is on its own peer
+	jq -e '.[2] | .bestPeer == "host" and .ratio == 0.4 and .met == true' "$j"
+	# no peer: the goal is on pisb's figure
+	jq -e '.[3] | .bestPeer == null and .met == false' "$j"
+	jq -e '.[4].met == true' "$j"
+	# a failed measurement is a missed goal, not a number
+	jq -e '.[5] | .pisb == null and .met == false' "$j"
+	[[ $output == *"| exec true | 6.00 ms | bwrap 4.00 ms | 1.50x | <= 1x nsenter | yes | nsenter 8.00 ms (0.75x); docker: cannot run: dockerd did not start |"* ]]
+	[[ $output == *"| stop | 7.00 ms | - | - | < 5 | **no** | - |"* ]]
+	[[ $output == *"| broken | failed |"* ]]
+}

@@ -1,0 +1,338 @@
+#!/usr/bin/env bats
+# The file verbs of pisb-fs(1) on a real vm sandbox (QEMU, TCG when KVM does
+# not work here): run inside the guest by the agent (pisb-agent fs) with the
+# local driver's file code.  Each verb is run on the VM and on a local
+# sandbox with the same files, and the two answers (stdout, stderr, exit
+# status) must be the same.  Attacks: paths and symlinks that name host
+# files resolve in the guest only; a guest that replaces the agent with a
+# liar gets its oversize, malformed or hostile replies refused.
+# One VM for the whole file (setup_file).
+load helpers
+
+setup_file() {
+	# the local twin needs a state dir whose parents root inside can traverse
+	FS_TMP=$(mktemp -d /tmp/pisb-fs56.XXXXXX)
+	chmod 755 "$FS_TMP"
+	export FS_TMP PI_SANDBOX_HOME="$FS_TMP/state"
+	[ -z "$(vm_prereqs)" ] || return 0
+	printf 'version: 1\ndriver: vm\nresources: { cpus: 1, memoryGiB: 1 }\ndiskGiB: 2\n' > "$FS_TMP/vm.yaml"
+	echo "host secret" > "$FS_TMP/host-only-file"
+	pisb create vf -f "$FS_TMP/vm.yaml" > "$FS_TMP/create.out" 2> "$FS_TMP/create.err" ||
+		echo "create failed: $?" >> "$FS_TMP/create.err"
+	pisb create lf >> "$FS_TMP/create.out" 2>> "$FS_TMP/create.err" ||
+		echo "create failed (local): $?" >> "$FS_TMP/create.err"
+	# the same tree in both
+	local b
+	for b in vf lf; do
+		pisb exec "$b" -- sh -c '
+			mkdir -p src/deep/er node_modules/x &&
+			printf "alpha\nbeta\ngamma\nbeta again\n" > src/a.txt &&
+			printf "int main(void) { return 0; }\n" > src/deep/er/m.c &&
+			printf "ignored beta\n" > node_modules/x/i.js &&
+			printf "*.log\n" > .gitignore && printf "beta log\n" > run.log &&
+			ln -s src/a.txt link-a && ln -s /nowhere dangling' >/dev/null 2>&1
+	done
+}
+
+teardown_file() {
+	pisb destroy vf --confirm vf >/dev/null 2>&1 || true
+	pisb destroy lf --confirm lf >/dev/null 2>&1 || true
+	rm -rf "$FS_TMP"
+}
+
+setup() {
+	pisb_test_setup
+	export PI_SANDBOX_HOME="$FS_TMP/state"
+	local lacks
+	lacks=$(vm_prereqs)
+	[ -z "$lacks" ] || skip "machine lacks: $lacks"
+	if grep -q "create failed" "$FS_TMP/create.err"; then
+		cat "$FS_TMP/create.err"
+		false
+	fi
+}
+
+# Run `pisb VERB BOX ARGS...` on the VM and on the local twin; their
+# stdout, stderr (the sandbox's name replaced) and status must agree.
+# JSON mtimes are left out (the files were made at different times).
+same() {
+	local verb=$1
+	shift
+	local out_v out_l err_v err_l rc_v=0 rc_l=0
+	out_v=$(pisb "$verb" vf "$@" 2> "$BATS_TEST_TMPDIR/err_v") || rc_v=$?
+	out_l=$(pisb "$verb" lf "$@" 2> "$BATS_TEST_TMPDIR/err_l") || rc_l=$?
+	err_v=$(sed "s/'vf'/'BOX'/g" "$BATS_TEST_TMPDIR/err_v")
+	err_l=$(sed "s/'lf'/'BOX'/g" "$BATS_TEST_TMPDIR/err_l")
+	if jq -e . >/dev/null 2>&1 <<<"$out_v"; then
+		# .sandbox.yaml holds each one's own config
+		local norm='del(.. | .mtime?) | if type == "object" and .entries then .entries |= map(select(.name != ".sandbox.yaml")) else . end'
+		out_v=$(jq -S "$norm" <<<"$out_v")
+		out_l=$(jq -S "$norm" <<<"$out_l")
+	fi
+	echo "vm ($rc_v): $out_v / $err_v"
+	echo "local ($rc_l): $out_l / $err_l"
+	[ "$rc_v" = "$rc_l" ]
+	[ "$out_v" = "$out_l" ]
+	[ "$err_v" = "$err_l" ]
+	status=$rc_v
+	output=$out_v
+	stderr=$err_v
+}
+
+@test "vm file verbs are supported in pisb drivers (push still refused, saying why)" {
+	run -0 pisb drivers --json
+	for v in read write edit ls stat mkdir find grep logs; do
+		jq -e --arg v "$v" '.drivers[] | select(.name == "vm") | .verbs[$v].supported' <<<"$output"
+	done
+	jq -e '.drivers[] | select(.name == "vm") | .verbs.push.supported == false and (.verbs.push.why | test("pisb write"))' <<<"$output"
+}
+
+@test "write, read (text, window, JSON, raw) agree with the local driver byte for byte" {
+	same write w.txt --content $'one\ntwo\nthree\n' --json
+	[ "$status" = 0 ]
+	jq -e '.path == "/workspace/w.txt" and .bytes == 14' <<<"$output"
+	same read w.txt --json
+	jq -e '.content == "one\ntwo\nthree\n" and .lines == 3 and .nextOffset == null' <<<"$output"
+	same read w.txt --offset 2 --limit 1 --json
+	jq -e '.content == "two\n" and .nextOffset == 3' <<<"$output"
+	same read w.txt --offset 9
+	[ "$status" = 1 ]
+	# binary bytes through stdin, read back raw: every byte value
+	head -c 300000 /dev/urandom > "$BATS_TEST_TMPDIR/bin"
+	run -0 pisb write vf bin.dat < "$BATS_TEST_TMPDIR/bin"
+	run -0 pisb write lf bin.dat < "$BATS_TEST_TMPDIR/bin"
+	pisb read vf bin.dat --raw > "$BATS_TEST_TMPDIR/back"
+	cmp "$BATS_TEST_TMPDIR/bin" "$BATS_TEST_TMPDIR/back"
+	# the 64 KiB cap of text reads, a long text file, modes and --mkdir
+	same read bin.dat --json
+	jq -e '.truncated == true' <<<"$output"
+	seq 1 40000 > "$BATS_TEST_TMPDIR/seq"
+	same write long.txt --from "$BATS_TEST_TMPDIR/seq"
+	same read long.txt --offset 20000 --limit 5 --json
+	jq -e '.content == "20000\n20001\n20002\n20003\n20004\n"' <<<"$output"
+	same write sub/dir/x.sh --mkdir --mode 0750 --content 'echo hi'
+	same stat sub/dir/x.sh --json
+	jq -e '.mode == "0750"' <<<"$output"
+}
+
+@test "errors agree: missing (3), a directory (1), a parent that is a file, mkdir over a file" {
+	same read nope.txt
+	[ "$status" = 3 ]
+	[[ $stderr == *"no such file or directory '/workspace/nope.txt'"* ]]
+	same read src
+	[ "$status" = 1 ]
+	same ls src/a.txt/x
+	[ "$status" = 3 ]
+	same mkdir src/a.txt
+	[ "$status" = 1 ]
+	same stat /no/such
+	[ "$status" = 3 ]
+	same write no/dir/f --content x
+	[ "$status" != 0 ]
+}
+
+@test "edit agrees: applied, no match, two matches, overlapping edits" {
+	same write e.txt --content $'a = 1\nb = 2\nb = 2\n'
+	same edit e.txt --old 'a = 1' --new 'a = 10' --json
+	[ "$status" = 0 ]
+	jq -e '.edits == 1' <<<"$output"
+	same edit e.txt --old 'zzz' --new 'y'
+	[ "$status" = 1 ]
+	same edit e.txt --old 'b = 2' --new 'b = 3'
+	[ "$status" = 1 ]
+	same edit e.txt --old 'a = 10' --new 'A' --old '10' --new 'X'
+	[ "$status" = 1 ]
+	same read e.txt
+	[ "$output" = $'a = 10\nb = 2\nb = 2' ]
+}
+
+@test "ls, stat, mkdir agree (symlinks shown, not followed)" {
+	same ls --json
+	jq -e '.entries | map(.name) | index("link-a") != null' <<<"$output"
+	same ls src --json
+	same stat link-a --json
+	jq -e '.type == "symlink" and .target == "src/a.txt"' <<<"$output"
+	same stat dangling --json
+	same mkdir made/deeper --json
+	jq -e '.created == true' <<<"$output"
+	same mkdir made/deeper --json
+	jq -e '.created == false' <<<"$output"
+}
+
+@test "find and grep agree (.gitignore and node_modules left out unless --no-ignore)" {
+	same find '**/*.txt' --json
+	jq -e '.matches | index("src/a.txt") != null' <<<"$output"
+	same find '*' --json
+	same find '*' --no-ignore --json
+	jq -e '.matches | index("run.log") != null' <<<"$output"
+	same grep beta --json
+	jq -e '.matchCount == 2' <<<"$output"
+	same grep beta --no-ignore --json
+	same grep 'BETA' -i -C 1 --json
+	same grep 'main(' --literal --glob '**/*.c' --json
+	jq -e '.matches[0].path == "src/deep/er/m.c"' <<<"$output"
+	same grep gamma --path src/a.txt --json
+	same find '*' --path src --json
+	same grep beta --limit 1 --json
+	jq -e '.limitReached == true' <<<"$output"
+	same grep '(' --json
+	[ "$status" != 0 ]
+}
+
+@test "pull agrees with the local driver: files, bytes, the tree on the host; missing is 3" {
+	for b in vf lf; do
+		run -0 pisb pull "$b" src "$BATS_TEST_TMPDIR/$b" --json
+		jq -S 'del(.sha256, .archiveBytes, .to)' <<<"$output" > "$BATS_TEST_TMPDIR/$b.json"
+		(cd "$BATS_TEST_TMPDIR/$b" && find . -printf '%p %y %s\n' | sort) > "$BATS_TEST_TMPDIR/$b.tree"
+	done
+	cmp "$BATS_TEST_TMPDIR/vf.json" "$BATS_TEST_TMPDIR/lf.json"
+	cmp "$BATS_TEST_TMPDIR/vf.tree" "$BATS_TEST_TMPDIR/lf.tree"
+	jq -e '.files == 2' "$BATS_TEST_TMPDIR/vf.json"
+	cmp "$BATS_TEST_TMPDIR/vf/a.txt" "$BATS_TEST_TMPDIR/lf/a.txt"
+	run -0 pisb pull vf w.txt "$BATS_TEST_TMPDIR/one"
+	[ "$(cat "$BATS_TEST_TMPDIR/one/w.txt")" = $'one\ntwo\nthree' ]
+	same pull nope "$BATS_TEST_TMPDIR/none"
+	[ "$status" = 3 ]
+	run -0 pisb drivers --json
+	jq -e '.drivers[] | select(.name == "vm") | .verbs.pull.supported' <<<"$output"
+}
+
+@test "attack: a guest whose tar lies gets its archive refused by the host's rules; nothing lands outside HOSTDIR" {
+	python3 - "$BATS_TEST_TMPDIR/evil.tar" <<-'EOF'
+	import io, sys, tarfile
+	with tarfile.open(sys.argv[1], "w") as t:
+	    for name in ("ok.txt", "../escaped.txt"):
+	        data = b"pwned\n"
+	        i = tarfile.TarInfo(name); i.size = len(data)
+	        t.addfile(i, io.BytesIO(data))
+	EOF
+	run -0 pisb write vf /root/evil.tar --from "$BATS_TEST_TMPDIR/evil.tar"
+	touch "$BATS_TEST_TMPDIR/liar"
+	run -0 pisb exec vf -- sh -c 'mv /usr/bin/tar /usr/bin/tar.real && printf "#!/bin/sh\ncat /root/evil.tar\n" > /usr/bin/tar && chmod 755 /usr/bin/tar'
+	mkdir "$BATS_TEST_TMPDIR/in"
+	run -1 --separate-stderr pisb pull vf src "$BATS_TEST_TMPDIR/in/h"
+	[[ $stderr == *"escaped.txt"* ]]
+	[ ! -e "$BATS_TEST_TMPDIR/in/escaped.txt" ]
+	[ ! -e "$BATS_TEST_TMPDIR/in/h/ok.txt" ]
+	run -0 pisb exec vf -- mv -f /usr/bin/tar.real /usr/bin/tar
+}
+
+# ---- attacks: what names a host file resolves in the guest ----
+
+@test "attack: paths climbing out and symlinks to host paths resolve in the guest, never on the host" {
+	host_file="$FS_TMP/host-only-file"
+	run -0 pisb exec vf -- ln -s "$host_file" /workspace/to-host
+	run -0 pisb exec vf -- ln -s ../../../../../../../.. /workspace/up
+	# the host's file does not exist in the guest
+	run -3 --separate-stderr pisb read vf to-host
+	[[ $output != *"host secret"* ]]
+	run -3 pisb read vf "$host_file"
+	run -3 pisb read vf "up$host_file"
+	run -3 pisb read vf "../../../../..$host_file"
+	# the state dir and the instance's files are not the guest's either
+	run -3 pisb ls vf "$PI_SANDBOX_HOME/instances/vf"
+	# what climbs out names the guest's own files: its hostname is the sandbox's
+	run -0 pisb read vf ../../../../etc/hostname
+	[ "$output" = vf ]
+	run -0 pisb read vf up/etc/hostname
+	[ "$output" = vf ]
+	# /proc magic links are refused as in the local driver
+	run -1 pisb read vf /proc/1/root/etc/hostname
+	# a write through a symlink to a host path lands in the guest
+	run -0 pisb exec vf -- mkdir -p "$FS_TMP"
+	run -0 pisb write vf to-host --content planted
+	[ "$(cat "$host_file")" = "host secret" ]
+	run -0 pisb exec vf -- cat "$host_file"
+	[ "$output" = planted ]
+}
+
+# Replace the guest's agent binary (guest root can) with a script; the
+# real one is put back by the next call (and by every test's end).
+liar() {
+	touch "$BATS_TEST_TMPDIR/liar"
+	pisb exec vf -- sh -c '[ -e /run/pisb/agent.real ] || mv /run/pisb/agent /run/pisb/agent.real
+		cat > /run/pisb/agent && chmod 755 /run/pisb/agent'
+}
+unliar() {
+	touch "$BATS_TEST_TMPDIR/liar"
+	pisb exec vf -- sh -c '[ ! -e /run/pisb/agent.real ] || mv -f /run/pisb/agent.real /run/pisb/agent'
+}
+
+teardown() {
+	[ ! -e "$BATS_TEST_TMPDIR/liar" ] || unliar >/dev/null 2>&1 || true
+}
+
+@test "attack: a guest reply larger than the read cap is refused (5), nothing of it printed" {
+	liar <<-'EOF'
+	#!/bin/sh
+	head -c 2000000 /dev/zero | tr '\0' A
+	EOF
+	run -5 --separate-stderr pisb read vf w.txt
+	[[ $stderr == *"the guest's reply to 'read' exceeds"* ]]
+	[ -z "$output" ]
+	unliar
+	run -0 pisb read vf w.txt
+	[ "$output" = $'one\ntwo\nthree' ]
+}
+
+@test "attack: malformed guest replies are refused (5): a huge length, a bad type, garbage" {
+	liar <<-'EOF'
+	#!/bin/sh
+	printf '\377\377\377\177xx'
+	EOF
+	run -5 --separate-stderr pisb ls vf
+	[[ $stderr == *"the guest agent's reply to 'ls' is malformed"* ]]
+	# a well-framed entry with a type pisb does not know
+	liar <<-'EOF'
+	#!/bin/sh
+	f() { n=$(printf %s "$1" | wc -c); printf "\\$(printf %03o $n)\0\0\0%s" "$1"; }
+	f name; f evil; f 1; f 420; f 0; f 0; f ""; f 1; f 1
+	EOF
+	run -5 --separate-stderr pisb ls vf
+	[[ $stderr == *"malformed"* ]]
+	run -5 --separate-stderr pisb find vf '*'
+	[[ $stderr == *"malformed"* ]]
+	run -5 --separate-stderr pisb stat vf w.txt
+	[[ $stderr == *"malformed"* ]]
+}
+
+@test "attack: the guest's error text cannot inject terminal controls; odd exit statuses are exit 5" {
+	liar <<-'EOF'
+	#!/bin/sh
+	printf '\033]0;owned\007\033[2Jgone\n' >&2
+	exit 3
+	EOF
+	run -3 --separate-stderr pisb read vf w.txt
+	[[ $stderr == *"?]0;owned??[2Jgone"* ]]
+	[[ $stderr != *$'\033'* ]]
+	liar <<-'EOF'
+	#!/bin/sh
+	exit 77
+	EOF
+	run -5 --separate-stderr pisb stat vf w.txt
+	[[ $stderr == *"the guest agent's 'stat' failed (exit 77)"* ]]
+}
+
+@test "shell: a login shell on a pty of the guest's own, in the workspace; its exit status is pisb's" {
+	mkfifo "$BATS_TEST_TMPDIR/in"
+	script -qec "pisb shell vf" /dev/null < "$BATS_TEST_TMPDIR/in" > "$BATS_TEST_TMPDIR/out" 2>&1 &
+	pid=$!
+	exec 7> "$BATS_TEST_TMPDIR/in"
+	# typed-ahead input is flushed when pisb makes the terminal raw (as
+	# for the local driver): wait for the prompt
+	for _ in $(seq 1 600); do
+		grep -q '/workspace' "$BATS_TEST_TMPDIR/out" && break
+		sleep 0.2
+	done
+	printf 'echo pty-$((6*7)); tty; pwd\nexit 3\n' >&7
+	rc=0
+	wait "$pid" || rc=$?
+	exec 7>&-
+	cat -v "$BATS_TEST_TMPDIR/out"
+	[ "$rc" = 3 ]
+	grep -q 'pty-42' "$BATS_TEST_TMPDIR/out"
+	grep -q '^/dev/pts/' "$BATS_TEST_TMPDIR/out"
+	grep -q '^/workspace' "$BATS_TEST_TMPDIR/out"
+	run -0 pisb drivers --json
+	jq -e '.drivers[] | select(.name == "vm") | .verbs.shell.supported' <<<"$output"
+}
