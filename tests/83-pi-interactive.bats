@@ -64,9 +64,16 @@ type_line() {
 
 @test "/sandbox opens a terminal inside the sandbox and returns to Pi" {
 	type_line "/sandbox"
-	sleep 2
+	# the sandbox's shell prompt (user@NAME:DIR), not a fixed wait: under
+	# load the shell can take seconds to come, and a line typed before it
+	# goes to Pi's editor
+	screen_wait "@$SB:" 60
 	type_line 'cd /workspace 2>/dev/null; echo "in-sandbox:$PISB_TEST_HOST_SECRET" > shell-was-here; exit'
-	sleep 2
+	local i
+	for ((i = 0; i < 120; i++)); do
+		pisb exec "$SB" -- test -s /workspace/shell-was-here && break
+		sleep 0.25
+	done
 	run -0 pisb exec "$SB" --sh "cat /workspace/shell-was-here"
 	[ "$output" = "in-sandbox:" ]
 	# back in Pi: the editor takes input again
