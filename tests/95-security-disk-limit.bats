@@ -16,11 +16,18 @@ setup() {
 
 teardown() {
 	for n in $(pisb list -q 2>/dev/null); do pisb destroy "$n" --confirm "$n" >/dev/null 2>&1 || true; done
+	if [ -n "${OWN_FS:-}" ]; then umount "$OWN_FS" 2>/dev/null || umount -l "$OWN_FS" 2>/dev/null || true; fi
 }
 
 used_kib() { df -k --output=used "$PI_SANDBOX_HOME" | tail -1 | tr -d ' '; }
 
 @test "attack: writing past diskGiB fails with ENOSPC inside; the host gives at most the image" {
+	# the state dir on a filesystem of its own, so that what the host gave
+	# is measured with df, whatever the suites beside this one write
+	OWN_FS=$BATS_TEST_TMPDIR/fs
+	mkdir -p "$OWN_FS"
+	mount -t tmpfs -o size=3g,mode=0755 tmpfs "$OWN_FS"
+	export PI_SANDBOX_HOME=$OWN_FS/state
 	printf 'diskGiB: 2\n' > "$BATS_TEST_TMPDIR/d.yaml"
 	run -0 pisb create dk -f "$BATS_TEST_TMPDIR/d.yaml"
 	img=$PI_SANDBOX_HOME/instances/dk/disk.img
