@@ -58,18 +58,19 @@ fake_expiry() {
 }
 
 @test "the interval is min(timeoutSeconds/2, 1 h): a short TTL is kept alive by passes" {
-	os_config "$BATS_TEST_TMPDIR/s.yaml" "  image: x" "  timeoutSeconds: 4"
+	os_config "$BATS_TEST_TMPDIR/s.yaml" "  image: x" "  timeoutSeconds: 8"
 	run -0 pisb create short -f "$BATS_TEST_TMPDIR/s.yaml"
 	id=$(os_sid short)
 	run -0 pisb renew --json
 	jq -e '.renewed == []' <<<"$output"
-	sleep 2.2
+	sleep 4.2
 	run -0 pisb renew --json
 	jq -e '.renewed == ["short"]' <<<"$output"
-	sleep 2.2
+	sleep 4.2
 	run -0 pisb renew --json
 	jq -e '.renewed == ["short"]' <<<"$output"
-	# created 4.4 s ago with a 4 s TTL: alive only thanks to the renewals
+	# created over 8.4 s ago with an 8 s TTL: alive only thanks to the
+	# renewals (8 s, not 4: a pass can take seconds on a loaded machine)
 	[ "$(os_state "$id")" = Running ]
 	os_config "$BATS_TEST_TMPDIR/l.yaml" "  image: x" "  timeoutSeconds: 86400"
 	run -0 pisb create long -f "$BATS_TEST_TMPDIR/l.yaml"
