@@ -896,29 +896,6 @@ static pid_t launch_virtiofsd(const struct boot *bt)
 	return pid;
 }
 
-static int make_vfs_socket(int idir, struct pisb_err *e)
-{
-	struct sockaddr_un sa;
-	mode_t old;
-	int fd;
-
-	unlinkat(idir, VM_VFS_SOCK, 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/" VM_VFS_SOCK, idir);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "socket");
-	old = umask(0177);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1) < 0) {
-		umask(old);
-		close(fd);
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "listen on '" VM_VFS_SOCK "'");
-	}
-	umask(old);
-	return fd;
-}
-
 static pid_t vfs_pid = -1;   /* the supervisor's virtiofsd */
 
 static void stop_virtiofsd(void)
@@ -1156,7 +1133,9 @@ static int qmp_open(struct qmp *m, int dirfd, const char *name, pid_t qemu, char
 	return 0;
 }
 
-static int listen_at(int dirfd, const char *name, struct pisb_err *e)
+/* A unix socket NAME in DIRFD (any old one replaced), mode 0600, listening
+ * with BACKLOG. */
+static int listen_at(int dirfd, const char *name, int backlog, struct pisb_err *e)
 {
 	struct sockaddr_un sa;
 	mode_t old;
@@ -1170,7 +1149,7 @@ static int listen_at(int dirfd, const char *name, struct pisb_err *e)
 	if (fd < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "socket");
 	old = umask(0177);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 2) < 0) {
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, backlog) < 0) {
 		umask(old);
 		close(fd);
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "listen on '%s'", name);
@@ -1234,7 +1213,7 @@ static int snap_build(const struct boot *bt, bool kvm, int sdir, const char *sdi
 		*why = xstrdup("the initramfs changed while the snapshot was made");
 		return -1;
 	}
-	if ((qsock = listen_at(sdir, "qmp.sock", &e)) < 0) {
+	if ((qsock = listen_at(sdir, "qmp.sock", 2, &e)) < 0) {
 		*why = xstrdup(e.msg);
 		return -1;
 	}
@@ -1661,31 +1640,6 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 	_exit(0);
 }
 
-static int make_socket(int idir, int port, struct pisb_err *e)
-{
-	struct sockaddr_un sa;
-	char name[32];
-	mode_t old;
-	int fd;
-
-	snprintf(name, sizeof(name), "agent%d.sock", port);
-	unlinkat(idir, name, 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", idir, name);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "socket");
-	old = umask(0177);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 8) < 0) {
-		umask(old);
-		close(fd);
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "listen on '%s'", name);
-	}
-	umask(old);
-	return fd;
-}
-
 /* Boot the instance (op.lock held by the caller): a no-op when its VM
  * runs.  The accelerator note lands in status.json (pisb_vm_accel_note). */
 static int boot(struct pisb_state *st, const char *name, int idir, const struct pisb_config *cfg,
@@ -1718,10 +1672,14 @@ static int boot(struct pisb_state *st, const char *name, int idir, const struct 
 	bt.ctl = pisb_lock_acquire(idir, "controller.lock", true, 0, what, e);
 	if (bt.ctl < 0)
 		goto out;
-	for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++)
-		if ((bt.socks[i] = make_socket(idir, i, e)) < 0)
+	for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++) {
+		char sock[32];
+		snprintf(sock, sizeof(sock), "agent%d.sock", i);
+		if ((bt.socks[i] = listen_at(idir, sock, 8, e)) < 0)
 			goto out;
-	if ((bt.vfs_sock = make_vfs_socket(idir, e)) < 0 || (bt.qmp_sock = listen_at(idir, "qmp.sock", e)) < 0)
+	}
+	if ((bt.vfs_sock = listen_at(idir, VM_VFS_SOCK, 1, e)) < 0 ||
+	    (bt.qmp_sock = listen_at(idir, "qmp.sock", 2, e)) < 0)
 		goto out;
 	if (mkdirat(idir, "share", 0700) < 0 && errno != EEXIST) {
 		pisb_err_sys(e, PISB_EXIT_FAIL, "mkdir 'share'");
