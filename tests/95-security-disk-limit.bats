@@ -209,3 +209,19 @@ kill_controller() {
 	run -1 grep -q " $PI_SANDBOX_HOME/$t/" /proc/mounts
 	[ ! -e "$PI_SANDBOX_HOME/$t" ]
 }
+
+@test "fault: a controller killed with its disk image mounted: stop detaches it, and start mounts it once" {
+	printf 'diskGiB: 2\n' > "$BATS_TEST_TMPDIR/d.yaml"
+	run -0 pisb create c3 -f "$BATS_TEST_TMPDIR/d.yaml"
+	run -0 pisb exec c3 --sh 'echo kept > /workspace/k'
+	kill_controller c3
+	grep -q " $PI_SANDBOX_HOME/instances/c3/disk ext4 " /proc/mounts
+	run -0 pisb stop c3
+	run -1 grep -q " $PI_SANDBOX_HOME/instances/c3/disk " /proc/mounts
+	run -0 pisb start c3
+	[ "$(grep -c " $PI_SANDBOX_HOME/instances/c3/disk " /proc/mounts)" = 1 ]
+	run -0 pisb exec c3 -- cat /workspace/k
+	[ "$output" = kept ]
+	run -0 pisb destroy c3 --confirm c3
+	run -1 grep -q " $PI_SANDBOX_HOME/instances/c3/disk " /proc/mounts
+}

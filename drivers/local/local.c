@@ -756,6 +756,20 @@ static int stop_locked(int idir, const char *name, bool record, struct pisb_err 
 	return 0;
 }
 
+/* The disk image a controller killed with SIGKILL left mounted (no
+ * controller holds the sandbox now): detached, by a stop as by a destroy
+ * (a start would mount it a second time over the first). */
+static void drop_disk_mount(struct pisb_state *st, int idir, const char *kind, const char *name)
+{
+	_cleanup_free_ char *disk = xasprintf("%s/%s/%s/disk", st->path, kind, name);
+	struct stat a, b;
+
+	if (!pisb_lock_is_held(idir, "controller.lock") &&
+	    fstatat(idir, "disk", &a, AT_SYMLINK_NOFOLLOW) == 0 && fstatat(idir, "", &b, AT_EMPTY_PATH) == 0 &&
+	    S_ISDIR(a.st_mode) && a.st_dev != b.st_dev)
+		pisb_disk_image_umount(disk);
+}
+
 int pisb_local_stop(struct pisb_state *st, const char *name, int wait_ms,
 		    struct pisb_err *e)
 {
@@ -769,20 +783,8 @@ int pisb_local_stop(struct pisb_state *st, const char *name, int wait_ms,
 		return -1;
 	if (stop_locked(idir, name, true, e) < 0)
 		return pisb_err_prefix(e, "stop '%s'", name);
+	drop_disk_mount(st, idir, "instances", name);
 	return 0;
-}
-
-/* The disk image a controller killed with SIGKILL left mounted (no
- * controller holds the sandbox now): detached before the disk is removed. */
-static void drop_disk_mount(struct pisb_state *st, int idir, const char *kind, const char *name)
-{
-	_cleanup_free_ char *disk = xasprintf("%s/%s/%s/disk", st->path, kind, name);
-	struct stat a, b;
-
-	if (!pisb_lock_is_held(idir, "controller.lock") &&
-	    fstatat(idir, "disk", &a, AT_SYMLINK_NOFOLLOW) == 0 && fstatat(idir, "", &b, AT_EMPTY_PATH) == 0 &&
-	    S_ISDIR(a.st_mode) && a.st_dev != b.st_dev)
-		pisb_disk_image_umount(disk);
 }
 
 /* What a destroy holds from its stop until the skeleton's trash is done:
@@ -819,9 +821,11 @@ int pisb_local_end(struct pisb_sandbox *sb, int wait_ms, bool destroy, struct pi
 	if (stop_locked(sb->idir, sb->name, !destroy, e) < 0)
 		return -1;
 	pisb_trace("stop: controller gone");
-	if (!destroy || sb->priv)
+	if (sb->priv)
 		return 0;
 	drop_disk_mount(sb->st, sb->idir, "instances", sb->name);
+	if (!destroy)
+		return 0;
 	h = xmalloc(sizeof(*h));
 	rec = pisb_sandbox_record(sb, &ig);
 	*h = (struct end_hold){ sb->st, lock, fcntl(sb->idir, F_DUPFD_CLOEXEC, 3), rec ? rec->uid_base : 0 };
