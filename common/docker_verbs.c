@@ -1,12 +1,15 @@
 /* docker_verbs.c - what `pisb docker` verbs do the same for every driver
  * (see docker_verbs.h). */
 #include "docker_verbs.h"
+#include "proc.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -113,4 +116,218 @@ void pisb_docker_resources(struct pisb_jw *w, const char *out)
 	pisb_jw_kstr(w, "memory", mem);
 	pisb_jw_kstr(w, "disk", disk);
 	pisb_jw_kstr(w, "docker", dock);
+}
+
+void pisb_docker_port_lines(const char *out, struct pisb_docker_pub **p, size_t *n)
+{
+	*p = NULL;
+	*n = 0;
+	for (const char *line = out; line && *line;) {
+		const char *nl = strchr(line, '\n');
+		_cleanup_free_ char *l = nl ? xstrndup(line, (size_t)(nl - line)) : xstrdup(line);
+		struct pisb_docker_pub d;
+		const char *colon = strrchr(l, ':');
+
+		memset(&d, 0, sizeof(d));
+		if (sscanf(l, "%d/%7[a-z0-9] ->", &d.cport, d.proto) >= 1 && colon &&
+		    sscanf(colon + 1, "%d", &d.host) == 1 && d.host > 0) {
+			*p = xrealloc(*p, (*n + 1) * sizeof(**p));
+			(*p)[(*n)++] = d;
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+}
+
+void pisb_docker_ports_json(struct pisb_jw *w, const struct pisb_docker_pub *p, size_t n)
+{
+	pisb_jw_key(w, "ports");
+	pisb_jw_arr(w);
+	for (size_t i = 0; i < n; i++) {
+		pisb_jw_obj(w);
+		pisb_jw_kstr(w, "hostIp", p[i].ip);
+		pisb_jw_kint(w, "hostPort", p[i].host);
+		pisb_jw_kint(w, "sandboxPort", p[i].cport);
+		pisb_jw_kstr(w, "protocol", p[i].proto);
+		pisb_jw_obj_end(w);
+	}
+	pisb_jw_arr_end(w);
+}
+
+void pisb_docker_status(struct pisb_jw *w, const struct pisb_docker_status *s)
+{
+	pisb_jw_kstr(w, "status", s->status);
+	pisb_jw_kstr(w, "workspace", s->workspace);
+	pisb_jw_key(w, "daemon");
+	pisb_jw_obj(w);
+	pisb_jw_kstr(w, "socket", s->socket);
+	pisb_jw_kbool(w, "reachable", s->reachable);
+	pisb_jw_kstr(w, "id", s->id);
+	pisb_jw_kstr(w, "version", s->version);
+	if (s->storage)
+		pisb_jw_kstr(w, "storageDriver", s->storage_driver);
+	if (s->error)
+		pisb_jw_kstr(w, "error", s->error);
+	pisb_jw_obj_end(w);
+	pisb_docker_ports_json(w, s->ports, s->nports);
+	pisb_jw_kstr(w, "env", s->env);
+	pisb_jw_obj_end(w);
+}
+
+void pisb_docker_verb_argv(struct pisb_strv *av, const char *verb, char *const *args, size_t n)
+{
+	if (!strcmp(verb, "prune")) {
+		pisb_strv_push(av, "system");
+		pisb_strv_push(av, "prune");
+		pisb_strv_push(av, "--all");
+		pisb_strv_push(av, "--force");
+	} else {
+		pisb_strv_push(av, verb);
+	}
+	for (size_t i = 0; i < n; i++)
+		pisb_strv_push(av, args[i]);
+}
+
+int pisb_docker_probe_end(const char *out, bool ok, const char *what, const char *name, int code,
+			  const char *detail, struct pisb_err *e)
+{
+	if (ok && strstr(out ? out : "", "__END__"))
+		return 0;
+	return pisb_err_set(e, PISB_EXIT_BACKEND, "%s '%s': the probe inside the sandbox failed (status %d)%s%s",
+			    what, name, code, detail ? ": " : "", detail ? detail : "");
+}
+
+void pisb_docker_canary_set(struct pisb_docker_canary *c, bool compose)
+{
+	pisb_random_hex(c->rnd, 8);
+	snprintf(c->sentinel, sizeof(c->sentinel), "unix:///pisb-verify-%s.sock", c->rnd);
+	snprintf(c->probe, sizeof(c->probe), "PISB_VERIFY_PROBE_%s", c->rnd);
+	c->compose = compose;
+	setenv("DOCKER_HOST", c->sentinel, 1);
+	if (compose)
+		setenv("COMPOSE_PROJECT_NAME", c->rnd, 1);
+	setenv(c->probe, "1", 1);
+}
+
+void pisb_docker_canary_unset(const struct pisb_docker_canary *c)
+{
+	unsetenv("DOCKER_HOST");
+	if (c->compose)
+		unsetenv("COMPOSE_PROJECT_NAME");
+	unsetenv(c->probe);
+}
+
+void pisb_docker_verify_env(struct pisb_jw *w, const struct pisb_docker_canary *c, const char *envs,
+			    const char *note, bool *all)
+{
+	_cleanup_free_ char *scrub = xasprintf("DOCKER_HOST=%s%s set for pisb; inside: %s", c->sentinel,
+					       c->compose ? " and COMPOSE_PROJECT_NAME" : "",
+					       envs && *envs ? envs : "no DOCKER_* or COMPOSE_* variable");
+	bool leaked = envs && strstr(envs, c->probe);
+	_cleanup_free_ char *fwd = xasprintf("%s set for pisb%s: %s inside", c->probe, note,
+					     leaked ? "present" : "absent");
+
+	pisb_docker_check(w, "env-scrub", envs && !strstr(envs, "DOCKER_") && !strstr(envs, "COMPOSE_"), scrub, all);
+	pisb_docker_check(w, "env-forwarding", !leaked, fwd, all);
+}
+
+void pisb_docker_verify_daemon(struct pisb_jw *w, const char *sock, const char *daemon, const char *drc,
+			       bool *all)
+{
+	char id[256] = "";
+	bool ok = daemon && drc && !strcmp(drc, "0") && sscanf(daemon, "%255s", id) == 1;
+	_cleanup_free_ char *ev = ok ? xasprintf("docker -H %s inside answers: daemon %s", sock, id)
+				     : xasprintf("docker -H %s inside: %s", sock, daemon ? daemon : "no answer");
+
+	pisb_docker_check(w, "daemon", ok, ev, all);
+}
+
+void pisb_docker_verify_mounts(struct pisb_jw *w, const char *what, const char *mounts, bool *all)
+{
+	_cleanup_free_ char *ev = xasprintf("%s: %s", what, mounts && *mounts ? mounts : "not visible inside");
+
+	pisb_docker_check(w, "host-mounts", !(mounts && *mounts), ev, all);
+}
+
+void pisb_docker_verify_contexts(struct pisb_jw *w, const char *ctx, bool *all)
+{
+	_cleanup_free_ char *ev = xasprintf("docker contexts inside: %s", ctx && *ctx ? ctx : "(none)");
+
+	pisb_docker_check(w, "contexts", ctx && !strcmp(ctx, "default"), ev, all);
+}
+
+void pisb_docker_verify_ports(struct pisb_jw *w, const struct pisb_docker_pub *p, size_t n, const char *err,
+			      bool (*loopback)(const struct pisb_docker_pub *p, struct pisb_buf *b), bool *all)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	bool ok = true;
+
+	if (err) {
+		pisb_docker_check(w, "port-binds", false, err, all);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			pisb_buf_adds(&b, ", ");
+		ok &= loopback(&p[i], &b);
+	}
+	pisb_docker_check(w, "port-binds", ok, n ? b.s : "no published ports", all);
+}
+
+void pisb_docker_verify_end(struct pisb_jw *w, bool all, int *code)
+{
+	pisb_jw_arr_end(w);
+	pisb_jw_kbool(w, "pass", all);
+	pisb_jw_obj_end(w);
+	*code = all ? 0 : PISB_EXIT_FAIL;
+}
+
+int pisb_docker_curl_parse(char *const *args, size_t n, const struct pisb_docker_curl_syntax *syn,
+			   struct pisb_docker_curl *c, struct pisb_err *e)
+{
+	const char *target = NULL, *q, *slash;
+	_cleanup_free_ char *num = NULL;
+
+	c->method = "GET";
+	c->body = NULL;
+	c->path = NULL;
+	c->port = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(args[i], "-X") && i + 1 < n)
+			c->method = args[++i];
+		else if (!strcmp(args[i], "-d") && i + 1 < n)
+			c->body = args[++i];
+		else if (!target && args[i][0] != '-')
+			target = args[i];
+		else
+			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: unexpected '%s' (usage: curl -- [-X METHOD] [-d BODY] %s)",
+					    args[i], syn->target);
+	}
+	if (!target)
+		return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: a %s is required", syn->target);
+	for (const char *m = c->method; *m; m++)
+		if (!isupper((unsigned char)*m))
+			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: bad method '%s'", c->method);
+	q = target;
+	if (pisb_str_starts(q, "http://"))
+		q += 7;
+	if (pisb_str_starts(q, "127.0.0.1:") || pisb_str_starts(q, "localhost:"))
+		q += 10;
+	else if (q != target)
+		return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: only %s, not '%s'", syn->only, target);
+	slash = strchr(q, '/');
+	num = slash ? xstrndup(q, (size_t)(slash - q)) : xstrdup(q);
+	if (pisb_parse_ll(num, 1, 65535, &c->port) < 0)
+		return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: bad port in '%s'", target);
+	c->path = xstrdup(slash ? slash : "/");
+	for (const char *p = c->path; syn->check_path && *p; p++)
+		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
+			return pisb_err_set(e, PISB_EXIT_USAGE,
+					    "docker curl: the path may hold no space, control or non-ASCII byte (percent-encode it)");
+	return 0;
+}
+
+void pisb_docker_curl_release(struct pisb_docker_curl *c)
+{
+	free(c->path);
+	c->path = NULL;
 }

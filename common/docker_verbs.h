@@ -43,4 +43,103 @@ void pisb_docker_check(struct pisb_jw *w, const char *name, bool pass, const cha
  * __DOCKER__ marker lines. */
 void pisb_docker_resources(struct pisb_jw *w, const char *out);
 
+/* A port a sandbox published: HOST on the host's IP (as the driver lists
+ * it), CPORT inside, PROTO "tcp", "udp" ... */
+struct pisb_docker_pub {
+	char ip[64];
+	int host, cport;
+	char proto[8];
+};
+
+/* The ports `docker port REF` printed in OUT ("80/tcp -> 0.0.0.0:8080",
+ * a line a port): *P (the caller frees it) and *N, those with a container
+ * port and a host port above 0.  PROTO is "" where a line names none. */
+void pisb_docker_port_lines(const char *out, struct pisb_docker_pub **p, size_t *n);
+
+/* The key "ports" of `docker status` into W's open object: N entries of P
+ * as {hostIp, hostPort, sandboxPort, protocol}. */
+void pisb_docker_ports_json(struct pisb_jw *w, const struct pisb_docker_pub *p, size_t n);
+
+/* What `docker status` reports after the keys that name the sandbox. */
+struct pisb_docker_status {
+	const char *status, *workspace;
+	const char *socket;             /* where the daemon listens, as shown */
+	bool reachable;
+	const char *id, *version;       /* NULL: null */
+	bool storage;                   /* report "storageDriver" (its value: storage_driver) */
+	const char *storage_driver;
+	const char *error;              /* NULL: no "error" key */
+	const struct pisb_docker_pub *ports;
+	size_t nports;
+	const char *env;                /* "strict" or "allowlist" */
+};
+
+/* `docker status`'s keys from "status" on into W's open object, which it
+ * closes. */
+void pisb_docker_status(struct pisb_jw *w, const struct pisb_docker_status *s);
+
+/* The argv tail of a docker VERB ARGS... command after `docker -H SOCK`:
+ * VERB (prune: `system prune --all --force`), then ARGS, pushed on AV. */
+void pisb_docker_verb_argv(struct pisb_strv *av, const char *verb, char *const *args, size_t n);
+
+/* A probe's output OUT ends with its __END__ line (and OK holds): 0; else
+ * -1 and E (exit 5): "WHAT 'NAME': the probe inside the sandbox failed
+ * (status CODE)", then ": DETAIL" where DETAIL is not NULL. */
+int pisb_docker_probe_end(const char *out, bool ok, const char *what, const char *name, int code,
+			  const char *detail, struct pisb_err *e);
+
+/* The canaries `docker verify` sets in pisb's own environment before its
+ * probe runs: DOCKER_HOST=SENTINEL, PROBE=1 and, with COMPOSE,
+ * COMPOSE_PROJECT_NAME.  The sandbox must see none of them. */
+struct pisb_docker_canary {
+	char rnd[9], sentinel[80], probe[64];
+	bool compose;
+};
+void pisb_docker_canary_set(struct pisb_docker_canary *c, bool compose);
+void pisb_docker_canary_unset(const struct pisb_docker_canary *c);
+
+/* `docker verify`'s checks on the probe's sections, into W's open array:
+ * env-scrub and env-forwarding on ENVS (the __ENV__ section; NOTE, ""
+ * or " (not allowlisted)", follows "PROBE set for pisb"). */
+void pisb_docker_verify_env(struct pisb_jw *w, const struct pisb_docker_canary *c, const char *envs,
+			    const char *note, bool *all);
+/* daemon: DAEMON (__DAEMON__) answered with status DRC (__RC__) "0" on SOCK. */
+void pisb_docker_verify_daemon(struct pisb_jw *w, const char *sock, const char *daemon, const char *drc,
+			       bool *all);
+/* host-mounts: WHAT (the host paths probed, in words), MOUNTS (__MOUNTS__,
+ * those of them visible inside). */
+void pisb_docker_verify_mounts(struct pisb_jw *w, const char *what, const char *mounts, bool *all);
+/* contexts: CTX (__CONTEXTS__) is "default" alone. */
+void pisb_docker_verify_contexts(struct pisb_jw *w, const char *ctx, bool *all);
+/* port-binds: the N ports P a sandbox published are bound on the host's
+ * loopback only, as LOOPBACK says of each (it appends the port's evidence
+ * to B); ERR, where the ports could not be listed, fails the check. */
+void pisb_docker_verify_ports(struct pisb_jw *w, const struct pisb_docker_pub *p, size_t n, const char *err,
+			      bool (*loopback)(const struct pisb_docker_pub *p, struct pisb_buf *b), bool *all);
+
+/* Closes `docker verify`'s array of checks and its object with "pass":
+ * ALL; *CODE: 0 when ALL, else PISB_EXIT_FAIL. */
+void pisb_docker_verify_end(struct pisb_jw *w, bool all, int *code);
+
+/* `docker curl -- [-X METHOD] [-d BODY] TARGET`, parsed. */
+struct pisb_docker_curl {
+	const char *method, *body;      /* borrowed from the arguments */
+	char *path;                     /* "/..." (pisb_docker_curl_release frees it) */
+	long long port;
+};
+#define PISB_DOCKER_CURL_INIT { "GET", NULL, NULL, 0 }
+
+/* How a driver words and checks `docker curl`'s TARGET. */
+struct pisb_docker_curl_syntax {
+	const char *target;     /* the forms TARGET takes, for the usage errors */
+	const char *only;       /* what it may be, for "only ONLY, not 'TARGET'" */
+	bool check_path;        /* refuse a path with a space, control or non-ASCII byte */
+};
+
+/* Parses ARGS into C (exit 2 on a bad one). */
+int pisb_docker_curl_parse(char *const *args, size_t n, const struct pisb_docker_curl_syntax *syn,
+			   struct pisb_docker_curl *c, struct pisb_err *e);
+void pisb_docker_curl_release(struct pisb_docker_curl *c);
+#define _cleanup_docker_curl_ __attribute__((cleanup(pisb_docker_curl_release)))
+
 #endif

@@ -22,7 +22,6 @@
 #include "util.h"
 
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -136,11 +135,10 @@ static int docker_capture(struct dk *d, const char *const *args, struct pisb_buf
 
 /* ---- previews of published ports ---- */
 
-struct pub { int port, host_port; bool docker; };
-
-/* The sandbox's preview links (svc.status): port-N links, whether docker
- * made them (title PREVIEW_TITLE), and their host port. */
-static int previews(struct dk *d, struct pub **out, size_t *n, struct pisb_err *e)
+/* The sandbox's preview links (svc.status): port-N links (with DOCKER,
+ * only those docker made: title PREVIEW_TITLE) as ports published on the
+ * host's 127.0.0.1 (their host port: 0 while the relay has none). */
+static int previews(struct dk *d, bool docker, struct pisb_docker_pub **out, size_t *n, struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf rep = PISB_BUF_INIT;
 	struct pisb_json j;
@@ -159,11 +157,15 @@ static int previews(struct dk *d, struct pub **out, size_t *n, struct pisb_err *
 		long long hp = 0, port = 0;
 		if (!svc || !pisb_str_starts(svc, "port-") || pisb_parse_ll(svc + 5, 1, 65535, &port) < 0)
 			continue;
+		if (docker && !pisb_json_eq(&j, pisb_json_get(&j, o, "title"), PREVIEW_TITLE))
+			continue;
 		pisb_json_int(&j, pisb_json_get(&j, o, "hostPort"), &hp);
 		*out = xrealloc(*out, (*n + 1) * sizeof(**out));
-		(*out)[*n].port = (int)port;
-		(*out)[*n].host_port = (int)hp;
-		(*out)[*n].docker = pisb_json_eq(&j, pisb_json_get(&j, o, "title"), PREVIEW_TITLE);
+		memset(&(*out)[*n], 0, sizeof(**out));
+		strcpy((*out)[*n].ip, "127.0.0.1");
+		strcpy((*out)[*n].proto, "tcp");
+		(*out)[*n].cport = (int)port;
+		(*out)[*n].host = (int)hp;
 		(*n)++;
 	}
 	pisb_json_release(&j);
@@ -176,18 +178,18 @@ static void preview_add(struct dk *d, int port, struct pisb_strv *notes)
 					     "\",\"description\":\"published by docker run\"}", port);
 	_cleanup_buf_ struct pisb_buf rep = PISB_BUF_INIT;
 	struct pisb_err e = PISB_ERR_INIT;
-	struct pub *p = NULL;
+	struct pisb_docker_pub *p = NULL;
 	size_t n = 0;
 
 	if (pisb_control_call(d->sb->idir, req, &rep, 30000, &e) < 0) {
 		pisb_strv_pushf(notes, "warning: could not publish port %d as a preview: %s", port, e.msg);
 		return;
 	}
-	if (previews(d, &p, &n, &e) == 0)
+	if (previews(d, false, &p, &n, &e) == 0)
 		for (size_t i = 0; i < n; i++)
-			if (p[i].port == port && p[i].host_port > 0)
+			if (p[i].cport == port && p[i].host > 0)
 				pisb_strv_pushf(notes, "published %d on http://127.0.0.1:%d/ (see 'pisb docker %s status')",
-						port, p[i].host_port, d->sb->name);
+						port, p[i].host, d->sb->name);
 	free(p);
 }
 
@@ -237,28 +239,23 @@ static size_t rm_ports(struct dk *d, char *const *args, size_t n, int *ports, si
 		_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
 		struct pisb_err ig = PISB_ERR_INIT;
 		const char *av[] = { "port", args[i], NULL };
+		struct pisb_docker_pub *p = NULL;
+		size_t k = 0;
 		int code = 0;
 
 		if (args[i][0] == '-')
 			continue;
 		if (docker_capture(d, av, &out, &code, &ig) < 0 || code != 0)
 			continue;
-		for (char *line = out.s; line && *line;) {
-			char *nl = strchr(line, '\n'), *colon;
-			int cport = 0, hport = 0;
-			if (nl)
-				*nl = '\0';
-			colon = strrchr(line, ':');
-			if (sscanf(line, "%d/tcp ->", &cport) == 1 && colon && sscanf(colon + 1, "%d", &hport) == 1 &&
-			    hport > 0) {
-				bool dup = false;
-				for (size_t k = 0; k < np; k++)
-					dup |= ports[k] == hport;
-				if (!dup && np < max)
-					ports[np++] = hport;
-			}
-			line = nl ? nl + 1 : NULL;
+		pisb_docker_port_lines(out.s, &p, &k);
+		for (size_t j = 0; j < k; j++) {
+			bool dup = false;
+			for (size_t m = 0; m < np; m++)
+				dup |= ports[m] == p[j].host;
+			if (!dup && np < max)
+				ports[np++] = p[j].host;
 		}
+		free(p);
 	}
 	return np;
 }
@@ -271,29 +268,13 @@ static char *first_line(const char *s)
 	return xstrndup(s ? s : "", n);
 }
 
-static void ports_json(struct pisb_jw *w, const struct pub *p, size_t n)
-{
-	pisb_jw_key(w, "ports");
-	pisb_jw_arr(w);
-	for (size_t i = 0; i < n; i++) {
-		if (!p[i].docker)
-			continue;
-		pisb_jw_obj(w);
-		pisb_jw_kstr(w, "hostIp", "127.0.0.1");
-		pisb_jw_kint(w, "hostPort", p[i].host_port);
-		pisb_jw_kint(w, "sandboxPort", p[i].port);
-		pisb_jw_kstr(w, "protocol", "tcp");
-		pisb_jw_obj_end(w);
-	}
-	pisb_jw_arr_end(w);
-}
-
 static int do_status(struct dk *d, bool running, struct pisb_jw *w, struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
 	const char *av[] = { "info", "--format", "{{.ID}} {{.ServerVersion}} {{.Driver}}", NULL };
-	struct pub *p = NULL;
-	size_t np = 0;
+	_cleanup_free_ char *l = NULL;
+	struct pisb_docker_pub *p = NULL;
+	struct pisb_docker_status s = { .env = "strict" };
 	int code = -1;
 	char id[256] = "", ver[128] = "", drv[64] = "";
 
@@ -302,33 +283,28 @@ static int do_status(struct dk *d, bool running, struct pisb_jw *w, struct pisb_
 			    "exec docker -H unix://" PISB_DOCKER_SOCK " \"$@\"",
 			    (char *const *)av, 3, &out, &code, e) < 0)
 			return -1;
-		if (previews(d, &p, &np, e) < 0)
+		if (previews(d, true, &p, &s.nports, e) < 0)
 			return -1;
 		if (code == 0)
 			sscanf(out.s ? out.s : "", "%255s %127s %63s", id, ver, drv);
 	}
+	if (!running)
+		s.error = "the sandbox is not running (pisb start starts it and its daemon)";
+	else if (code != 0 || !id[0])
+		s.error = l = first_line(out.s);
+	s.status = running ? "running" : "stopped";
+	s.workspace = d->cfg->workspace;
+	s.socket = PISB_DOCKER_SOCK " (inside the sandbox)";
+	s.reachable = running && code == 0 && id[0];
+	s.id = id[0] ? id : NULL;
+	s.version = ver[0] ? ver : NULL;
+	s.storage = true;
+	s.storage_driver = drv[0] ? drv : NULL;
+	s.ports = p;
 	pisb_jw_obj(w);
 	pisb_jw_kstr(w, "name", d->sb->name);
 	pisb_jw_kstr(w, "driver", "local");
-	pisb_jw_kstr(w, "status", running ? "running" : "stopped");
-	pisb_jw_kstr(w, "workspace", d->cfg->workspace);
-	pisb_jw_key(w, "daemon");
-	pisb_jw_obj(w);
-	pisb_jw_kstr(w, "socket", PISB_DOCKER_SOCK " (inside the sandbox)");
-	pisb_jw_kbool(w, "reachable", running && code == 0 && id[0]);
-	pisb_jw_kstr(w, "id", id[0] ? id : NULL);
-	pisb_jw_kstr(w, "version", ver[0] ? ver : NULL);
-	pisb_jw_kstr(w, "storageDriver", drv[0] ? drv : NULL);
-	if (!running) {
-		pisb_jw_kstr(w, "error", "the sandbox is not running (pisb start starts it and its daemon)");
-	} else if (code != 0 || !id[0]) {
-		_cleanup_free_ char *l = first_line(out.s);
-		pisb_jw_kstr(w, "error", l);
-	}
-	pisb_jw_obj_end(w);
-	ports_json(w, p, np);
-	pisb_jw_kstr(w, "env", "strict");
-	pisb_jw_obj_end(w);
+	pisb_docker_status(w, &s);
 	free(p);
 	return 0;
 }
@@ -365,6 +341,18 @@ static int listener_loopback(int port, bool *any)
 	return verdict;
 }
 
+/* port-binds' evidence for a preview: its host listener bound on loopback
+ * only */
+static bool port_loopback(const struct pisb_docker_pub *p, struct pisb_buf *b)
+{
+	bool any = false;
+	int lo = listener_loopback(p->host, &any);
+
+	pisb_buf_addf(b, "%d->%d %s", p->host, p->cport,
+		      !any ? "(no host listener)" : lo ? "on 127.0.0.1 only" : "NOT on loopback only");
+	return lo == 1;
+}
+
 static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err *e)
 {
 	static const char script[] =
@@ -383,19 +371,15 @@ static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err
 	_cleanup_free_ char *envs = NULL, *mounts = NULL, *socks = NULL, *own = NULL, *daemon = NULL;
 	_cleanup_free_ char *drc = NULL, *ctx = NULL, *ev = NULL, *hd = NULL, *hs = NULL, *hl = NULL;
 	const char *home = getenv("HOME");
-	char rnd[9], probe[64], sentinel[80];
-	struct pub *p = NULL;
+	struct pisb_docker_canary cn;
+	struct pisb_docker_pub *p = NULL;
 	size_t np = 0;
 	bool all = true;
 	char *margs[4];
 	int rc;
 
 	/* canaries in our own environment: the sandbox must not get them */
-	pisb_random_hex(rnd, 8);
-	snprintf(sentinel, sizeof(sentinel), "unix:///pisb-verify-%s.sock", rnd);
-	snprintf(probe, sizeof(probe), "PISB_VERIFY_PROBE_%s", rnd);
-	setenv("DOCKER_HOST", sentinel, 1);
-	setenv(probe, "1", 1);
+	pisb_docker_canary_set(&cn, false);
 	hd = xasprintf("%s/.docker", home ? home : "/nonexistent");
 	hs = xasprintf("%s/.ssh", home ? home : "/nonexistent");
 	hl = xstrdup(d->sb->st->path);
@@ -403,13 +387,9 @@ static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err
 	margs[1] = hs;
 	margs[2] = hl;
 	rc = capture(d, script, margs, 3, &out, code, e);
-	unsetenv("DOCKER_HOST");
-	unsetenv(probe);
-	if (rc < 0)
+	pisb_docker_canary_unset(&cn);
+	if (rc < 0 || pisb_docker_probe_end(out.s, true, "verify", d->sb->name, *code, NULL, e) < 0)
 		return -1;
-	if (!strstr(out.s ? out.s : "", "__END__"))
-		return pisb_err_set(e, PISB_EXIT_BACKEND, "verify '%s': the probe inside the sandbox failed (status %d)",
-				    d->sb->name, *code);
 	envs = pisb_docker_section(out.s, "__ENV__");
 	mounts = pisb_docker_section(out.s, "__MOUNTS__");
 	socks = pisb_docker_section(out.s, "__SOCKS__");
@@ -432,21 +412,8 @@ static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err
 	pisb_docker_check(w, "transport", true,
 	      "pisb runs the docker client inside the sandbox (its namespaces, its root) on " PISB_DOCKER_SOCK
 	      "; it opens no docker socket on the host", &all);
-	ev = xasprintf("DOCKER_HOST=%s set for pisb; inside: %s", sentinel,
-		       envs && *envs ? envs : "no DOCKER_* or COMPOSE_* variable");
-	pisb_docker_check(w, "env-scrub", envs && !strstr(envs, "DOCKER_") && !strstr(envs, "COMPOSE_"), ev, &all);
-	free(ev);
-	ev = xasprintf("%s set for pisb: %s inside", probe, envs && strstr(envs, probe) ? "present" : "absent");
-	pisb_docker_check(w, "env-forwarding", !(envs && strstr(envs, probe)), ev, &all);
-	free(ev);
-	{
-		char id[256] = "";
-		bool ok = daemon && drc && !strcmp(drc, "0") && sscanf(daemon, "%255s", id) == 1;
-		ev = ok ? xasprintf("docker -H unix://%s inside answers: daemon %s", PISB_DOCKER_SOCK, id)
-			: xasprintf("docker -H unix://%s inside: %s", PISB_DOCKER_SOCK, daemon ? daemon : "no answer");
-		pisb_docker_check(w, "daemon", ok, ev, &all);
-		free(ev);
-	}
+	pisb_docker_verify_env(w, &cn, envs, "", &all);
+	pisb_docker_verify_daemon(w, "unix://" PISB_DOCKER_SOCK, daemon, drc, &all);
 	{
 		/* a socket inside that is the host's (same device and inode), or
 		 * that has no listener in the sandbox's network namespace, is
@@ -490,38 +457,13 @@ static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err
 		free(ev);
 		pisb_buf_release(&bad);
 	}
-	ev = xasprintf("%s, %s and the state directory '%s': %s", hd, hs, hl,
-		       mounts && *mounts ? mounts : "not visible inside");
-	pisb_docker_check(w, "host-mounts", !(mounts && *mounts), ev, &all);
-	free(ev);
-	ev = xasprintf("docker contexts inside: %s", ctx && *ctx ? ctx : "(none)");
-	pisb_docker_check(w, "contexts", ctx && !strcmp(ctx, "default"), ev, &all);
-	free(ev);
-	ev = NULL;
-	if (previews(d, &p, &np, e) < 0) {
-		pisb_docker_check(w, "port-binds", false, e->msg, &all);
-	} else {
-		struct pisb_buf b = PISB_BUF_INIT;
-		bool ok = true;
-		size_t nd = 0;
-		for (size_t i = 0; i < np; i++) {
-			bool any = false;
-			int lo;
-			if (!p[i].docker)
-				continue;
-			lo = listener_loopback(p[i].host_port, &any);
-			ok &= lo == 1;
-			pisb_buf_addf(&b, "%s%d->%d %s", nd++ ? ", " : "", p[i].host_port, p[i].port,
-				      !any ? "(no host listener)" : lo ? "on 127.0.0.1 only" : "NOT on loopback only");
-		}
-		pisb_docker_check(w, "port-binds", ok, nd ? b.s : "no published ports", &all);
-		pisb_buf_release(&b);
-	}
+	ev = xasprintf("%s, %s and the state directory '%s'", hd, hs, hl);
+	pisb_docker_verify_mounts(w, ev, mounts, &all);
+	pisb_docker_verify_contexts(w, ctx, &all);
+	rc = previews(d, true, &p, &np, e);
+	pisb_docker_verify_ports(w, p, np, rc < 0 ? e->msg : NULL, port_loopback, &all);
 	free(p);
-	pisb_jw_arr_end(w);
-	pisb_jw_kbool(w, "pass", all);
-	pisb_jw_obj_end(w);
-	*code = all ? 0 : PISB_EXIT_FAIL;
+	pisb_docker_verify_end(w, all, code);
 	return 0;
 }
 
@@ -533,11 +475,9 @@ static int do_resources(struct dk *d, struct pisb_jw *w, struct pisb_err *e)
 	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
 	int code = 0;
 
-	if (capture(d, script, NULL, 0, &out, &code, e) < 0)
+	if (capture(d, script, NULL, 0, &out, &code, e) < 0 ||
+	    pisb_docker_probe_end(out.s, true, "resources", d->sb->name, code, NULL, e) < 0)
 		return -1;
-	if (!strstr(out.s ? out.s : "", "__END__"))
-		return pisb_err_set(e, PISB_EXIT_BACKEND, "resources '%s': the probe inside the sandbox failed (status %d)",
-				    d->sb->name, code);
 	pisb_jw_obj(w);
 	pisb_jw_kstr(w, "name", d->sb->name);
 	pisb_docker_resources(w, out.s);
@@ -549,61 +489,30 @@ static int do_resources(struct dk *d, struct pisb_jw *w, struct pisb_err *e)
 
 static int do_curl(struct dk *d, char *const *args, size_t n, int *code, struct pisb_err *e)
 {
-	const char *method = "GET", *body = NULL, *target = NULL;
-	_cleanup_free_ char *path = NULL;
+	static const struct pisb_docker_curl_syntax syn = {
+		.target = "PORT[/PATH]",
+		.only = "PORT[/PATH] or http://127.0.0.1:PORT/PATH",
+		.check_path = true,
+	};
 	_cleanup_buf_ struct pisb_buf resp = PISB_BUF_INIT, tok = PISB_BUF_INIT;
+	_cleanup_docker_curl_ struct pisb_docker_curl c = PISB_DOCKER_CURL_INIT;
+	_cleanup_free_ struct pisb_docker_pub *p = NULL;
 	const char *answer = NULL;
-	size_t len = 0;
-	struct pub *p = NULL;
-	size_t np = 0;
-	long long port = 0;
+	size_t len = 0, np = 0;
 	int hport = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		if (!strcmp(args[i], "-X") && i + 1 < n)
-			method = args[++i];
-		else if (!strcmp(args[i], "-d") && i + 1 < n)
-			body = args[++i];
-		else if (!target && args[i][0] != '-')
-			target = args[i];
-		else
-			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: unexpected '%s' (usage: curl -- [-X METHOD] [-d BODY] PORT[/PATH])", args[i]);
-	}
-	if (!target)
-		return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: a PORT[/PATH] is required");
-	for (const char *m = method; *m; m++)
-		if (!isupper((unsigned char)*m))
-			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: bad method '%s'", method);
-	{
-		const char *q = target, *slash;
-		_cleanup_free_ char *num = NULL;
-		if (pisb_str_starts(q, "http://"))
-			q += 7;
-		if (pisb_str_starts(q, "127.0.0.1:") || pisb_str_starts(q, "localhost:"))
-			q += 10;
-		else if (q != target)
-			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: only PORT[/PATH] or http://127.0.0.1:PORT/PATH, not '%s'", target);
-		slash = strchr(q, '/');
-		num = slash ? xstrndup(q, (size_t)(slash - q)) : xstrdup(q);
-		if (pisb_parse_ll(num, 1, 65535, &port) < 0)
-			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: bad port in '%s'", target);
-		path = xstrdup(slash ? slash : "/");
-		for (const char *c = path; *c; c++)
-			if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
-				return pisb_err_set(e, PISB_EXIT_USAGE,
-						    "docker curl: the path may hold no space, control or non-ASCII byte (percent-encode it)");
-	}
+	if (pisb_docker_curl_parse(args, n, &syn, &c, e) < 0)
+		return -1;
 	/* the port the container published, or the host port of its preview */
-	if (previews(d, &p, &np, e) < 0)
+	if (previews(d, true, &p, &np, e) < 0)
 		return pisb_err_prefix(e, "docker curl");
 	for (size_t i = 0; i < np && !hport; i++)
-		if (p[i].docker && p[i].host_port > 0 && (p[i].port == port || p[i].host_port == port))
-			hport = p[i].host_port;
-	free(p);
+		if (p[i].host > 0 && (p[i].cport == c.port || p[i].host == c.port))
+			hport = p[i].host;
 	if (!hport)
 		return pisb_err_set(e, PISB_EXIT_FAIL,
 				    "docker curl: %lld is not a port sandbox '%s' published with docker run -p (see 'pisb docker %s status')",
-				    port, d->sb->name, d->sb->name);
+				    c.port, d->sb->name, d->sb->name);
 	/* a preview behind preview.auth: token wants the sandbox's token
 	 * (the controller's file in the instance directory, host-written) */
 	if (d->cfg->preview_token &&
@@ -612,7 +521,7 @@ static int do_curl(struct dk *d, char *const *args, size_t n, int *code, struct 
 				    "docker curl: sandbox '%s' has preview.auth: token but no token yet", d->sb->name);
 	if (tok.len > 32)
 		tok.s[32] = '\0';
-	if (pisb_docker_curl_exchange(hport, method, path, body, d->cfg->preview_token ? tok.s : NULL,
+	if (pisb_docker_curl_exchange(hport, c.method, c.path, c.body, d->cfg->preview_token ? tok.s : NULL,
 				      &resp, &answer, &len, code, e) < 0)
 		return -1;
 	pisb_write_all(1, answer, len);
@@ -699,16 +608,7 @@ static int stream(struct dk *d, const char *verb, char *const *args, size_t n, i
 	pisb_strv_push(&av, "-c");
 	pisb_strv_push(&av, DOCKER_SH);
 	pisb_strv_push(&av, "sh");
-	if (!strcmp(verb, "prune")) {
-		pisb_strv_push(&av, "system");
-		pisb_strv_push(&av, "prune");
-		pisb_strv_push(&av, "--all");
-		pisb_strv_push(&av, "--force");
-	} else {
-		pisb_strv_push(&av, verb);
-	}
-	for (size_t i = 0; i < n; i++)
-		pisb_strv_push(&av, args[i]);
+	pisb_docker_verb_argv(&av, verb, args, n);
 	memset(&r, 0, sizeof(r));
 	r.name = d->sb->name;
 	r.argv = av.v;

@@ -22,7 +22,6 @@
 #include <arpa/inet.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -85,11 +84,9 @@ static int capture(struct sbx_inst *t, char *const *av, struct pisb_buf *out, in
 
 /* ---- sbx ports ---- */
 
-struct port { char ip[64]; int host, cport; char proto[8]; };
-
 /* The sandbox's published ports: `sbx ports SBX --json`, else the text
  * table (lines "IP HOST SANDBOX PROTO"). */
-static int ports_list(struct sbx_inst *t, struct port **out, size_t *n, struct pisb_err *e)
+static int ports_list(struct sbx_inst *t, struct pisb_docker_pub **out, size_t *n, struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT, err = PISB_BUF_INIT;
 	char *argv[] = { "sbx", "ports", t->sbx, NULL };
@@ -106,7 +103,7 @@ static int ports_list(struct sbx_inst *t, struct port **out, size_t *n, struct p
 				    t->sbx, code, sbx_last_line(err.s));
 	for (char *line = b.s; line && *line;) {
 		char *nl = strchr(line, '\n');
-		struct port p;
+		struct pisb_docker_pub p;
 		if (nl)
 			*nl = '\0';
 		memset(&p, 0, sizeof(p));
@@ -171,6 +168,8 @@ static void ports_of(struct sbx_inst *t, char *const *args, size_t n, struct pis
 		_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
 		_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
 		struct pisb_err ig = PISB_ERR_INIT;
+		_cleanup_free_ struct pisb_docker_pub *p = NULL;
+		size_t np = 0;
 		int code = 0;
 
 		if (args[i][0] == '-')
@@ -183,25 +182,17 @@ static void ports_of(struct sbx_inst *t, char *const *args, size_t n, struct pis
 		pisb_strv_push(&av, args[i]);
 		if (capture(t, av.v, &out, &code, &ig) < 0 || code != 0)
 			continue;
-		for (char *line = out.s; line && *line;) {
-			char *nl = strchr(line, '\n');
-			int cport = 0, hport = 0;
-			char proto[8] = "";
-			const char *colon;
-			if (nl)
-				*nl = '\0';
-			colon = strrchr(line, ':');
-			if (sscanf(line, "%d/%7[a-z0-9] ->", &cport, proto) == 2 && colon &&
-			    sscanf(colon + 1, "%d", &hport) == 1 && hport > 0) {
-				bool dup = false;
-				char spec[64];
-				snprintf(spec, sizeof(spec), "%d:%d/%s", hport, cport, proto);
-				for (size_t k = 0; k < specs->n; k++)
-					dup |= !strcmp(specs->v[k], spec);
-				if (!dup)
-					pisb_strv_push(specs, spec);
-			}
-			line = nl ? nl + 1 : NULL;
+		pisb_docker_port_lines(out.s, &p, &np);
+		for (size_t j = 0; j < np; j++) {
+			bool dup = false;
+			char spec[64];
+			if (!p[j].proto[0])
+				continue;
+			snprintf(spec, sizeof(spec), "%d:%d/%s", p[j].host, p[j].cport, p[j].proto);
+			for (size_t k = 0; k < specs->n; k++)
+				dup |= !strcmp(specs->v[k], spec);
+			if (!dup)
+				pisb_strv_push(specs, spec);
 		}
 	}
 }
@@ -297,7 +288,7 @@ static void compose_ports(struct sbx_inst *t, char *const *args, size_t nopts, s
 
 static void publish_specs(struct sbx_inst *t, const struct pisb_strv *specs, struct pisb_strv *notes)
 {
-	struct port *have = NULL;
+	struct pisb_docker_pub *have = NULL;
 	size_t nh = 0;
 	struct pisb_err ig = PISB_ERR_INIT;
 
@@ -332,7 +323,9 @@ static int do_status(struct sbx_inst *t, struct pisb_jw *w, struct pisb_err *e)
 	_cleanup_free_ char *word = NULL;
 	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
 	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
-	struct port *ports = NULL;
+	struct pisb_docker_pub *ports = NULL;
+	struct pisb_docker_status s = { .error = NULL };
+	char id[256] = "", ver[128] = "";
 	size_t np = 0;
 	int code = -1;
 	bool up;
@@ -380,44 +373,36 @@ static int do_status(struct sbx_inst *t, struct pisb_jw *w, struct pisb_err *e)
 			return -1;
 		ports_list(t, &ports, &np, e);
 	}
+	if (up && code == 0)
+		sscanf(out.s ? out.s : "", "%255s %127s", id, ver);
+	if (up && code != 0)
+		s.error = sbx_last_line(out.s);
+	else if (!up)
+		s.error = word ? "the sandbox is not running (pisb start, or any pisb exec, starts it)"
+			       : "sbx no longer lists the sandbox";
+	s.status = word ? word : "gone";
+	s.workspace = t->ws;
+	s.socket = SBX_DOCKER_SOCK " (inside the sandbox)";
+	s.reachable = up && code == 0;
+	s.id = id[0] ? id : NULL;
+	s.version = ver[0] ? ver : NULL;
+	s.ports = ports;
+	s.nports = np;
+	s.env = t->cfg->sbx.nenv_allowlist ? "allowlist" : "strict";
 	pisb_jw_obj(w);
 	pisb_jw_kstr(w, "name", t->name);
 	pisb_jw_kstr(w, "driver", "sbx");
 	pisb_jw_kstr(w, "sbxName", t->sbx);
-	pisb_jw_kstr(w, "status", word ? word : "gone");
-	pisb_jw_kstr(w, "workspace", t->ws);
-	pisb_jw_key(w, "daemon");
-	pisb_jw_obj(w);
-	pisb_jw_kstr(w, "socket", SBX_DOCKER_SOCK " (inside the sandbox)");
-	pisb_jw_kbool(w, "reachable", up && code == 0);
-	{
-		char id[256] = "", ver[128] = "";
-		if (up && code == 0)
-			sscanf(out.s ? out.s : "", "%255s %127s", id, ver);
-		pisb_jw_kstr(w, "id", id[0] ? id : NULL);
-		pisb_jw_kstr(w, "version", ver[0] ? ver : NULL);
-		if (up && code != 0)
-			pisb_jw_kstr(w, "error", sbx_last_line(out.s));
-		else if (!up)
-			pisb_jw_kstr(w, "error", word ? "the sandbox is not running (pisb start, or any pisb exec, starts it)"
-						       : "sbx no longer lists the sandbox");
-	}
-	pisb_jw_obj_end(w);
-	pisb_jw_key(w, "ports");
-	pisb_jw_arr(w);
-	for (size_t i = 0; i < np; i++) {
-		pisb_jw_obj(w);
-		pisb_jw_kstr(w, "hostIp", ports[i].ip);
-		pisb_jw_kint(w, "hostPort", ports[i].host);
-		pisb_jw_kint(w, "sandboxPort", ports[i].cport);
-		pisb_jw_kstr(w, "protocol", ports[i].proto);
-		pisb_jw_obj_end(w);
-	}
-	pisb_jw_arr_end(w);
-	pisb_jw_kstr(w, "env", t->cfg->sbx.nenv_allowlist ? "allowlist" : "strict");
-	pisb_jw_obj_end(w);
+	pisb_docker_status(w, &s);
 	free(ports);
 	return 0;
+}
+
+/* port-binds' evidence for a port sbx published: its IP a loopback one */
+static bool port_loopback(const struct pisb_docker_pub *p, struct pisb_buf *b)
+{
+	pisb_buf_addf(b, "%s:%d->%d", p->ip, p->host, p->cport);
+	return !strcmp(p->ip, "127.0.0.1") || !strcmp(p->ip, "::1") || !strcmp(p->ip, "[::1]");
 }
 
 static int do_verify(struct sbx_inst *t, struct pisb_jw *w, int *code, struct pisb_err *e)
@@ -433,19 +418,14 @@ static int do_verify(struct sbx_inst *t, struct pisb_jw *w, int *code, struct pi
 	_cleanup_free_ char *envs = NULL, *mounts = NULL, *daemon = NULL, *ctx = NULL, *drc = NULL;
 	_cleanup_free_ char *hd = NULL, *hs = NULL, *ev = NULL;
 	const char *home = getenv("HOME");
-	char rnd[9], sentinel[64], probe[64];
-	struct port *ports = NULL;
+	struct pisb_docker_canary cn;
+	struct pisb_docker_pub *ports = NULL;
 	size_t np = 0;
 	bool all = true;
 	int rc = 0;
 
 	/* canaries in our own environment: the scrub must keep them out */
-	pisb_random_hex(rnd, 8);
-	snprintf(sentinel, sizeof(sentinel), "unix:///pisb-verify-%s.sock", rnd);
-	snprintf(probe, sizeof(probe), "PISB_VERIFY_PROBE_%s", rnd);
-	setenv("DOCKER_HOST", sentinel, 1);
-	setenv("COMPOSE_PROJECT_NAME", rnd, 1);
-	setenv(probe, "1", 1);
+	pisb_docker_canary_set(&cn, true);
 	pisb_strv_release(&t->env);
 	sbx_env(&t->cfg->sbx, &t->env);
 	hd = xasprintf("%s/.docker", home ? home : "/nonexistent");
@@ -458,14 +438,9 @@ static int do_verify(struct sbx_inst *t, struct pisb_jw *w, int *code, struct pi
 	pisb_strv_push(&av, hd);
 	pisb_strv_push(&av, hs);
 	rc = capture(t, av.v, &out, code, e);
-	unsetenv("DOCKER_HOST");
-	unsetenv("COMPOSE_PROJECT_NAME");
-	unsetenv(probe);
-	if (rc < 0)
+	pisb_docker_canary_unset(&cn);
+	if (rc < 0 || pisb_docker_probe_end(out.s, *code == 0, "verify", t->name, *code, sbx_last_line(out.s), e) < 0)
 		return -1;
-	if (*code != 0 || !strstr(out.s ? out.s : "", "__END__"))
-		return pisb_err_set(e, PISB_EXIT_BACKEND, "verify '%s': the probe inside the sandbox failed (status %d): %s",
-				    t->name, *code, sbx_last_line(out.s));
 	envs = pisb_docker_section(out.s, "__ENV__");
 	mounts = pisb_docker_section(out.s, "__MOUNTS__");
 	daemon = pisb_docker_section(out.s, "__DAEMON__");
@@ -479,52 +454,15 @@ static int do_verify(struct sbx_inst *t, struct pisb_jw *w, int *code, struct pi
 	pisb_docker_check(w, "transport", true,
 	      "pisb runs only the sbx CLI (posix_spawn, argv arrays); it has no docker client and opens no docker socket on the host",
 	      &all);
-	ev = xasprintf("DOCKER_HOST=%s and COMPOSE_PROJECT_NAME set for pisb; inside: %s", sentinel,
-		       envs && *envs ? envs : "no DOCKER_* or COMPOSE_* variable");
-	pisb_docker_check(w, "env-scrub", envs && !strstr(envs, "DOCKER_") && !strstr(envs, "COMPOSE_"), ev, &all);
-	free(ev);
-	ev = NULL;
-	ev = xasprintf("%s set for pisb (not allowlisted): %s inside", probe,
-		       envs && strstr(envs, probe) ? "present" : "absent");
-	pisb_docker_check(w, "env-forwarding", !(envs && strstr(envs, probe)), ev, &all);
-	free(ev);
-	ev = NULL;
-	{
-		char id[256] = "";
-		bool ok = daemon && drc && !strcmp(drc, "0") && sscanf(daemon, "%255s", id) == 1;
-		ev = ok ? xasprintf("docker -H %s inside answers: daemon %s", SBX_DOCKER_SOCK, id)
-			: xasprintf("docker -H %s inside: %s", SBX_DOCKER_SOCK, daemon ? daemon : "no answer");
-		pisb_docker_check(w, "daemon", ok, ev, &all);
-		free(ev);
-	ev = NULL;
-	}
-	ev = xasprintf("%s and %s: %s", hd, hs, mounts && *mounts ? mounts : "not visible inside");
-	pisb_docker_check(w, "host-mounts", !(mounts && *mounts), ev, &all);
-	free(ev);
-	ev = NULL;
-	ev = xasprintf("docker contexts inside: %s", ctx && *ctx ? ctx : "(none)");
-	pisb_docker_check(w, "contexts", ctx && !strcmp(ctx, "default"), ev, &all);
-	free(ev);
-	ev = NULL;
-	if (ports_list(t, &ports, &np, e) < 0) {
-		pisb_docker_check(w, "port-binds", false, e->msg, &all);
-	} else {
-		struct pisb_buf b = PISB_BUF_INIT;
-		bool ok = true;
-		for (size_t i = 0; i < np; i++) {
-			bool lo = !strcmp(ports[i].ip, "127.0.0.1") || !strcmp(ports[i].ip, "::1") ||
-				  !strcmp(ports[i].ip, "[::1]");
-			ok &= lo;
-			pisb_buf_addf(&b, "%s%s:%d->%d", i ? ", " : "", ports[i].ip, ports[i].host, ports[i].cport);
-		}
-		pisb_docker_check(w, "port-binds", ok, np ? b.s : "no published ports", &all);
-		pisb_buf_release(&b);
-	}
+	pisb_docker_verify_env(w, &cn, envs, " (not allowlisted)", &all);
+	pisb_docker_verify_daemon(w, SBX_DOCKER_SOCK, daemon, drc, &all);
+	ev = xasprintf("%s and %s", hd, hs);
+	pisb_docker_verify_mounts(w, ev, mounts, &all);
+	pisb_docker_verify_contexts(w, ctx, &all);
+	rc = ports_list(t, &ports, &np, e);
+	pisb_docker_verify_ports(w, ports, np, rc < 0 ? e->msg : NULL, port_loopback, &all);
 	free(ports);
-	pisb_jw_arr_end(w);
-	pisb_jw_kbool(w, "pass", all);
-	pisb_jw_obj_end(w);
-	*code = all ? 0 : PISB_EXIT_FAIL;
+	pisb_docker_verify_end(w, all, code);
 	return 0;
 }
 
@@ -541,11 +479,9 @@ static int do_resources(struct sbx_inst *t, struct pisb_jw *w, struct pisb_err *
 	pisb_strv_push(&av, "/bin/sh");
 	pisb_strv_push(&av, "-c");
 	pisb_strv_push(&av, script);
-	if (capture(t, av.v, &out, &code, e) < 0)
+	if (capture(t, av.v, &out, &code, e) < 0 ||
+	    pisb_docker_probe_end(out.s, true, "resources", t->name, code, sbx_last_line(out.s), e) < 0)
 		return -1;
-	if (!strstr(out.s ? out.s : "", "__END__"))
-		return pisb_err_set(e, PISB_EXIT_BACKEND, "resources '%s': the probe inside the sandbox failed (status %d): %s",
-				    t->name, code, sbx_last_line(out.s));
 	pisb_jw_obj(w);
 	pisb_jw_kstr(w, "name", t->name);
 	pisb_jw_kstr(w, "sbxName", t->sbx);
@@ -615,58 +551,29 @@ static int do_init(struct sbx_inst *t, char *const *args, size_t n, struct pisb_
 
 static int do_curl(struct sbx_inst *t, char *const *args, size_t n, int *code, struct pisb_err *e)
 {
-	const char *method = "GET", *body = NULL, *target = NULL;
-	struct port *ports = NULL;
-	size_t np = 0;
-	long long port = 0;
-	_cleanup_free_ char *path = NULL;
+	static const struct pisb_docker_curl_syntax syn = {
+		.target = "PORT[/PATH] or http://127.0.0.1:PORT/PATH",
+		.only = "http://127.0.0.1:PORT/ or localhost (the sandbox's published ports)",
+		.check_path = false,
+	};
 	_cleanup_buf_ struct pisb_buf resp = PISB_BUF_INIT;
+	_cleanup_docker_curl_ struct pisb_docker_curl c = PISB_DOCKER_CURL_INIT;
+	_cleanup_free_ struct pisb_docker_pub *ports = NULL;
 	const char *answer = NULL;
-	size_t len = 0;
+	size_t len = 0, np = 0;
 	bool ok = false;
 
-	for (size_t i = 0; i < n; i++) {
-		if (!strcmp(args[i], "-X") && i + 1 < n)
-			method = args[++i];
-		else if (!strcmp(args[i], "-d") && i + 1 < n)
-			body = args[++i];
-		else if (!target && args[i][0] != '-')
-			target = args[i];
-		else
-			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: unexpected '%s' (usage: curl -- [-X METHOD] [-d BODY] PORT[/PATH] or http://127.0.0.1:PORT/PATH)", args[i]);
-	}
-	if (!target)
-		return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: a PORT[/PATH] or http://127.0.0.1:PORT/PATH is required");
-	for (const char *m = method; *m; m++)
-		if (!isupper((unsigned char)*m))
-			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: bad method '%s'", method);
-	{
-		const char *p = target, *slash;
-		_cleanup_free_ char *num = NULL;
-		if (pisb_str_starts(p, "http://"))
-			p += 7;
-		if (pisb_str_starts(p, "127.0.0.1:"))
-			p += 10;
-		else if (pisb_str_starts(p, "localhost:"))
-			p += 10;
-		else if (p != target)
-			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: only http://127.0.0.1:PORT/ or localhost (the sandbox's published ports), not '%s'", target);
-		slash = strchr(p, '/');
-		num = slash ? xstrndup(p, (size_t)(slash - p)) : xstrdup(p);
-		if (pisb_parse_ll(num, 1, 65535, &port) < 0)
-			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: bad port in '%s'", target);
-		path = xstrdup(slash ? slash : "/");
-	}
+	if (pisb_docker_curl_parse(args, n, &syn, &c, e) < 0)
+		return -1;
 	if (ports_list(t, &ports, &np, e) < 0)
 		return pisb_err_prefix(e, "docker curl");
 	for (size_t i = 0; i < np; i++)
-		ok |= ports[i].host == port && !strcmp(ports[i].ip, "127.0.0.1") && !pisb_str_starts(ports[i].proto, "udp");
-	free(ports);
+		ok |= ports[i].host == c.port && !strcmp(ports[i].ip, "127.0.0.1") && !pisb_str_starts(ports[i].proto, "udp");
 	if (!ok)
 		return pisb_err_set(e, PISB_EXIT_FAIL,
 				    "docker curl: 127.0.0.1:%lld is not a port sandbox '%s' published (see 'pisb docker %s status')",
-				    port, t->name, t->name);
-	if (pisb_docker_curl_exchange((int)port, method, path, body, NULL, &resp, &answer, &len, code, e) < 0)
+				    c.port, t->name, t->name);
+	if (pisb_docker_curl_exchange((int)c.port, c.method, c.path, c.body, NULL, &resp, &answer, &len, code, e) < 0)
 		return -1;
 	pisb_write_all(1, answer, len);
 	return 0;
@@ -694,16 +601,7 @@ static int stream(struct sbx_inst *t, const char *verb, char *const *args, size_
 	pisb_strv_push(&av, "docker");
 	pisb_strv_push(&av, "-H");
 	pisb_strv_push(&av, SBX_DOCKER_SOCK);
-	if (!strcmp(verb, "prune")) {
-		pisb_strv_push(&av, "system");
-		pisb_strv_push(&av, "prune");
-		pisb_strv_push(&av, "--all");
-		pisb_strv_push(&av, "--force");
-	} else {
-		pisb_strv_push(&av, verb);
-	}
-	for (size_t i = 0; i < n; i++)
-		pisb_strv_push(&av, args[i]);
+	pisb_docker_verb_argv(&av, verb, args, n);
 	if (sbx_run(t->bin, av.v, t->env.v, &o, code, e) < 0)
 		return pisb_err_prefix(e, "sandbox '%s'", t->name);
 	if (*code != 0 && sbx_failed_itself(err.s, t->sbx)) {
