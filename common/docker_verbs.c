@@ -216,9 +216,10 @@ void pisb_docker_canary_unset(const struct pisb_docker_canary *c)
 	unsetenv(c->probe);
 }
 
-void pisb_docker_verify_env(struct pisb_jw *w, const struct pisb_docker_canary *c, const char *envs,
+void pisb_docker_verify_env(struct pisb_jw *w, const struct pisb_docker_canary *c, const char *out,
 			    const char *note, bool *all)
 {
+	_cleanup_free_ char *envs = pisb_docker_section(out, "__ENV__");
 	_cleanup_free_ char *scrub = xasprintf("DOCKER_HOST=%s%s set for pisb; inside: %s", c->sentinel,
 					       c->compose ? " and COMPOSE_PROJECT_NAME" : "",
 					       envs && *envs ? envs : "no DOCKER_* or COMPOSE_* variable");
@@ -230,9 +231,10 @@ void pisb_docker_verify_env(struct pisb_jw *w, const struct pisb_docker_canary *
 	pisb_docker_check(w, "env-forwarding", !leaked, fwd, all);
 }
 
-void pisb_docker_verify_daemon(struct pisb_jw *w, const char *sock, const char *daemon, const char *drc,
-			       bool *all)
+void pisb_docker_verify_daemon(struct pisb_jw *w, const char *sock, const char *out, bool *all)
 {
+	_cleanup_free_ char *daemon = pisb_docker_section(out, "__DAEMON__");
+	_cleanup_free_ char *drc = pisb_docker_section(out, "__RC__");
 	char id[256] = "";
 	bool ok = daemon && drc && !strcmp(drc, "0") && sscanf(daemon, "%255s", id) == 1;
 	_cleanup_free_ char *ev = ok ? xasprintf("docker -H %s inside answers: daemon %s", sock, id)
@@ -241,15 +243,17 @@ void pisb_docker_verify_daemon(struct pisb_jw *w, const char *sock, const char *
 	pisb_docker_check(w, "daemon", ok, ev, all);
 }
 
-void pisb_docker_verify_mounts(struct pisb_jw *w, const char *what, const char *mounts, bool *all)
+void pisb_docker_verify_mounts(struct pisb_jw *w, const char *what, const char *out, bool *all)
 {
+	_cleanup_free_ char *mounts = pisb_docker_section(out, "__MOUNTS__");
 	_cleanup_free_ char *ev = xasprintf("%s: %s", what, mounts && *mounts ? mounts : "not visible inside");
 
 	pisb_docker_check(w, "host-mounts", !(mounts && *mounts), ev, all);
 }
 
-void pisb_docker_verify_contexts(struct pisb_jw *w, const char *ctx, bool *all)
+void pisb_docker_verify_contexts(struct pisb_jw *w, const char *out, bool *all)
 {
+	_cleanup_free_ char *ctx = pisb_docker_section(out, "__CONTEXTS__");
 	_cleanup_free_ char *ev = xasprintf("docker contexts inside: %s", ctx && *ctx ? ctx : "(none)");
 
 	pisb_docker_check(w, "contexts", ctx && !strcmp(ctx, "default"), ev, all);
@@ -281,53 +285,52 @@ void pisb_docker_verify_end(struct pisb_jw *w, bool all, int *code)
 	*code = all ? 0 : PISB_EXIT_FAIL;
 }
 
-int pisb_docker_curl_parse(char *const *args, size_t n, const struct pisb_docker_curl_syntax *syn,
-			   struct pisb_docker_curl *c, struct pisb_err *e)
+int pisb_docker_curl(const struct pisb_docker_curl_ops *ops, void *ctx, char *const *args, size_t n,
+		     struct pisb_buf *answer, int *code, struct pisb_err *e)
 {
-	const char *target = NULL, *q, *slash;
-	_cleanup_free_ char *num = NULL;
+	const char *method = "GET", *body = NULL, *target = NULL, *q, *slash, *b = NULL;
+	_cleanup_free_ char *num = NULL, *path = NULL;
+	_cleanup_buf_ struct pisb_buf tok = PISB_BUF_INIT, resp = PISB_BUF_INIT;
+	long long port = 0;
+	size_t len = 0;
+	int hport = 0;
 
-	c->method = "GET";
-	c->body = NULL;
-	c->path = NULL;
-	c->port = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (!strcmp(args[i], "-X") && i + 1 < n)
-			c->method = args[++i];
+			method = args[++i];
 		else if (!strcmp(args[i], "-d") && i + 1 < n)
-			c->body = args[++i];
+			body = args[++i];
 		else if (!target && args[i][0] != '-')
 			target = args[i];
 		else
 			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: unexpected '%s' (usage: curl -- [-X METHOD] [-d BODY] %s)",
-					    args[i], syn->target);
+					    args[i], ops->target);
 	}
 	if (!target)
-		return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: a %s is required", syn->target);
-	for (const char *m = c->method; *m; m++)
+		return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: a %s is required", ops->target);
+	for (const char *m = method; *m; m++)
 		if (!isupper((unsigned char)*m))
-			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: bad method '%s'", c->method);
+			return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: bad method '%s'", method);
 	q = target;
 	if (pisb_str_starts(q, "http://"))
 		q += 7;
 	if (pisb_str_starts(q, "127.0.0.1:") || pisb_str_starts(q, "localhost:"))
 		q += 10;
 	else if (q != target)
-		return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: only %s, not '%s'", syn->only, target);
+		return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: only %s, not '%s'", ops->only, target);
 	slash = strchr(q, '/');
 	num = slash ? xstrndup(q, (size_t)(slash - q)) : xstrdup(q);
-	if (pisb_parse_ll(num, 1, 65535, &c->port) < 0)
+	if (pisb_parse_ll(num, 1, 65535, &port) < 0)
 		return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: bad port in '%s'", target);
-	c->path = xstrdup(slash ? slash : "/");
-	for (const char *p = c->path; syn->check_path && *p; p++)
+	path = xstrdup(slash ? slash : "/");
+	for (const char *p = path; ops->check_path && *p; p++)
 		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
 			return pisb_err_set(e, PISB_EXIT_USAGE,
 					    "docker curl: the path may hold no space, control or non-ASCII byte (percent-encode it)");
+	if (ops->serve(ctx, port, &hport, &tok, e) < 0)
+		return -1;
+	if (pisb_docker_curl_exchange(hport, method, path, body, tok.len ? tok.s : NULL, &resp, &b, &len, code, e) < 0)
+		return -1;
+	pisb_buf_add(answer, b, len);
 	return 0;
-}
-
-void pisb_docker_curl_release(struct pisb_docker_curl *c)
-{
-	free(c->path);
-	c->path = NULL;
 }

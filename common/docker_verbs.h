@@ -98,19 +98,20 @@ struct pisb_docker_canary {
 void pisb_docker_canary_set(struct pisb_docker_canary *c, bool compose);
 void pisb_docker_canary_unset(const struct pisb_docker_canary *c);
 
-/* `docker verify`'s checks on the probe's sections, into W's open array:
- * env-scrub and env-forwarding on ENVS (the __ENV__ section; NOTE, ""
- * or " (not allowlisted)", follows "PROBE set for pisb"). */
-void pisb_docker_verify_env(struct pisb_jw *w, const struct pisb_docker_canary *c, const char *envs,
+/* `docker verify`'s checks on OUT, the output of its probe inside, into
+ * W's open array.  env-scrub and env-forwarding: the variables the probe
+ * printed after __ENV__ hold none of C (NOTE, "" or " (not allowlisted)",
+ * follows "PROBE set for pisb" in the evidence). */
+void pisb_docker_verify_env(struct pisb_jw *w, const struct pisb_docker_canary *c, const char *out,
 			    const char *note, bool *all);
-/* daemon: DAEMON (__DAEMON__) answered with status DRC (__RC__) "0" on SOCK. */
-void pisb_docker_verify_daemon(struct pisb_jw *w, const char *sock, const char *daemon, const char *drc,
-			       bool *all);
-/* host-mounts: WHAT (the host paths probed, in words), MOUNTS (__MOUNTS__,
- * those of them visible inside). */
-void pisb_docker_verify_mounts(struct pisb_jw *w, const char *what, const char *mounts, bool *all);
-/* contexts: CTX (__CONTEXTS__) is "default" alone. */
-void pisb_docker_verify_contexts(struct pisb_jw *w, const char *ctx, bool *all);
+/* daemon: `docker -H SOCK info` answered (__DAEMON__) with status 0
+ * (__RC__). */
+void pisb_docker_verify_daemon(struct pisb_jw *w, const char *sock, const char *out, bool *all);
+/* host-mounts: none of WHAT (the host paths probed, in words) is visible
+ * inside (__MOUNTS__: those that are). */
+void pisb_docker_verify_mounts(struct pisb_jw *w, const char *what, const char *out, bool *all);
+/* contexts: the docker contexts inside (__CONTEXTS__) are "default" alone. */
+void pisb_docker_verify_contexts(struct pisb_jw *w, const char *out, bool *all);
 /* port-binds: the N ports P a sandbox published are bound on the host's
  * loopback only, as LOOPBACK says of each (it appends the port's evidence
  * to B); ERR, where the ports could not be listed, fails the check. */
@@ -121,25 +122,21 @@ void pisb_docker_verify_ports(struct pisb_jw *w, const struct pisb_docker_pub *p
  * ALL; *CODE: 0 when ALL, else PISB_EXIT_FAIL. */
 void pisb_docker_verify_end(struct pisb_jw *w, bool all, int *code);
 
-/* `docker curl -- [-X METHOD] [-d BODY] TARGET`, parsed. */
-struct pisb_docker_curl {
-	const char *method, *body;      /* borrowed from the arguments */
-	char *path;                     /* "/..." (pisb_docker_curl_release frees it) */
-	long long port;
-};
-#define PISB_DOCKER_CURL_INIT { "GET", NULL, NULL, 0 }
-
-/* How a driver words and checks `docker curl`'s TARGET. */
-struct pisb_docker_curl_syntax {
+/* How a driver words, checks and serves `docker curl`'s TARGET. */
+struct pisb_docker_curl_ops {
 	const char *target;     /* the forms TARGET takes, for the usage errors */
 	const char *only;       /* what it may be, for "only ONLY, not 'TARGET'" */
 	bool check_path;        /* refuse a path with a space, control or non-ASCII byte */
+	/* The port on the host's 127.0.0.1 that serves PORT, the one asked
+	 * for, into *HPORT; -1 with E where the sandbox published none.
+	 * TOKEN: what goes in X-Pisb-Token (left empty: none). */
+	int (*serve)(void *ctx, long long port, int *hport, struct pisb_buf *token, struct pisb_err *e);
 };
 
-/* Parses ARGS into C (exit 2 on a bad one). */
-int pisb_docker_curl_parse(char *const *args, size_t n, const struct pisb_docker_curl_syntax *syn,
-			   struct pisb_docker_curl *c, struct pisb_err *e);
-void pisb_docker_curl_release(struct pisb_docker_curl *c);
-#define _cleanup_docker_curl_ __attribute__((cleanup(pisb_docker_curl_release)))
+/* `docker curl -- [-X METHOD] [-d BODY] TARGET`: ARGS parsed (exit 2 on a
+ * bad one), OPS->serve asked for the port, then the exchange
+ * (pisb_docker_curl_exchange): the answer's body added to BODY, *CODE. */
+int pisb_docker_curl(const struct pisb_docker_curl_ops *ops, void *ctx, char *const *args, size_t n,
+		     struct pisb_buf *body, int *code, struct pisb_err *e);
 
 #endif

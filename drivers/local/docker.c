@@ -368,8 +368,7 @@ static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err
 	static const char *const host_socks[] = { "/run/docker.sock", "/var/run/docker.sock",
 		"/run/containerd/containerd.sock", "/var/run/containerd/containerd.sock", NULL };
 	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT, hostinfo = PISB_BUF_INIT;
-	_cleanup_free_ char *envs = NULL, *mounts = NULL, *socks = NULL, *own = NULL, *daemon = NULL;
-	_cleanup_free_ char *drc = NULL, *ctx = NULL, *ev = NULL, *hd = NULL, *hs = NULL, *hl = NULL;
+	_cleanup_free_ char *socks = NULL, *own = NULL, *ev = NULL, *hd = NULL, *hs = NULL, *hl = NULL;
 	const char *home = getenv("HOME");
 	struct pisb_docker_canary cn;
 	struct pisb_docker_pub *p = NULL;
@@ -390,13 +389,8 @@ static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err
 	pisb_docker_canary_unset(&cn);
 	if (rc < 0 || pisb_docker_probe_end(out.s, true, "verify", d->sb->name, *code, NULL, e) < 0)
 		return -1;
-	envs = pisb_docker_section(out.s, "__ENV__");
-	mounts = pisb_docker_section(out.s, "__MOUNTS__");
 	socks = pisb_docker_section(out.s, "__SOCKS__");
 	own = pisb_docker_section(out.s, "__OWN__");
-	daemon = pisb_docker_section(out.s, "__DAEMON__");
-	drc = pisb_docker_section(out.s, "__RC__");
-	ctx = pisb_docker_section(out.s, "__CONTEXTS__");
 	/* the host's sockets at those paths, by device and inode */
 	for (int i = 0; host_socks[i]; i++) {
 		struct stat sb;
@@ -412,8 +406,8 @@ static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err
 	pisb_docker_check(w, "transport", true,
 	      "pisb runs the docker client inside the sandbox (its namespaces, its root) on " PISB_DOCKER_SOCK
 	      "; it opens no docker socket on the host", &all);
-	pisb_docker_verify_env(w, &cn, envs, "", &all);
-	pisb_docker_verify_daemon(w, "unix://" PISB_DOCKER_SOCK, daemon, drc, &all);
+	pisb_docker_verify_env(w, &cn, out.s, "", &all);
+	pisb_docker_verify_daemon(w, "unix://" PISB_DOCKER_SOCK, out.s, &all);
 	{
 		/* a socket inside that is the host's (same device and inode), or
 		 * that has no listener in the sandbox's network namespace, is
@@ -458,8 +452,8 @@ static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err
 		pisb_buf_release(&bad);
 	}
 	ev = xasprintf("%s, %s and the state directory '%s'", hd, hs, hl);
-	pisb_docker_verify_mounts(w, ev, mounts, &all);
-	pisb_docker_verify_contexts(w, ctx, &all);
+	pisb_docker_verify_mounts(w, ev, out.s, &all);
+	pisb_docker_verify_contexts(w, out.s, &all);
 	rc = previews(d, true, &p, &np, e);
 	pisb_docker_verify_ports(w, p, np, rc < 0 ? e->msg : NULL, port_loopback, &all);
 	free(p);
@@ -487,44 +481,49 @@ static int do_resources(struct dk *d, struct pisb_jw *w, struct pisb_err *e)
 
 /* ---- curl: host side, loopback, only the previews docker published ---- */
 
-static int do_curl(struct dk *d, char *const *args, size_t n, int *code, struct pisb_err *e)
+/* The host port of the preview that serves PORT (the port the container
+ * published, or that preview's host port), and the sandbox's token where
+ * its previews want one. */
+static int curl_serve(void *ctx, long long port, int *hport, struct pisb_buf *tok, struct pisb_err *e)
 {
-	static const struct pisb_docker_curl_syntax syn = {
-		.target = "PORT[/PATH]",
-		.only = "PORT[/PATH] or http://127.0.0.1:PORT/PATH",
-		.check_path = true,
-	};
-	_cleanup_buf_ struct pisb_buf resp = PISB_BUF_INIT, tok = PISB_BUF_INIT;
-	_cleanup_docker_curl_ struct pisb_docker_curl c = PISB_DOCKER_CURL_INIT;
+	struct dk *d = ctx;
 	_cleanup_free_ struct pisb_docker_pub *p = NULL;
-	const char *answer = NULL;
-	size_t len = 0, np = 0;
-	int hport = 0;
+	size_t np = 0;
 
-	if (pisb_docker_curl_parse(args, n, &syn, &c, e) < 0)
-		return -1;
-	/* the port the container published, or the host port of its preview */
 	if (previews(d, true, &p, &np, e) < 0)
 		return pisb_err_prefix(e, "docker curl");
-	for (size_t i = 0; i < np && !hport; i++)
-		if (p[i].host > 0 && (p[i].cport == c.port || p[i].host == c.port))
-			hport = p[i].host;
-	if (!hport)
+	for (size_t i = 0; i < np && !*hport; i++)
+		if (p[i].host > 0 && (p[i].cport == port || p[i].host == port))
+			*hport = p[i].host;
+	if (!*hport)
 		return pisb_err_set(e, PISB_EXIT_FAIL,
 				    "docker curl: %lld is not a port sandbox '%s' published with docker run -p (see 'pisb docker %s status')",
-				    c.port, d->sb->name, d->sb->name);
+				    port, d->sb->name, d->sb->name);
 	/* a preview behind preview.auth: token wants the sandbox's token
 	 * (the controller's file in the instance directory, host-written) */
 	if (d->cfg->preview_token &&
-	    (pisb_read_file_at(d->sb->idir, "preview.token", &tok, 128) < 0 || tok.len < 32))
+	    (pisb_read_file_at(d->sb->idir, "preview.token", tok, 128) < 0 || tok->len < 32))
 		return pisb_err_set(e, PISB_EXIT_BACKEND,
 				    "docker curl: sandbox '%s' has preview.auth: token but no token yet", d->sb->name);
-	if (tok.len > 32)
-		tok.s[32] = '\0';
-	if (pisb_docker_curl_exchange(hport, c.method, c.path, c.body, d->cfg->preview_token ? tok.s : NULL,
-				      &resp, &answer, &len, code, e) < 0)
+	if (tok->len > 32)
+		tok->s[32] = '\0';
+	return 0;
+}
+
+static const struct pisb_docker_curl_ops curl_ops = {
+	.target = "PORT[/PATH]",
+	.only = "PORT[/PATH] or http://127.0.0.1:PORT/PATH",
+	.check_path = true,
+	.serve = curl_serve,
+};
+
+static int do_curl(struct dk *d, char *const *args, size_t n, int *code, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf body = PISB_BUF_INIT;
+
+	if (pisb_docker_curl(&curl_ops, d, args, n, &body, code, e) < 0)
 		return -1;
-	pisb_write_all(1, answer, len);
+	pisb_write_all(1, body.s, body.len);
 	return 0;
 }
 

@@ -415,7 +415,6 @@ static int do_verify(struct sbx_inst *t, struct pisb_jw *w, int *code, struct pi
 		"echo __END__";
 	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
 	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
-	_cleanup_free_ char *envs = NULL, *mounts = NULL, *daemon = NULL, *ctx = NULL, *drc = NULL;
 	_cleanup_free_ char *hd = NULL, *hs = NULL, *ev = NULL;
 	const char *home = getenv("HOME");
 	struct pisb_docker_canary cn;
@@ -441,11 +440,6 @@ static int do_verify(struct sbx_inst *t, struct pisb_jw *w, int *code, struct pi
 	pisb_docker_canary_unset(&cn);
 	if (rc < 0 || pisb_docker_probe_end(out.s, *code == 0, "verify", t->name, *code, sbx_last_line(out.s), e) < 0)
 		return -1;
-	envs = pisb_docker_section(out.s, "__ENV__");
-	mounts = pisb_docker_section(out.s, "__MOUNTS__");
-	daemon = pisb_docker_section(out.s, "__DAEMON__");
-	drc = pisb_docker_section(out.s, "__RC__");
-	ctx = pisb_docker_section(out.s, "__CONTEXTS__");
 	pisb_jw_obj(w);
 	pisb_jw_kstr(w, "name", t->name);
 	pisb_jw_kstr(w, "sbxName", t->sbx);
@@ -454,11 +448,11 @@ static int do_verify(struct sbx_inst *t, struct pisb_jw *w, int *code, struct pi
 	pisb_docker_check(w, "transport", true,
 	      "pisb runs only the sbx CLI (posix_spawn, argv arrays); it has no docker client and opens no docker socket on the host",
 	      &all);
-	pisb_docker_verify_env(w, &cn, envs, " (not allowlisted)", &all);
-	pisb_docker_verify_daemon(w, SBX_DOCKER_SOCK, daemon, drc, &all);
+	pisb_docker_verify_env(w, &cn, out.s, " (not allowlisted)", &all);
+	pisb_docker_verify_daemon(w, SBX_DOCKER_SOCK, out.s, &all);
 	ev = xasprintf("%s and %s", hd, hs);
-	pisb_docker_verify_mounts(w, ev, mounts, &all);
-	pisb_docker_verify_contexts(w, ctx, &all);
+	pisb_docker_verify_mounts(w, ev, out.s, &all);
+	pisb_docker_verify_contexts(w, out.s, &all);
 	rc = ports_list(t, &ports, &np, e);
 	pisb_docker_verify_ports(w, ports, np, rc < 0 ? e->msg : NULL, port_loopback, &all);
 	free(ports);
@@ -549,33 +543,42 @@ static int do_init(struct sbx_inst *t, char *const *args, size_t n, struct pisb_
 
 /* ---- curl: host side, loopback, only this sandbox's published ports ---- */
 
-static int do_curl(struct sbx_inst *t, char *const *args, size_t n, int *code, struct pisb_err *e)
+/* PORT itself, where this sandbox published it on 127.0.0.1 (tcp);
+ * no token. */
+static int curl_serve(void *ctx, long long port, int *hport, struct pisb_buf *tok, struct pisb_err *e)
 {
-	static const struct pisb_docker_curl_syntax syn = {
-		.target = "PORT[/PATH] or http://127.0.0.1:PORT/PATH",
-		.only = "http://127.0.0.1:PORT/ or localhost (the sandbox's published ports)",
-		.check_path = false,
-	};
-	_cleanup_buf_ struct pisb_buf resp = PISB_BUF_INIT;
-	_cleanup_docker_curl_ struct pisb_docker_curl c = PISB_DOCKER_CURL_INIT;
+	struct sbx_inst *t = ctx;
 	_cleanup_free_ struct pisb_docker_pub *ports = NULL;
-	const char *answer = NULL;
-	size_t len = 0, np = 0;
+	size_t np = 0;
 	bool ok = false;
 
-	if (pisb_docker_curl_parse(args, n, &syn, &c, e) < 0)
-		return -1;
+	(void)tok;
 	if (ports_list(t, &ports, &np, e) < 0)
 		return pisb_err_prefix(e, "docker curl");
 	for (size_t i = 0; i < np; i++)
-		ok |= ports[i].host == c.port && !strcmp(ports[i].ip, "127.0.0.1") && !pisb_str_starts(ports[i].proto, "udp");
+		ok |= ports[i].host == port && !strcmp(ports[i].ip, "127.0.0.1") && !pisb_str_starts(ports[i].proto, "udp");
 	if (!ok)
 		return pisb_err_set(e, PISB_EXIT_FAIL,
 				    "docker curl: 127.0.0.1:%lld is not a port sandbox '%s' published (see 'pisb docker %s status')",
-				    c.port, t->name, t->name);
-	if (pisb_docker_curl_exchange((int)c.port, c.method, c.path, c.body, NULL, &resp, &answer, &len, code, e) < 0)
+				    port, t->name, t->name);
+	*hport = (int)port;
+	return 0;
+}
+
+static const struct pisb_docker_curl_ops curl_ops = {
+	.target = "PORT[/PATH] or http://127.0.0.1:PORT/PATH",
+	.only = "http://127.0.0.1:PORT/ or localhost (the sandbox's published ports)",
+	.check_path = false,
+	.serve = curl_serve,
+};
+
+static int do_curl(struct sbx_inst *t, char *const *args, size_t n, int *code, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf body = PISB_BUF_INIT;
+
+	if (pisb_docker_curl(&curl_ops, t, args, n, &body, code, e) < 0)
 		return -1;
-	pisb_write_all(1, answer, len);
+	pisb_write_all(1, body.s, body.len);
 	return 0;
 }
 
