@@ -19,17 +19,13 @@
 #include "state.h"
 #include "util.h"
 
-#include <arpa/inet.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -117,6 +113,20 @@ static int ports_list(struct sbx_inst *t, struct pisb_docker_pub **out, size_t *
 	return 0;
 }
 
+/* `sbx ports SBX OP SPEC`, OP --publish or --unpublish: sbx_run's
+ * answer, *CODE its status, its stderr in ERR. */
+static int ports_op(struct sbx_inst *t, const char *op, const char *spec, int *code, struct pisb_buf *err,
+		    struct pisb_err *e)
+{
+	char *argv[] = { "sbx", "ports", t->sbx, (char *)op, (char *)spec, NULL };
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+	struct sbx_run o = { .in_fd = -1, .out_fd = -1, .out = &out, .err = err,
+			     .timeout_ms = SBX_LS_TIMEOUT_MS };
+
+	*code = 0;
+	return sbx_run(t->bin, argv, t->env.v, &o, code, e);
+}
+
 /* After `docker run -p H:C[/proto]`: publish each on the host's loopback
  * (sbx does not forward docker's own -p).  The ports are the policy's
  * parse of the arguments (docker_policy.h); a host IP is dropped, as sbx
@@ -141,13 +151,10 @@ static void publish(struct sbx_inst *t, char *const *args, size_t n, struct pisb
 		}
 		s = strcmp(p[i].proto, "tcp") ? xasprintf("%d:%d/%s", p[i].host, p[i].cport, p[i].proto) :
 		    xasprintf("%d:%d", p[i].host, p[i].cport);
-		char *argv[] = { "sbx", "ports", t->sbx, "--publish", s, NULL };
 		struct pisb_err e = PISB_ERR_INIT;
-		_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT, err = PISB_BUF_INIT;
-		struct sbx_run o = { .in_fd = -1, .out_fd = -1, .out = &out, .err = &err,
-				     .timeout_ms = SBX_LS_TIMEOUT_MS };
+		_cleanup_buf_ struct pisb_buf err = PISB_BUF_INIT;
 		int code = 0;
-		if (sbx_run(t->bin, argv, t->env.v, &o, &code, &e) < 0)
+		if (ports_op(t, "--publish", s, &code, &err, &e) < 0)
 			pisb_strv_pushf(notes, "warning: could not publish %s: %s", s, e.msg);
 		else if (code)
 			pisb_strv_pushf(notes, "warning: 'sbx ports %s --publish %s' failed: %s",
@@ -200,14 +207,11 @@ static void ports_of(struct sbx_inst *t, char *const *args, size_t n, struct pis
 static void unpublish(struct sbx_inst *t, const struct pisb_strv *specs, struct pisb_strv *notes)
 {
 	for (size_t i = 0; i < specs->n; i++) {
-		char *argv[] = { "sbx", "ports", t->sbx, "--unpublish", specs->v[i], NULL };
-		_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT, err = PISB_BUF_INIT;
-		struct sbx_run o = { .in_fd = -1, .out_fd = -1, .out = &out, .err = &err,
-				     .timeout_ms = SBX_LS_TIMEOUT_MS };
+		_cleanup_buf_ struct pisb_buf err = PISB_BUF_INIT;
 		struct pisb_err e = PISB_ERR_INIT;
 		int code = 0;
 
-		if (sbx_run(t->bin, argv, t->env.v, &o, &code, &e) < 0 || code)
+		if (ports_op(t, "--unpublish", specs->v[i], &code, &err, &e) < 0 || code)
 			pisb_strv_pushf(notes, "warning: 'sbx ports %s --unpublish %s' failed: %s", t->sbx,
 					specs->v[i], code ? sbx_last_line(err.s) : e.msg);
 		else
@@ -294,10 +298,7 @@ static void publish_specs(struct sbx_inst *t, const struct pisb_strv *specs, str
 
 	ports_list(t, &have, &nh, &ig);
 	for (size_t i = 0; i < specs->n; i++) {
-		char *argv[] = { "sbx", "ports", t->sbx, "--publish", specs->v[i], NULL };
-		_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT, err = PISB_BUF_INIT;
-		struct sbx_run o = { .in_fd = -1, .out_fd = -1, .out = &out, .err = &err,
-				     .timeout_ms = SBX_LS_TIMEOUT_MS };
+		_cleanup_buf_ struct pisb_buf err = PISB_BUF_INIT;
 		struct pisb_err e = PISB_ERR_INIT;
 		int hp = atoi(specs->v[i]), cp = atoi(strchr(specs->v[i], ':') + 1), code = 0;
 		bool dup = false;
@@ -307,7 +308,7 @@ static void publish_specs(struct sbx_inst *t, const struct pisb_strv *specs, str
 			dup |= have[k].host == hp && have[k].cport == cp;
 		if (dup)
 			continue;
-		if (sbx_run(t->bin, argv, t->env.v, &o, &code, &e) < 0 || code)
+		if (ports_op(t, "--publish", specs->v[i], &code, &err, &e) < 0 || code)
 			pisb_strv_pushf(notes, "warning: 'sbx ports %s --publish %s' failed: %s", t->sbx,
 					specs->v[i], code ? sbx_last_line(err.s) : e.msg);
 		else
