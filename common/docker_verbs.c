@@ -323,7 +323,7 @@ int pisb_docker_curl(const struct pisb_docker_curl_ops *ops, void *ctx, char *co
 	if (pisb_parse_ll(num, 1, 65535, &port) < 0)
 		return pisb_err_set(e, PISB_EXIT_USAGE, "docker curl: bad port in '%s'", target);
 	path = xstrdup(slash ? slash : "/");
-	for (const char *p = path; ops->check_path && *p; p++)
+	for (const char *p = path; *p; p++)
 		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
 			return pisb_err_set(e, PISB_EXIT_USAGE,
 					    "docker curl: the path may hold no space, control or non-ASCII byte (percent-encode it)");

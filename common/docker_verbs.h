@@ -126,7 +126,6 @@ void pisb_docker_verify_end(struct pisb_jw *w, bool all, int *code);
 struct pisb_docker_curl_ops {
 	const char *target;     /* the forms TARGET takes, for the usage errors */
 	const char *only;       /* what it may be, for "only ONLY, not 'TARGET'" */
-	bool check_path;        /* refuse a path with a space, control or non-ASCII byte */
 	/* The port on the host's 127.0.0.1 that serves PORT, the one asked
 	 * for, into *HPORT; -1 with E where the sandbox published none.
 	 * TOKEN: what goes in X-Pisb-Token (left empty: none). */

@@ -143,6 +143,9 @@ sbx_calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
 	[[ $stderr == *"127.0.0.1:1 is not a port sandbox 'box' published"* ]]
 	run -2 pisb docker box curl -- http://example.com:80/
 	run -2 pisb docker box curl
+	# no header goes in through the path (as on the local driver)
+	run -2 --separate-stderr pisb docker box curl -- "$port"$'/x\r\nX-Injected: 1'
+	[[ $stderr == *"the path may hold no space, control or non-ASCII byte"* ]]
 	# rm unpublishes what the container published (sbx would leave it stale)
 	run -0 --separate-stderr pisb docker box rm -- -f web
 	[[ $stderr == *"unpublished $port:3000/tcp"* ]]

@@ -510,7 +510,6 @@ static int curl_serve(void *ctx, long long port, int *hport, struct pisb_buf *to
 static const struct pisb_docker_curl_ops curl_ops = {
 	.target = "PORT[/PATH]",
 	.only = "PORT[/PATH] or http://127.0.0.1:PORT/PATH",
-	.check_path = true,
 	.serve = curl_serve,
 };
 

@@ -569,7 +569,6 @@ static int curl_serve(void *ctx, long long port, int *hport, struct pisb_buf *to
 static const struct pisb_docker_curl_ops curl_ops = {
 	.target = "PORT[/PATH] or http://127.0.0.1:PORT/PATH",
 	.only = "http://127.0.0.1:PORT/ or localhost (the sandbox's published ports)",
-	.check_path = false,
 	.serve = curl_serve,
 };
 
