@@ -130,7 +130,7 @@ breakdown() {
 		/guest config|record written|intent written|staged files synced|published|status written/ { k["fsync'\''ed writes (state files)"] += $1; next }
 		/controller spawned|controller: start|controller: lock|controller running|controller gone/ { k["controller spawn, exec, readiness and exit"] += $1; next }
 		/config parsed|record and config/ { k["config parse (create and controller)"] += $1; next }
-		/cgroups joined/ { k["cgroup joins (v1: the first waits for an RCU grace period)"] += $1; next }
+		/cgroups joined/ { k["cgroup joins (cgroup.procs on v1 waits for an RCU grace period)"] += $1; next }
 		/boot: forked/ { k["fork of the boot child"] += $1; next }
 		/exec: sandbox looked up/ { k["pisb exec start, sandbox lookup"] += $1; next }
 		/cgroup created/ { k["cgroup creation"] += $1; next }

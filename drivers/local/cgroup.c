@@ -390,29 +390,77 @@ void pisb_cgroup_sweep(const char *name, const char *keep, int min_age_s,
 	}
 }
 
+/* Whether the calling process has one thread (field 20 of /proc/self/stat,
+ * after the command name's last ')').  False when that cannot be read, so
+ * that the caller takes the path that moves every thread. */
+static bool alone(void)
+{
+	char buf[1024], *p;
+	_cleanup_close_ int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0 || (n = pisb_read_all(fd, buf, sizeof(buf) - 1)) <= 0)
+		return false;
+	buf[n] = '\0';
+	if (!(p = strrchr(buf, ')')))
+		return false;
+	for (int field = 2; field < 20 && p; field++)
+		p = strchr(p + 1, ' ');
+	return p && strtol(p + 1, NULL, 10) == 1;
+}
+
+/* Move the calling process into the cgroup dir at/dir.  cgroup.procs moves
+ * a whole thread group, and on cgroup v1 it (like any other thread's id
+ * written to tasks) takes cgroup_threadgroup_rwsem for writing, which
+ * waits for an RCU grace period: 10-20 ms.  "0" written to tasks moves the
+ * calling thread alone and skips that lock; it is the whole process when
+ * the process has one thread, which `one` says (no thread of ours can
+ * start another meanwhile: we are it).  v2 has no tasks file. */
+static int enter(int at, const char *dir, bool one)
+{
+	char path[512];
+	_cleanup_close_ int fd = -1;
+
+	if (one) {
+		snprintf(path, sizeof(path), "%s/tasks", dir);
+		fd = openat(at, path, O_WRONLY | O_CLOEXEC);
+		if (fd >= 0)
+			return pisb_write_all(fd, "0", 1) < 0 ? -1 : 0;
+		if (errno != ENOENT)
+			return -1;
+	}
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	fd = openat(at, path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	return pisb_write_all(fd, "0", 1) < 0 ? -1 : 0;
+}
+
+int pisb_cgroup_enter(int dirfd)
+{
+	return enter(dirfd, ".", alone());
+}
+
 int pisb_cgroup_join(const char *rel, struct pisb_err *e)
 {
-	char path[512], me[32];
+	char path[512];
 	int ver;
+	bool one;
 
 	if (!rel || !*rel)
 		return 0;
-	snprintf(me, sizeof(me), "%d", (int)getpid());
 	ver = pisb_cgroup_version();
+	one = ver == 1 && alone();
 	for (int i = 0; ver == 2 ? i < 1 : v1_ctrls[i] != NULL; i++) {
-		_cleanup_close_ int fd = -1;
 		if (ver == 2)
-			snprintf(path, sizeof(path), CG_ROOT "/%s/cgroup.procs", rel);
+			snprintf(path, sizeof(path), CG_ROOT "/%s", rel);
 		else
-			snprintf(path, sizeof(path), CG_ROOT "/%s/%s/cgroup.procs", v1_ctrls[i], rel);
-		fd = open(path, O_WRONLY | O_CLOEXEC);
-		if (fd < 0) {
+			snprintf(path, sizeof(path), CG_ROOT "/%s/%s", v1_ctrls[i], rel);
+		if (enter(AT_FDCWD, path, one) < 0) {
 			if (errno == ENOENT)
 				continue;
 			return pisb_err_sys(e, PISB_EXIT_PISB, "join cgroup '%s'", path);
 		}
-		if (pisb_write_all(fd, me, strlen(me)) < 0)
-			return pisb_err_sys(e, PISB_EXIT_PISB, "join cgroup '%s'", path);
 	}
 	return 0;
 }

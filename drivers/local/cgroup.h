@@ -53,8 +53,12 @@ int pisb_cgroup_remove(const char *rel);
 void pisb_cgroup_sweep(const char *name, const char *keep, int min_age_s,
 		       struct pisb_strv *removed);
 /* Move the calling process into rel (every controller); silent no-op when
- * rel is NULL or empty. */
+ * rel is NULL or empty.  A process with one thread is moved through v1's
+ * tasks file, which does not wait for an RCU grace period as cgroup.procs
+ * does (10-20 ms); otherwise, and on v2, through cgroup.procs. */
 int pisb_cgroup_join(const char *rel, struct pisb_err *e);
+/* The same for one cgroup directory (an fd of it): 0, or -1 with errno. */
+int pisb_cgroup_enter(int dirfd);
 /* Read a limit back for verify/inspect: memory bytes, pids, cpu quota. */
 long long pisb_cgroup_read(const char *rel, const char *what);
 /* cgroup version of this host (1, 2) and whether we may create groups. */

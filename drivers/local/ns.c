@@ -1,4 +1,5 @@
 #include "ns.h"
+#include "cgroup.h"
 #include "config.h"
 #include "hostmask.h"
 #include "local.h"
@@ -972,13 +973,6 @@ static void want_maps(int sock)
 }
 
 /* Wait until the controller has moved us into the sandbox's cgroups. */
-static void want_cgroup(int sock)
-{
-	char c;
-	if (read(sock, &c, 1) != 1 || c != 'C')
-		_exit(1);
-}
-
 /* The first child.  It enters a new user ns (the controller writes the
  * id maps), then a mount ns owned by it, and builds the root filesystem
  * there while it still has the caller's own uid (the owner of the state
@@ -995,6 +989,15 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (b->log_fd >= 0)
 		dup2(b->log_fd, 2);
+	/* Into the sandbox's cgroups first, so that the init and all it forks
+	 * are inside.  We move ourselves, with the caller's credentials (the
+	 * user namespace is not made yet, so the cgroup files are still ours
+	 * to write): just forked, we have one thread, so on cgroup v1 that is
+	 * a write to tasks, which does not wait for the RCU grace period
+	 * (10-20 ms) that the controller moving us through cgroup.procs did. */
+	for (int i = 0; i < 16 && b->cgroup_dirfds[i] >= 0; i++)
+		if (pisb_cgroup_enter(b->cgroup_dirfds[i]) < 0)
+			child_fail(sock, "move the sandbox into its cgroup");
 	if (b->project && b->ids.count > 1)
 		project_prepare(b, sock);
 	if (unshare(CLONE_NEWUSER) < 0)
@@ -1003,8 +1006,7 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 	if (b->project && b->ids.count == 1)
 		project_nest(b, sock);
 	/* the cgroup namespace last (below): its root is the cgroup we are
-	 * in when we make it, and the controller moves us into the
-	 * sandbox's while we build the root */
+	 * in when we make it, the sandbox's */
 	if (unshare(rest & ~CLONE_NEWCGROUP) < 0)
 		child_fail(sock, "unshare namespaces");
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -1022,7 +1024,6 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 	mount_root(b, lower, disk, sock);
 	close(lower);
 	close(disk);
-	want_cgroup(sock);
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		child_fail(sock, "unshare the cgroup namespace");
 	/* The init and we share sock: it must not speak before our "P" + pid
@@ -1128,24 +1129,6 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 		goto fail_child;
 	}
 	pisb_trace("boot: user namespace and id maps");
-	/* The child into the sandbox's cgroups, so that the init and all it
-	 * forks are inside, while it builds the root: on cgroup v1 the first
-	 * move waits for an RCU grace period (10-20 ms), which the mounts now
-	 * overlap.  We stay out (no move back at stop).  ESRCH: the child
-	 * died, and its own message follows on the socket. */
-	for (int i = 0; i < 16 && b->cgroup_dirfds[i] >= 0; i++) {
-		_cleanup_close_ int fd = openat(b->cgroup_dirfds[i], "cgroup.procs", O_WRONLY | O_CLOEXEC);
-		char pid[32];
-		snprintf(pid, sizeof(pid), "%d", (int)child);
-		if (fd < 0 || pisb_write_all(fd, pid, strlen(pid)) < 0) {
-			if (errno == ESRCH)
-				break;
-			pisb_err_sys(e, PISB_EXIT_FAIL, "move the sandbox into its cgroup (see 'pisb doctor')");
-			goto fail_child;
-		}
-	}
-	send(sp[0], "C", 1, MSG_NOSIGNAL);
-	pisb_trace("boot: cgroups joined");
 	/* "P" + pid of the init, then "R" from the init once it is ready */
 	{
 		struct pollfd p = { sp[0], POLLIN, 0 };
