@@ -171,21 +171,61 @@ int pisb_wait_code(int status)
 	return PISB_EXIT_PISB;
 }
 
+int pisb_pidfd_open(pid_t pid)
+{
+	if (pid <= 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	/* close-on-exec always: a pidfd is made with O_CLOEXEC */
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int pisb_pidfd_wait(int pidfd, int timeout_ms)
+{
+	int64_t deadline = pisb_mono_ms() + timeout_ms;
+	struct pollfd p = { pidfd, POLLIN, 0 };
+
+	for (;;) {
+		int64_t left = timeout_ms < 0 ? -1 : deadline - pisb_mono_ms();
+		int r;
+
+		if (timeout_ms >= 0 && left < 0)
+			left = 0;
+		r = poll(&p, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		return r > 0 ? 1 : 0;
+	}
+}
+
 pid_t pisb_wait_timeout(pid_t pid, int *status, int timeout_ms)
 {
 	int64_t deadline = pisb_mono_ms() + timeout_ms;
+	_cleanup_close_ int pidfd = timeout_ms < 0 ? -1 : pisb_pidfd_open(pid);
 
 	for (;;) {
 		pid_t r = waitpid(pid, status, timeout_ms < 0 ? 0 : WNOHANG);
+		int64_t left;
+
 		if (r != 0 || timeout_ms < 0) {
 			if (r < 0 && errno == EINTR)
 				continue;
 			return r;
 		}
-		if (pisb_mono_ms() >= deadline)
+		left = deadline - pisb_mono_ms();
+		if (left <= 0)
 			return 0;
-		struct timespec ts = { 0, 2 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
+		/* readable once the child has ended: no polling (kernels
+		 * without pidfd_open: every 2 ms as before) */
+		if (pidfd >= 0) {
+			pisb_pidfd_wait(pidfd, (int)left);
+		} else {
+			struct timespec ts = { 0, 2 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
 	}
 }
 

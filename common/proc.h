@@ -31,8 +31,18 @@ void pisb_detach_here(void);
 /* Map a wait status to pisb's exit code: N, or 128+signal. */
 int pisb_wait_code(int status);
 
-/* waitpid with a deadline (ms, <0 = forever); returns pid, 0 on timeout. */
+/* waitpid with a deadline (ms, <0 = forever); returns pid, 0 on timeout.
+ * Sleeps on a pidfd of pid until it ends, without polling. */
 pid_t pisb_wait_timeout(pid_t pid, int *status, int timeout_ms);
+
+/* A pidfd of pid (close-on-exec), or -1 with errno (ENOSYS before Linux
+ * 5.3, ESRCH when no such process).  It names that process for good: a
+ * pid reused later is not it. */
+int pisb_pidfd_open(pid_t pid);
+/* Wait up to timeout_ms (<0 = forever) for the process of pidfd to end
+ * (any process, not only a child; a child still has to be reaped):
+ * 1 when it has, 0 on timeout, -1 with errno. */
+int pisb_pidfd_wait(int pidfd, int timeout_ms);
 
 struct pisb_buf;
 

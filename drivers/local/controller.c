@@ -275,7 +275,10 @@ static void do_stop(struct ctl *c)
 	/* Reap until the init is gone.  Our other children (hooks, services:
 	 * we are their subreaper) may be zombies of its pid namespace, and
 	 * the init cannot finish exiting until they are reaped: reap them
-	 * all, not only the init. */
+	 * all, not only the init.  Between reaps, sleep on the signalfd until
+	 * a SIGCHLD (blocked, so one that comes between the waitpid and the
+	 * poll is pending there, not lost); other signals only ask for the
+	 * stop we are doing. */
 	if (c->rt.init.pid > 0) {
 		int64_t deadline = pisb_mono_ms() + 5000;
 		bool killed = false;
@@ -299,8 +302,18 @@ static void do_stop(struct ctl *c)
 				logf_("stop: the init still has not exited (a process that joined the sandbox is not reaping its child); stopping anyway");
 				break;
 			}
-			struct timespec ts = { 0, 2 * 1000 * 1000 };
-			nanosleep(&ts, NULL);
+			{
+				int64_t left = (killed ? deadline + 10000 : deadline) - pisb_mono_ms() + 1;
+				struct pollfd p = { c->sigfd, POLLIN, 0 };
+				struct signalfd_siginfo si;
+
+				/* no signalfd (a stop before it was made): every 2 ms */
+				if (c->sigfd < 0)
+					left = 2;
+				if (left > 0 && poll(&p, 1, (int)left) > 0)
+					while (read(c->sigfd, &si, sizeof(si)) == sizeof(si))
+						;
+			}
 		}
 	}
 	pisb_trace("stop: init reaped");

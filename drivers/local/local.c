@@ -30,6 +30,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -693,26 +694,75 @@ static int mark_stopped(int idir, const char *name, struct pisb_err *e)
 	return 0;
 }
 
+/* Send sig to the process of pidfd; without one (-1), to pid (> 0). */
+static void signal_proc(int pidfd, pid_t pid, int sig)
+{
+	if (pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+	else if (pid > 0)
+		kill(pid, sig);
+}
+
+/* A pidfd of the controller status.json names while it still runs (its
+ * start time checked after the pidfd is made: never a process that took
+ * its pid since); -1 otherwise. */
+static int controller_pidfd(int idir)
+{
+	struct pisb_runtime rt;
+	struct pisb_err ig = PISB_ERR_INIT;
+	int fd;
+
+	if (pisb_runtime_load(idir, &rt, &ig) < 0)
+		return -1;
+	fd = pisb_pidfd_open(rt.controller.pid);
+	if (fd >= 0 && !pisb_proc_id_alive(&rt.controller)) {
+		close(fd);
+		fd = -1;
+	}
+	pisb_runtime_release(&rt);
+	return fd;
+}
+
+/* controller.lock within wait_ms: first sleep on the pidfds (-1: none)
+ * until those processes have ended (the lock is free the moment the
+ * last holder is gone; polling the lock, every 20 ms, was most of a
+ * stop), then take it, polling only for what else may still hold it. */
+static int lock_when_gone(int idir, const int *pidfds, int n, int wait_ms, struct pisb_err *e)
+{
+	int64_t deadline = pisb_mono_ms() + wait_ms, left;
+
+	for (int i = 0; i < n; i++) {
+		left = deadline - pisb_mono_ms();
+		if (pidfds[i] >= 0 && left > 0)
+			pisb_pidfd_wait(pidfds[i], (int)left);
+	}
+	left = deadline - pisb_mono_ms();
+	return pisb_lock_acquire(idir, "controller.lock", true, left > 0 ? (int)left : 0,
+				 "the sandbox controller", e);
+}
+
 /* Signal every process that holds controller.lock (the controller named
  * by status.json, and whatever /proc/locks says holds the lock: a
  * status.json may be stale or corrupt); wait up to wait_ms for the lock
  * to be free.  Returns the lock fd (held), or -1. */
 static int end_controller(int idir, int sig, int wait_ms, struct pisb_err *e)
 {
-	struct pisb_runtime rt;
-	struct pisb_err ig = PISB_ERR_INIT;
 	pid_t pids[16];
-	int n = pisb_instance_lock_holders(idir, "controller.lock", pids, 16);
+	int fds[17], n = pisb_instance_lock_holders(idir, "controller.lock", pids, 16), r;
 
-	if (pisb_runtime_load(idir, &rt, &ig) == 0) {
-		if (pisb_proc_id_alive(&rt.controller))
-			kill(rt.controller.pid, sig);
-		pisb_runtime_release(&rt);
-	}
+	/* pidfds first, then the signals: each names the process found */
+	fds[0] = controller_pidfd(idir);
+	for (int i = 0; i < n; i++)
+		fds[i + 1] = pids[i] != getpid() ? pisb_pidfd_open(pids[i]) : -1;
+	signal_proc(fds[0], 0, sig);
 	for (int i = 0; i < n; i++)
 		if (pids[i] != getpid())
-			kill(pids[i], sig);
-	return pisb_lock_acquire(idir, "controller.lock", true, wait_ms, "the sandbox controller", e);
+			signal_proc(fds[i + 1], pids[i], sig);
+	r = lock_when_gone(idir, fds, n + 1, wait_ms, e);
+	for (int i = 0; i < n + 1; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return r;
 }
 
 /* Stop sandbox NAME under its op.lock (held by the caller): ask the
@@ -727,6 +777,9 @@ static int stop_locked(int idir, const char *name, bool record, struct pisb_err 
 	_cleanup_free_ char *why = NULL;
 
 	if (pisb_lock_is_held(idir, "controller.lock")) {
+		/* made before the stop is asked for: the controller still runs */
+		_cleanup_close_ int pidfd = controller_pidfd(idir);
+
 		if (pisb_control_call(idir, "{\"op\":\"stop\"}", &reply, 120000, &ce) == 0) {
 			struct pisb_json j;
 			if (pisb_json_parse(&j, reply.s, strcspn(reply.s, "\n"), &le) == 0) {
@@ -736,7 +789,7 @@ static int stop_locked(int idir, const char *name, bool record, struct pisb_err 
 					why = pisb_json_str(&j, pisb_json_get(&j, 0, "error"));
 				pisb_json_release(&j);
 			}
-			cl = pisb_lock_acquire(idir, "controller.lock", true, 30000, "the sandbox controller", &le);
+			cl = lock_when_gone(idir, &pidfd, 1, 30000, &le);
 		}
 		/* no answer, or it did not exit: TERM, then KILL, what holds the lock */
 		if (cl < 0)
