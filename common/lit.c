@@ -8,6 +8,10 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define LIT_X86 1
+#if defined(__has_include) && __has_include(<sys/platform/x86.h>)
+#include <sys/platform/x86.h>
+#define LIT_GLIBC_CPU 1
+#endif
 #endif
 
 /* How common each byte is in source and library text (the rank of its
@@ -444,12 +448,20 @@ static size_t avx2_bytes(const struct pisb_lit *l, const char *h, size_t n, size
 	return scalar_set(l, h, n, i);
 }
 
+/* glibc's own record of the CPU (ld.so filled it in at start) where it
+ * has one: __builtin_cpu_supports would link libgcc's constructor that
+ * runs cpuid at every start of every binary, grep or not, and cpuid traps
+ * to the hypervisor in a VM (5% of a 'pisb list'). */
 static bool have_avx2(void)
 {
 	static int v = -1;
 
 	if (v < 0)
+#ifdef LIT_GLIBC_CPU
+		v = CPU_FEATURE_ACTIVE(AVX2) && CPU_FEATURE_ACTIVE(POPCNT);
+#else
 		v = __builtin_cpu_supports("avx2") ? 1 : 0;
+#endif
 	return v;
 }
 #endif
