@@ -17,13 +17,15 @@ median_ms() {
 # paired_ms ROUNDS CMD_A CMD_B: both commands in one hyperfine run, ROUNDS
 # times (BENCH_RUNS / ROUNDS runs each), so that the load of the machine
 # falls on both; prints "A_MEDIAN B_MEDIAN RATIO_MIN RATIO_MEDIAN RATIO_MAX"
-# (ms; the ratio A/B of each round's medians), or NaN on a failure
+# (ms; the ratio A/B of each round's medians), or NaN on a failure.
+# BENCH_PREPARE: a command run before each timed run (hyperfine --prepare)
 paired_ms() {
-	local rounds=$1 a=$2 b=$3 json r runs
+	local rounds=$1 a=$2 b=$3 json r runs prep=()
 	json=$(mktemp -d)
 	runs=$(( BENCH_RUNS / rounds )); [ "$runs" -ge 3 ] || runs=3
+	[ -z "${BENCH_PREPARE:-}" ] || prep=(--prepare "$BENCH_PREPARE")
 	for ((r = 0; r < rounds; r++)); do
-		hyperfine -N --style none --warmup 3 --runs "$runs" --export-json "$json/$r.json" -- "$a" "$b" >/dev/null 2>&1 || {
+		hyperfine -N --style none --warmup 3 --runs "$runs" "${prep[@]}" --export-json "$json/$r.json" -- "$a" "$b" >/dev/null 2>&1 || {
 			rm -rf "$json"; echo NaN NaN NaN NaN NaN; return 1; }
 	done
 	jq -rs '
