@@ -243,9 +243,9 @@ int pisb_cgroup_delegate(struct pisb_cgroup *cg, unsigned uid, unsigned gid, str
 	return 0;
 }
 
-/* SIGKILL every process listed in dir/cgroup.procs but ourselves (we move
- * out instead); how many were killed. */
-static int kill_procs(const char *dir)
+/* SIGKILL every process listed in dir/cgroup.procs (only with kill) but
+ * ourselves (we move out instead); how many were killed. */
+static int kill_procs(const char *dir, bool kill_them)
 {
 	_cleanup_free_ char *p = xasprintf("%s/cgroup.procs", dir);
 	_cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
@@ -260,9 +260,9 @@ static int kill_procs(const char *dir)
 		if (end == s)
 			break;
 		if (pid == getpid()) {
-			/* we are in it (the controller stays out since it moves
-			 * the boot child in instead of joining; kept for any
-			 * caller that joined): move to the hierarchy's root to
+			/* we are in it (the controller stays out: the boot
+			 * child moves itself in; kept for any caller that
+			 * joined): move to the hierarchy's root to
 			 * let the cgroup go (pisb/NAME.GEN: two levels up) */
 			_cleanup_free_ char *root = xasprintf("%s/../../cgroup.procs", dir);
 			_cleanup_close_ int rfd = open(root, O_WRONLY | O_CLOEXEC);
@@ -270,7 +270,7 @@ static int kill_procs(const char *dir)
 			snprintf(me, sizeof(me), "%d", (int)pid);
 			if (rfd >= 0)
 				pisb_write_all(rfd, me, strlen(me));
-		} else if (pid > 1) {
+		} else if (pid > 1 && kill_them) {
 			kill((pid_t)pid, SIGKILL);
 			n++;
 		}
@@ -295,15 +295,19 @@ static int remove_dir(const char *dir, int64_t deadline)
 	if (d)
 		closedir(d);
 	/* a v1 cgroup stays busy for about a millisecond after its last
-	 * process was reaped: retry soon, then back off to 10 ms */
+	 * process was reaped: retry soon, then back off to 10 ms.  Kill what
+	 * is in it only after 100 ms: a process that joined from outside (an
+	 * attached pisb exec whose command was just killed) first reports
+	 * that and leaves by itself; the sandbox's own are dead already */
 	long wait_us = 500;
+	int64_t kill_at = pisb_mono_ms() + 100;
 
 	for (;;) {
 		if (rmdir(dir) == 0 || errno == ENOENT)
 			return 0;
 		if (errno != EBUSY || pisb_mono_ms() > deadline)
 			return -1;
-		kill_procs(dir);
+		kill_procs(dir, pisb_mono_ms() >= kill_at);
 		struct timespec ts = { 0, wait_us * 1000 };
 		nanosleep(&ts, NULL);
 		if (wait_us < 10000)

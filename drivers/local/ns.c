@@ -972,7 +972,6 @@ static void want_maps(int sock)
 		_exit(1);
 }
 
-/* Wait until the controller has moved us into the sandbox's cgroups. */
 /* The first child.  It enters a new user ns (the controller writes the
  * id maps), then a mount ns owned by it, and builds the root filesystem
  * there while it still has the caller's own uid (the owner of the state
@@ -993,8 +992,9 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 	 * are inside.  We move ourselves, with the caller's credentials (the
 	 * user namespace is not made yet, so the cgroup files are still ours
 	 * to write): just forked, we have one thread, so on cgroup v1 that is
-	 * a write to tasks, which does not wait for the RCU grace period
-	 * (10-20 ms) that the controller moving us through cgroup.procs did. */
+	 * "0" written to tasks, which does not wait for the RCU grace period
+	 * (10-20 ms) that the controller writing our pid to cgroup.procs did
+	 * (or to tasks: only a thread moving itself skips it). */
 	for (int i = 0; i < 16 && b->cgroup_dirfds[i] >= 0; i++)
 		if (pisb_cgroup_enter(b->cgroup_dirfds[i]) < 0)
 			child_fail(sock, "move the sandbox into its cgroup");
