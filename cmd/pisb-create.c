@@ -103,10 +103,12 @@ static int project_dir(struct pisb_ctx *c, const struct pisb_config *cfg, char *
 		d = cfg->project.dir;
 	if (!d || cfg->project.mode == PISB_PROJECT_NONE)
 		return 0;
-	if (cfg->project.mode != PISB_PROJECT_COPY && strcmp(cfg->driver, "local"))
-		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
-				    "project.mode: %s is built for the local driver only; use copy",
-				    cfg->project.mode == PISB_PROJECT_BIND ? "bind" : "bind-ro");
+	if (cfg->project.mode != PISB_PROJECT_COPY && !pisb_driver_can(cfg->driver, PISB_DRV_PROJECT_BIND)) {
+		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+		pisb_driver_names_with(&b, PISB_DRV_PROJECT_BIND);
+		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "project.mode: %s is built for %s only; use copy",
+				    cfg->project.mode == PISB_PROJECT_BIND ? "bind" : "bind-ro", b.s);
+	}
 	if (!(*out = realpath(d, NULL)))
 		return pisb_err_sys(&c->err, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_USAGE,
 				    "--project '%s'", d);

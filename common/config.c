@@ -2112,9 +2112,13 @@ static int load_doc(struct ld *L, const struct ynode *root, struct pisb_config *
 		if (need_bool(L, "docker", v, &c->docker) < 0)
 			return -1;
 		/* a sbx sandbox has its daemon anyway; the vm's userland has none yet */
-		if (c->docker && strcmp(c->driver, "local"))
-			return bad(L, "docker", "is for the local driver only (driver is %s%s)", c->driver,
-				   !strcmp(c->driver, "sbx") ? ": a sbx sandbox always has its own daemon" : "");
+		if (c->docker && !pisb_driver_can(c->driver, PISB_DRV_DOCKER_OPT)) {
+			_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+			pisb_driver_names_with(&b, PISB_DRV_DOCKER_OPT);
+			return bad(L, "docker", "is for %s only (driver is %s%s)", b.s, c->driver,
+				   pisb_driver_can(c->driver, PISB_DRV_DOCKER_ALWAYS)
+					   ? ", whose sandboxes always have their own daemon" : "");
+		}
 		if (c->docker && strcmp(c->image, "host"))
 			return bad(L, "docker", "needs image: host (the daemon is the host's dockerd, run inside the sandbox)");
 		if (c->docker && pisb_config_service(c, PISB_DOCKER_SERVICE))

@@ -43,6 +43,28 @@ const struct pisb_driver *pisb_driver_find(const char *name)
 	return NULL;
 }
 
+int pisb_driver_names_with(struct pisb_buf *b, unsigned caps)
+{
+	const struct pisb_driver *with[8];
+	int n = 0;
+
+	for (const struct pisb_driver *const *d = pisb_drivers; *d && n < 8; d++)
+		if (((*d)->caps & caps) == caps)
+			with[n++] = *d;
+	pisb_buf_add(b, "the ", 4);
+	for (int i = 0; i < n; i++)
+		pisb_buf_addf(b, "%s%s", i == 0 ? "" : i == n - 1 ? " and " : ", ", with[i]->name);
+	pisb_buf_addf(b, n == 1 ? " driver" : " drivers");
+	return n;
+}
+
+bool pisb_driver_can(const char *name, unsigned caps)
+{
+	const struct pisb_driver *d = pisb_driver_find(name);
+
+	return d && (d->caps & caps) == caps;
+}
+
 void pisb_driver_names(struct pisb_buf *b, const char *sep)
 {
 	for (const struct pisb_driver *const *d = pisb_drivers; *d; d++)

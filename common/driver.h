@@ -164,6 +164,10 @@ struct pisb_refusal {
 				       * runs bash if there, else sh */
 #define PISB_DRV_CONFIG_SECTION (1u << 3)  /* the config needs a section named
 					    * as the driver (opensandbox:) */
+#define PISB_DRV_PROJECT_BIND (1u << 5)  /* project.mode bind and bind-ro: the
+					  * host's directory mounted in */
+#define PISB_DRV_DOCKER_OPT (1u << 6)    /* docker: true runs a daemon inside */
+#define PISB_DRV_DOCKER_ALWAYS (1u << 7) /* every sandbox has its own daemon */
 
 struct pisb_driver {
 	const char *name;               /* MANDATORY: the record's "driver" */
@@ -320,6 +324,11 @@ extern const struct pisb_driver pisb_driver_local, pisb_driver_vm,
 const struct pisb_driver *pisb_driver_find(const char *name);
 /* "local, vm, opensandbox, sbx" (sep between names), into b. */
 void pisb_driver_names(struct pisb_buf *b, const char *sep);
+/* "the local driver", "the local and vm drivers", ...: the drivers with
+ * every bit of CAPS, in words, into b; how many. */
+int pisb_driver_names_with(struct pisb_buf *b, unsigned caps);
+/* Whether the driver called name has every bit of CAPS. */
+bool pisb_driver_can(const char *name, unsigned caps);
 /* Whether d has verb v (its slot is set). */
 bool pisb_driver_has(const struct pisb_driver *d, enum pisb_verb_id v);
 /* Why d lacks v (NULL: no reason given). */

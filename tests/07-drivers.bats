@@ -154,6 +154,20 @@ verb_argv() {
 	[[ $stderr == *"--template: driver vm has no pisb templates"* ]]
 }
 
+@test "the core names no driver: what differs by driver is a capability bit of its table" {
+	# issue #11's done-when: no driver chosen by name outside the registry
+	run -1 grep -rnE 'PISB_DRIVER_|strcmp\([^)]*driver' "$TOP/cmd" "$TOP/common" --include=*.c --include=*.h
+	# the capabilities' refusals name the drivers that have them
+	printf 'version: 1\ndriver: sbx\ndocker: true\n' > "$BATS_TEST_TMPDIR/d.yaml"
+	run -2 --separate-stderr pisb validate -f "$BATS_TEST_TMPDIR/d.yaml"
+	[[ $stderr == *"docker: is for the local driver only (driver is sbx, whose sandboxes always have their own daemon)" ]]
+	mkdir -p "$BATS_TEST_TMPDIR/p"
+	printf 'version: 1\ndriver: vm\nproject: {mode: bind-ro}\n' > "$BATS_TEST_TMPDIR/p.yaml"
+	run -2 --separate-stderr pisb create px -f "$BATS_TEST_TMPDIR/p.yaml" --project "$BATS_TEST_TMPDIR/p"
+	[ "$stderr" = "fatal: project.mode: bind-ro is built for the local driver only; use copy" ]
+	[ ! -e "$PI_SANDBOX_HOME/instances/px" ]
+}
+
 @test "doctor lists the drivers of this build" {
 	run --separate-stderr pisb doctor --json
 	names=$(pisb drivers -q | paste -sd, | sed 's/,/, /g')

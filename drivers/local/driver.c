@@ -187,7 +187,8 @@ static const struct pisb_refusal refusals[] = {
 const struct pisb_driver pisb_driver_local = {
 	.name = "local",
 	.summary = "Linux namespaces, cgroups and overlayfs on this host (the default)",
-	.caps = PISB_DRV_GC_SWEEP | PISB_DRV_TEMPLATES | PISB_DRV_EXEC_BASH,
+	.caps = PISB_DRV_GC_SWEEP | PISB_DRV_TEMPLATES | PISB_DRV_EXEC_BASH | PISB_DRV_PROJECT_BIND |
+		PISB_DRV_DOCKER_OPT,
 	.refusals = refusals,
 	.create = create,
 	.prepare = prepare,

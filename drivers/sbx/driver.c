@@ -188,6 +188,7 @@ static const struct pisb_refusal refusals[] = {
 const struct pisb_driver pisb_driver_sbx = {
 	.name = "sbx",
 	.summary = "a Docker Sandboxes microVM with its own docker daemon, through the sbx CLI",
+	.caps = PISB_DRV_DOCKER_ALWAYS,
 	.refusals = refusals,
 	.fs_how = &fs_how,
 	.create = create,
