@@ -308,6 +308,11 @@ struct pisb_driver {
 	int (*gc_sweep)(struct pisb_state *st, bool dry_run, struct pisb_gc_report *r,
 			struct pisb_err *e);
 	bool (*gc_staged)(int dirfd);
+	/* After the instances: what the driver's backend holds that no
+	 * instance is (local: empty cgroups of crashed sandboxes; sbx: the
+	 * sbx CLI's stopped session sandboxes whose owner is gone), into r.
+	 * KNOWN: what gc_name said of every instance, of any driver. */
+	void (*gc_leftovers)(const struct pisb_strv *known, bool dry_run, struct pisb_gc_report *r);
 
 	/* ---- renew: one pass over the driver's instances (pisb-renew);
 	 * returns the number of failures, or -1 with e ---- */

@@ -32,7 +32,6 @@
 #define STAGING_AGE_S 3600   /* a create or prepare older than this is dead */
 #define IMAGE_AGE_S 3600     /* an image cache younger may be mid-import */
 #define TRASH_AGE_MS (3600 * 1000LL)
-#define SBX_TIMEOUT_MS 30000
 
 struct gc {
 	struct pisb_state *st;
@@ -44,7 +43,7 @@ struct gc {
 	 * that uses a rootfs image without naming its cache), or is NULL */
 	struct pisb_strv caches, users;
 	char *unknown;
-	struct pisb_strv sbx_names;  /* sbx sandboxes that pisb sandboxes are */
+	struct pisb_strv known;      /* gc_name of every instance: its backend's name */
 };
 
 static void add(struct pisb_gc_list *l, const char *kind, const char *name,
@@ -371,10 +370,10 @@ static void sweep_instance(struct gc *g, const char *name)
 		if (rec.image_cache)
 			note_record(g, &rec, who);
 		if (drv && drv->gc_name) {
-			char *sbx = drv->gc_name(&rec);
-			if (sbx)
-				pisb_strv_push(&g->sbx_names, sbx);
-			free(sbx);
+			char *n = drv->gc_name(&rec);
+			if (n)
+				pisb_strv_push(&g->known, n);
+			free(n);
 		}
 		pisb_record_release(&rec);
 		return;
@@ -809,143 +808,6 @@ static void sweep_images(struct gc *g)
 	sweep_imports(g, idir);
 }
 
-/* ---------- sbx leftovers ---------- */
-
-static bool find_in_path(const char *bin, char *out, size_t n)
-{
-	const char *p = getenv("PATH");
-
-	while (p && *p) {
-		const char *c = strchr(p, ':');
-		size_t l = c ? (size_t)(c - p) : strlen(p);
-		if (l && l + strlen(bin) + 2 <= n) {
-			snprintf(out, n, "%.*s/%s", (int)l, p, bin);
-			if (access(out, X_OK) == 0)
-				return true;
-		}
-		p = c ? c + 1 : NULL;
-	}
-	return false;
-}
-
-/* The caller's environment without DOCKER_* and COMPOSE_*: the sbx CLI
- * must never be pointed at another daemon by them. */
-static void sbx_env(struct pisb_strv *env)
-{
-	extern char **environ;
-	for (char **p = environ; p && *p; p++)
-		if (!pisb_str_starts(*p, "DOCKER_") && !pisb_str_starts(*p, "COMPOSE_"))
-			pisb_strv_push(env, *p);
-}
-
-/* Run argv (sbx: DOCKER_* and COMPOSE_* stripped), collect stdout (1 MiB
- * at most), wait at most timeout_ms.  Returns the exit code, or -1 + e. */
-static int run_capture(char *const *argv, struct pisb_buf *out, int timeout_ms,
-		       struct pisb_err *e)
-{
-	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT;
-	int en, r;
-
-	sbx_env(&env);
-	r = pisb_run_capture(argv, env.v, false, 1 << 20, timeout_ms, out, &en);
-	if (r == -2)
-		return pisb_err_set(e, PISB_EXIT_TIMEOUT, "'%s %s' did not finish within %d s",
-				    argv[0], argv[1], timeout_ms / 1000);
-	if (r == -1) {
-		errno = en;
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "run '%s'", argv[0]);
-	}
-	return r;
-}
-
-static bool recorded(const struct pisb_strv *names, const char *name)
-{
-	for (size_t i = 0; i < names->n; i++)
-		if (!strcmp(names->v[i], name))
-			return true;
-	return false;
-}
-
-/* pi-sbx-<pid>-<n>: the pid of the session that created it, or 0. */
-static pid_t sbx_owner(const char *name)
-{
-	const char *p = name + strlen("pi-sbx-");
-	const char *d = strchr(p, '-');
-	char buf[16];
-	long long v;
-
-	if (!d || d == p || d - p >= (long)sizeof(buf))
-		return 0;
-	snprintf(buf, sizeof(buf), "%.*s", (int)(d - p), p);
-	return pisb_parse_ll(buf, 1, 1LL << 31, &v) == 0 ? (pid_t)v : 0;
-}
-
-static void sweep_sbx(struct gc *g)
-{
-	char bin[4096];
-	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
-	struct pisb_err e = PISB_ERR_INIT;
-	struct pisb_json j;
-	int arr, code;
-
-	if (!find_in_path("sbx", bin, sizeof(bin))) {
-		g->r->note = xstrdup("sbx CLI not found on PATH: pi-sbx-* sweep skipped");
-		return;
-	}
-	{
-		char *argv[] = { bin, "ls", "--json", NULL };
-		code = run_capture(argv, &out, SBX_TIMEOUT_MS, &e);
-	}
-	if (code != 0) {
-		add(&g->r->failed, "sbx", "sbx ls --json", "%s", code < 0 ? e.msg : "exited with an error");
-		return;
-	}
-	if (!out.len || pisb_json_parse(&j, out.s, out.len, &e) < 0) {
-		add(&g->r->failed, "sbx", "sbx ls --json", "unreadable output");
-		return;
-	}
-	/* {"sandboxes":[…]} (current) or a bare array (older CLIs) */
-	arr = j.tok[0].type == JSMN_ARRAY ? 0 : pisb_json_get(&j, 0, "sandboxes");
-	for (int i = 0; arr >= 0 && i < j.tok[arr].size; i++) {
-		int o = pisb_json_at(&j, arr, i);
-		_cleanup_free_ char *name = pisb_json_str(&j, pisb_json_get(&j, o, "name"));
-		_cleanup_free_ char *status = pisb_json_str(&j, pisb_json_get(&j, o, "status"));
-		pid_t owner;
-
-		if (!name || !pisb_str_starts(name, "pi-sbx-"))
-			continue; /* not one of ours */
-		if (!status || strcasecmp(status, "stopped")) {
-			add(&g->r->kept, "sbx", name, "status '%s'", status ? status : "unknown");
-			continue;
-		}
-		if (recorded(&g->sbx_names, name)) {
-			add(&g->r->kept, "sbx", name, "a pisb sandbox is this one: 'pisb destroy' removes it");
-			continue;
-		}
-		owner = sbx_owner(name);
-		if (!owner) {
-			add(&g->r->kept, "sbx", name, "not a session sandbox (no owner pid in its name)");
-			continue;
-		}
-		if (kill(owner, 0) == 0 || errno == EPERM) {
-			add(&g->r->kept, "sbx", name, "owner pid %d is alive", (int)owner);
-			continue;
-		}
-		if (!g->o->dry_run) {
-			char *argv[] = { bin, "rm", "--force", name, NULL };
-			_cleanup_buf_ struct pisb_buf ig = PISB_BUF_INIT;
-			code = run_capture(argv, &ig, SBX_TIMEOUT_MS, &e);
-			if (code != 0) {
-				add(&g->r->failed, "sbx", name, "sbx rm --force: %s",
-				    code < 0 ? e.msg : "exited with an error");
-				continue;
-			}
-		}
-		add(&g->r->removed, "sbx", name, "stopped, and its owner pid %d is gone", (int)owner);
-	}
-	pisb_json_release(&j);
-}
-
 /* ---------- the pass ---------- */
 
 int pisb_gc_run(struct pisb_state *st, const struct pisb_gc_opts *o,
@@ -994,15 +856,10 @@ int pisb_gc_run(struct pisb_state *st, const struct pisb_gc_opts *o,
 		if (pisb_name_valid(names.v[i]))
 			sweep_instance(&g, names.v[i]);
 	sweep_images(&g);
-	if (!o->dry_run) {
-		/* cgroups of crashed creates and controllers: empty ones only */
-		_cleanup_strv_ struct pisb_strv cgs = PISB_STRV_INIT;
-		pisb_cgroup_sweep(NULL, NULL, 60, &cgs);
-		for (size_t i = 0; i < cgs.n; i++)
-			add(&r->cleaned, "cgroup", cgs.v[i], "empty, left over from a sandbox that is gone");
-	}
-	sweep_sbx(&g);
-	pisb_strv_release(&g.sbx_names);
+	for (const struct pisb_driver *const *d = pisb_drivers; *d; d++)
+		if ((*d)->gc_leftovers)
+			(*d)->gc_leftovers(&g.known, o->dry_run, r);
+	pisb_strv_release(&g.known);
 	pisb_strv_release(&g.caches);
 	pisb_strv_release(&g.users);
 	free(g.unknown);

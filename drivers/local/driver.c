@@ -9,6 +9,8 @@
 #include "exec.h"
 #include "fs.h"
 #include "fs_verbs.h"
+#include "gc.h"
+#include "cgroup.h"
 #include "inspect.h"
 #include "json.h"
 #include "lock.h"
@@ -178,6 +180,20 @@ static int project_enter(struct pisb_sandbox *sb, int *root, char **ws, struct p
 	return r;
 }
 
+/* pisb gc: cgroups of crashed creates and controllers, empty ones only
+ * (a running sandbox, of any state dir, keeps its own). */
+static void gc_leftovers(const struct pisb_strv *known, bool dry_run, struct pisb_gc_report *r)
+{
+	_cleanup_strv_ struct pisb_strv cgs = PISB_STRV_INIT;
+
+	(void)known;
+	if (dry_run)
+		return;
+	pisb_cgroup_sweep(NULL, NULL, 60, &cgs);
+	for (size_t i = 0; i < cgs.n; i++)
+		pisb_gc_report_add(&r->cleaned, "cgroup", cgs.v[i], "empty, left over from a sandbox that is gone");
+}
+
 static const struct pisb_refusal refusals[] = {
 	{ PISB_V_CONNECT, "connect attaches a sandbox that already runs elsewhere (opensandbox.sandboxId)" },
 	{ PISB_V_RENEW, "a local sandbox does not expire" },
@@ -221,4 +237,5 @@ const struct pisb_driver pisb_driver_local = {
 	.preview = svc,
 	.docker = pisb_local_docker,
 	.verify = verify,
+	.gc_leftovers = gc_leftovers,
 };

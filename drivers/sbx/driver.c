@@ -222,4 +222,5 @@ const struct pisb_driver pisb_driver_sbx = {
 	.docker = docker,
 	.verify = verify,
 	.gc_name = pisb_sbx_name,
+	.gc_leftovers = pisb_sbx_gc_leftovers,
 };

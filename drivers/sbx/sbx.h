@@ -83,6 +83,11 @@ int pisb_sbx_refresh(struct pisb_sandbox *sb, struct pisb_err *e);
 char *pisb_sbx_workspace(const struct pisb_record *rec);
 /* The sbx CLI's name of the sandbox a record describes (caller frees). */
 char *pisb_sbx_name(const struct pisb_record *rec);
+/* pisb gc: the sbx CLI's stopped pi-sbx-<pid>-<n> session sandboxes whose
+ * owner pid is gone and that no pisb sandbox is (KNOWN: the sbx names of
+ * the records), removed with sbx rm --force unless dry_run (sbx_gc.c). */
+struct pisb_gc_report;
+void pisb_sbx_gc_leftovers(const struct pisb_strv *known, bool dry_run, struct pisb_gc_report *r);
 
 /* Files (pisb-fs): sbx shares the workspace with the VM at the same
  * absolute path, so the file verbs work on that host directory, confined
