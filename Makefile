@@ -139,6 +139,8 @@ PI_MODULES  := tests/pi/node_modules/@mariozechner/pi-coding-agent/dist/cli.js
 BENCH_NPM   := @anthropic-ai/sandbox-runtime@0.0.83
 BENCH_CACHE := bench/.cache
 NPM_FLAGS   := --no-audit --no-fund --loglevel=error --prefer-offline
+# a Node that Pi supports, where the distribution's is older than NODE_MIN
+NODE_NPM_CMD = npm install -g --prefix /usr/local $(NPM_FLAGS) $(NODE_NPM)
 
 deps: deps-packages deps-node deps-npm deps-vm
 
@@ -168,7 +170,10 @@ define deps-install
 	  { echo "make $(1): apt-get install$$missing failed"; [ $(3) = 0 ]; exit; }; \
 	else \
 	  echo "make $(1): missing packages:$$missing"; \
-	  echo "run:  sudo apt-get install -y --no-install-recommends$$missing"; \
+	  node_step=""; case " $$missing " in *" nodejs "*) \
+	    v=$$(apt-cache show --no-all-versions nodejs 2>/dev/null | sed -n 's/^Version: \([0-9]*\).*/\1/p' | head -1); \
+	    [ "$${v:-0}" -ge $(NODE_MIN) ] 2>/dev/null || node_step=" && sudo $(NODE_NPM_CMD)";; esac; \
+	  echo "run:  sudo apt-get install -y --no-install-recommends$$missing$$node_step"; \
 	  [ $(3) = 0 ]; exit; \
 	fi
 endef
@@ -182,7 +187,7 @@ deps-packages:
 # A node on PATH older than NODE_MIN: NODE_NPM from npm into /usr/local.
 deps-node: deps-packages
 	@v=$$(node --version 2>/dev/null); v=$${v#v}; [ "$${v%%.*}" -ge $(NODE_MIN) ] 2>/dev/null && exit 0; \
-	cmd="npm install -g --prefix /usr/local $(NPM_FLAGS) $(NODE_NPM)"; \
+	cmd="$(NODE_NPM_CMD)"; \
 	if [ "$$(id -u)" != 0 ]; then \
 	  echo "make deps: node $$(node --version 2>/dev/null) is older than $(NODE_MIN) (Pi needs it)"; \
 	  echo "run:  sudo $$cmd"; exit 1; \

@@ -173,7 +173,9 @@ events() {
 	 {tools:[{name:"grep",args:{pattern:"x"}}]},
 	 {tools:[{name:"bash",args:{command:"echo again"}}]},
 	 {text:"done"}]')
-	run -0 run_pi_json "$script" "$OUT" -e "$PI_DIR/events-probe.ts"
+	run run_pi_json "$script" "$OUT" -e "$PI_DIR/events-probe.ts"
+	# Pi's own words when it did not end well
+	[ "$status" -eq 0 ] || { echo "pi exited $status; its stderr:"; cat "$OUT.stderr"; tail -5 "$OUT"; false; }
 	tool_result "$OUT" 0
 	[ "$tool_err" = false ]
 	tool_result "$OUT" 1
