@@ -25,8 +25,10 @@ setup() {
 	pi_cmd="cd '$PROJ' && PI_SCRIPT='$BATS_TEST_TMPDIR/script.json' node '$PI_DIR/node_modules/@mariozechner/pi-coding-agent/dist/cli.js'"
 	pi_cmd+=" --no-session --offline --provider scripted --model m1 -e '$PI_DIR/scripted-provider.ts' -e '$PI_EXT'"
 	tmux new-session -d -s "$TMUX_S" -x 160 -y 48 "$pi_cmd; echo PI-EXITED; sleep 30"
-	# the sandbox is ready once the status line names it
-	screen_wait "sandbox $SB" 60
+	# the sandbox is ready, and Pi takes commands (session_start is done),
+	# once the status line names it with its driver ("creating sandbox
+	# NAME…" before)
+	screen_wait "sandbox $SB (local)" 60
 }
 
 teardown() {
@@ -63,7 +65,10 @@ type_line() {
 }
 
 @test "/sandbox opens a terminal inside the sandbox and returns to Pi" {
-	type_line "/sandbox"
+	# typed at once: a command Pi takes must run (one typed while
+	# session_start ran was dropped, with the status line already up)
+	tmux send-keys -t "$TMUX_S" -l -- "/sandbox"
+	tmux send-keys -t "$TMUX_S" Enter
 	# the sandbox's shell prompt (user@NAME:DIR), not a fixed wait: under
 	# load the shell can take seconds to come, and a line typed before it
 	# goes to Pi's editor

@@ -478,12 +478,21 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			});
 		}
 
+		// Pi takes no slash command while session_start runs (one typed then
+		// is dropped), so the status line says the sandbox is ready only once
+		// session_start is done; until then it says "creating sandbox NAME…"
+		let statusHeld = false;
+		let heldStatus: { ctx?: ExtensionContext; text: string | undefined } | undefined;
+		function setSandboxStatus(ctx: ExtensionContext | undefined, text: string | undefined): void {
+			if (statusHeld) heldStatus = { ctx, text };
+			else ctx?.ui?.setStatus?.(STATUS_KEY, text);
+		}
+
 		async function emit(ev: SandboxEvent, ctx?: ExtensionContext): Promise<void> {
 			try {
 				pi.events?.emit("pisb:sandbox", ev);
 			} catch {}
-			if (ev.phase === "ready") ctx?.ui?.setStatus?.(STATUS_KEY, `sandbox ${ev.name}${ev.driver ? ` (${ev.driver})` : ""}`);
-			else ctx?.ui?.setStatus?.(STATUS_KEY, undefined);
+			setSandboxStatus(ctx, ev.phase === "ready" ? `sandbox ${ev.name}${ev.driver ? ` (${ev.driver})` : ""}` : undefined);
 			// a throw on ready is the caller's to handle (the seed: clean up, no sandbox)
 			if (ev.phase === "ready") await options.onSandboxEvent?.(ev);
 			else
@@ -541,7 +550,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				: sb.project
 					? ` · ${sb.changed ?? 0} file${sb.changed === 1 ? "" : "s"} changed${sb.changed ? " (/sandbox diff)" : ""}`
 					: "";
-			ctx?.ui?.setStatus?.(STATUS_KEY, `sandbox ${sb.name}${sb.driver ? ` (${sb.driver})` : ""}${sb.docker ? " + docker" : ""}${changes}`);
+			setSandboxStatus(ctx, `sandbox ${sb.name}${sb.driver ? ` (${sb.driver})` : ""}${sb.docker ? " + docker" : ""}${changes}`);
 		}
 
 		/** the status line's count, refreshed after tool calls: one diff at a time, one more if asked meanwhile */
@@ -800,7 +809,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				starting = starting.catch((e) => {
 					// the session stays without a sandbox; /sandbox recreate tries again
 					lastError = e?.message ?? String(e);
-					ctx?.ui?.setStatus?.(STATUS_KEY, "sandbox unavailable");
+					setSandboxStatus(ctx, "sandbox unavailable");
 					const said = /nothing was run on the host$/.test(lastError ?? "");
 					throw new SandboxUnavailableError(
 						`pisb sandbox unavailable: ${lastError}${said ? "" : "; nothing was run on the host"} (/sandbox recreate tries again)`,
@@ -823,7 +832,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			starting = undefined;
 			noted = false; // the next result says again where the project is
 			await emit({ ...eventOf(sb, "released"), mode: "kill", pisbMode: "removed" }, ctx);
-			ctx?.ui?.setStatus?.(STATUS_KEY, `sandbox ${sb.name} removed (the next tool call makes a new one)`);
+			setSandboxStatus(ctx, `sandbox ${sb.name} removed (the next tool call makes a new one)`);
 		}
 
 		async function release(ctx?: ExtensionContext, reason?: string): Promise<void> {
@@ -2312,6 +2321,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			hasRelease = rel?.code === 0 && rel.stdout.toString("utf8").includes("--policy");
 			// the seed: failing to make the sandbox fails session_start; the session
 			// then has no sandbox and every tool refuses (nothing runs on the host)
+			statusHeld = true;
 			try {
 				await ensure(ctx);
 				await offerDocker(ctx);
@@ -2319,6 +2329,9 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				ctx.ui?.notify?.(e.message, "error");
 				throw e;
 			} finally {
+				statusHeld = false;
+				if (heldStatus) setSandboxStatus(heldStatus.ctx, heldStatus.text);
+				heldStatus = undefined;
 				// the docker seed's sweep of stale session sandboxes, once the
 				// session's own is made (gc never races its creation)
 				sweeping ??= sweep().then(
