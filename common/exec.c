@@ -449,7 +449,7 @@ static int relay_run(struct relay *r, pid_t pid, int *status, const sigset_t *ma
 			ssize_t n = read(r->in, buf, sizeof(buf));
 			if (n > 0)
 				pisb_write_all(r->master, buf, (size_t)n);
-			else if (n == 0 || errno != EINTR)
+			else if (n == 0 || (errno != EINTR && errno != EAGAIN))
 				r->in = -1;   /* keep showing output */
 		}
 		if (pidx >= 0 && !(p[pidx].revents & POLLIN))
@@ -1223,6 +1223,8 @@ int pisb_exec_shell(struct pisb_state *st, const char *name, const char *user,
 		}
 		if (p[1].revents & (POLLIN | POLLHUP)) {
 			n = read(0, buf, sizeof(buf));
+			if (n < 0 && (errno == EINTR || errno == EAGAIN))
+				continue; /* a non-blocking terminal: nothing after all */
 			if (n <= 0)
 				in_open = false; /* keep showing output */
 			else

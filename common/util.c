@@ -2,6 +2,7 @@
 #include "err.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
@@ -206,6 +207,14 @@ ssize_t pisb_write_all(int fd, const void *p, size_t n)
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
+			/* a non-blocking fd we were handed (a terminal Node set
+			 * O_NONBLOCK on, say): wait until it takes more */
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				struct pollfd p = { fd, POLLOUT, 0 };
+				if (poll(&p, 1, -1) < 0 && errno != EINTR)
+					return -1;
+				continue;
+			}
 			return -1;
 		}
 		done += (size_t)w;
