@@ -54,7 +54,7 @@ int pisb_driver_names_with(struct pisb_buf *b, unsigned caps)
 	pisb_buf_add(b, "the ", 4);
 	for (int i = 0; i < n; i++)
 		pisb_buf_addf(b, "%s%s", i == 0 ? "" : i == n - 1 ? " and " : ", ", with[i]->name);
-	pisb_buf_addf(b, n == 1 ? " driver" : " drivers");
+	pisb_buf_adds(b, n == 1 ? " driver" : " drivers");
 	return n;
 }
 

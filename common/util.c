@@ -188,6 +188,14 @@ void pisb_strv_pushf(struct pisb_strv *sv, const char *fmt, ...)
 	free(s);
 }
 
+bool pisb_strv_has(const struct pisb_strv *sv, const char *s)
+{
+	for (size_t i = 0; sv && i < sv->n; i++)
+		if (!strcmp(sv->v[i], s))
+			return true;
+	return false;
+}
+
 void pisb_strv_release(struct pisb_strv *sv)
 {
 	for (size_t i = 0; i < sv->n; i++)

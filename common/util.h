@@ -51,6 +51,8 @@ void pisb_strv_push(struct pisb_strv *sv, const char *s);
 void pisb_strv_pushf(struct pisb_strv *sv, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void pisb_strv_release(struct pisb_strv *sv);
+/* Whether sv holds s. */
+bool pisb_strv_has(const struct pisb_strv *sv, const char *s);
 
 /* cleanup attributes */
 void pisb_freep(void *p);

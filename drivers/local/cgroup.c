@@ -345,14 +345,6 @@ int pisb_cgroup_remove(const char *rel)
 	return ret;
 }
 
-static bool strv_has(const struct pisb_strv *v, const char *s)
-{
-	for (size_t i = 0; i < v->n; i++)
-		if (!strcmp(v->v[i], s))
-			return true;
-	return false;
-}
-
 void pisb_cgroup_sweep(const char *name, const char *keep, int min_age_s,
 		       struct pisb_strv *removed)
 {
@@ -387,7 +379,7 @@ void pisb_cgroup_sweep(const char *name, const char *keep, int min_age_s,
 				continue;
 			/* never kills: only an empty cgroup can be removed, so a
 			 * sandbox that runs (from any state dir) keeps its own */
-			if (rmdir(p) == 0 && removed && !strv_has(removed, rel))
+			if (rmdir(p) == 0 && removed && !pisb_strv_has(removed, rel))
 				pisb_strv_push(removed, rel);
 		}
 		closedir(d);

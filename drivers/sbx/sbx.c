@@ -332,8 +332,8 @@ bool sbx_transient(const char *err)
 
 /* Run an sbx command whose output pisb reads; a non-zero status is an
  * error (exit 5) naming the sandbox and the command.  Returns 0, or -1. */
-static int sbx_call(const char *bin, char *const *argv, char *const *envp, int timeout_ms,
-		    struct pisb_buf *out, int idir, struct pisb_err *e)
+int sbx_call(const char *bin, char *const *argv, char *const *envp, int timeout_ms,
+	     struct pisb_buf *out, int idir, struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf err = PISB_BUF_INIT;
 	_cleanup_free_ char *text = sbx_argv_text(argv);

@@ -29,37 +29,12 @@ static pid_t owner_of(const char *name)
 	return pisb_parse_ll(buf, 1, 1LL << 31, &v) == 0 ? (pid_t)v : 0;
 }
 
-/* `sbx ARGS...` with the scrubbed environment (no DOCKER_*, COMPOSE_*),
- * stdout into out; 0, or -1 + e (a status other than 0 is an error). */
-static int call(const char *bin, char *const *argv, struct pisb_buf *out, struct pisb_err *e)
-{
-	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT;
-	_cleanup_buf_ struct pisb_buf err = PISB_BUF_INIT;
-	struct sbx_run o = { .in_fd = -1, .out_fd = -1, .out = out, .err = &err,
-			     .timeout_ms = SBX_LS_TIMEOUT_MS };
-	int code = 0;
-
-	sbx_env(NULL, &env);
-	if (sbx_run(bin, argv, env.v, &o, &code, e) < 0)
-		return -1;
-	if (code != 0)
-		return pisb_err_set(e, PISB_EXIT_BACKEND, "exited with status %d%s%s", code,
-				    err.len ? ": " : "", sbx_last_line(err.s));
-	return 0;
-}
-
-static bool known_name(const struct pisb_strv *known, const char *name)
-{
-	for (size_t i = 0; known && i < known->n; i++)
-		if (!strcmp(known->v[i], name))
-			return true;
-	return false;
-}
-
 void pisb_sbx_gc_leftovers(const struct pisb_strv *known, bool dry_run, struct pisb_gc_report *r)
 {
 	char bin[4096], why[512];
 	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+	/* the scrubbed environment: no DOCKER_*, COMPOSE_* */
+	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT;
 	struct pisb_err e = PISB_ERR_INIT;
 	struct pisb_json j;
 	int arr;
@@ -68,9 +43,10 @@ void pisb_sbx_gc_leftovers(const struct pisb_strv *known, bool dry_run, struct p
 		r->note = xstrdup("sbx CLI not found on PATH: pi-sbx-* sweep skipped");
 		return;
 	}
+	sbx_env(NULL, &env);
 	{
 		char *argv[] = { "sbx", "ls", "--json", NULL };
-		if (call(bin, argv, &out, &e) < 0) {
+		if (sbx_call(bin, argv, env.v, SBX_LS_TIMEOUT_MS, &out, -1, &e) < 0) {
 			pisb_gc_report_add(&r->failed, "sbx", "sbx ls --json", e.msg);
 			return;
 		}
@@ -94,7 +70,7 @@ void pisb_sbx_gc_leftovers(const struct pisb_strv *known, bool dry_run, struct p
 			pisb_gc_report_add(&r->kept, "sbx", name, why);
 			continue;
 		}
-		if (known_name(known, name)) {
+		if (pisb_strv_has(known, name)) {
 			pisb_gc_report_add(&r->kept, "sbx", name, "a pisb sandbox is this one: 'pisb destroy' removes it");
 			continue;
 		}
@@ -110,10 +86,8 @@ void pisb_sbx_gc_leftovers(const struct pisb_strv *known, bool dry_run, struct p
 		}
 		if (!dry_run) {
 			char *argv[] = { "sbx", "rm", "--force", name, NULL };
-			_cleanup_buf_ struct pisb_buf ig = PISB_BUF_INIT;
-			if (call(bin, argv, &ig, &e) < 0) {
-				snprintf(why, sizeof(why), "sbx rm --force: %s", e.msg);
-				pisb_gc_report_add(&r->failed, "sbx", name, why);
+			if (sbx_call(bin, argv, env.v, SBX_LC_TIMEOUT_MS, NULL, -1, &e) < 0) {
+				pisb_gc_report_add(&r->failed, "sbx", name, e.msg);
 				e = (struct pisb_err)PISB_ERR_INIT;
 				continue;
 			}

@@ -39,6 +39,12 @@ void sbx_env(const struct pisb_sbx_config *x, struct pisb_strv *out);
  * signal).  -1 + e when it could not be run or timed out (exit 6). */
 int sbx_run(const char *bin, char *const *argv, char *const *envp,
 	    const struct sbx_run *o, int *code, struct pisb_err *e);
+/* Run an sbx command whose output (stdout into out, may be NULL) pisb
+ * reads; a status other than 0 is an error (exit 5) naming the command;
+ * `sbx exec` retried when sbx could not start the VM.  Logged to idir's
+ * remote log unless idir < 0.  0, or -1 + e. */
+int sbx_call(const char *bin, char *const *argv, char *const *envp, int timeout_ms,
+	     struct pisb_buf *out, int idir, struct pisb_err *e);
 /* "sbx create --name X ..." for messages (values after -e hidden). */
 char *sbx_argv_text(char *const *argv);
 /* sbx could not start the VM (a 5xx from its runtime): nothing ran. */
