@@ -86,6 +86,14 @@ static int save(struct ctl *c, const char *state, struct pisb_err *e)
 	return save_as(c, state, !strcmp(state, "stopped") || !strcmp(state, "failed"), e);
 }
 
+/* the services' record, before they answer a client (pisb_services_on_change) */
+static void save_running(void *arg)
+{
+	struct pisb_err ig = PISB_ERR_INIT;
+
+	save(arg, "running", &ig);
+}
+
 /* Run a shell script inside the sandbox, output to our log; wait at most
  * timeout_ms (then kill it).  Returns its exit code, or -1. */
 static int run_script(struct ctl *c, const char *script, int timeout_ms,
@@ -649,6 +657,7 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 	}
 	pisb_trace("controller: setup or resume hooks");
 	c.svc = pisb_services_new(c.st, c.idir, c.name, c.cfg, &c.rt);
+	pisb_services_on_change(c.svc, save_running, &c);
 	if (c.svc) {
 		struct pisb_err se = PISB_ERR_INIT;
 		if (pisb_services_start_all(c.svc, &se) < 0)

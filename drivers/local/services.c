@@ -142,6 +142,8 @@ struct pisb_services {
 	char *proxy_err;
 	struct waiter *waiters;
 	bool changed;
+	void (*on_change)(void *arg);   /* saves what changed (the controller's status.json) */
+	void *on_change_arg;
 	int64_t accept_pause_until;
 	int proxy_off, gate_off, relay_off, nfds;
 	bool started;
@@ -1363,6 +1365,12 @@ char *pisb_services_previews_json(struct pisb_services *s)
 	return pisb_buf_detach(&b);
 }
 
+void pisb_services_on_change(struct pisb_services *s, void (*fn)(void *arg), void *arg)
+{
+	s->on_change = fn;
+	s->on_change_arg = arg;
+}
+
 bool pisb_services_changed(struct pisb_services *s)
 {
 	bool c = s->changed;
@@ -1385,6 +1393,13 @@ static void reply_list(struct pisb_services *s, int fd, char **names, size_t n,
 {
 	struct pisb_buf b = PISB_BUF_INIT;
 	struct pisb_jw w;
+
+	/* what the reply says is done is on the record first: a client that
+	 * reads status.json (pisb inspect) right after sees it */
+	if (s->changed && s->on_change) {
+		s->changed = false;
+		s->on_change(s->on_change_arg);
+	}
 
 	pisb_jw_init(&w, &b);
 	pisb_jw_obj(&w);

@@ -70,6 +70,10 @@ void pisb_services_request(struct pisb_services *s, const char *op,
 			   const struct pisb_json *req, int fd);
 /* Did anything shown in status.json change since the last call? */
 bool pisb_services_changed(struct pisb_services *s);
+/* fn(arg) saves status.json: called before a reply goes out whenever
+ * something shown there changed, so that the reply never runs ahead of
+ * the record. */
+void pisb_services_on_change(struct pisb_services *s, void (*fn)(void *arg), void *arg);
 /* Owned JSON arrays for status.json, or NULL. */
 char *pisb_services_status_json(struct pisb_services *s);
 char *pisb_services_previews_json(struct pisb_services *s);
