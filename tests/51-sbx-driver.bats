@@ -288,7 +288,8 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	kill -TERM "$pid"
 	rc=0
 	wait "$pid" || rc=$?
-	[ "$rc" = 7 ]
+	# what the command said, when it did not end as its trap does
+	[ "$rc" = 7 ] || { echo "pisb exec exited $rc; its output:"; cat "$BATS_TEST_TMPDIR/out"; false; }
 	grep -q got-term "$BATS_TEST_TMPDIR/out"
 }
 
