@@ -64,6 +64,9 @@ LIBS_pisb-gc     := $(LIB_yaml) $(LIB_curl) $(LIB_archive) $(LIB_pcre2)
 LIBS_pisb-renew  := $(LIB_yaml) $(LIB_curl) $(LIB_archive) $(LIB_pcre2)
 
 PROGS   := pisb pisb-create pisb-exec pisb-fs pisb-svc pisb-docker pisb-gc pisb-renew
+# A binary whose verbs fill more than one file: cmd/BINARY.c holds main()
+# and names the others' handlers (cmd/*.h).
+CMD_pisb-fs := fs_tree fs_project
 LIB_SRC := $(sort $(wildcard common/*.c $(DRIVERS:%=drivers/%/*.c)))
 LIB_HDR := $(wildcard common/*.h cmd/*.h $(DRIVERS:%=drivers/%/*.h))
 LIB_OBJ := $(LIB_SRC:%.c=$(OUT)/%.o)
@@ -94,10 +97,12 @@ $(LIBA): $(LIB_OBJ)
 common/libpisb.a: $(LIBA)
 	@cp $< $@
 
+$(BIN)/pisb-fs: $(CMD_pisb-fs:%=$(OUT)/cmd/%.o)
+
 $(BIN)/%: $(OUT)/cmd/%.o $(FRONT) $(LIBA)
 	@mkdir -p $(BIN)
 	@echo "  LINK    $@"
-	@$(CC) $(LDFLAGS) $(LDFLAGS_$*) -o $@ $< $(FRONT) $(LIBA) $(LIBS_$*)
+	@$(CC) $(LDFLAGS) $(LDFLAGS_$*) -o $@ $< $(CMD_$*:%=$(OUT)/cmd/%.o) $(FRONT) $(LIBA) $(LIBS_$*)
 
 # The vm driver's guest agent: PID 1 inside the VM, static, never linked
 # with libpisb or the sanitizers (the guest has no shared libraries).  Its

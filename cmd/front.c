@@ -133,6 +133,8 @@ int pisb_front_main(const char *binary, const struct pisb_handler *h,
 		ret = 0;
 		goto out;
 	}
+	/* -v: the HTTP exchanges of a remote driver, on stderr (http.h) */
+	pisb_set_verbose(c.a.verbose);
 	if (hh->needs_state && pisb_state_open(&c.st, c.a.state_dir, &c.err) < 0) {
 		ret = report(&c, 0);
 		goto out;

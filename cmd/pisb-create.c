@@ -7,8 +7,6 @@
 #include "driver.h"
 #include "lifecycle.h"
 #include "json.h"
-#include "local.h"
-#include "opensandbox.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -33,7 +31,6 @@ static struct pisb_lc_opts lc_opts(struct pisb_ctx *c, const char *name)
 	o.events_fd = (int)fd;
 	o.json = c->a.json;
 	o.wait_ms = c->a.wait_ms;
-	pisb_os_set_verbose(c->a.verbose);
 	return o;
 }
 
@@ -236,8 +233,7 @@ static int cmd_destroy(struct pisb_ctx *c)
 	if (!confirm || strcmp(confirm, name))
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 				    "destroy removes '%s' for good: repeat its name with --confirm %s", name, name);
-	if ((tmpl ? pisb_local_destroy(&c->st, "templates", name, c->a.wait_ms, &c->err)
-		  : pisb_lifecycle(&c->st, PISB_LC_DESTROY, name, &oo, NULL, &c->err)) < 0)
+	if (pisb_lifecycle(&c->st, tmpl ? PISB_LC_DESTROY_TEMPLATE : PISB_LC_DESTROY, name, &oo, NULL, &c->err) < 0)
 		return -1;
 	if (c->a.json) {
 		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
@@ -281,12 +277,8 @@ static int cmd_list(struct pisb_ctx *c)
 	int n;
 
 	pisb_jw_init(&w, &b);
-	/* remote sandboxes: ask their servers, so a dead one says so */
-	if (!pisb_args_has(&c->a, "templates")) {
-		pisb_os_set_verbose(c->a.verbose);
-		pisb_os_refresh_all(&c->st, 2000);
-	}
-	if (pisb_list(&c->st, pisb_args_has(&c->a, "templates"), &w, &c->err) < 0)
+	/* remote sandboxes: their servers are asked, so a dead one says so */
+	if (pisb_list(&c->st, pisb_args_has(&c->a, "templates"), 2000, &w, &c->err) < 0)
 		return -1;
 	if (c->a.json) {
 		pisb_front_out(&b);
@@ -314,7 +306,6 @@ static int cmd_list(struct pisb_ctx *c)
 
 static int cmd_inspect(struct pisb_ctx *c)
 {
-	pisb_os_set_verbose(c->a.verbose);
 	/* inspect always prints JSON: it is the machine-readable view */
 	return print_inspect(c, c->a.pos[0], true);
 }

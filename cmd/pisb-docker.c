@@ -12,7 +12,7 @@
 #include "docker_policy.h"
 #include "driver.h"
 #include "json.h"
-#include "sbx.h"
+#include "docker_verbs.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -33,7 +33,7 @@ static void human(const char *verb, struct pisb_buf *b)
 		return;
 	if (!strcmp(verb, "verify")) {
 		_cleanup_buf_ struct pisb_buf t = PISB_BUF_INIT;
-		pisb_sbx_verify_text(b->s, b->len, &t);
+		pisb_docker_verify_text(b->s, b->len, &t);
 		pisb_write_all(1, t.s ? t.s : "", t.len);
 	} else if (!strcmp(verb, "status")) {
 		int d = pisb_json_get(&j, 0, "daemon"), ports = pisb_json_get(&j, 0, "ports");

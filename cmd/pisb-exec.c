@@ -4,7 +4,6 @@
 #include "driver.h"
 #include "exec.h"
 #include "json.h"
-#include "opensandbox.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -99,7 +98,6 @@ static int cmd_exec(struct pisb_ctx *c)
 		bash_argv[4] = (char *)r.sh;
 		r.sh = NULL;
 	}
-	pisb_os_set_verbose(c->a.verbose);
 	if (tmo < 0) {
 		if (c->a.json)
 			return pisb_err_set(&c->err, PISB_EXIT_USAGE,
@@ -140,7 +138,6 @@ static int cmd_status_kill(struct pisb_ctx *c)
 		return -1;
 	if (pisb_sandbox_open(&sb, &c->st, c->a.pos[0], &c->err) < 0)
 		return -1;
-	pisb_os_set_verbose(c->a.verbose);
 	if (kill ? !sb.drv->exec_kill : !sb.drv->exec_status)
 		return pisb_driver_refuse(&sb, kill ? PISB_V_EXEC_KILL : PISB_V_EXEC_STATUS, &c->err);
 	pisb_jw_init(&w, &b);

@@ -26,6 +26,8 @@ static int cmd_gc(struct pisb_ctx *c)
 		return -1;
 	o.hours = (int)hours;
 	o.dry_run = pisb_args_has(&c->a, "dry-run");
+	/* -v is gc's own report of what it kept, -vv adds the HTTP exchanges */
+	pisb_set_verbose(c->a.verbose > 1 ? c->a.verbose - 1 : 0);
 	if (pisb_gc_run(&c->st, &o, &r, &c->err) < 0)
 		return -1;
 	ret = r.failed.n ? PISB_EXIT_FAIL : 0;

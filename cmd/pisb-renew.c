@@ -4,7 +4,6 @@
 #include "front.h"
 #include "driver.h"
 #include "json.h"
-#include "opensandbox.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -53,7 +52,7 @@ static int pass(struct pisb_ctx *c)
 	struct pisb_jw w;
 	int failed;
 
-	struct pisb_os_renew_opts o = { 0 };
+	struct pisb_renew_opts o = { 0 };
 
 	if (c->a.npos) {
 		o.names = (char *const *)c->a.pos;
@@ -81,7 +80,8 @@ static int cmd_renew(struct pisb_ctx *c)
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "--interval needs --watch");
 	if (c->a.npos && pisb_args_has(&c->a, "watch"))
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "renew NAME renews it once: no --watch");
-	pisb_os_set_verbose(c->a.verbose > 1 ? c->a.verbose - 1 : 0);
+	/* -v is renew's own progress, -vv adds the HTTP exchanges */
+	pisb_set_verbose(c->a.verbose > 1 ? c->a.verbose - 1 : 0);
 	if (!pisb_args_has(&c->a, "watch")) {
 		failed = pass(c);
 		if (failed < 0)

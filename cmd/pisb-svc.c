@@ -3,7 +3,6 @@
 #include "driver.h"
 #include "instance.h"
 #include "json.h"
-#include "local.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +11,7 @@
 
 static int cmd_supervise(struct pisb_ctx *c)
 {
-	return pisb_controller_run(&c->st, c->a.pos[0], &c->err) < 0 ? -1 : 0;
+	return pisb_driver_supervise(&c->st, pisb_args_get(&c->a, "driver"), c->a.pos[0], &c->err) < 0 ? -1 : 0;
 }
 
 /* One shell string: a single word as given, several quoted and joined. */

@@ -167,6 +167,7 @@ static const struct pisb_opt renew_opts[] = {
 };
 static const struct pisb_opt supervise_opts[] = {
 	HIDDEN("foreground", NULL, "do not detach"),
+	HIDDEN("driver", "DRIVER", "whose supervisor runs (default local)"),
 	END,
 };
 

@@ -37,6 +37,11 @@ char *pisb_docker_section(const char *s, const char *marker);
  * passes. */
 void pisb_docker_check(struct pisb_jw *w, const char *name, bool pass, const char *evidence, bool *all);
 
+/* A verify report (JSON: {"checks":[{check, pass, evidence}], "pass"}) as
+ * text, a "[PASS] check" line and its evidence a check, then the verdict,
+ * into OUT (nothing when JSON does not parse). */
+void pisb_docker_verify_text(const char *json, size_t n, struct pisb_buf *out);
+
 /* The keys "cpus" (a number, or null), "memory", "disk" and "docker" of
  * `docker resources` into W's open object, from OUT, the output of the
  * probe that printed them after __CPUS__, __MEMORY__, __DISK__ and

@@ -321,7 +321,7 @@ int pisb_verify_sandbox(struct pisb_state *st, const char *name, bool json, stru
 	return sb.drv->verify(&sb, json, out, e);
 }
 
-int pisb_drivers_renew(struct pisb_state *st, const struct pisb_os_renew_opts *o,
+int pisb_drivers_renew(struct pisb_state *st, const struct pisb_renew_opts *o,
 		       struct pisb_jw *w, struct pisb_err *e)
 {
 	for (const struct pisb_driver *const *d = pisb_drivers; *d; d++)
@@ -342,4 +342,15 @@ int pisb_sandbox_borrow(struct pisb_sandbox *sb, struct pisb_record *rec,
 	*rec = *r;
 	*cfg = (struct pisb_config *)c;
 	return pisb_runtime_load(sb->idir, rt, e);
+}
+
+int pisb_driver_supervise(struct pisb_state *st, const char *driver, const char *name,
+			  struct pisb_err *e)
+{
+	const struct pisb_driver *d = pisb_driver_find(driver ? driver : "local");
+
+	if (!d || !d->supervise)
+		return pisb_err_set(e, PISB_EXIT_USAGE, "supervise: driver '%s' has no supervisor",
+				    driver ? driver : "local");
+	return d->supervise(st, name, e);
 }

@@ -48,8 +48,8 @@ struct pisb_fs_grep;
 struct pisb_fs_grep_result;
 struct pisb_fs_grep_line;
 struct pisb_xfer;
-struct pisb_os_renew_opts;
 struct pisb_pull_opts;
+struct pisb_renew_opts;
 struct pisb_gc_report;
 struct pisb_fs_how;
 
@@ -157,7 +157,9 @@ struct pisb_refusal {
 
 /* Capability bits: what the core does for the driver besides the slots. */
 #define PISB_DRV_REMOTE    (1u << 0)  /* lives on another machine */
-#define PISB_DRV_GC_SWEEP  (1u << 1)  /* pisb gc sweeps its instances itself */
+#define PISB_DRV_GC_SWEEP  (1u << 1)  /* pisb gc's own sweep handles its instances:
+				       * liveness by controller.lock, stop and
+				       * destroy slots, gc_drop */
 #define PISB_DRV_TEMPLATES (1u << 2)  /* create --template, prepare */
 #define PISB_DRV_EXEC_BASH (1u << 4)  /* exec runs --bash itself (r->bash);
 				       * else the core passes an argv that
@@ -197,6 +199,12 @@ struct pisb_driver {
 	/* pisb release: session shutdown with the sandbox's own policy, or
 	 * o->policy (pisb_lc_policy); pisb_lifecycle_release_as does the rest */
 	int (*release)(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e);
+	/* destroy --template: sb is templates/NAME (PISB_DRV_TEMPLATES) */
+	int (*destroy_template)(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e);
+	/* pisb-svc supervise NAME (internal): the process that stays with a
+	 * running sandbox (local: its controller), started by the driver's
+	 * own start; returns when the sandbox stops */
+	int (*supervise)(struct pisb_state *st, const char *name, struct pisb_err *e);
 	/* after pisb start: a note for the user (caller frees), or NULL */
 	char *(*start_note)(struct pisb_sandbox *sb);
 
@@ -210,6 +218,10 @@ struct pisb_driver {
 	 * (NULL: config_json as it is). */
 	enum pisb_status (*status)(struct pisb_sandbox *sb);
 	int (*refresh)(struct pisb_sandbox *sb, int timeout_ms, struct pisb_err *e);
+	/* pisb list: refresh every instance of the driver's at once (one
+	 * request per server where the backend allows); failures are kept in
+	 * each instance's state, as refresh's are */
+	void (*refresh_all)(struct pisb_state *st, int timeout_ms);
 	void (*describe)(struct pisb_sandbox *sb, const struct pisb_config *cfg, struct pisb_jw *w);
 	void (*limits)(struct pisb_sandbox *sb, const struct pisb_config *cfg, bool running,
 		       struct pisb_jw *w);
@@ -313,11 +325,26 @@ struct pisb_driver {
 	 * sbx CLI's stopped session sandboxes whose owner is gone), into r.
 	 * KNOWN: what gc_name said of every instance, of any driver. */
 	void (*gc_leftovers)(const struct pisb_strv *known, bool dry_run, struct pisb_gc_report *r);
+	/* PISB_DRV_GC_SWEEP: what a stopped sandbox still holds outside its
+	 * instance directory (local: its cgroups), dropped by pisb gc under
+	 * the sandbox's op.lock just before it trashes the directory.  The
+	 * sweep stops and destroys through the stop and destroy slots. */
+	void (*gc_drop)(struct pisb_sandbox *sb);
 
 	/* ---- renew: one pass over the driver's instances (pisb-renew);
 	 * returns the number of failures, or -1 with e ---- */
-	int (*renew)(struct pisb_state *st, const struct pisb_os_renew_opts *o,
+	int (*renew)(struct pisb_state *st, const struct pisb_renew_opts *o,
 		     struct pisb_jw *w, struct pisb_err *e);
+};
+
+/* pisb renew's options, for the renew slots */
+struct pisb_renew_opts {
+	int parallel;            /* concurrent requests; 0 = 256 */
+	int timeout_ms;          /* per request; 0 = 30000 */
+	/* only these instances (each must exist: else exit 3), renewed now
+	 * whether due or not; the other rules hold */
+	char *const *names;
+	size_t nnames;
 };
 
 /* The registry: every driver this build has, NULL-terminated. */
@@ -350,13 +377,16 @@ void pisb_drivers_json(struct pisb_jw *w);
 /* The matrix as text (names_only: one driver name a line), into b
  * without its last newline. */
 void pisb_drivers_text(struct pisb_buf *b, bool names_only);
+/* pisb-svc supervise NAME --driver D (default local): D's supervise slot. */
+int pisb_driver_supervise(struct pisb_state *st, const char *driver, const char *name,
+			  struct pisb_err *e);
 /* pisb verify NAME: the driver's audit report into out; 0 passed, 1 a
  * check failed, -1 with e (a driver without verify: the refusal). */
 int pisb_verify_sandbox(struct pisb_state *st, const char *name, bool json, struct pisb_buf *out,
 			struct pisb_err *e);
 /* pisb renew: one pass of the driver that renews (today one does:
  * opensandbox; its JSON object into w), the number of failures or -1. */
-int pisb_drivers_renew(struct pisb_state *st, const struct pisb_os_renew_opts *o,
+int pisb_drivers_renew(struct pisb_state *st, const struct pisb_renew_opts *o,
 		       struct pisb_jw *w, struct pisb_err *e);
 
 #endif

@@ -1,13 +1,10 @@
 /* gc.c - `pisb gc` (see gc.h for what is swept and what never is). */
 #include "gc.h"
-#include "cgroup.h"
 #include "config.h"
 #include "driver.h"
 #include "err.h"
-#include "image.h"
 #include "instance.h"
 #include "json.h"
-#include "local.h"
 #include "lock.h"
 #include "proc.h"
 #include "state.h"
@@ -258,7 +255,20 @@ static void hours_ago(int64_t secs, char *out, size_t n)
 		snprintf(out, n, "%lld minutes", (long long)(secs / 60));
 }
 
-/* A stale stopped sandbox.  Not pisb_local_destroy: that one stops a
+/* Stop (mark stopped what was interrupted) or destroy sandbox NAME through
+ * its driver, as `pisb stop` and `pisb destroy` would, never waiting for a
+ * busy lock (exit 4: kept for the next pass). */
+static int end_sandbox(struct gc *g, const char *name, bool destroy, struct pisb_err *e)
+{
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+	struct pisb_lc_opts o = { .name = name, .events_fd = -1 };
+
+	if (pisb_sandbox_open(&sb, g->st, name, e) < 0)
+		return -1;
+	return destroy ? sb.drv->destroy(&sb, &o, e) : sb.drv->stop(&sb, &o, e);
+}
+
+/* A stale stopped sandbox.  Not the driver's destroy: that one stops a
  * sandbox that is running, and a user may start this one between our
  * look and the removal.  Holding op.lock shuts `start` out; under it we
  * check again that it is stopped, then do what destroy does. */
@@ -266,8 +276,7 @@ static bool destroy_stopped(struct gc *g, int idir, const char *name, const char
 {
 	struct pisb_err e = PISB_ERR_INIT;
 	_cleanup_close_ int lock = -1;
-	struct pisb_runtime rt;
-
+	
 	if (g->o->dry_run) {
 		add(&g->r->removed, "sandbox", name, "%s", reason);
 		return true;
@@ -284,9 +293,10 @@ static bool destroy_stopped(struct gc *g, int idir, const char *name, const char
 		add(&g->r->kept, "sandbox", name, "running (started while gc looked at it)");
 		return false;
 	}
-	if (pisb_runtime_load(idir, &rt, &e) == 0) {
-		pisb_cgroup_remove(rt.cgroup);
-		pisb_runtime_release(&rt);
+	{
+		_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+		if (pisb_sandbox_open(&sb, g->st, name, &e) == 0 && sb.drv->gc_drop)
+			sb.drv->gc_drop(&sb);
 	}
 	if (pisb_state_trash(g->st, "instances", name, &e) < 0) {
 		add(&g->r->failed, "sandbox", name, "%s", e.msg);
@@ -317,7 +327,7 @@ static void sweep_broken(struct gc *g, int idir, const char *name, const char *w
 		    why, name, name);
 		return;
 	}
-	if (!g->o->dry_run && pisb_local_stop(g->st, name, 0, &e) < 0) {
+	if (!g->o->dry_run && end_sandbox(g, name, false, &e) < 0) {
 		add(e.code == PISB_EXIT_BUSY ? &g->r->kept : &g->r->failed, "sandbox", name,
 		    "unreadable record: %s", e.msg);
 		return;
@@ -386,7 +396,7 @@ static void sweep_instance(struct gc *g, const char *name)
 			add(&g->r->cleaned, "sandbox", name, "unreadable status.json (%s): would be marked stopped", e.msg);
 		else {
 			struct pisb_err se = PISB_ERR_INIT;
-			if (pisb_local_stop(g->st, name, 0, &se) < 0)
+			if (end_sandbox(g, name, false, &se) < 0)
 				add(se.code == PISB_EXIT_BUSY ? &g->r->kept : &g->r->failed, "sandbox", name,
 				    "unreadable status.json: %s", se.msg);
 			else
@@ -403,7 +413,7 @@ static void sweep_instance(struct gc *g, const char *name)
 		if (g->o->dry_run) {
 			add(&g->r->removed, "sandbox", name, "%s", reason);
 			gone = true;
-		} else if (pisb_local_destroy(g->st, "instances", name, 0, &e) < 0) {
+		} else if (end_sandbox(g, name, true, &e) < 0) {
 			if (e.code == PISB_EXIT_BUSY)
 				add(&g->r->kept, "sandbox", name, "%s, but it is busy (another pisb command holds its lock)", reason);
 			else
@@ -421,11 +431,11 @@ static void sweep_instance(struct gc *g, const char *name)
 	}
 	if (strcmp(rt.state, "stopped")) {
 		/* the controller died before a clean stop: mark the disk stopped
-		 * as it is and drop its cgroup (pisb_local_stop does both) */
+		 * as it is and drop its cgroup (the driver's stop does both) */
 		if (g->o->dry_run) {
 			add(&g->r->cleaned, "sandbox", name,
 			    "interrupted (last state '%s'): marked stopped, its cgroup removed", rt.state);
-		} else if (pisb_local_stop(g->st, name, 0, &e) < 0) {
+		} else if (end_sandbox(g, name, false, &e) < 0) {
 			if (e.code == PISB_EXIT_BUSY)
 				add(&g->r->kept, "sandbox", name, "interrupted, but busy (another pisb command holds its lock)");
 			else

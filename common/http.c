@@ -9,7 +9,6 @@
 #include <string.h>
 #include <strings.h>
 
-static int trace_level;
 static bool inited;
 
 void pisb_http_init(void)
@@ -19,9 +18,6 @@ void pisb_http_init(void)
 		inited = true;
 	}
 }
-
-void pisb_http_trace(int level) { trace_level = level; }
-int pisb_http_trace_level(void) { return trace_level; }
 
 void pisb_http_resp_init(struct pisb_http_resp *r)
 {
@@ -111,7 +107,7 @@ static int debug_cb(CURL *h, curl_infotype type, char *data, size_t size, void *
 	(void)arg;
 	switch (type) {
 	case CURLINFO_TEXT:
-		if (trace_level > 1)
+		if (pisb_verbose() > 1)
 			trace_lines("pisb: http * ", data, size);
 		break;
 	case CURLINFO_HEADER_OUT:
@@ -124,7 +120,7 @@ static int debug_cb(CURL *h, curl_infotype type, char *data, size_t size, void *
 		fprintf(stderr, "pisb: http > [%zu bytes of body]\n", size);
 		break;
 	case CURLINFO_DATA_IN:
-		if (trace_level > 1)
+		if (pisb_verbose() > 1)
 			fprintf(stderr, "pisb: http < [%zu bytes of body]\n", size);
 		break;
 	default:
@@ -237,7 +233,7 @@ void pisb_http_setup(CURL *h, const struct pisb_http_call *call,
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
 	} else
 		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, call->method);
-	if (trace_level > 0) {
+	if (pisb_verbose() > 0) {
 		curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, debug_cb);
 		curl_easy_setopt(h, CURLOPT_VERBOSE, 1L);
 	}
@@ -254,7 +250,7 @@ int pisb_http_done(CURL *h, CURLcode rc, struct pisb_http_resp *r,
 	too_big = c && c->too_big;
 	free(c);
 	curl_easy_setopt(h, CURLOPT_PRIVATE, NULL);
-	if (trace_level > 0)
+	if (pisb_verbose() > 0)
 		fprintf(stderr, "pisb: http = %ld (%s)\n", r->status,
 			rc == CURLE_OK ? "ok" : curl_easy_strerror(rc));
 	if (rc == CURLE_OK)

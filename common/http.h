@@ -7,7 +7,7 @@
  * reset) is an error with exit 5: the backend cannot be reached.  An HTTP
  * error status is not: the caller reads resp->status.
  *
- * Traces (-v, pisb_http_trace): request line, headers and status on
+ * Traces (-v: pisb_verbose(), util.h): request line, headers and status on
  * stderr; the values of headers that carry secrets (OPEN-SANDBOX-API-KEY,
  * X-EXECD-ACCESS-TOKEN, Authorization, Cookie) are printed as <redacted>.
  * Bodies are never printed, only their sizes.
@@ -56,9 +56,6 @@ struct pisb_http_call {
 
 /* curl_global_init once (not thread-safe: call from main's thread). */
 void pisb_http_init(void);
-/* Trace level for every handle set up afterwards (0 = off). */
-void pisb_http_trace(int level);
-int pisb_http_trace_level(void);
 
 /* Prepare h for call (answer into r).  Borrowed pointers must outlive
  * the transfer. */

@@ -206,7 +206,7 @@ static int cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int pisb_list(struct pisb_state *st, bool templates, struct pisb_jw *w,
+int pisb_list(struct pisb_state *st, bool templates, int refresh_ms, struct pisb_jw *w,
 	      struct pisb_err *e)
 {
 	const char *kind = templates ? "templates" : "instances";
@@ -215,6 +215,9 @@ int pisb_list(struct pisb_state *st, bool templates, struct pisb_jw *w,
 	DIR *d;
 	struct dirent *de;
 
+	for (size_t i = 0; !templates && refresh_ms > 0 && pisb_drivers[i]; i++)
+		if (pisb_drivers[i]->refresh_all)
+			pisb_drivers[i]->refresh_all(st, refresh_ms);
 	pisb_jw_arr(w);
 	if (fd >= 0 && (d = fdopendir(fd))) {
 		while ((de = readdir(d)))

@@ -15,8 +15,10 @@ struct pisb_jw;
  * and the config is added). */
 int pisb_inspect(struct pisb_state *st, const char *name, bool full,
 		 struct pisb_jw *w, struct pisb_err *e);
-/* An array of short objects, sorted by name. */
-int pisb_list(struct pisb_state *st, bool templates, struct pisb_jw *w,
+/* An array of short objects, sorted by name.  REFRESH_MS > 0: the drivers
+ * with a backend elsewhere ask it first (refresh_all), so that a sandbox a
+ * server lost says so; each gives up after REFRESH_MS. */
+int pisb_list(struct pisb_state *st, bool templates, int refresh_ms, struct pisb_jw *w,
 	      struct pisb_err *e);
 struct pisb_sandbox;
 struct pisb_config;

@@ -181,9 +181,14 @@ int pisb_lifecycle(struct pisb_state *st, enum pisb_lc_verb verb, const char *na
 
 	if (note)
 		*note = NULL;
-	if (pisb_sandbox_open(&sb, st, name, e) < 0)
+	if (pisb_sandbox_open_kind(&sb, st, verb == PISB_LC_DESTROY_TEMPLATE ? "templates" : "instances",
+				   name, e) < 0)
 		return -1;
 	switch (verb) {
+	case PISB_LC_DESTROY_TEMPLATE:
+		if (!sb.drv->destroy_template)
+			return pisb_driver_refuse(&sb, PISB_V_PREPARE, e);
+		return sb.drv->destroy_template(&sb, o, e);
 	case PISB_LC_START:
 		if (sb.drv->start(&sb, o, e) < 0)
 			return -1;

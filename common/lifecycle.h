@@ -13,7 +13,8 @@ struct pisb_event;
 struct pisb_lc_opts;
 struct pisb_sandbox;
 
-enum pisb_lc_verb { PISB_LC_START, PISB_LC_STOP, PISB_LC_DESTROY, PISB_LC_RELEASE };
+enum pisb_lc_verb { PISB_LC_START, PISB_LC_STOP, PISB_LC_DESTROY, PISB_LC_RELEASE,
+		    PISB_LC_DESTROY_TEMPLATE /* destroy --template: templates/NAME */ };
 enum pisb_lc_make { PISB_LC_CREATE, PISB_LC_PREPARE, PISB_LC_CONNECT };
 
 /* create / prepare / connect o->name with the driver cfg->driver names.
@@ -22,7 +23,8 @@ enum pisb_lc_make { PISB_LC_CREATE, PISB_LC_PREPARE, PISB_LC_CONNECT };
 int pisb_lifecycle_make(struct pisb_state *st, enum pisb_lc_make verb,
 			const struct pisb_config *cfg, const char *config_json,
 			struct pisb_lc_opts *o, struct pisb_err *e);
-/* start / stop / destroy / release sandbox NAME.  *note (caller frees, may
+/* start / stop / destroy / release sandbox NAME (destroy --template:
+ * template NAME).  *note (caller frees, may
  * be NULL): something the user should know after a start. */
 int pisb_lifecycle(struct pisb_state *st, enum pisb_lc_verb verb, const char *name,
 		   const struct pisb_lc_opts *o, char **note, struct pisb_err *e);

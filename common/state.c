@@ -296,3 +296,8 @@ int pisb_state_trash(struct pisb_state *st, const char *dir, const char *name,
 	pisb_fsync_dir(st->fd);
 	return pisb_rm_rf_at(st->fd, to, e);
 }
+
+char *pisb_image_lock_path(const char *name)
+{
+	return xasprintf("images/%s.lock", name);
+}

@@ -70,6 +70,10 @@ int pisb_rm_rf_at(int dirfd, const char *path, struct pisb_err *e);
 int pisb_state_trash(struct pisb_state *st, const char *dir, const char *name,
 		     struct pisb_err *e);
 
+/* The lock of image cache images/NAME: "images/NAME.lock" (caller frees);
+ * a user holds it shared, an import and `pisb gc`'s removal exclusively. */
+char *pisb_image_lock_path(const char *name);
+
 /* fsync a directory fd. */
 int pisb_fsync_dir(int dirfd);
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
@@ -457,4 +458,48 @@ int pisb_tty_raw(int fd)
 	raw = tty_saved;
 	cfmakeraw(&raw);
 	return tcsetattr(fd, TCSAFLUSH, &raw);
+}
+
+static int verbose_level;
+
+void pisb_set_verbose(int level)
+{
+	verbose_level = level;
+}
+
+int pisb_verbose(void)
+{
+	return verbose_level;
+}
+
+void pisb_trace(const char *what)
+{
+	const char *t = getenv("PISB_TRACE");
+	struct timespec ts;
+	char line[256];
+	int fd, n;
+
+	if (!t || !*t || !strcmp(t, "0"))
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	n = snprintf(line, sizeof(line), "pisb-trace %lld %d %s\n",
+		     (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000, (int)getpid(), what);
+	if (n <= 0)
+		return;
+	if ((size_t)n >= sizeof(line))
+		n = sizeof(line) - 1;
+	/* opened and closed each time: no descriptor of it is held by the
+	 * controller, and so none reaches the sandbox's init; never a
+	 * symlink, and a FIFO with no reader does not block */
+	fd = t[0] == '/' ? open(t, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600) : 2;
+	if (fd < 0)
+		return;
+	pisb_write_all(fd, line, (size_t)n);
+	if (fd != 2)
+		close(fd);
+	/* PISB_TRACE_STOP=WHAT: stop here (SIGSTOP) after that mark, so a
+	 * fault test can kill the process at a known step */
+	t = getenv("PISB_TRACE_STOP");
+	if (t && !strcmp(t, what))
+		raise(SIGSTOP);
 }

@@ -116,4 +116,16 @@ bool pisb_service_name_valid(const char *name);
 int pisb_tty_raw(int fd);
 void pisb_tty_restore(void);
 
+/* -v's level for the whole command, set once by main(): at 1 and above the
+ * remote drivers trace their HTTP exchanges on stderr (http.h). */
+void pisb_set_verbose(int level);
+int pisb_verbose(void);
+
+/* PISB_TRACE=1: one line "pisb-trace USEC PID WHAT" on stderr per phase of
+ * create and boot (of the drivers that trace) (the controller's stderr is its controller.log);
+ * PISB_TRACE=/FILE: appended to FILE by every process instead.  Wall
+ * clock in microseconds, for the create breakdown of make bench.  Nothing
+ * is written when PISB_TRACE is unset, empty or 0. */
+void pisb_trace(const char *what);
+
 #endif

@@ -74,6 +74,11 @@ static int destroy(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct
 	return pisb_lifecycle_end(sb, o, true, end, e);
 }
 
+static int destroy_template(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
+{
+	return pisb_local_destroy(sb->st, "templates", sb->name, o->wait_ms, e);
+}
+
 /* the session's end: remove, unless release --policy says otherwise */
 static int release(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
@@ -182,6 +187,18 @@ static int project_enter(struct pisb_sandbox *sb, int *root, char **ws, struct p
 
 /* pisb gc: cgroups of crashed creates and controllers, empty ones only
  * (a running sandbox, of any state dir, keeps its own). */
+/* gc: a stopped sandbox's cgroups, before its directory goes */
+static void gc_drop(struct pisb_sandbox *sb)
+{
+	struct pisb_err ig = PISB_ERR_INIT;
+	struct pisb_runtime rt;
+
+	if (pisb_runtime_load(sb->idir, &rt, &ig) == 0) {
+		pisb_cgroup_remove(rt.cgroup);
+		pisb_runtime_release(&rt);
+	}
+}
+
 static void gc_leftovers(const struct pisb_strv *known, bool dry_run, struct pisb_gc_report *r)
 {
 	_cleanup_strv_ struct pisb_strv cgs = PISB_STRV_INIT;
@@ -211,6 +228,8 @@ const struct pisb_driver pisb_driver_local = {
 	.start = start,
 	.stop = stop,
 	.destroy = destroy,
+	.destroy_template = destroy_template,
+	.supervise = pisb_controller_run,
 	.release = release,
 	.status = status,
 	.describe = describe,
@@ -238,4 +257,5 @@ const struct pisb_driver pisb_driver_local = {
 	.docker = pisb_local_docker,
 	.verify = verify,
 	.gc_leftovers = gc_leftovers,
+	.gc_drop = gc_drop,
 };

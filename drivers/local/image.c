@@ -250,11 +250,6 @@ static void pin_drop(const char *name)
 	*p = pins[--npins];
 }
 
-char *pisb_image_lock_path(const char *name)
-{
-	return xasprintf("images/%s.lock", name);
-}
-
 /* Build images/<dir> from path, under its exclusive lock. */
 static int import_cache(struct pisb_state *st, const char *real, bool isdir,
 			const struct pisb_ids *ids, const char *key, const char *dir,

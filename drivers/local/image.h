@@ -4,6 +4,8 @@
 #ifndef PISB_IMAGE_H
 #define PISB_IMAGE_H
 
+#include "state.h"
+
 struct pisb_err;
 struct pisb_state;
 struct pisb_ids;
@@ -29,8 +31,5 @@ char *pisb_image_cached(struct pisb_state *st, const char *cache, struct pisb_er
 /* pisb_image_get without the cache's name. */
 char *pisb_image_path(struct pisb_state *st, const char *path,
 		      const struct pisb_ids *ids, struct pisb_err *e);
-/* The lock of cache images/NAME: "images/NAME.lock" (caller frees); what
- * `pisb gc` takes before removing it. */
-char *pisb_image_lock_path(const char *name);
 
 #endif

@@ -43,40 +43,6 @@
 
 static const char *kind_of(bool tmpl) { return tmpl ? "templates" : "instances"; }
 
-/* ---------- tracing ---------- */
-
-void pisb_trace(const char *what)
-{
-	const char *t = getenv("PISB_TRACE");
-	struct timespec ts;
-	char line[256];
-	int fd, n;
-
-	if (!t || !*t || !strcmp(t, "0"))
-		return;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	n = snprintf(line, sizeof(line), "pisb-trace %lld %d %s\n",
-		     (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000, (int)getpid(), what);
-	if (n <= 0)
-		return;
-	if ((size_t)n >= sizeof(line))
-		n = sizeof(line) - 1;
-	/* opened and closed each time: no descriptor of it is held by the
-	 * controller, and so none reaches the sandbox's init; never a
-	 * symlink, and a FIFO with no reader does not block */
-	fd = t[0] == '/' ? open(t, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600) : 2;
-	if (fd < 0)
-		return;
-	pisb_write_all(fd, line, (size_t)n);
-	if (fd != 2)
-		close(fd);
-	/* PISB_TRACE_STOP=WHAT: stop here (SIGSTOP) after that mark, so a
-	 * fault test can kill the process at a known step */
-	t = getenv("PISB_TRACE_STOP");
-	if (t && !strcmp(t, what))
-		raise(SIGSTOP);
-}
-
 /* ---------- disk and staging ---------- */
 
 static int chown_base(int dirfd, const char *path, const struct pisb_ids *ids)

@@ -56,13 +56,6 @@ int pisb_local_disk_enter(int idir, const char *ws, int *root, struct pisb_err *
 int pisb_controller_run(struct pisb_state *st, const char *name,
 			struct pisb_err *e);
 
-/* PISB_TRACE=1: one line "pisb-trace USEC PID WHAT" on stderr per phase of
- * create and boot (the controller's stderr is its controller.log);
- * PISB_TRACE=/FILE: appended to FILE by every process instead.  Wall
- * clock in microseconds, for the create breakdown of make bench.  Nothing
- * is written when PISB_TRACE is unset, empty or 0. */
-void pisb_trace(const char *what);
-
 /* Status of a local instance, for list/inspect. */
 void pisb_local_inspect(struct pisb_state *st, int idir, const char *name,
 			bool full, struct pisb_jw *w);

@@ -200,6 +200,7 @@ const struct pisb_driver pisb_driver_opensandbox = {
 	.release = release,
 	.status = status,
 	.refresh = refresh,
+	.refresh_all = pisb_os_refresh_all,
 	.describe = describe,
 	.limits = limits,
 	.extra_key = "remote",

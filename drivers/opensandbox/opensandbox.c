@@ -42,11 +42,6 @@
 
 static const char *const policy_word[] = { "kill", "pause", "keep" };
 
-void pisb_os_set_verbose(int level)
-{
-	pisb_http_trace(level);
-}
-
 /* ---- status.json "extra" ---- */
 
 void os_extra_release(struct os_extra *x)

@@ -53,11 +53,6 @@ struct pisb_pull_opts;
 /* struct pisb_lc_opts: the options of the lifecycle verbs, driver.h. */
 #include "driver.h"
 
-/* -v: trace every HTTP exchange on stderr (request line, headers with the
- * API key and execd token shown as <redacted>, status).  Global, set once
- * by main(). */
-void pisb_os_set_verbose(int level);
-
 
 /* ---- lifecycle (pisb-create) ----
  *
@@ -237,14 +232,6 @@ bool pisb_os_gc_staged(int dirfd);
 
 /* ---- renewal (pisb-renew) ---- */
 
-struct pisb_os_renew_opts {
-	int parallel;            /* concurrent requests; 0 = 256 */
-	int timeout_ms;          /* per request; 0 = 30000 */
-	/* only these instances (each must exist: else exit 3), renewed now
-	 * whether due or not; the other rules hold */
-	char *const *names;
-	size_t nnames;
-};
 /* One pass over every opensandbox instance: renew those that are due
  * (interval min(timeoutSeconds/2, 1 h) since the last renewal; new expiry
  * = request time + timeoutSeconds, never earlier than the one in force),
@@ -258,7 +245,7 @@ struct pisb_os_renew_opts {
  * "skipped":[{"name","reason"}]}.  Failures are recorded in status.json
  * (inspect) and remote.log, and retried at the next pass.  Returns the
  * number of failures (>= 0), or -1 with e when the pass itself failed. */
-int pisb_os_renew_pass(struct pisb_state *st, const struct pisb_os_renew_opts *o,
+int pisb_os_renew_pass(struct pisb_state *st, const struct pisb_renew_opts *o,
 		       struct pisb_jw *w, struct pisb_err *e);
 
 #endif

@@ -67,7 +67,7 @@ struct pass {
 	int nfailed;
 	int64_t now;
 	bool force;                 /* named sandboxes: renewed now if allowed */
-	const struct pisb_os_renew_opts *o;
+	const struct pisb_renew_opts *o;
 };
 
 static void add_pair(struct pisb_buf *b, const char *k1, const char *name,
@@ -533,7 +533,7 @@ static void more_files(int need)
 	}
 }
 
-int pisb_os_renew_pass(struct pisb_state *st, const struct pisb_os_renew_opts *o,
+int pisb_os_renew_pass(struct pisb_state *st, const struct pisb_renew_opts *o,
 		       struct pisb_jw *w, struct pisb_err *e)
 {
 	struct pass p;

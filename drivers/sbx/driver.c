@@ -8,6 +8,7 @@
 #include "inspect.h"
 #include "json.h"
 #include "lifecycle.h"
+#include "docker_verbs.h"
 #include "sbx.h"
 #include "util.h"
 
@@ -151,7 +152,7 @@ static int verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, stru
 		pisb_buf_add(out, b.s ? b.s : "", b.len);
 		pisb_buf_addc(out, '\n');
 	} else {
-		pisb_sbx_verify_text(b.s, b.len, out);
+		pisb_docker_verify_text(b.s, b.len, out);
 	}
 	return code;
 }

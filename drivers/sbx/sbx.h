@@ -132,8 +132,4 @@ int pisb_sbx_docker(struct pisb_sandbox *sb, const char *verb, char *const *args
 		    struct pisb_jw *w, bool *json_out, int *code, struct pisb_strv *notes,
 		    struct pisb_err *e);
 
-/* The human form of verify's JSON: "[PASS] check\n    evidence" lines and
- * a summary line, into out. */
-void pisb_sbx_verify_text(const char *json, size_t n, struct pisb_buf *out);
-
 #endif

@@ -672,26 +672,3 @@ out:
 	sbx_inst_release(&t);
 	return ret;
 }
-
-void pisb_sbx_verify_text(const char *json, size_t len, struct pisb_buf *out)
-{
-	struct pisb_json j;
-	struct pisb_err ig = PISB_ERR_INIT;
-	int arr;
-	bool all = false;
-
-	if (pisb_json_parse(&j, json, len, &ig) < 0)
-		return;
-	arr = pisb_json_get(&j, 0, "checks");
-	for (int i = 0; arr >= 0 && i < j.tok[arr].size; i++) {
-		int o = pisb_json_at(&j, arr, i);
-		bool pass = false;
-		_cleanup_free_ char *n = pisb_json_str(&j, pisb_json_get(&j, o, "check"));
-		_cleanup_free_ char *ev = pisb_json_str(&j, pisb_json_get(&j, o, "evidence"));
-		pisb_json_bool(&j, pisb_json_get(&j, o, "pass"), &pass);
-		pisb_buf_addf(out, "[%s] %s\n    %s\n", pass ? "PASS" : "FAIL", n ? n : "?", ev ? ev : "");
-	}
-	pisb_json_bool(&j, pisb_json_get(&j, 0, "pass"), &all);
-	pisb_buf_addf(out, "%s\n", all ? "all checks passed" : "some checks FAILED");
-	pisb_json_release(&j);
-}
