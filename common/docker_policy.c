@@ -87,12 +87,14 @@ static const struct dopt build_opts[] = {
 	{ NULL, 0, false },
 };
 
-/* docker compose, before its subcommand */
+/* docker compose, before its subcommand (and docker-compose v1's
+ * --verbose, --no-ansi and --log-level) */
 static const struct dopt compose_opts[] = {
 	B("all-resources", 0), B("compatibility", 0), B("dry-run", 0), B("help", 0),
-	B("version", 'v'),
-	V("ansi", 0), V("env-file", 0), V("file", 'f'), V("parallel", 0), V("profile", 0),
-	V("progress", 0), V("project-directory", 0), V("project-name", 'p'), V("workdir", 0),
+	B("no-ansi", 0), B("verbose", 0), B("version", 'v'),
+	V("ansi", 0), V("env-file", 0), V("file", 'f'), V("log-level", 0), V("parallel", 0),
+	V("profile", 0), V("progress", 0), V("project-directory", 0), V("project-name", 'p'),
+	V("workdir", 0),
 	{ NULL, 0, false },
 };
 
@@ -1303,6 +1305,23 @@ void pisb_docker_run_ports(char *const *args, size_t n, struct pisb_docker_port 
 	pisb_docker_args_release(&da);
 }
 
+size_t pisb_docker_compose_sub(char *const *args, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n && args[i][0] == '-' && args[i][1]) {
+		const struct dopt *o;
+		if (!strcmp(args[i], "--"))
+			return i + 1;
+		if (args[i][1] == '-')
+			o = find_long(compose_opts, args[i] + 2, strcspn(args[i] + 2, "="));
+		else
+			o = args[i][2] ? NULL : find_short(compose_opts, args[i][1]);
+		i += o && o->val && !strchr(args[i], '=') ? 2 : 1;
+	}
+	return i < n ? i : n;
+}
+
 bool pisb_docker_env_refused(const char *name)
 {
 	return pisb_str_starts(name, "DOCKER_") || pisb_str_starts(name, "COMPOSE_");
@@ -1477,6 +1496,8 @@ static int compose_inspect(struct pisb_sandbox *sb, const struct pisb_docker_sco
 	}
 	for (size_t i = out->compose_at; i < out->argv.n; i++)
 		pisb_strv_push(&argv, out->argv.v[i]);
+	if (!given)
+		out->compose_at += 2 * files.n;
 	pisb_strv_release(&out->argv);
 	out->argv = argv;
 	argv = (struct pisb_strv)PISB_STRV_INIT;
