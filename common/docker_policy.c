@@ -1086,6 +1086,35 @@ static int cc_doc(struct cctx *x)
 
 	if (j->ntok < 1 || j->tok[0].type != JSMN_OBJECT)
 		return 0;   /* compose refuses it */
+	/* only the keys of the format whose services are under services:
+	 * (compose v1 reads a file with none of services, networks and
+	 * volumes, or a version that is a mapping, as its legacy format,
+	 * a service a top-level key) */
+	for (int i = 0, k = 1; i < j->tok[0].size; i++) {
+		static const char *const top[] = { "version", "name", "services", "volumes", "networks",
+						   "secrets", "configs", "include", NULL };
+		bool known = false;
+		tok_str(x, k, name, sizeof(name));
+		for (int m = 0; top[m]; m++)
+			known |= !strcmp(name, top[m]);
+		if (!known && !pisb_str_starts(name, "x-"))
+			return cc_refuse(x, name, "not a top-level key of a compose file with services: "
+					 "a service at the top level is compose v1's legacy format, which pisb does not inspect");
+		k = pisb_json_skip(j, k + 1);
+	}
+	if ((t = pisb_json_get(j, 0, "version")) >= 0 &&
+	    (j->tok[t].type == JSMN_OBJECT || j->tok[t].type == JSMN_ARRAY))
+		return cc_refuse(x, "version", "not a string (compose v1 would read the file as its legacy format)");
+	if (pisb_json_get(j, 0, "version") < 0 && j->tok[0].size > 0) {
+		static const char *const v2[] = { "services", "networks", "volumes", NULL };
+		bool any = false;
+		for (int m = 0; v2[m]; m++) {
+			int v = pisb_json_get(j, 0, v2[m]);
+			any |= v >= 0 && j->tok[v].type == JSMN_OBJECT && j->tok[v].size > 0;
+		}
+		if (!any)
+			return cc_refuse(x, "services", "missing or empty, and no version: compose v1 would read the file as its legacy format, which pisb does not inspect");
+	}
 	if (pisb_json_get(j, 0, "include") >= 0)
 		return cc_refuse(x, "include", "pisb does not inspect another file");
 	if ((t = pisb_json_get(j, 0, "services")) >= 0 && j->tok[t].type == JSMN_OBJECT)

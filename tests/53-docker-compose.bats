@@ -120,6 +120,16 @@ preview_port() {
 	# nothing of it was created
 	run -0 pisb docker cmp ps -- -a --format '{{.Names}}'
 	[[ $output != *evil* ]]
+	# compose v1 reads a file without services: as its legacy format (each
+	# top-level key a service): refused, not passed uninspected
+	pisb write cmp legacy/docker-compose.yml --mkdir --content 'evil:
+  image: busybox
+  privileged: true
+  volumes:
+    - /etc:/host/etc
+' >/dev/null
+	run -2 --separate-stderr pisb docker cmp compose -- -f legacy/docker-compose.yml run --rm evil true
+	[[ $stderr == *"'evil' is refused: not a top-level key of a compose file with services"* ]] || { echo "$stderr"; false; }
 	run -2 --separate-stderr pisb docker cmp compose -- -f /etc/compose.yaml up -d
 	[[ $stderr == *"'--file /etc/compose.yaml': path '/etc/compose.yaml' is outside the workspace"* ]]
 	run -2 --separate-stderr pisb docker cmp compose -- --project-directory / up -d
