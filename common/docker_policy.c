@@ -1334,21 +1334,40 @@ void pisb_docker_run_ports(char *const *args, size_t n, struct pisb_docker_port 
 	pisb_docker_args_release(&da);
 }
 
+/* How many words compose's global option A takes (after the policy): 2
+ * with its value in the next word, else 1. */
+static size_t compose_opt_words(const char *a)
+{
+	const struct dopt *o;
+
+	if (a[1] == '-')
+		o = find_long(compose_opts, a + 2, strcspn(a + 2, "="));
+	else
+		o = a[2] ? NULL : find_short(compose_opts, a[1]);
+	return o && o->val && !strchr(a, '=') ? 2 : 1;
+}
+
 size_t pisb_docker_compose_sub(char *const *args, size_t n)
 {
 	size_t i = 0;
 
 	while (i < n && args[i][0] == '-' && args[i][1]) {
-		const struct dopt *o;
 		if (!strcmp(args[i], "--"))
 			return i + 1;
-		if (args[i][1] == '-')
-			o = find_long(compose_opts, args[i] + 2, strcspn(args[i] + 2, "="));
-		else
-			o = args[i][2] ? NULL : find_short(compose_opts, args[i][1]);
-		i += o && o->val && !strchr(args[i], '=') ? 2 : 1;
+		i += compose_opt_words(args[i]);
 	}
 	return i < n ? i : n;
+}
+
+const char *pisb_docker_compose_file(char *const *args, size_t nopts)
+{
+	for (size_t i = 0; i < nopts && strcmp(args[i], "--"); i += compose_opt_words(args[i])) {
+		if ((!strcmp(args[i], "-f") || !strcmp(args[i], "--file")) && i + 1 < nopts)
+			return args[i + 1];
+		if (pisb_str_starts(args[i], "--file="))
+			return args[i] + 7;
+	}
+	return NULL;
 }
 
 bool pisb_docker_env_refused(const char *name)

@@ -64,6 +64,9 @@ preview_port() {
 	[[ $output == *Up* ]]
 	run -0 pisb docker cmp ps -- --format '{{.Image}} {{.Ports}}'
 	[[ $output == *"cmp-web:1 "*"18090->80/tcp"* ]]
+	# labelled through the file pisb adds (compose has no option for it)
+	run -0 pisb docker cmp ps -- --filter label=com.pi.sandbox=true --format '{{.Image}}'
+	[ "$output" = cmp-web:1 ]
 	hp=$(preview_port 18090)
 	[ -n "$hp" ]
 	run -0 pisb inspect cmp --json
@@ -97,6 +100,19 @@ preview_port() {
 	run -0 pisb docker cmp compose -- run --rm -T web sh -c 'echo one-off; cat /www/index.html'
 	[[ $output == *"one-off"*"served-by-compose"* ]]
 	run -3 pisb docker cmp compose -- run --rm -T web sh -c 'exit 3'
+	# a file of another version: the label file takes its version (v1
+	# refuses a mix), and a list of labels merges with it
+	pisb write cmp v2/compose.yml --mkdir --content "version: '2.4'
+services:
+  b:
+    image: busybox
+    command: [sleep, '1000']
+    labels: [mine=kept]
+" >/dev/null
+	run -0 pisb docker cmp compose -- -f v2/compose.yml -- up -d
+	run -0 pisb docker cmp ps -- --filter label=mine=kept --format '{{.Label "com.pi.sandbox"}}'
+	[ "$output" = true ]
+	run -0 pisb docker cmp compose -- -f v2/compose.yml down
 	run -0 pisb docker cmp compose -- run -d --name cmp-oneoff web sleep 1000
 	run -0 pisb docker cmp ps -- --filter label=com.pi.sandbox=true --format '{{.Names}}'
 	[[ $output == *cmp-oneoff* ]]

@@ -18,6 +18,7 @@
 #include "json.h"
 #include "proc.h"
 #include "sbexec.h"
+#include "sha256.h"
 #include "state.h"
 #include "util.h"
 
@@ -49,6 +50,18 @@
 	"elif command -v docker-compose >/dev/null 2>&1; then docker-compose -H unix://" PISB_DOCKER_SOCK " \"$@\"; " \
 	"else echo 'pisb: no compose in the sandbox: its image has neither the docker compose plugin nor docker-compose (make deps installs docker-compose)' >&2; return 127; fi; }; "
 #define COMPOSE_SH WAIT_SH COMPOSE_FN "compose \"$@\""
+/* The compose file that gives the project's containers the label
+ * com.pi.sandbox=true (compose has no option for it): every service
+ * `compose OPTS... config --services` lists, with the version of the first
+ * file F (v1 refuses files of different versions), written to O.
+ * `sh -c COMPOSE_LABEL_SH sh F O OPTS...`. */
+#define LABEL_DIR "/run/pisb-docker/compose"
+#define COMPOSE_LABEL_SH WAIT_SH COMPOSE_FN \
+	"f=$1; o=$2; shift 2; v=$(sed -n 's/^version:[[:space:]]*//p' \"$f\" | head -n 1); " \
+	"s=$(compose \"$@\" config --services) || exit; [ -n \"$s\" ] || exit 3; mkdir -p " LABEL_DIR " || exit; " \
+	"{ if [ -n \"$v\" ]; then echo \"version: $v\"; fi; echo services:; for n in $s; do " \
+	"case $n in *[!A-Za-z0-9._-]*) continue;; esac; " \
+	"printf '  \"%s\":\\n    labels:\\n      com.pi.sandbox: \"true\"\\n' \"$n\"; done; } > \"$o.$$\" && mv -f \"$o.$$\" \"$o\""
 /* The ports the containers of a compose project publish: `compose OPTS...
  * ps -a -q`, then each container's port bindings as `docker port` prints
  * them ("80/tcp -> 0.0.0.0:8080"; a stopped container's too). */
@@ -302,6 +315,49 @@ static size_t compose_ports(struct dk *d, char *const *opts, size_t nopts, int *
 	}
 	free(p);
 	return np;
+}
+
+/* Before compose up, create, run and scale: the label file for the project
+ * the global options OPTS (NOPTS words) name, its path pushed on AV as
+ * `-f PATH` (one path a project: a hash of OPTS); nothing where OPTS name
+ * no compose file (the policy names the defaults it found) or compose
+ * cannot list the services (it will say why itself). */
+static void compose_label(struct dk *d, char *const *opts, size_t nopts, struct pisb_strv *av,
+			  struct pisb_strv *notes)
+{
+	const char *first = pisb_docker_compose_file(opts, nopts);
+	_cleanup_strv_ struct pisb_strv la = PISB_STRV_INIT;
+	_cleanup_buf_ struct pisb_buf key = PISB_BUF_INIT, out = PISB_BUF_INIT;
+	struct pisb_err e = PISB_ERR_INIT;
+	char hex[65];
+	int code = 0;
+
+	if (!first)
+		return;
+	for (size_t i = 0; i < nopts; i++) {
+		pisb_buf_adds(&key, opts[i]);
+		pisb_buf_addc(&key, '\0');
+	}
+	{
+		struct pisb_sha256 h;
+		unsigned char dg[32];
+		pisb_sha256_init(&h);
+		pisb_sha256_update(&h, key.s, key.len);
+		pisb_sha256_final(&h, dg);
+		pisb_sha256_hex(dg, hex);
+	}
+	pisb_strv_push(&la, first);
+	pisb_strv_pushf(&la, LABEL_DIR "/labels-%.16s.yaml", hex);
+	for (size_t i = 0; i < nopts; i++)
+		pisb_strv_push(&la, opts[i]);
+	if (capture(d, COMPOSE_LABEL_SH, la.v, la.n, &out, &code, &e) < 0 || code != 0) {
+		if (code != 3)
+			pisb_strv_pushf(notes, "warning: the project's containers do not get the label com.pi.sandbox=true: %s",
+					code ? "compose could not list its services" : e.msg);
+		return;
+	}
+	pisb_strv_push(av, "-f");
+	pisb_strv_push(av, la.v[1]);
 }
 
 /* After compose up: a preview for each port the project publishes that
@@ -686,10 +742,17 @@ static int stream(struct dk *d, const char *verb, char *const *args, size_t n, i
 	pisb_strv_push(&av, "-c");
 	pisb_strv_push(&av, compose ? COMPOSE_SH : DOCKER_SH);
 	pisb_strv_push(&av, "sh");
-	if (compose)
-		for (size_t i = 0; i < n; i++)
+	if (compose) {
+		/* the label file's -f goes with the global options (before a
+		 * "--" that ends them) */
+		size_t g = nopts && !strcmp(args[nopts - 1], "--") ? nopts - 1 : nopts;
+		for (size_t i = 0; i < g; i++)
 			pisb_strv_push(&av, args[i]);
-	else
+		if (!strcmp(sub, "up") || !strcmp(sub, "create") || !strcmp(sub, "run") || !strcmp(sub, "scale"))
+			compose_label(d, args, g, &av, notes);
+		for (size_t i = g; i < n; i++)
+			pisb_strv_push(&av, args[i]);
+	} else
 		pisb_docker_verb_argv(&av, verb, args, n);
 	memset(&r, 0, sizeof(r));
 	r.name = d->sb->name;
