@@ -63,8 +63,8 @@
 	"case $n in *[!A-Za-z0-9._-]*) continue;; esac; " \
 	"printf '  \"%s\":\\n    labels:\\n      com.pi.sandbox: \"true\"\\n' \"$n\"; done; } > \"$o.$$\" && mv -f \"$o.$$\" \"$o\""
 /* The ports the containers of a compose project publish: `compose OPTS...
- * ps -a -q`, then each container's port bindings as `docker port` prints
- * them ("80/tcp -> 0.0.0.0:8080"; a stopped container's too). */
+ * ps -a -q`, then each container's port bindings (a stopped one's too),
+ * in the lines `docker port` prints ("80/tcp -> 0.0.0.0:8080"). */
 #define COMPOSE_PORTS_SH WAIT_SH COMPOSE_FN \
 	"ids=$(compose \"$@\" ps -a -q) || exit; for i in $ids; do docker -H unix://" PISB_DOCKER_SOCK " inspect " \
 	"--format '{{range $p, $b := .HostConfig.PortBindings}}{{range $b}}{{$p}} -> {{.HostIp}}:{{.HostPort}}{{println}}{{end}}{{end}}' \"$i\"; done"
@@ -380,6 +380,27 @@ static void compose_publish(struct dk *d, char *const *opts, size_t nopts, struc
 			preview_add(d, ports[i], notes);
 	}
 	free(have);
+}
+
+/* Before compose down: the ports of the project that have a preview docker
+ * made, for it to remove once the project is down. */
+static size_t compose_gone(struct dk *d, char *const *opts, size_t nopts, int *gone, size_t max)
+{
+	struct pisb_docker_pub *have = NULL;
+	struct pisb_err ig = PISB_ERR_INIT;
+	int ports[64];
+	size_t nh = 0, ng = 0, k = compose_ports(d, opts, nopts, ports, 64, NULL);
+
+	if (previews(d, true, &have, &nh, &ig) < 0)
+		return 0;
+	for (size_t i = 0; i < k; i++)
+		for (size_t j = 0; j < nh; j++)
+			if (have[j].cport == ports[i] && ng < max) {
+				gone[ng++] = ports[i];
+				break;
+			}
+	free(have);
+	return ng;
 }
 
 /* ---- status / verify / resources ---- */
@@ -725,19 +746,8 @@ static int stream(struct dk *d, const char *verb, char *const *args, size_t n, i
 	if (!strcmp(verb, "rm"))
 		ng = rm_ports(d, args, n, gone, 64);
 	/* compose down: the project's ports, read before it removes them */
-	if (!strcmp(sub, "down")) {
-		struct pisb_docker_pub *have = NULL;
-		struct pisb_err ig = PISB_ERR_INIT;
-		size_t nh = 0, k = compose_ports(d, args, nopts, ports, 64, NULL);
-		if (previews(d, true, &have, &nh, &ig) == 0)
-			for (size_t i = 0; i < k; i++)
-				for (size_t j = 0; j < nh; j++)
-					if (have[j].cport == ports[i] && ng < 64) {
-						gone[ng++] = ports[i];
-						break;
-					}
-		free(have);
-	}
+	if (!strcmp(sub, "down"))
+		ng = compose_gone(d, args, nopts, gone, 64);
 	pisb_strv_push(&av, "/bin/sh");
 	pisb_strv_push(&av, "-c");
 	pisb_strv_push(&av, compose ? COMPOSE_SH : DOCKER_SH);
