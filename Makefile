@@ -123,13 +123,15 @@ $(BIN)/pisb-agent: $(AGENT_SRC) agent/agent_fs.h $(LIB_HDR)
 # it prints the one command to run and fails.  When everything is there it
 # only asks dpkg once and node once (it runs on every make check).
 # libc6-dev: gcc --no-install-recommends leaves the C headers out.  docker.io:
-# tests/52 runs its dockerd inside a local sandbox (docker: true).  mount: the
-# tests mount inside sandboxes.  ripgrep, fd-find: tests/33 holds grep and find
-# against them.
+# tests/52 runs its dockerd inside a local sandbox (docker: true).
+# docker-compose: pisb docker NAME compose on such a sandbox, tests/53
+# (Debian 12 has no docker-compose-plugin; its docker-compose is compose v1,
+# 1.29).  mount: the tests mount inside sandboxes.  ripgrep, fd-find:
+# tests/33 holds grep and find against them.
 DEB_BUILD := gcc libc6-dev make pkg-config libcurl4-openssl-dev libyaml-dev libarchive-dev libjsmn-dev libpcre2-dev
 DEB_TEST  := bats jq groff-base man-db python3 curl ca-certificates iproute2 util-linux mount procps psmisc passwd \
 	     git xz-utils zstd bzip2 busybox-static bsdextrautils tmux hyperfine zsh fish bubblewrap ripgrep fd-find \
-	     qemu-system-x86 e2fsprogs docker.io
+	     qemu-system-x86 e2fsprogs docker.io docker-compose
 # The peers make bench compares against (bench/*.sh reports any that cannot
 # run here, and why).  runc: crun refuses hybrid cgroup hosts, podman uses runc;
 # socat: srt needs it.

@@ -87,12 +87,14 @@ static const struct dopt build_opts[] = {
 	{ NULL, 0, false },
 };
 
-/* docker compose, before its subcommand */
+/* docker compose, before its subcommand (and docker-compose v1's
+ * --verbose, --no-ansi and --log-level) */
 static const struct dopt compose_opts[] = {
 	B("all-resources", 0), B("compatibility", 0), B("dry-run", 0), B("help", 0),
-	B("version", 'v'),
-	V("ansi", 0), V("env-file", 0), V("file", 'f'), V("parallel", 0), V("profile", 0),
-	V("progress", 0), V("project-directory", 0), V("project-name", 'p'), V("workdir", 0),
+	B("no-ansi", 0), B("verbose", 0), B("version", 'v'),
+	V("ansi", 0), V("env-file", 0), V("file", 'f'), V("log-level", 0), V("parallel", 0),
+	V("profile", 0), V("progress", 0), V("project-directory", 0), V("project-name", 'p'),
+	V("workdir", 0),
 	{ NULL, 0, false },
 };
 
@@ -1084,6 +1086,35 @@ static int cc_doc(struct cctx *x)
 
 	if (j->ntok < 1 || j->tok[0].type != JSMN_OBJECT)
 		return 0;   /* compose refuses it */
+	/* only the keys of the format whose services are under services:
+	 * (compose v1 reads a file with none of services, networks and
+	 * volumes, or a version that is a mapping, as its legacy format,
+	 * a service a top-level key) */
+	for (int i = 0, k = 1; i < j->tok[0].size; i++) {
+		static const char *const top[] = { "version", "name", "services", "volumes", "networks",
+						   "secrets", "configs", "include", NULL };
+		bool known = false;
+		tok_str(x, k, name, sizeof(name));
+		for (int m = 0; top[m]; m++)
+			known |= !strcmp(name, top[m]);
+		if (!known && !pisb_str_starts(name, "x-"))
+			return cc_refuse(x, name, "not a top-level key of a compose file with services: "
+					 "a service at the top level is compose v1's legacy format, which pisb does not inspect");
+		k = pisb_json_skip(j, k + 1);
+	}
+	if ((t = pisb_json_get(j, 0, "version")) >= 0 &&
+	    (j->tok[t].type == JSMN_OBJECT || j->tok[t].type == JSMN_ARRAY))
+		return cc_refuse(x, "version", "not a string (compose v1 would read the file as its legacy format)");
+	if (pisb_json_get(j, 0, "version") < 0 && j->tok[0].size > 0) {
+		static const char *const v2[] = { "services", "networks", "volumes", NULL };
+		bool any = false;
+		for (int m = 0; v2[m]; m++) {
+			int v = pisb_json_get(j, 0, v2[m]);
+			any |= v >= 0 && j->tok[v].type == JSMN_OBJECT && j->tok[v].size > 0;
+		}
+		if (!any)
+			return cc_refuse(x, "services", "missing or empty, and no version: compose v1 would read the file as its legacy format, which pisb does not inspect");
+	}
 	if (pisb_json_get(j, 0, "include") >= 0)
 		return cc_refuse(x, "include", "pisb does not inspect another file");
 	if ((t = pisb_json_get(j, 0, "services")) >= 0 && j->tok[t].type == JSMN_OBJECT)
@@ -1303,6 +1334,42 @@ void pisb_docker_run_ports(char *const *args, size_t n, struct pisb_docker_port 
 	pisb_docker_args_release(&da);
 }
 
+/* How many words compose's global option A takes (after the policy): 2
+ * with its value in the next word, else 1. */
+static size_t compose_opt_words(const char *a)
+{
+	const struct dopt *o;
+
+	if (a[1] == '-')
+		o = find_long(compose_opts, a + 2, strcspn(a + 2, "="));
+	else
+		o = a[2] ? NULL : find_short(compose_opts, a[1]);
+	return o && o->val && !strchr(a, '=') ? 2 : 1;
+}
+
+size_t pisb_docker_compose_sub(char *const *args, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n && args[i][0] == '-' && args[i][1]) {
+		if (!strcmp(args[i], "--"))
+			return i + 1;
+		i += compose_opt_words(args[i]);
+	}
+	return i < n ? i : n;
+}
+
+const char *pisb_docker_compose_file(char *const *args, size_t nopts)
+{
+	for (size_t i = 0; i < nopts && strcmp(args[i], "--"); i += compose_opt_words(args[i])) {
+		if ((!strcmp(args[i], "-f") || !strcmp(args[i], "--file")) && i + 1 < nopts)
+			return args[i + 1];
+		if (pisb_str_starts(args[i], "--file="))
+			return args[i] + 7;
+	}
+	return NULL;
+}
+
 bool pisb_docker_env_refused(const char *name)
 {
 	return pisb_str_starts(name, "DOCKER_") || pisb_str_starts(name, "COMPOSE_");
@@ -1477,6 +1544,8 @@ static int compose_inspect(struct pisb_sandbox *sb, const struct pisb_docker_sco
 	}
 	for (size_t i = out->compose_at; i < out->argv.n; i++)
 		pisb_strv_push(&argv, out->argv.v[i]);
+	if (!given)
+		out->compose_at += 2 * files.n;
 	pisb_strv_release(&out->argv);
 	out->argv = argv;
 	argv = (struct pisb_strv)PISB_STRV_INIT;

@@ -114,6 +114,16 @@ int pisb_docker_port_parse(const char *spec, struct pisb_docker_port **ports, si
 void pisb_docker_run_ports(char *const *args, size_t n, struct pisb_docker_port **ports,
 			   size_t *np);
 
+/* The index in ARGS (N words of a compose command that went through the
+ * policy: one option a word, a value in the next word or after '=') of
+ * compose's subcommand, past its global options; N when there is none. */
+size_t pisb_docker_compose_sub(char *const *args, size_t n);
+
+/* The first compose file that compose's global options (the NOPTS words
+ * before its subcommand, as pisb_docker_compose_sub counts them) name with
+ * -f or --file, NULL when they name none.  It points into ARGS. */
+const char *pisb_docker_compose_file(char *const *args, size_t nopts);
+
 /* Whether an environment variable name is docker's or compose's own
  * (DOCKER_*, COMPOSE_*): refused in config env and pisb exec --env, since
  * it would point a docker client at another daemon. */

@@ -270,6 +270,16 @@ last_docker() { jq -c '.argv[2:]' "$SBXS/docker.log" | tail -1; }
 	printf 'services:\n  web: {image: alpine}\nsecrets:\n  s: {file: /etc/shadow}\n' > "$ws/compose.yaml"
 	run -2 --separate-stderr pisb docker box compose -- up
 	[[ $stderr == *"'secrets.s.file': file '/etc/shadow' is outside the workspace"* ]]
+	# compose v1's legacy format (services at the top level) is not inspected
+	printf 'web:\n  image: alpine\n  privileged: true\n' > "$ws/compose.yaml"
+	run -2 --separate-stderr pisb docker box compose -- up
+	[[ $stderr == *"'web' is refused: not a top-level key of a compose file with services"* ]]
+	printf 'version: {image: alpine, privileged: true}\n' > "$ws/compose.yaml"
+	run -2 --separate-stderr pisb docker box compose -- up
+	[[ $stderr == *"'version' is refused: not a string"* ]]
+	printf 'services: {}\nsecrets: {image: alpine, privileged: true}\n' > "$ws/compose.yaml"
+	run -2 --separate-stderr pisb docker box compose -- up
+	[[ $stderr == *"'services' is refused: missing or empty, and no version"* ]]
 	# anchors are refused (pisb reads each key once), YAML errors name the line
 	printf 'x: &a {privileged: true}\nservices:\n  web: *a\n' > "$ws/compose.yaml"
 	run -2 --separate-stderr pisb docker box compose -- up

@@ -8,6 +8,7 @@
 # own (local) gets no docker tools.
 load helpers
 load pi/helpers
+load docker_local
 
 setup_file() {
 	require_cmd python3
@@ -117,6 +118,10 @@ setup_file() {
 	 t("docker_init"; {context:"nosuchdir"}),
 	 {text:"done"}]')
 	run_pi_json "$script" "$OUT" || true
+}
+
+teardown() {
+	if [ -n "${LOCAL_SB:-}" ]; then pisb destroy "$LOCAL_SB" --confirm "$LOCAL_SB" >/dev/null 2>&1 || true; fi
 }
 
 teardown_file() {
@@ -349,4 +354,54 @@ refused() {
 	refused 53 "lang must be one of node, pnpm, python, go, rust, generic"
 	refused 54 "context 'nosuchdir' is not a directory in the workspace"
 	[ ! -e "$PROJ/rs" ]
+}
+
+@test "through Pi on a local sandbox with docker: true: docker_compose up builds and publishes a preview, docker_curl reaches it, down unpublishes it" {
+	why=$(docker_lacks)
+	[ -z "$why" ] || skip "machine lacks: $why"
+	docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null ||
+		skip "machine lacks: docker-compose (make deps installs it)"
+	pi_env "$BATS_TEST_TMPDIR"
+	printf 'version: 1\ndocker: true\n' > "$PROJ/.pi/sandbox.yaml"
+	export PISB_SANDBOX PISB_LIFECYCLE=keep
+	PISB_SANDBOX=$(pi_name dkc)
+	LOCAL_SB=$PISB_SANDBOX
+	# the daemon of the sandbox the session adopts, with a busybox image
+	# (no registry is reachable)
+	make_image "$BATS_TEST_TMPDIR/bb"
+	run -0 pisb create "$PISB_SANDBOX" -f "$PROJ/.pi/sandbox.yaml"
+	wait_daemon "$PISB_SANDBOX"
+	run -0 pisb docker "$PISB_SANDBOX" load < "$BATS_TEST_TMPDIR/bb/busybox.tar"
+	out=$BATS_TEST_TMPDIR/local.jsonl
+	script=$(jq -nc '
+	 def t($n; $a): {tools:[{name:$n,args:$a}]};
+	 [
+	 t("write"; {path:"app/Dockerfile",content:"FROM busybox\nRUN mkdir /www && echo served-via-pi > /www/index.html\nCMD [\"/bin/httpd\",\"-f\",\"-p\",\"80\",\"-h\",\"/www\"]\n"}),
+	 t("write"; {path:"compose.yaml",content:"services:\n  web:\n    build: ./app\n    ports:\n      - \"18095:80\"\n"}),
+	 t("docker_compose"; {}),
+	 t("docker_compose"; {action:"ps"}),
+	 t("docker_curl"; {url:"http://127.0.0.1:18095/index.html"}),
+	 t("docker_compose"; {action:"down"}),
+	 t("docker_curl"; {url:"http://127.0.0.1:18095/index.html"}),
+	 {text:"done"}]')
+	run_pi_json "$script" "$out" || true
+	cat "$out.stderr"
+	tool_result "$out" 2
+	[ "$tool_name" = docker_compose ]
+	[ "$tool_err" = false ]
+	[[ $tool_text == *"published 18095 on http://127.0.0.1:"* ]]
+	tool_result "$out" 3
+	[ "$tool_err" = false ]
+	[[ $tool_text == *web* ]]
+	tool_result "$out" 4
+	[ "$tool_err" = false ]
+	[ "$tool_text" = served-via-pi ]
+	tool_result "$out" 5
+	[ "$tool_err" = false ]
+	[[ $tool_text == *"unpublished 18095"* ]]
+	tool_result "$out" 6
+	[ "$tool_err" = true ]
+	[[ $tool_text == *"18095 is not a port sandbox '$PISB_SANDBOX' published"* ]]
+	run -0 pisb docker "$PISB_SANDBOX" ps -- -a --format '{{.Names}}'
+	[ -z "$output" ]
 }

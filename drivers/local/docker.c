@@ -18,6 +18,7 @@
 #include "json.h"
 #include "proc.h"
 #include "sbexec.h"
+#include "sha256.h"
 #include "state.h"
 #include "util.h"
 
@@ -40,6 +41,33 @@
  * `sh -c DOCKER_SH sh VERB ARGS...`. */
 #define WAIT_SH "i=0; while [ ! -S " PISB_DOCKER_SOCK " ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
 #define DOCKER_SH WAIT_SH "exec docker -H unix://" PISB_DOCKER_SOCK " \"$@\""
+
+/* compose inside: the docker CLI's compose plugin where the image has one,
+ * else docker-compose (v1, Debian 12's package), both pinned to the
+ * sandbox's socket; `compose ARGS...` is a shell function of the script. */
+#define COMPOSE_FN \
+	"compose() { if docker compose version >/dev/null 2>&1; then docker -H unix://" PISB_DOCKER_SOCK " compose \"$@\"; " \
+	"elif command -v docker-compose >/dev/null 2>&1; then docker-compose -H unix://" PISB_DOCKER_SOCK " \"$@\"; " \
+	"else echo 'pisb: no compose in the sandbox: its image has neither the docker compose plugin nor docker-compose (make deps installs docker-compose)' >&2; return 127; fi; }; "
+#define COMPOSE_SH WAIT_SH COMPOSE_FN "compose \"$@\""
+/* The compose file that gives the project's containers the label
+ * com.pi.sandbox=true (compose has no option for it): every service
+ * `compose OPTS... config --services` lists, with the version of the first
+ * file F (v1 refuses files of different versions), written to O.
+ * `sh -c COMPOSE_LABEL_SH sh F O OPTS...`. */
+#define LABEL_DIR "/run/pisb-docker/compose"
+#define COMPOSE_LABEL_SH WAIT_SH COMPOSE_FN \
+	"f=$1; o=$2; shift 2; v=$(sed -n 's/^version:[[:space:]]*//p' \"$f\" | head -n 1); " \
+	"s=$(compose \"$@\" config --services) || exit; [ -n \"$s\" ] || exit 3; mkdir -p " LABEL_DIR " || exit; " \
+	"{ if [ -n \"$v\" ]; then echo \"version: $v\"; fi; echo services:; for n in $s; do " \
+	"case $n in *[!A-Za-z0-9._-]*) continue;; esac; " \
+	"printf '  \"%s\":\\n    labels:\\n      com.pi.sandbox: \"true\"\\n' \"$n\"; done; } > \"$o.$$\" && mv -f \"$o.$$\" \"$o\""
+/* The ports the containers of a compose project publish: `compose OPTS...
+ * ps -a -q`, then each container's port bindings (a stopped one's too),
+ * in the lines `docker port` prints ("80/tcp -> 0.0.0.0:8080"). */
+#define COMPOSE_PORTS_SH WAIT_SH COMPOSE_FN \
+	"ids=$(compose \"$@\" ps -a -q) || exit; for i in $ids; do docker -H unix://" PISB_DOCKER_SOCK " inspect " \
+	"--format '{{range $p, $b := .HostConfig.PortBindings}}{{range $b}}{{$p}} -> {{.HostIp}}:{{.HostPort}}{{println}}{{end}}{{end}}' \"$i\"; done"
 
 struct dk {
 	struct pisb_sandbox *sb;
@@ -255,6 +283,124 @@ static size_t rm_ports(struct dk *d, char *const *args, size_t n, int *ports, si
 		free(p);
 	}
 	return np;
+}
+
+/* The host ports (inside) the containers of the compose project that
+ * compose's global options OPTS (NOPTS words) name publish, tcp ones
+ * with a host port (others get a warning in NOTES, when given). */
+static size_t compose_ports(struct dk *d, char *const *opts, size_t nopts, int *ports, size_t max,
+			    struct pisb_strv *notes)
+{
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+	struct pisb_err ig = PISB_ERR_INIT;
+	struct pisb_docker_pub *p = NULL;
+	size_t k = 0, np = 0;
+	int code = 0;
+
+	if (capture(d, COMPOSE_PORTS_SH, opts, nopts, &out, &code, &ig) < 0 || code != 0)
+		return 0;
+	pisb_docker_port_lines(out.s, &p, &k);
+	for (size_t j = 0; j < k; j++) {
+		bool dup = false;
+		if (strcmp(p[j].proto, "tcp")) {
+			if (notes)
+				pisb_strv_pushf(notes, "warning: port %d/%s: previews are HTTP, so %s ports get none",
+						p[j].cport, p[j].proto, p[j].proto);
+			continue;
+		}
+		for (size_t m = 0; m < np; m++)
+			dup |= ports[m] == p[j].host;
+		if (!dup && np < max)
+			ports[np++] = p[j].host;
+	}
+	free(p);
+	return np;
+}
+
+/* Before compose up, create, run and scale: the label file for the project
+ * the global options OPTS (NOPTS words) name, its path pushed on AV as
+ * `-f PATH` (one path a project: a hash of OPTS); nothing where OPTS name
+ * no compose file (the policy names the defaults it found) or compose
+ * cannot list the services (it will say why itself). */
+static void compose_label(struct dk *d, char *const *opts, size_t nopts, struct pisb_strv *av,
+			  struct pisb_strv *notes)
+{
+	const char *first = pisb_docker_compose_file(opts, nopts);
+	_cleanup_strv_ struct pisb_strv la = PISB_STRV_INIT;
+	_cleanup_buf_ struct pisb_buf key = PISB_BUF_INIT, out = PISB_BUF_INIT;
+	struct pisb_err e = PISB_ERR_INIT;
+	char hex[65];
+	int code = 0;
+
+	if (!first)
+		return;
+	for (size_t i = 0; i < nopts; i++) {
+		pisb_buf_adds(&key, opts[i]);
+		pisb_buf_addc(&key, '\0');
+	}
+	{
+		struct pisb_sha256 h;
+		unsigned char dg[32];
+		pisb_sha256_init(&h);
+		pisb_sha256_update(&h, key.s, key.len);
+		pisb_sha256_final(&h, dg);
+		pisb_sha256_hex(dg, hex);
+	}
+	pisb_strv_push(&la, first);
+	pisb_strv_pushf(&la, LABEL_DIR "/labels-%.16s.yaml", hex);
+	for (size_t i = 0; i < nopts; i++)
+		pisb_strv_push(&la, opts[i]);
+	if (capture(d, COMPOSE_LABEL_SH, la.v, la.n, &out, &code, &e) < 0 || code != 0) {
+		if (code != 3)
+			pisb_strv_pushf(notes, "warning: the project's containers do not get the label com.pi.sandbox=true: %s",
+					code ? "compose could not list its services" : e.msg);
+		return;
+	}
+	pisb_strv_push(av, "-f");
+	pisb_strv_push(av, la.v[1]);
+}
+
+/* After compose up: a preview for each port the project publishes that
+ * has none yet. */
+static void compose_publish(struct dk *d, char *const *opts, size_t nopts, struct pisb_strv *notes)
+{
+	struct pisb_docker_pub *have = NULL;
+	struct pisb_err ig = PISB_ERR_INIT;
+	size_t nh = 0, np;
+	int ports[64];
+
+	np = compose_ports(d, opts, nopts, ports, 64, notes);
+	if (previews(d, true, &have, &nh, &ig) < 0)
+		nh = 0;
+	for (size_t i = 0; i < np; i++) {
+		bool dup = false;
+		for (size_t k = 0; k < nh; k++)
+			dup |= have[k].cport == ports[i];
+		if (!dup)
+			preview_add(d, ports[i], notes);
+	}
+	free(have);
+}
+
+/* Before compose down: the ports of the project that have a preview docker
+ * made, for it to remove once the project is down. */
+static size_t compose_gone(struct dk *d, char *const *opts, size_t nopts, int *gone, size_t max)
+{
+	struct pisb_docker_pub *have = NULL;
+	struct pisb_err ig = PISB_ERR_INIT;
+	int ports[64];
+	size_t nh = 0, ng = 0, k = compose_ports(d, opts, nopts, ports, 64, NULL);
+
+	if (previews(d, true, &have, &nh, &ig) < 0)
+		return 0;
+	for (size_t i = 0; i < k; i++)
+		for (size_t j = 0; j < nh; j++)
+			if (have[j].cport == ports[i] && ng < max) {
+				gone[ng++] = ports[i];
+				break;
+			}
+	free(have);
+	return ng;
 }
 
 /* ---- status / verify / resources ---- */
@@ -593,17 +739,31 @@ static int stream(struct dk *d, const char *verb, char *const *args, size_t n, i
 	int ports[64], gone[64];
 	size_t np = 0, ng = 0;
 
-	if (!strcmp(verb, "compose"))
-		return pisb_err_set(e, PISB_EXIT_FAIL,
-				    "sandbox '%s': docker compose is not available (the host image's docker.io has no compose plugin)",
-				    d->sb->name);
+	bool compose = !strcmp(verb, "compose");
+	size_t nopts = compose ? pisb_docker_compose_sub(args, n) : 0;
+	const char *sub = compose && nopts < n ? args[nopts] : "";
+
 	if (!strcmp(verb, "rm"))
 		ng = rm_ports(d, args, n, gone, 64);
+	/* compose down: the project's ports, read before it removes them */
+	if (!strcmp(sub, "down"))
+		ng = compose_gone(d, args, nopts, gone, 64);
 	pisb_strv_push(&av, "/bin/sh");
 	pisb_strv_push(&av, "-c");
-	pisb_strv_push(&av, DOCKER_SH);
+	pisb_strv_push(&av, compose ? COMPOSE_SH : DOCKER_SH);
 	pisb_strv_push(&av, "sh");
-	pisb_docker_verb_argv(&av, verb, args, n);
+	if (compose) {
+		/* the label file's -f goes with the global options (before a
+		 * "--" that ends them) */
+		size_t g = nopts && !strcmp(args[nopts - 1], "--") ? nopts - 1 : nopts;
+		for (size_t i = 0; i < g; i++)
+			pisb_strv_push(&av, args[i]);
+		if (!strcmp(sub, "up") || !strcmp(sub, "create") || !strcmp(sub, "run") || !strcmp(sub, "scale"))
+			compose_label(d, args, g, &av, notes);
+		for (size_t i = g; i < n; i++)
+			pisb_strv_push(&av, args[i]);
+	} else
+		pisb_docker_verb_argv(&av, verb, args, n);
 	memset(&r, 0, sizeof(r));
 	r.name = d->sb->name;
 	r.argv = av.v;
@@ -616,6 +776,8 @@ static int stream(struct dk *d, const char *verb, char *const *args, size_t n, i
 		for (size_t i = 0; i < np; i++)
 			preview_add(d, ports[i], notes);
 	}
+	if (*code == 0 && !strcmp(sub, "up"))
+		compose_publish(d, args, nopts, notes);
 	if (*code == 0)
 		for (size_t i = 0; i < ng; i++)
 			preview_remove(d, gone[i], notes);

@@ -219,20 +219,6 @@ static void unpublish(struct sbx_inst *t, const struct pisb_strv *specs, struct 
 	}
 }
 
-/* compose: the global options before the subcommand, and the subcommand. */
-static size_t compose_sub(char *const *args, size_t n)
-{
-	size_t i = 0;
-
-	while (i < n && args[i][0] == '-') {
-		if (strchr(args[i], '=') || !strcmp(args[i], "--compatibility") || !strcmp(args[i], "--dry-run"))
-			i++;
-		else
-			i += 2;   /* -f FILE, -p NAME, --project-directory DIR, --profile P ... */
-	}
-	return i;
-}
-
 /* The ports a compose project publishes (`docker compose OPTS ps --format
  * json`: JSON lines, or one array from older compose; Publishers
  * [{PublishedPort, TargetPort, Protocol}]) as HOST:CONTAINER/PROTO specs. */
@@ -592,7 +578,7 @@ static int stream(struct sbx_inst *t, const char *verb, char *const *args, size_
 	struct sbx_run o = { .in_fd = 0, .out_fd = 1, .tee_err = true, .err = &err, .forward = true };
 	_cleanup_strv_ struct pisb_strv specs = PISB_STRV_INIT;
 
-	size_t copts = !strcmp(verb, "compose") ? compose_sub(args, n) : 0;
+	size_t copts = !strcmp(verb, "compose") ? pisb_docker_compose_sub(args, n) : 0;
 	const char *csub = !strcmp(verb, "compose") && copts < n ? args[copts] : "";
 
 	/* sbx leaves stale mappings behind a removed container */
