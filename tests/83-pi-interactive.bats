@@ -20,7 +20,8 @@ setup() {
 	export PISB_TEST_HOST_SECRET=hunter2-from-host-env
 	TMUX_S="pisb-pi-$$-$BATS_TEST_NUMBER"
 	export TMUX_TMPDIR="$BATS_TEST_TMPDIR"
-	printf '%s\n' '[{"text":"done"}]' > "$BATS_TEST_TMPDIR/script.json"
+	# the first prompt makes the model call bash once (the project note's test)
+	printf '%s\n' '[{"tools":[{"name":"bash","args":{"command":"echo model-ran-$((6*7)) | tee model.txt"}}]},{"text":"done"}]' > "$BATS_TEST_TMPDIR/script.json"
 	local pi_cmd
 	pi_cmd="cd '$PROJ' && PI_SCRIPT='$BATS_TEST_TMPDIR/script.json' node '$PI_DIR/node_modules/@mariozechner/pi-coding-agent/dist/cli.js'"
 	pi_cmd+=" --no-session --offline --provider scripted --model m1 -e '$PI_DIR/scripted-provider.ts' -e '$PI_EXT'"
@@ -94,4 +95,25 @@ type_line() {
 	screen_wait "1 file(s) changed in sandbox '$SB' against $PROJ" 30
 	screen_wait "+from-the-user" 5
 	[ ! -e "$PROJ/tui.txt" ]
+}
+
+@test "the first tool result shows the extension's project note in the terminal" {
+	# the note is on the model's first tool result, not on the user's ! command
+	type_line '!echo user-cmd'
+	screen_wait "user-cmd" 30
+	run screen
+	[[ $output != *"[pisb] "* ]]
+	type_line 'run the command'
+	screen_wait "model-ran-42" 60
+	screen_wait "[pisb] the project" 30
+	# Pi wraps the line at the terminal's width: its words, joined again
+	local text
+	text=$(screen | sed -n '/\[pisb\] the project/,$p' | tr -s ' \n' '  ')
+	echo "note: $text"
+	[[ $text == *"[pisb] the project $PROJ is a copy in /workspace (sandbox '$SB'): changes stay in the sandbox until the user reviews them with /sandbox diff"* ]]
+	[ "$(screen | grep -c '\[pisb\] the project')" -eq 1 ]
+	# the model's command ran in the sandbox's copy, not in the host project
+	run -0 pisb exec "$SB" -- cat /workspace/model.txt
+	[ "$output" = model-ran-42 ]
+	[ ! -e "$PROJ/model.txt" ]
 }

@@ -4,7 +4,8 @@
 # --project), the first tool result says where it is and how changes come
 # back, the agent's edit shows in /sandbox diff, /sandbox apply writes it into
 # the host checkout after confirmation, a conflict writes nothing, the
-# project's .env never reaches the agent, the model cannot apply.
+# project's .env never reaches the agent, the model cannot apply; project.mode
+# none, bind (edits on the host at once) and bind-ro (nothing can change).
 load helpers
 load pi/helpers
 
@@ -206,4 +207,34 @@ script() {
 	# nothing asked, nothing warned at quit
 	jq -se '[.[] | select(.type=="confirm")] | length == 0' <<<"$out"
 	jq -se '[.[] | select(.type=="notify" and .level == "warning")] | length == 0' <<<"$out"
+}
+
+@test "project.mode bind-ro: the note says read-only; the agent reads the project, its edit, write and bash writes fail, the host project is unchanged" {
+	printf 'version: 1\ndriver: local\nproject: {mode: bind-ro}\n' > "$PROJ/.pi/sandbox.yaml"
+	script '[
+	 {"tools":[{"name":"read","args":{"path":"a.txt"}}]},
+	 {"tools":[{"name":"edit","args":{"path":"a.txt","edits":[{"oldText":"beta","newText":"BETA"}]}}]},
+	 {"tools":[{"name":"write","args":{"path":"new.txt","content":"agent\n"}}]},
+	 {"tools":[{"name":"bash","args":{"command":"echo x >> a.txt; echo status=$?; cat .env; echo env=$?"}}]},
+	 {"prompt":"/sandbox diff"},
+	 {"prompt":"/sandbox apply"}]'
+	run -0 drive PI_SCRIPT="$SCRIPT" DRIVE_UI=1 DRIVE_CONFIRM=1
+	echo "$output"
+	local out=$output
+	# the project itself, mounted: the agent reads the host's file, and the first result says read-only
+	jq -se --arg p "$PROJ" '[.[] | select(.type=="tool")][0] | (.isError | not) and (.text | contains("alpha\nbeta\ngamma")) and (.note | startswith("[pisb] the project " + $p + " is mounted read-only at /workspace")) and (.note | contains("project.mode bind-ro")) and (.note | contains("it can be read but not changed"))' <<<"$out"
+	# edit and write fail; the shell's write fails too, and the secret stays hidden
+	jq -se '[.[] | select(.type=="tool")][1] | .isError' <<<"$out"
+	jq -se '[.[] | select(.type=="tool")][2] | .isError' <<<"$out"
+	jq -se '[.[] | select(.type=="tool")][3] | (.text | test("status=[1-9]")) and (.text | contains("host-secret-42") | not)' <<<"$out"
+	# nothing reached the host project
+	[ "$(cat "$PROJ/a.txt")" = "$(printf 'alpha\nbeta\ngamma')" ]
+	[ ! -e "$PROJ/new.txt" ]
+	# (the test's own .pi/sandbox.yaml aside)
+	run -0 g status --porcelain --untracked-files=all -- . ':!.pi'
+	[ -z "$output" ]
+	# the status line and /sandbox diff and apply say read-only, nothing to apply; nothing asked
+	jq -se '[.[] | select(.type=="status" and .text)][-1].text | contains("project bind-mounted read-only")' <<<"$out"
+	jq -se '[.[] | select(.type=="notify")] | length >= 2 and (.[0:2] | all(.level == "info" and (.message | contains("mounted read-only")) and (.message | contains("nothing to diff, apply or sync"))))' <<<"$out"
+	jq -se '[.[] | select(.type=="confirm")] | length == 0' <<<"$out"
 }

@@ -6,9 +6,13 @@
  * In tool arguments, the string "{{fullOutputPath}}" stands for the last
  * "Full output: PATH" that a tool result named (Pi's saved bash output).
  * Built on pi-ai's faux provider; legacy package names so Pi 0.73.1 and current Pi both load it.
+ * The faux stream is handed to Pi's registerProvider too: the interactive
+ * mode refreshes the model registry (resetApiProviders), which drops the
+ * faux registration ("No API provider registered for api: scripted-api")
+ * and keeps only what was registered through Pi.
  */
 import { readFileSync } from "node:fs";
-import { fauxAssistantMessage, fauxToolCall, registerFauxProvider } from "@mariozechner/pi-ai";
+import { fauxAssistantMessage, fauxToolCall, getApiProvider, registerFauxProvider } from "@mariozechner/pi-ai";
 import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
 
 export default function (pi: ExtensionAPI) {
@@ -36,7 +40,9 @@ export default function (pi: ExtensionAPI) {
 				: fauxAssistantMessage(String(s.text ?? "done")),
 		),
 	);
+	const streamSimple = getApiProvider(faux.api as any)?.streamSimple;
 	pi.registerProvider("scripted", {
+		...(streamSimple ? { streamSimple: streamSimple as any } : {}),
 		baseUrl: "http://127.0.0.1:9",
 		apiKey: "none",
 		api: "scripted-api" as any,
