@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/sendfile.h>
@@ -1130,6 +1131,53 @@ static void grep_buf(struct gsearch *w, const char *buf, size_t n)
 	flush_after(w, buf, n, n);
 }
 
+/* A file is binary when its first BIN_PEEK bytes hold a NUL (as ripgrep's
+ * first buffer). */
+#define BIN_PEEK 8192
+/* A file larger than this is read in two: its first BIN_PEEK bytes, and
+ * the rest only when they are text (a binary file is mostly not read at
+ * all; below this a second read costs more than the bytes it saves) */
+#define SPLIT_READ (16 * 1024)
+
+static bool is_binary(const char *buf, size_t n)
+{
+	return !pisb_utf16_is(buf, n) && memchr(buf, 0, n < BIN_PEEK ? n : BIN_PEEK);
+}
+
+/* Read fd (size bytes when fstat was asked) into w->buf; false for a
+ * binary file, read no further than to tell. */
+static bool read_text(struct gsearch *w, int fd, size_t size, size_t *np)
+{
+	size_t n = 0, want = size >= SPLIT_READ ? BIN_PEEK : size + 1;
+	bool peeked = false;
+
+	for (;;) {
+		ssize_t r;
+		if (w->cap < n + want) {
+			w->cap = n + want < 256 * 1024 ? 256 * 1024 : n + want;
+			w->buf = xrealloc(w->buf, w->cap);
+		}
+		r = read(fd, w->buf + n, want);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		if (!peeked && (n >= BIN_PEEK || (size_t)r < want)) {
+			peeked = true;
+			if (is_binary(w->buf, n))
+				return false;
+		}
+		/* a short read at the size fstat gave: the end (no read of 0
+		 * to learn it); a file that grew is read on */
+		if ((size_t)r < want && n >= size)
+			break;
+		want = n < size ? size + 1 - n : 64 * 1024;
+	}
+	*np = n;
+	return true;
+}
+
 static void grep_fd(struct gsearch *w, int fd, const char *rel)
 {
 	struct stat st;
@@ -1144,22 +1192,8 @@ static void grep_fd(struct gsearch *w, int fd, const char *rel)
 			return;
 		madvise(map, (size_t)st.st_size, MADV_SEQUENTIAL);
 		n = (size_t)st.st_size;
-	} else {
-		size_t want = (size_t)st.st_size + 1;
-		for (;;) {
-			ssize_t r;
-			if (w->cap < n + want) {
-				w->cap = n + want < 256 * 1024 ? 256 * 1024 : n + want;
-				w->buf = xrealloc(w->buf, w->cap);
-			}
-			r = read(fd, w->buf + n, w->cap - n);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				break;
-			n += (size_t)r;
-			want = 64 * 1024;
-		}
+	} else if (!read_text(w, fd, (size_t)st.st_size, &n)) {
+		return;
 	}
 	{
 		const char *buf = map ? map : w->buf;
@@ -1171,7 +1205,7 @@ static void grep_fd(struct gsearch *w, int fd, const char *rel)
 			buf = u8.s ? u8.s : "";
 			len = u8.len;
 		}
-		if (!memchr(buf, 0, len < 8192 ? len : 8192)) {
+		if (!memchr(buf, 0, len < BIN_PEEK ? len : BIN_PEEK)) {
 			w->rel = rel;
 			/* a UTF-8 byte-order mark is not part of the first line
 			 * (ripgrep drops it too) */
@@ -1212,8 +1246,19 @@ static int grep_cb(void *arg, const struct pisb_walk_entry *en)
 #define POOL_WINDOW 4096          /* files searched ahead of the report */
 #define POOL_MAX_WORKERS 8
 
+/* A directory of listed files, held open for the workers: a file is
+ * opened by its name in it (one lookup, as the walk's own openat) rather
+ * than by its path from the searched directory (a lookup of each of its
+ * directories again: a fifth of a literal search's time, measured) */
+struct gdir {
+	int fd;
+	int refs;                 /* its listed files not yet opened, + the walk's */
+};
+
 struct gitem {
 	char *rel;
+	size_t name;              /* the offset of its name in rel */
+	struct gdir *dir;         /* NULL: opened by rel from the searched dir */
 	bool done;
 	struct pisb_buf rec;
 };
@@ -1228,7 +1273,26 @@ struct gpool {
 	size_t take, head;        /* next to search, next to report */
 	bool walked, reporting;
 	int waiting;
+	/* the walk's (this thread's) current directory */
+	struct gdir *cur;
+	char *cur_rel;            /* its path in rel terms ("" at the top) */
+	int ndirs, maxdirs;       /* gdirs open, and how many may be (a
+				   * quarter of the fds a process may have) */
 };
+
+/* Drop a reference to d (with p->mu held); its fd, to close once the lock
+ * is let go, is returned when it was the last. */
+static int gdir_put(struct gpool *p, struct gdir *d)
+{
+	int fd = -1;
+
+	if (d && --d->refs == 0) {
+		fd = d->fd;
+		free(d);
+		p->ndirs--;
+	}
+	return fd;
+}
 
 /* Report one file's records (only one thread at a time). */
 static void pool_report(struct gpool *p, struct gitem *it)
@@ -1298,20 +1362,30 @@ static void pool_work(struct gpool *p, struct gsearch *w)
 		}
 		size_t i = p->take++;
 		char *rel = p->v[i].rel;
+		struct gdir *dir = p->v[i].dir;
 		bool stop = p->g->stop;
 		struct pisb_buf rec = PISB_BUF_INIT;
+		int fd = -1, dfd;
 		pthread_mutex_unlock(&p->mu);
-		if (!stop) {
+		if (!stop && dir) {
+			/* a name, no '/': the walk's own open, one lookup */
+			fd = openat(dir->fd, rel + p->v[i].name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		} else if (!stop) {
 			struct open_how how = { .flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
 						.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
-			int fd = (int)syscall(SYS_openat2, p->dirfd, rel, &how, sizeof(how));
-			if (fd >= 0) {
-				w->rec = &rec;
-				grep_fd(w, fd, rel);
-				close(fd);
-			}
+			fd = (int)syscall(SYS_openat2, p->dirfd, rel, &how, sizeof(how));
+		}
+		if (fd >= 0) {
+			w->rec = &rec;
+			grep_fd(w, fd, rel);
+			close(fd);
 		}
 		pthread_mutex_lock(&p->mu);
+		if ((dfd = gdir_put(p, dir)) >= 0) {
+			pthread_mutex_unlock(&p->mu);
+			close(dfd);
+			pthread_mutex_lock(&p->mu);
+		}
 		p->v[i].rec = rec;
 		p->v[i].done = true;
 		if (p->reporting || i != p->head)
@@ -1359,7 +1433,30 @@ static int pool_cb(void *arg, const struct pisb_walk_entry *en)
 	if (g->have_glob && !pisb_pathglob_match(&g->glob, en->rel, en->name))
 		return PISB_WALK_CONTINUE;
 	char *rel = xstrdup(en->rel);
+	size_t name = (size_t)(en->name - en->path) - (size_t)(en->rel - en->path);
+	int old = -1, nfd = -1;
+	if (!p->cur_rel || strlen(p->cur_rel) != name || memcmp(p->cur_rel, rel, name)) {
+		/* a new directory: held open for its files (a dup of the
+		 * walk's, which it closes when done with it), while few are */
+		bool room;
+		pthread_mutex_lock(&p->mu);
+		old = gdir_put(p, p->cur);
+		p->cur = NULL;
+		room = p->ndirs < p->maxdirs;
+		pthread_mutex_unlock(&p->mu);
+		if (old >= 0)
+			close(old);
+		free(p->cur_rel);
+		p->cur_rel = xstrndup(rel, name);
+		if (room && (nfd = fcntl(en->dirfd, F_DUPFD_CLOEXEC, 0)) >= 0) {
+			p->cur = xcalloc(1, sizeof(*p->cur));
+			p->cur->fd = nfd;
+			p->cur->refs = 1;
+		}
+	}
 	pthread_mutex_lock(&p->mu);
+	if (p->cur && nfd >= 0)
+		p->ndirs++;
 	if (g->stop) {
 		pthread_mutex_unlock(&p->mu);
 		free(rel);
@@ -1370,7 +1467,12 @@ static int pool_cb(void *arg, const struct pisb_walk_entry *en)
 		p->v = xrealloc(p->v, p->cap * sizeof(*p->v));
 	}
 	memset(&p->v[p->n], 0, sizeof(p->v[p->n]));
-	p->v[p->n++].rel = rel;
+	p->v[p->n].rel = rel;
+	p->v[p->n].name = name;
+	p->v[p->n].dir = p->cur;
+	if (p->cur)
+		p->cur->refs++;
+	p->n++;
 	if (p->waiting)
 		pthread_cond_signal(&p->work);
 	pthread_mutex_unlock(&p->mu);
@@ -1393,12 +1495,14 @@ static int grep_dir(struct grep *g, const struct pisb_walk_opts *wo, struct pisb
 	struct gpool *p;
 	pthread_t th[POOL_MAX_WORKERS];
 	int nw = 0, want = cpus(), ret;
+	struct rlimit rl;
 
 	if (want > POOL_MAX_WORKERS)
 		want = POOL_MAX_WORKERS;
 	p = xcalloc(1, sizeof(*p));
 	p->g = g;
 	p->dirfd = wo->dirfd;
+	p->maxdirs = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur / 4 < POOL_WINDOW ? (int)(rl.rlim_cur / 4) : POOL_WINDOW;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->work, NULL);
 	if (want > 1)
@@ -1421,9 +1525,14 @@ static int grep_dir(struct grep *g, const struct pisb_walk_opts *wo, struct pisb
 	}
 	ret = pisb_walk(wo, pool_cb, p, e);
 	pthread_mutex_lock(&p->mu);
+	int last = gdir_put(p, p->cur);
+	p->cur = NULL;
 	p->walked = true;
 	pthread_cond_broadcast(&p->work);
 	pthread_mutex_unlock(&p->mu);
+	if (last >= 0)
+		close(last);
+	free(p->cur_rel);
 	pool_worker(p);          /* this thread helps with what is left */
 	for (int i = 0; i < nw; i++)
 		pthread_join(th[i], NULL);
