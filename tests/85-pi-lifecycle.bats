@@ -312,3 +312,26 @@ kill9_pi() {
 	run -0 pisb exec "$PISB_SANDBOX" -- pgrep -x sleep
 	pi_destroy "$PISB_SANDBOX"
 }
+
+@test "a status-line refresh still running when the session ends: Pi waits for it and exits 0 (the sandbox destroyed meanwhile)" {
+	export PISB_SANDBOX; PISB_SANDBOX=$(pi_name slow)
+	# pisb diff (the status line's count, run in the background after bash) takes 4 s, as on a loaded machine
+	printf '#!/bin/sh\nfor a; do [ "$a" = diff ] && sleep 4 && break; done\nexec %s "$@"\n' "$PISB_BIN_DIR/pisb" > "$BATS_TEST_TMPDIR/slow-pisb"
+	chmod +x "$BATS_TEST_TMPDIR/slow-pisb"
+	export PISB_BIN=$BATS_TEST_TMPDIR/slow-pisb
+	local script
+	script=$(jq -nc --arg sb "$PISB_SANDBOX" '[
+	 {tools:[{name:"bash",args:{command:"echo alive"}}]},
+	 {tools:[{name:"sandbox",args:{input:({action:"destroy",name:$sb,confirm:$sb}|tojson)}}]},
+	 {tools:[{name:"bash",args:{command:"echo again"}}]},
+	 {text:"done"}]')
+	run run_pi_json "$script" "$OUT"
+	cat "$OUT.stderr"
+	# current Pi ends the session's ctx after session_shutdown: a refresh that outlived it threw there (exit 1)
+	[ "$status" -eq 0 ]
+	run grep -c 'stale' "$OUT.stderr"
+	[ "$output" = 0 ]
+	tool_result "$OUT" 2
+	[ "$tool_err" = true ]
+	[[ $tool_text == *"is gone (it was destroyed)"* ]]
+}

@@ -485,7 +485,12 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		let heldStatus: { ctx?: ExtensionContext; text: string | undefined } | undefined;
 		function setSandboxStatus(ctx: ExtensionContext | undefined, text: string | undefined): void {
 			if (statusHeld) heldStatus = { ctx, text };
-			else ctx?.ui?.setStatus?.(STATUS_KEY, text);
+			else
+				try {
+					ctx?.ui?.setStatus?.(STATUS_KEY, text);
+				} catch {
+					// current Pi: a ctx of a session that has ended throws on .ui; nothing to show then
+				}
 		}
 
 		async function emit(ev: SandboxEvent, ctx?: ExtensionContext): Promise<void> {
@@ -556,15 +561,18 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		/** the status line's count, refreshed after tool calls: one diff at a time, one more if asked meanwhile */
 		let refreshing: Promise<void> | undefined;
 		let refreshAgain = false;
+		/** true from session_shutdown on: no background work may start, it would outlive the session's ctx */
+		let closing = false;
 		function refreshChanges(ctx?: ExtensionContext): void {
 			const sb = sandbox;
-			if (!sb?.project || sb.gone) return;
+			if (closing || !sb?.project || sb.gone) return;
 			if (refreshing) {
 				refreshAgain = true;
 				return;
 			}
 			refreshing = countChanges(sb)
-				.then(() => showStatus(sb, ctx), () => undefined)
+				.then(() => showStatus(sb, ctx))
+				.catch(() => undefined)
 				.finally(() => {
 					refreshing = undefined;
 					if (refreshAgain) {
@@ -729,8 +737,14 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			if (r.code === 0) return;
 			const msg = `pisb: renewal of '${name}' failed (tried again at the next interval): ${r.stderr || `status ${r.code}`}`;
 			// the terminal UI owns the screen: a warning there, stderr otherwise
-			if (uiCtx?.hasUI) uiCtx.ui?.notify?.(msg, "warning");
-			else console.error(`warning: ${msg}`);
+			let shown = false;
+			try {
+				if (uiCtx?.hasUI) {
+					uiCtx.ui?.notify?.(msg, "warning");
+					shown = true;
+				}
+			} catch {} // a ctx of an ended session (current Pi throws on it)
+			if (!shown) console.error(`warning: ${msg}`);
 		}
 
 		/** every min(TTL/2, 1 h); the next request is scheduled only once the last one is done */
@@ -2342,9 +2356,15 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		});
 
 		pi.on("session_shutdown", async (event: any, ctx) => {
+			// the status line's refresh runs in the background: none starts now, and the
+			// one in flight ends before the session does (current Pi ends the session's
+			// ctx once this handler returns, and a later ctx.ui throws: Pi exited 1)
+			closing = true;
+			await refreshing?.catch(() => undefined);
 			// /new, /resume, /fork, /reload hand the sandbox to the next session: no warning then
 			if (!event?.reason || event.reason === "quit") await unappliedWarning(ctx);
 			await release(ctx, event?.reason);
+			closing = false; // this instance may serve the next session (/new without a reload)
 		});
 
 		/** quitting with changes not applied to the project: say so, and where they are (or that they go) */
