@@ -254,6 +254,16 @@ static void run_ports(char *const *args, size_t n, int *ports, size_t *np, size_
 	free(p);
 }
 
+/* PORT into ports[*np] unless it is there already or max are */
+static void add_port(int *ports, size_t *np, size_t max, int port)
+{
+	for (size_t m = 0; m < *np; m++)
+		if (ports[m] == port)
+			return;
+	if (*np < max)
+		ports[(*np)++] = port;
+}
+
 /* Before rm: the host ports (inside) the named containers publish
  * (`docker port REF`: "80/tcp -> 0.0.0.0:8080"). */
 static size_t rm_ports(struct dk *d, char *const *args, size_t n, int *ports, size_t max)
@@ -273,13 +283,8 @@ static size_t rm_ports(struct dk *d, char *const *args, size_t n, int *ports, si
 		if (docker_capture(d, av, &out, &code, &ig) < 0 || code != 0)
 			continue;
 		pisb_docker_port_lines(out.s, &p, &k);
-		for (size_t j = 0; j < k; j++) {
-			bool dup = false;
-			for (size_t m = 0; m < np; m++)
-				dup |= ports[m] == p[j].host;
-			if (!dup && np < max)
-				ports[np++] = p[j].host;
-		}
+		for (size_t j = 0; j < k; j++)
+			add_port(ports, &np, max, p[j].host);
 		free(p);
 	}
 	return np;
@@ -301,17 +306,13 @@ static size_t compose_ports(struct dk *d, char *const *opts, size_t nopts, int *
 		return 0;
 	pisb_docker_port_lines(out.s, &p, &k);
 	for (size_t j = 0; j < k; j++) {
-		bool dup = false;
 		if (strcmp(p[j].proto, "tcp")) {
 			if (notes)
 				pisb_strv_pushf(notes, "warning: port %d/%s: previews are HTTP, so %s ports get none",
 						p[j].cport, p[j].proto, p[j].proto);
 			continue;
 		}
-		for (size_t m = 0; m < np; m++)
-			dup |= ports[m] == p[j].host;
-		if (!dup && np < max)
-			ports[np++] = p[j].host;
+		add_port(ports, &np, max, p[j].host);
 	}
 	free(p);
 	return np;
