@@ -16,31 +16,32 @@
 #include <unistd.h>
 
 /* The lifecycle options, from the parsed flags. */
-static struct pisb_lc_opts lc_opts(struct pisb_ctx *c, const char *name)
+static int lc_opts(struct pisb_ctx *c, const char *name, struct pisb_lc_opts *o)
 {
-	struct pisb_lc_opts o = { 0 };
 	long long owner = 0, fd = -1;
-	struct pisb_err ig = PISB_ERR_INIT;
 
-	pisb_args_int(&c->a, "owner-pid", 1, 4194304, 0, &owner, &ig);
-	pisb_args_int(&c->a, "events-fd", 0, 65535, -1, &fd, &ig);
-	o.name = name;
-	o.owner_pid = (pid_t)owner;
-	o.session_id = pisb_args_get(&c->a, "session-id");
-	o.on_ready = pisb_args_get(&c->a, "on-ready");
-	o.events_fd = (int)fd;
-	o.json = c->a.json;
-	o.wait_ms = c->a.wait_ms;
-	return o;
+	memset(o, 0, sizeof(*o));
+	if (pisb_args_int(&c->a, "owner-pid", 1, 4194304, 0, &owner, &c->err) < 0 ||
+	    pisb_args_int(&c->a, "events-fd", 0, 65535, -1, &fd, &c->err) < 0)
+		return -1;
+	o->name = name;
+	o->owner_pid = (pid_t)owner;
+	o->session_id = pisb_args_get(&c->a, "session-id");
+	o->on_ready = pisb_args_get(&c->a, "on-ready");
+	o->events_fd = (int)fd;
+	o->json = c->a.json;
+	o->wait_ms = c->a.wait_ms;
+	return 0;
 }
 
-static int print_inspect(struct pisb_ctx *c, const char *name, bool full)
+/* --json: the one result rule (pisb_lifecycle_result) */
+static int print_result(struct pisb_ctx *c, const char *name, const char *gone)
 {
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 	struct pisb_jw w;
 
 	pisb_jw_init(&w, &b);
-	if (pisb_inspect(&c->st, name, full, &w, &c->err) < 0)
+	if (pisb_lifecycle_result(&c->st, name, gone, &w, &c->err) < 0)
 		return -1;
 	pisb_front_out(&b);
 	return 0;
@@ -64,113 +65,39 @@ static int cmd_validate(struct pisb_ctx *c)
 	return 0;
 }
 
-/* Say which services did not become ready (the sandbox runs anyway). */
-static void warn_unready(struct pisb_ctx *c, const char *name)
+/* create, prepare, connect */
+static int cmd_make(struct pisb_ctx *c)
 {
-	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
-	struct pisb_err ig = PISB_ERR_INIT;
-	struct pisb_jw w;
-	struct pisb_json j;
-	int svcs;
-
-	pisb_jw_init(&w, &b);
-	if (pisb_inspect(&c->st, name, false, &w, &ig) < 0 || pisb_json_parse(&j, b.s, b.len, &ig) < 0)
-		return;
-	svcs = pisb_json_get(&j, 0, "services");
-	for (int i = 0; svcs >= 0 && i < j.tok[svcs].size; i++) {
-		int o = pisb_json_at(&j, svcs, i);
-		bool ready = true;
-		_cleanup_free_ char *sn = pisb_json_str(&j, pisb_json_get(&j, o, "name"));
-		_cleanup_free_ char *why = pisb_json_str(&j, pisb_json_get(&j, o, "error"));
-		pisb_json_bool(&j, pisb_json_get(&j, o, "ready"), &ready);
-		if (!ready)
-			pisb_front_warn("sandbox '%s': service '%s' is not ready%s%s (see 'pisb svc %s status', 'pisb logs %s %s')",
-					name, sn ? sn : "?", why ? ": " : "", why ? why : "", name, name, sn ? sn : "");
-	}
-	pisb_json_release(&j);
-}
-
-/* --project DIR, else the config's project.dir (mode none: neither). */
-static int project_dir(struct pisb_ctx *c, const struct pisb_config *cfg, char **out)
-{
-	const char *d = pisb_args_get(&c->a, "project");
-
-	*out = NULL;
-	if (!d)
-		d = cfg->project.dir;
-	if (!d || cfg->project.mode == PISB_PROJECT_NONE)
-		return 0;
-	if (cfg->project.mode != PISB_PROJECT_COPY && !pisb_driver_can(cfg->driver, PISB_DRV_PROJECT_BIND)) {
-		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
-		pisb_driver_names_with(&b, PISB_DRV_PROJECT_BIND);
-		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "project.mode: %s is built for %s only; use copy",
-				    cfg->project.mode == PISB_PROJECT_BIND ? "bind" : "bind-ro", b.s);
-	}
-	if (!(*out = realpath(d, NULL)))
-		return pisb_err_sys(&c->err, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_USAGE,
-				    "--project '%s'", d);
-	return 0;
-}
-
-static int cmd_create(struct pisb_ctx *c)
-{
-	bool prepare = !strcmp(c->a.verb->name, "prepare");
-	const char *name = c->a.pos[0], *f = pisb_args_get(&c->a, "file");
-	const char *driver = pisb_args_get(&c->a, "driver");
-	struct pisb_lc_opts o = { 0 };
+	const char *verb = c->a.verb->name, *name = c->a.pos[0], *f = pisb_args_get(&c->a, "file");
+	bool prepare = !strcmp(verb, "prepare"), connect = !strcmp(verb, "connect");
+	struct pisb_lc_opts o;
 	struct pisb_config *cfg = NULL;
 	_cleanup_buf_ struct pisb_buf text = PISB_BUF_INIT, js = PISB_BUF_INIT;
-	struct pisb_jw w;
-	long long owner = 0, events_fd = -1;
+	_cleanup_strv_ struct pisb_strv unready = PISB_STRV_INIT;
 	_cleanup_free_ char *pdir = NULL;
 	int ret = -1;
 
 	pisb_trace("create: arguments parsed");
-	if (!pisb_name_valid(name))
-		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
-				    "invalid name '%s' (lowercase letter, then up to 39 of a-z 0-9 -)", name);
-	if (prepare && !f)
-		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "prepare: -f FILE is required");
-	if (pisb_args_int(&c->a, "owner-pid", 1, 4194304, 0, &owner, &c->err) < 0 ||
-	    pisb_args_int(&c->a, "events-fd", 0, 65535, -1, &events_fd, &c->err) < 0)
+	if (lc_opts(c, name, &o) < 0 ||
+	    pisb_lc_config(name, f, prepare ? "prepare: -f FILE is required"
+				  : connect ? "connect: -f FILE (with opensandbox.sandboxId) is required" : NULL,
+			   pisb_args_get(&c->a, "driver"), &cfg, &text, &js, &c->err) < 0)
 		return -1;
-	if (driver && !pisb_driver_find(driver)) {
-		_cleanup_buf_ struct pisb_buf names = PISB_BUF_INIT;
-		pisb_driver_names(&names, ", ");
-		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "--driver: unknown driver '%s' (%s)", driver, names.s);
-	}
-	if (f) {
-		if (pisb_config_load(f, &cfg, &c->err) < 0)
-			return -1;
-		if (pisb_read_file_at(AT_FDCWD, f, &text, 1 << 20) < 0) {
-			pisb_config_free(cfg);
-			return pisb_err_sys(&c->err, PISB_EXIT_USAGE, "read '%s'", f);
-		}
-	} else {
-		cfg = pisb_config_default();
-	}
-	if (driver) {
-		free(cfg->driver);
-		cfg->driver = xstrdup(driver);
-	}
-	pisb_jw_init(&w, &js);
-	pisb_config_json(cfg, &w);
 	pisb_trace("create: config parsed");
 	if (pisb_args_has(&c->a, "dry-run")) {
 		pisb_front_out(&js);
 		ret = 0;
 		goto out;
 	}
-	o = lc_opts(c, name);
 	o.template_ = pisb_args_get(&c->a, "template");
-	if (project_dir(c, cfg, &pdir) < 0)
+	if (pisb_lc_project_dir(cfg, pisb_args_get(&c->a, "project"), &pdir, &c->err) < 0)
 		goto out;
 	o.project = pdir;
 	o.config_text = text.len ? text.s : js.s;
 	o.config_len = text.len ? text.len : js.len;
 	o.prepare = prepare;
-	if (pisb_lifecycle_make(&c->st, prepare ? PISB_LC_PREPARE : PISB_LC_CREATE, cfg, js.s, &o,
-				&c->err) < 0)
+	if (pisb_lifecycle_make(&c->st, prepare ? PISB_LC_PREPARE : connect ? PISB_LC_CONNECT : PISB_LC_CREATE,
+				cfg, js.s, &o, &c->err) < 0)
 		goto out;
 	ret = 0;
 	if (o.setup_error)
@@ -182,11 +109,13 @@ static int cmd_create(struct pisb_ctx *c)
 	}
 	if (o.note)
 		pisb_front_info(c, "note: sandbox '%s': %s", name, o.note);
-	warn_unready(c, name);
+	pisb_inspect_unready(&c->st, name, &unready);
+	for (size_t i = 0; i < unready.n; i++)
+		pisb_front_warn("%s", unready.v[i]);
 	if (c->a.json)
-		ret = print_inspect(c, name, false);
+		ret = print_result(c, name, NULL);
 	else
-		pisb_front_info(c, "created sandbox '%s' (%s)", name, cfg->driver);
+		pisb_front_info(c, "%s sandbox '%s' (%s)", connect ? "connected" : "created", name, cfg->driver);
 	pisb_trace("create: reported");
 out:
 	free(o.setup_error);
@@ -199,27 +128,17 @@ static int cmd_start_stop(struct pisb_ctx *c)
 {
 	const char *name = c->a.pos[0];
 	bool start = !strcmp(c->a.verb->name, "start");
-	struct pisb_lc_opts oo = lc_opts(c, name);
-
+	struct pisb_lc_opts o;
 	_cleanup_free_ char *note = NULL;
 
-	if (pisb_lifecycle(&c->st, start ? PISB_LC_START : PISB_LC_STOP, name, &oo, &note, &c->err) < 0)
+	if (lc_opts(c, name, &o) < 0 ||
+	    pisb_lifecycle(&c->st, start ? PISB_LC_START : PISB_LC_STOP, name, &o, &note, &c->err) < 0)
 		return -1;
 	if (note)
 		pisb_front_info(c, "note: sandbox '%s': %s", name, note);
-	if (c->a.json) {
-		/* stopping a connected sandbox disconnects it: nothing to inspect */
-		if (!start && faccessat(c->st.fd, "instances", F_OK, 0) == 0) {
-			_cleanup_free_ char *p = xasprintf("instances/%s", name);
-			if (faccessat(c->st.fd, p, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
-				_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
-				pisb_buf_addf(&b, "{\"name\":\"%s\",\"status\":\"disconnected\"}", name);
-				pisb_front_out(&b);
-				return 0;
-			}
-		}
-		return print_inspect(c, name, false);
-	}
+	if (c->a.json)
+		/* stopping a connected sandbox disconnects it */
+		return print_result(c, name, start ? NULL : "disconnected");
 	pisb_front_info(c, "%s sandbox '%s'", start ? "started" : "stopped", name);
 	return 0;
 }
@@ -228,8 +147,10 @@ static int cmd_destroy(struct pisb_ctx *c)
 {
 	const char *name = c->a.pos[0], *confirm = pisb_args_get(&c->a, "confirm");
 	bool tmpl = pisb_args_has(&c->a, "template");
-	struct pisb_lc_opts oo = lc_opts(c, name);
+	struct pisb_lc_opts oo;
 
+	if (lc_opts(c, name, &oo) < 0)
+		return -1;
 	if (!confirm || strcmp(confirm, name))
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 				    "destroy removes '%s' for good: repeat its name with --confirm %s", name, name);
@@ -249,32 +170,25 @@ static int cmd_destroy(struct pisb_ctx *c)
 static int cmd_release(struct pisb_ctx *c)
 {
 	const char *name = c->a.pos[0];
-	struct pisb_lc_opts oo = lc_opts(c, name);
+	struct pisb_lc_opts o;
 	_cleanup_free_ char *p = xasprintf("instances/%s", name);
-	bool gone;
 
-	oo.policy = pisb_args_get(&c->a, "policy");
-	if (pisb_lifecycle(&c->st, PISB_LC_RELEASE, name, &oo, NULL, &c->err) < 0)
+	if (lc_opts(c, name, &o) < 0)
 		return -1;
-	gone = faccessat(c->st.fd, p, F_OK, AT_SYMLINK_NOFOLLOW) < 0;
-	if (c->a.json) {
-		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
-		if (!gone)
-			return print_inspect(c, name, false);
-		pisb_buf_addf(&b, "{\"name\":\"%s\",\"status\":\"removed\"}", name);
-		pisb_front_out(&b);
-		return 0;
-	}
-	pisb_front_info(c, "released sandbox '%s'%s", name, gone ? " (removed)" : "");
+	o.policy = pisb_args_get(&c->a, "policy");
+	if (pisb_lifecycle(&c->st, PISB_LC_RELEASE, name, &o, NULL, &c->err) < 0)
+		return -1;
+	if (c->a.json)
+		return print_result(c, name, "removed");
+	pisb_front_info(c, "released sandbox '%s'%s", name,
+			faccessat(c->st.fd, p, F_OK, AT_SYMLINK_NOFOLLOW) < 0 ? " (removed)" : "");
 	return 0;
 }
 
 static int cmd_list(struct pisb_ctx *c)
 {
-	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT, t = PISB_BUF_INIT;
 	struct pisb_jw w;
-	struct pisb_json j;
-	int n;
 
 	pisb_jw_init(&w, &b);
 	/* remote sandboxes: their servers are asked, so a dead one says so */
@@ -284,30 +198,23 @@ static int cmd_list(struct pisb_ctx *c)
 		pisb_front_out(&b);
 		return 0;
 	}
-	if (pisb_json_parse(&j, b.s, b.len, &c->err) < 0)
+	if (pisb_list_table(b.s, b.len, c->a.quiet, &t, &c->err) < 0)
 		return -1;
-	n = j.tok[0].size;
-	if (!c->a.quiet && n)
-		printf("%-24s %-12s %-12s %s\n", "NAME", "DRIVER", "STATUS", "IMAGE");
-	for (int i = 0; i < n; i++) {
-		int o = pisb_json_at(&j, 0, i);
-		_cleanup_free_ char *nm = pisb_json_str(&j, pisb_json_get(&j, o, "name"));
-		_cleanup_free_ char *dr = pisb_json_str(&j, pisb_json_get(&j, o, "driver"));
-		_cleanup_free_ char *stt = pisb_json_str(&j, pisb_json_get(&j, o, "status"));
-		_cleanup_free_ char *im = pisb_json_str(&j, pisb_json_get(&j, o, "image"));
-		if (c->a.quiet)
-			printf("%s\n", nm ? nm : "");
-		else
-			printf("%-24s %-12s %-12s %s\n", nm ? nm : "", dr ? dr : "-", stt ? stt : "-", im ? im : "-");
-	}
-	pisb_json_release(&j);
+	pisb_write_all(1, t.s ? t.s : "", t.len);
 	return 0;
 }
 
 static int cmd_inspect(struct pisb_ctx *c)
 {
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_jw w;
+
 	/* inspect always prints JSON: it is the machine-readable view */
-	return print_inspect(c, c->a.pos[0], true);
+	pisb_jw_init(&w, &b);
+	if (pisb_inspect(&c->st, c->a.pos[0], true, &w, &c->err) < 0)
+		return -1;
+	pisb_front_out(&b);
+	return 0;
 }
 
 static int cmd_verify(struct pisb_ctx *c)
@@ -347,51 +254,17 @@ static int cmd_drivers(struct pisb_ctx *c)
 	return 0;
 }
 
-static int cmd_connect(struct pisb_ctx *c)
-{
-	const char *name = c->a.pos[0], *f = pisb_args_get(&c->a, "file");
-	struct pisb_config *cfg = NULL;
-	_cleanup_buf_ struct pisb_buf js = PISB_BUF_INIT;
-	struct pisb_lc_opts oo;
-	struct pisb_jw w;
-	int r;
-
-	if (!pisb_name_valid(name))
-		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
-				    "invalid name '%s' (lowercase letter, then up to 39 of a-z 0-9 -)", name);
-	if (!f)
-		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "connect: -f FILE (with opensandbox.sandboxId) is required");
-	if (pisb_config_load(f, &cfg, &c->err) < 0)
-		return -1;
-	pisb_jw_init(&w, &js);
-	pisb_config_json(cfg, &w);
-	oo = lc_opts(c, name);
-	r = pisb_lifecycle_make(&c->st, PISB_LC_CONNECT, cfg, js.s, &oo, &c->err);
-	free(oo.setup_error);
-	free(oo.note);
-	if (r < 0) {
-		pisb_config_free(cfg);
-		return -1;
-	}
-	if (c->a.json)
-		r = print_inspect(c, name, false);
-	else
-		pisb_front_info(c, "connected sandbox '%s' (%s)", name, cfg->driver);
-	pisb_config_free(cfg);
-	return r;
-}
-
 static const struct pisb_handler handlers[] = {
 	{ "validate", cmd_validate, false },
-	{ "create", cmd_create, true },
-	{ "prepare", cmd_create, true },
+	{ "create", cmd_make, true },
+	{ "prepare", cmd_make, true },
 	{ "start", cmd_start_stop, true },
 	{ "stop", cmd_start_stop, true },
 	{ "destroy", cmd_destroy, true },
 	{ "release", cmd_release, true },
 	{ "list", cmd_list, true },
 	{ "inspect", cmd_inspect, true },
-	{ "connect", cmd_connect, true },
+	{ "connect", cmd_make, true },
 	{ "verify", cmd_verify, true },
 	{ "doctor", cmd_doctor, false },
 	{ "drivers", cmd_drivers, false },

@@ -52,6 +52,7 @@ struct pisb_pull_opts;
 struct pisb_renew_opts;
 struct pisb_gc_report;
 struct pisb_fs_how;
+struct pisb_doctor;
 
 /* What the "ready" event the core sends after a create or connect says
  * besides the name and the driver: the driver fills it in (the strings
@@ -302,6 +303,10 @@ struct pisb_driver {
 	int (*docker)(struct pisb_sandbox *sb, const char *verb, char *const *args,
 		      size_t nargs, struct pisb_jw *w, bool *json_out, int *code,
 		      struct pisb_strv *notes, struct pisb_err *e);
+
+	/* ---- doctor: this host's readiness for the driver, as checks added
+	 * to d (doctor.h), after the core's own ---- */
+	void (*doctor)(struct pisb_doctor *d);
 
 	/* ---- verify: the live isolation audit, its report (JSON or text)
 	 * into out; returns 0 when every check passed, 1 when one failed ---- */

@@ -1,6 +1,7 @@
-/* exec.h - running commands in a local sandbox: attached (streaming, the
- * command's status passed through), detached with handles (collected
- * output, 64 KiB per call), and an interactive terminal.
+/* exec.h - the exec contract every driver's exec slots keep: the request,
+ * attached (streaming, the command's status passed through), detached
+ * with handles (collected output, 64 KiB per call), and what a handle
+ * directory holds.
  *
  * Handles: instances/NAME/exec/HANDLE/ holds `output` (the first
  * PISB_EXEC_OUTPUT_MAX bytes the command wrote, stdout and stderr merged),
@@ -18,7 +19,6 @@
 #include <stddef.h>
 
 struct pisb_err;
-struct pisb_state;
 struct pisb_jw;
 
 #define PISB_EXEC_CAP (64 * 1024)
@@ -39,21 +39,6 @@ struct pisb_exec_req {
 	int timeout_ms;         /* handle mode: wait at most this long */
 };
 
-/* Attached: streams on our stdio (a pty of the sandbox for those that are
- * terminals, relayed pipes for stdout/stderr otherwise; returns when the
- * command's own process ends); *code is the command's exit status
- * (128+N for a signal).  Forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to the
- * command's process group and kills it if our caller dies. */
-int pisb_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
-		       int *code, struct pisb_err *e);
-/* Detached: start, wait up to timeout_ms, write the result object. */
-int pisb_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
-		     struct pisb_jw *w, int *code, bool *running, struct pisb_err *e);
-int pisb_exec_status(struct pisb_state *st, const char *name, const char *handle,
-		     int timeout_ms, struct pisb_jw *w, int *code, bool *running,
-		     struct pisb_err *e);
-int pisb_exec_kill(struct pisb_state *st, const char *name, const char *handle,
-		   struct pisb_jw *w, int *code, struct pisb_err *e);
 /* For the drivers' handles (a directory with output, offset, status.json):
  * write the result object {pid, running, output, exitCode, truncated} with
  * the output since the last call (at most PISB_EXEC_CAP bytes, never
@@ -65,8 +50,8 @@ int pisb_exec_report(int hdir, const char *handle, bool done, int ec, bool runni
  * status.json) in directory edir, making room for one more; is_handle
  * (NULL: any name) says which entries are handles. */
 void pisb_exec_prune(int edir, bool (*is_handle)(const char *name));
-/* Interactive login shell on a pty inside the sandbox. */
-int pisb_exec_shell(struct pisb_state *st, const char *name, const char *user,
-		    int *code, struct pisb_err *e);
+/* status.json's exit code in handle directory hdir; *done whether it is
+ * there (0 while the command runs). */
+int pisb_exec_status_code(int hdir, bool *done);
 
 #endif

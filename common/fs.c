@@ -9,7 +9,6 @@
 #include "lit.h"
 #include "utf16.h"
 #include "lock.h"
-#include "ns.h"
 #include "driver.h"
 #include "search.h"
 #include "state.h"
@@ -68,10 +67,10 @@ int pisb_fs_open(struct pisb_fs *fs, struct pisb_sandbox *sb, const struct pisb_
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "sandbox '%s'", sb->name);
 	fs->name = xstrdup(sb->name);
 	fs->log = how ? how->log : NULL;
+	fs->enter = how ? how->enter : NULL;
 	if (how && how->workspace) {
 		/* a workspace the driver shares with this host: its own root */
 		fs->workspace = how->workspace(fs->idir, e);
-		fs->enter = how->enter;
 		return fs->workspace ? 0 : pisb_err_prefix(e, "sandbox '%s'", sb->name);
 	}
 	fs->workspace = record_workspace(&sb->rec);
@@ -110,24 +109,18 @@ extern void __lsan_do_leak_check(void) __attribute__((weak));
 
 int pisb_fs_enter(struct pisb_fs *fs, struct pisb_err *e)
 {
-	bool privileged = geteuid() == 0;
-
 	if (__lsan_do_leak_check)
 		__lsan_do_leak_check();
 
-	/* user + mount are all file access needs: the mount namespace gives the
-	 * sandbox's view, the user namespace makes us root of its files only
-	 * (sbx: a root of our own holding only the shared workspace) */
-	if (fs->enter) {
-		if (fs->enter(fs->workspace, e) < 0)
-			return pisb_err_prefix(e, "sandbox '%s'", fs->name);
-	} else if (pisb_sandbox_enter_ns(fs->init_pid, fs->init_start, PISB_NS_USER | PISB_NS_MNT, e) < 0 ||
-	    pisb_sandbox_become_root(privileged, e) < 0) {
+	if (!fs->enter)
+		return pisb_err_set(e, PISB_EXIT_PISB, "sandbox '%s': its files are not reached from this host",
+				    fs->name);
+	if (fs->enter(fs, e) < 0) {
 		if (e->code == PISB_EXIT_BACKEND && strstr(e->msg, "not running"))
-			pisb_err_set(e, PISB_EXIT_BACKEND,
-				     "sandbox '%s' is not running (start it with 'pisb start %s')",
-				     fs->name, fs->name);
-		return -1;
+			return pisb_err_set(e, PISB_EXIT_BACKEND,
+					    "sandbox '%s' is not running (start it with 'pisb start %s')",
+					    fs->name, fs->name);
+		return pisb_err_prefix(e, "sandbox '%s'", fs->name);
 	}
 	/* nothing in the sandbox may ptrace or read the memory of a process
 	 * that still holds host fds (it is not in the sandbox's pid namespace
@@ -140,88 +133,6 @@ int pisb_fs_enter(struct pisb_fs *fs, struct pisb_err *e)
 	return 0;
 }
 
-/* The child of pisb_fs_read_guest: errno (4 bytes, 0 ok), then the file. */
-static void __attribute__((noreturn)) guest_child(pid_t pid, unsigned long long start, const char *abs,
-						 size_t max, int out)
-{
-	struct pisb_err e = PISB_ERR_INIT;
-	_cleanup_close_ int root = -1, fd = -1;
-	struct stat st;
-	int err = 0;
-
-	if (pisb_sandbox_enter_ns(pid, start, PISB_NS_USER | PISB_NS_MNT, &e) < 0 ||
-	    pisb_sandbox_become_root(geteuid() == 0, &e) < 0) {
-		err = ESRCH;
-	} else {
-		prctl(PR_SET_DUMPABLE, 0);
-		root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-		fd = root < 0 ? -1 : pisb_fs_resolve(root, abs, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-		if (fd < 0)
-			err = errno ? errno : EIO;
-		else if (fstat(fd, &st) < 0)
-			err = errno;
-		else if (!S_ISREG(st.st_mode))
-			err = EISDIR;
-		else if ((unsigned long long)st.st_size > max)
-			err = EFBIG;
-	}
-	if (pisb_write_all(out, &err, sizeof(err)) < 0)
-		_exit(1);
-	if (!err) {
-		char buf[16384];
-		size_t left = max + 1;
-		ssize_t r;
-		while (left && ((r = read(fd, buf, sizeof(buf) < left ? sizeof(buf) : left)) > 0 ||
-				(r < 0 && errno == EINTR))) {
-			if (r < 0)
-				continue;
-			if (pisb_write_all(out, buf, (size_t)r) < 0)
-				_exit(1);
-			left -= (size_t)r;
-		}
-	}
-	_exit(0);
-}
-
-int pisb_fs_read_guest(pid_t pid, unsigned long long start, const char *abs, size_t max,
-		       struct pisb_buf *b)
-{
-	_cleanup_buf_ struct pisb_buf got = PISB_BUF_INIT;
-	int p[2], status = 0, err;
-	pid_t child;
-
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -1;
-	child = fork();
-	if (child < 0) {
-		err = errno;
-		close(p[0]);
-		close(p[1]);
-		errno = err;
-		return -1;
-	}
-	if (child == 0) {
-		close(p[0]);
-		guest_child(pid, start, abs, max, p[1]);
-	}
-	close(p[1]);
-	err = pisb_read_fd(p[0], &got, max + sizeof(int)) < 0 ? errno : 0;
-	close(p[0]);
-	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-		;
-	if (!err && (got.len < sizeof(int) || !WIFEXITED(status) || WEXITSTATUS(status)))
-		err = EIO;
-	if (!err)
-		memcpy(&err, got.s, sizeof(int));
-	if (!err && got.len - sizeof(int) > max)
-		err = EFBIG;
-	if (err) {
-		errno = err == E2BIG ? EFBIG : err;
-		return -1;
-	}
-	pisb_buf_add(b, got.s + sizeof(int), got.len - sizeof(int));
-	return 0;
-}
 
 char *pisb_fs_abspath(const struct pisb_fs *fs, const char *path)
 {

@@ -34,24 +34,28 @@ struct pisb_fs {
 	pid_t init_pid;           /* the sandbox's pid 1 ... */
 	unsigned long long init_start;   /* ... and its start time */
 	int root;                 /* after pisb_fs_enter: O_PATH fd of "/" */
-	/* a driver's own way in (sbx: the shared workspace only), or NULL:
-	 * the sandbox's user and mount namespaces */
-	int (*enter)(const char *workspace, struct pisb_err *e);
+	/* the driver's way in (fs_how's enter) */
+	int (*enter)(const struct pisb_fs *fs, struct pisb_err *e);
 	const char *log;          /* what logs shows without SERVICE: the
 	                           * controller's log, sbx.log, or a vm's
 	                           * setup.log (NULL: controller.log) */
 };
 #define PISB_FS_INIT { -1, NULL, NULL, 0, 0, -1, NULL, NULL }
 
-/* How a driver's files are reached (NULL: the local driver's way). */
+/* How a driver's files are reached. */
 struct pisb_fs_how {
 	const char *log;          /* what logs shows without SERVICE (NULL:
 	                           * controller.log) */
 	/* a workspace shared with this host (caller frees), found whatever
-	 * the sandbox's state, and the way into it; NULL: the config's
-	 * workspace inside the sandbox's namespaces */
+	 * the sandbox's state; NULL: the config's workspace, inside the
+	 * running sandbox (fs->init_pid, fs->init_start) */
 	char *(*workspace)(int idir, struct pisb_err *e);
-	int (*enter)(const char *workspace, struct pisb_err *e);
+	/* move the calling process to where it sees the sandbox's files with
+	 * the sandbox's rights, as root of them (local: its user and mount
+	 * namespaces; sbx: a root of its own holding only the shared
+	 * workspace); NULL: the driver's files are not reached from this
+	 * host, pisb_fs_enter refuses */
+	int (*enter)(const struct pisb_fs *fs, struct pisb_err *e);
 };
 /* The files of opened sandbox sb: with running, not running -> 5
  * ("sandbox 'NAME' is not running (start it with 'pisb start NAME')"). */
@@ -62,16 +66,6 @@ void pisb_fs_release(struct pisb_fs *fs);
 /* Enter the sandbox as root inside; the calling process must be
  * single-threaded and never comes back to the host's view. */
 int pisb_fs_enter(struct pisb_fs *fs, struct pisb_err *e);
-/* Read the regular file abs inside the sandbox whose init is pid (with
- * start time start) with the rights of the sandbox's root, never the
- * caller's: a child enters the sandbox's user and mount namespaces (as
- * pisb_fs_enter) and opens abs with pisb_fs_resolve, so symlinks resolve
- * inside and a file root inside may not read stays unread.  For host-side
- * code (the controller) that must read what the sandbox wrote.  At most
- * max bytes into b.  0, or -1 with errno: ENOENT missing, EACCES, EISDIR
- * (not a regular file), EFBIG (larger than max), ESRCH (not running). */
-int pisb_fs_read_guest(pid_t pid, unsigned long long start, const char *abs, size_t max,
-		       struct pisb_buf *b);
 /* The absolute path inside for PATH (relative: under the workspace), with
  * duplicate and trailing slashes and "." components removed.  Caller frees. */
 char *pisb_fs_abspath(const struct pisb_fs *fs, const char *path);

@@ -9,6 +9,7 @@
 #include "util.h"
 
 #include <dirent.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,3 +261,72 @@ const char *pisb_status_of(struct pisb_state *st, const char *name)
 	pisb_runtime_release(&rt);
 	return pisb_status_name(s);
 }
+
+int pisb_list_table(const char *json, size_t len, bool quiet, struct pisb_buf *out,
+		    struct pisb_err *e)
+{
+	struct pisb_json j;
+	int n;
+
+	if (pisb_json_parse(&j, json, len, e) < 0)
+		return -1;
+	n = j.tok[0].size;
+	if (!quiet && n)
+		pisb_buf_addf(out, "%-24s %-12s %-12s %s\n", "NAME", "DRIVER", "STATUS", "IMAGE");
+	for (int i = 0; i < n; i++) {
+		int o = pisb_json_at(&j, 0, i);
+		_cleanup_free_ char *nm = pisb_json_str(&j, pisb_json_get(&j, o, "name"));
+		_cleanup_free_ char *dr = pisb_json_str(&j, pisb_json_get(&j, o, "driver"));
+		_cleanup_free_ char *stt = pisb_json_str(&j, pisb_json_get(&j, o, "status"));
+		_cleanup_free_ char *im = pisb_json_str(&j, pisb_json_get(&j, o, "image"));
+		if (quiet)
+			pisb_buf_addf(out, "%s\n", nm ? nm : "");
+		else
+			pisb_buf_addf(out, "%-24s %-12s %-12s %s\n", nm ? nm : "", dr ? dr : "-",
+				      stt ? stt : "-", im ? im : "-");
+	}
+	pisb_json_release(&j);
+	return 0;
+}
+
+void pisb_inspect_unready(struct pisb_state *st, const char *name, struct pisb_strv *msgs)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_err ig = PISB_ERR_INIT;
+	struct pisb_jw w;
+	struct pisb_json j;
+	int svcs;
+
+	pisb_jw_init(&w, &b);
+	if (pisb_inspect(st, name, false, &w, &ig) < 0 || pisb_json_parse(&j, b.s, b.len, &ig) < 0)
+		return;
+	svcs = pisb_json_get(&j, 0, "services");
+	for (int i = 0; svcs >= 0 && i < j.tok[svcs].size; i++) {
+		int o = pisb_json_at(&j, svcs, i);
+		bool ready = true;
+		_cleanup_free_ char *sn = pisb_json_str(&j, pisb_json_get(&j, o, "name"));
+		_cleanup_free_ char *why = pisb_json_str(&j, pisb_json_get(&j, o, "error"));
+		pisb_json_bool(&j, pisb_json_get(&j, o, "ready"), &ready);
+		if (!ready)
+			pisb_strv_pushf(msgs, "sandbox '%s': service '%s' is not ready%s%s (see 'pisb svc %s status', 'pisb logs %s %s')",
+					name, sn ? sn : "?", why ? ": " : "", why ? why : "", name, name,
+					sn ? sn : "");
+	}
+	pisb_json_release(&j);
+}
+
+int pisb_lifecycle_result(struct pisb_state *st, const char *name, const char *gone,
+			  struct pisb_jw *w, struct pisb_err *e)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "instances/%s", name);
+	if (!gone || faccessat(st->fd, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+		return pisb_inspect(st, name, false, w, e);
+	pisb_jw_obj(w);
+	pisb_jw_kstr(w, "name", name);
+	pisb_jw_kstr(w, "status", gone);
+	pisb_jw_obj_end(w);
+	return 0;
+}
+

@@ -35,4 +35,20 @@ enum pisb_status pisb_recorded_status(int idir, const struct pisb_runtime *rt);
 /* The live status name of an instance ("running", ...). */
 const char *pisb_status_of(struct pisb_state *st, const char *name);
 
+struct pisb_buf;
+struct pisb_strv;
+/* pisb list's table (NAME DRIVER STATUS IMAGE; quiet: the names alone)
+ * from pisb_list's JSON (len bytes). */
+int pisb_list_table(const char *json, size_t len, bool quiet, struct pisb_buf *out,
+		    struct pisb_err *e);
+/* A message for each service of sandbox NAME that is not ready. */
+void pisb_inspect_unready(struct pisb_state *st, const char *name, struct pisb_strv *msgs);
+/* The --json result of create, prepare, start, stop, connect and release,
+ * one rule for every driver: the inspect object of sandbox NAME; when the
+ * verb took the sandbox away (GONE non-NULL and no instance is left: stop
+ * of a connected sandbox, release that destroyed it),
+ * {"name":NAME,"status":GONE}. */
+int pisb_lifecycle_result(struct pisb_state *st, const char *name, const char *gone,
+			  struct pisb_jw *w, struct pisb_err *e);
+
 #endif

@@ -5,10 +5,14 @@
 #include "driver.h"
 #include "err.h"
 #include "events.h"
+#include "instance.h"
+#include "json.h"
 #include "project.h"
 #include "state.h"
 #include "util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,3 +219,61 @@ int pisb_lifecycle(struct pisb_state *st, enum pisb_lc_verb verb, const char *na
 	}
 	return -1;
 }
+
+int pisb_lc_config(const char *name, const char *file, const char *need_file, const char *driver,
+		   struct pisb_config **cfg, struct pisb_buf *text, struct pisb_buf *json,
+		   struct pisb_err *e)
+{
+	struct pisb_jw w;
+
+	*cfg = NULL;
+	if (!pisb_name_valid(name))
+		return pisb_err_set(e, PISB_EXIT_USAGE,
+				    "invalid name '%s' (lowercase letter, then up to 39 of a-z 0-9 -)", name);
+	if (need_file && !file)
+		return pisb_err_set(e, PISB_EXIT_USAGE, "%s", need_file);
+	if (driver && !pisb_driver_find(driver)) {
+		_cleanup_buf_ struct pisb_buf names = PISB_BUF_INIT;
+		pisb_driver_names(&names, ", ");
+		return pisb_err_set(e, PISB_EXIT_USAGE, "--driver: unknown driver '%s' (%s)", driver, names.s);
+	}
+	if (file) {
+		if (pisb_config_load(file, cfg, e) < 0)
+			return -1;
+		if (text && pisb_read_file_at(AT_FDCWD, file, text, 1 << 20) < 0) {
+			pisb_config_free(*cfg);
+			*cfg = NULL;
+			return pisb_err_sys(e, PISB_EXIT_USAGE, "read '%s'", file);
+		}
+	} else {
+		*cfg = pisb_config_default();
+	}
+	if (driver) {
+		free((*cfg)->driver);
+		(*cfg)->driver = xstrdup(driver);
+	}
+	pisb_jw_init(&w, json);
+	pisb_config_json(*cfg, &w);
+	return 0;
+}
+
+int pisb_lc_project_dir(const struct pisb_config *cfg, const char *arg, char **out,
+			struct pisb_err *e)
+{
+	const char *d = arg ? arg : cfg->project.dir;
+
+	*out = NULL;
+	if (!d || cfg->project.mode == PISB_PROJECT_NONE)
+		return 0;
+	if (cfg->project.mode != PISB_PROJECT_COPY && !pisb_driver_can(cfg->driver, PISB_DRV_PROJECT_BIND)) {
+		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+		pisb_driver_names_with(&b, PISB_DRV_PROJECT_BIND);
+		return pisb_err_set(e, PISB_EXIT_USAGE, "project.mode: %s is built for %s only; use copy",
+				    cfg->project.mode == PISB_PROJECT_BIND ? "bind" : "bind-ro", b.s);
+	}
+	if (!(*out = realpath(d, NULL)))
+		return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_USAGE,
+				    "--project '%s'", d);
+	return 0;
+}
+

@@ -50,4 +50,18 @@ enum pisb_policy pisb_lc_policy(const struct pisb_lc_opts *o, enum pisb_policy o
 int pisb_lifecycle_event(const struct pisb_lc_opts *o, const struct pisb_event *ev,
 			 struct pisb_err *e);
 
+struct pisb_buf;
+/* The config of create, prepare and connect: NAME checked, FILE parsed
+ * (else the defaults; NEED_FILE, when set, is the error for no FILE),
+ * DRIVER (--driver, or NULL) over its driver; *text the file as given
+ * (text may be NULL), *json the normalised config.  *cfg: caller frees. */
+int pisb_lc_config(const char *name, const char *file, const char *need_file, const char *driver,
+		   struct pisb_config **cfg, struct pisb_buf *text, struct pisb_buf *json,
+		   struct pisb_err *e);
+/* The project of create: ARG (--project) or the config's project.dir,
+ * resolved (caller frees *out; NULL when there is none or mode is none);
+ * the bind modes only on a driver that has them. */
+int pisb_lc_project_dir(const struct pisb_config *cfg, const char *arg, char **out,
+			struct pisb_err *e);
+
 #endif

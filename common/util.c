@@ -70,6 +70,15 @@ char *xstrndup(const char *s, size_t n)
 	return p;
 }
 
+char *xvasprintf(const char *fmt, va_list ap)
+{
+	char *s;
+
+	if (vasprintf(&s, fmt, ap) < 0)
+		oom();
+	return s;
+}
+
 char *xasprintf(const char *fmt, ...)
 {
 	va_list ap;
@@ -295,6 +304,21 @@ int pisb_read_file_at(int dirfd, const char *path, struct pisb_buf *b, size_t ma
 	if (fd < 0)
 		return -1;
 	return pisb_read_fd(fd, b, max);
+}
+
+char *pisb_read_small(const char *path)
+{
+	struct pisb_buf b = PISB_BUF_INIT;
+
+	if (pisb_read_file_at(AT_FDCWD, path, &b, 64 << 10) < 0) {
+		pisb_buf_release(&b);
+		return NULL;
+	}
+	if (!b.s)
+		return xstrdup("");
+	while (b.len && (b.s[b.len - 1] == '\n' || b.s[b.len - 1] == ' '))
+		b.s[--b.len] = '\0';
+	return pisb_buf_detach(&b);
 }
 
 bool pisb_str_starts(const char *s, const char *prefix)

@@ -23,6 +23,7 @@ void *pisb_grow(void *v, size_t n, size_t *cap, size_t size, size_t first);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *xvasprintf(const char *fmt, va_list ap);
 
 /* Growable byte buffer, always NUL-terminated after s[len]. */
 struct pisb_buf {
@@ -78,6 +79,9 @@ int pisb_open_beneath(int dirfd, const char *path, int flags);
 int pisb_read_fd(int fd, struct pisb_buf *b, size_t max);
 /* Read a file relative to dirfd (AT_FDCWD for cwd) into b. */
 int pisb_read_file_at(int dirfd, const char *path, struct pisb_buf *b, size_t max);
+/* A whole small file (64 KiB at most), trailing newlines and spaces cut;
+ * NULL if unreadable.  Caller frees. */
+char *pisb_read_small(const char *path);
 
 bool pisb_str_starts(const char *s, const char *prefix);
 bool pisb_str_ends(const char *s, const char *suffix);

@@ -115,7 +115,7 @@ static int run_script(struct ctl *c, const char *script, int timeout_ms,
 	s.stdout_fd = 2;
 	s.stderr_fd = 2;
 	s.new_session = true;
-	pid = pisb_sbx_spawn(&s, &err, e);
+	pid = pisb_local_spawn(&s, &err, e);
 	if (pid < 0)
 		return -1;
 	if (pid_out)

@@ -13,7 +13,7 @@
 #include "docker_verbs.h"
 #include "driver.h"
 #include "err.h"
-#include "exec.h"
+#include "local_exec.h"
 #include "instance.h"
 #include "json.h"
 #include "proc.h"
@@ -110,7 +110,7 @@ static int capture(struct dk *d, const char *script, char *const *args, size_t n
 	sp.stderr_fd = wfd;
 	sp.new_session = true;
 	sp.pdeathsig = true;
-	pid = pisb_sbx_spawn(&sp, &exec_err, e);
+	pid = pisb_local_spawn(&sp, &exec_err, e);
 	if (pid < 0)
 		return pisb_err_prefix(e, "sandbox '%s'", d->sb->name);
 	close(wfd);
@@ -679,7 +679,7 @@ static void forward(int sig)
 		kill(child_pid, sig);
 }
 
-/* pisb_exec_attached in a child: it joins the sandbox's namespaces
+/* pisb_local_exec in a child: it joins the sandbox's namespaces
  * itself, and we still have the host's to talk to the controller after.
  * The signals it forwards reach it through us. */
 static int attached(struct dk *d, const struct pisb_exec_req *r, int *code, struct pisb_err *e)
@@ -697,7 +697,7 @@ static int attached(struct dk *d, const struct pisb_exec_req *r, int *code, stru
 		struct pisb_err ce = PISB_ERR_INIT;
 		int c = 0;
 		close(p[0]);
-		if (pisb_exec_attached(d->sb->st, r, &c, &ce) < 0) {
+		if (pisb_local_exec(d->sb, r, &c, &ce) < 0) {
 			/* the error, for the parent to report */
 			pisb_write_all(p[1], &ce.code, sizeof(ce.code));
 			pisb_write_all(p[1], ce.msg, strlen(ce.msg));

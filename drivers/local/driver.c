@@ -6,7 +6,7 @@
 #include "doctor.h"
 #include "err.h"
 #include "events.h"
-#include "exec.h"
+#include "local_exec.h"
 #include "fs.h"
 #include "fs_verbs.h"
 #include "gc.h"
@@ -115,37 +115,6 @@ static void describe(struct pisb_sandbox *sb, const struct pisb_config *cfg, str
 	pisb_jw_obj_end(w);
 }
 
-/* ---- exec ---- */
-
-static int exec_attached(struct pisb_sandbox *sb, const struct pisb_exec_req *r, int *code,
-			 struct pisb_err *e)
-{
-	return pisb_exec_attached(sb->st, r, code, e);
-}
-
-static int exec_handle(struct pisb_sandbox *sb, const struct pisb_exec_req *r, struct pisb_jw *w,
-		       int *code, bool *running, struct pisb_err *e)
-{
-	return pisb_exec_handle(sb->st, r, w, code, running, e);
-}
-
-static int exec_status(struct pisb_sandbox *sb, const char *handle, int timeout_ms,
-		       struct pisb_jw *w, int *code, bool *running, struct pisb_err *e)
-{
-	return pisb_exec_status(sb->st, sb->name, handle, timeout_ms, w, code, running, e);
-}
-
-static int exec_kill(struct pisb_sandbox *sb, const char *handle, struct pisb_jw *w, int *code,
-		     struct pisb_err *e)
-{
-	return pisb_exec_kill(sb->st, sb->name, handle, w, code, e);
-}
-
-static int shell(struct pisb_sandbox *sb, const char *user, int *code, struct pisb_err *e)
-{
-	return pisb_exec_shell(sb->st, sb->name, user, code, e);
-}
-
 /* ---- services, verify ---- */
 
 static int svc(struct pisb_sandbox *sb, const char *req, struct pisb_buf *reply, int timeout_ms,
@@ -156,7 +125,7 @@ static int svc(struct pisb_sandbox *sb, const char *req, struct pisb_buf *reply,
 
 static int verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, struct pisb_err *e)
 {
-	return pisb_verify(sb->st, sb->name, json, out, e);
+	return pisb_local_verify(sb->st, sb->name, json, out, e);
 }
 
 /* ---- the project: its files with the sandbox's rights, running or not ---- */
@@ -166,7 +135,7 @@ static int project_enter(struct pisb_sandbox *sb, int *root, char **ws, struct p
 	struct pisb_fs fs = PISB_FS_INIT;
 	int r;
 
-	if (pisb_fs_open(&fs, sb, NULL, false, e) < 0) {
+	if (pisb_fs_open(&fs, sb, &pisb_local_fs_how, false, e) < 0) {
 		pisb_fs_release(&fs);
 		return -1;
 	}
@@ -175,7 +144,7 @@ static int project_enter(struct pisb_sandbox *sb, int *root, char **ws, struct p
 		/* running: its own namespaces, as every file verb */
 		pisb_fs_release(&fs);
 		fs = (struct pisb_fs)PISB_FS_INIT;
-		r = pisb_fs_open(&fs, sb, NULL, true, e) < 0 || pisb_fs_enter(&fs, e) < 0 ? -1 : 0;
+		r = pisb_fs_open(&fs, sb, &pisb_local_fs_how, true, e) < 0 || pisb_fs_enter(&fs, e) < 0 ? -1 : 0;
 		*root = r == 0 ? pisb_steal_fd(&fs.root) : -1;
 	} else {
 		/* stopped: its disk, read-only, as its root */
@@ -223,6 +192,7 @@ const struct pisb_driver pisb_driver_local = {
 	.caps = PISB_DRV_GC_SWEEP | PISB_DRV_TEMPLATES | PISB_DRV_EXEC_BASH | PISB_DRV_PROJECT_BIND |
 		PISB_DRV_DOCKER_OPT,
 	.refusals = refusals,
+	.fs_how = &pisb_local_fs_how,
 	.create = create,
 	.prepare = prepare,
 	.start = start,
@@ -234,11 +204,11 @@ const struct pisb_driver pisb_driver_local = {
 	.status = status,
 	.describe = describe,
 	.limits = pisb_inspect_limits,
-	.exec = exec_attached,
-	.exec_handle = exec_handle,
-	.exec_status = exec_status,
-	.exec_kill = exec_kill,
-	.shell = shell,
+	.exec = pisb_local_exec,
+	.exec_handle = pisb_local_exec_handle,
+	.exec_status = pisb_local_exec_status,
+	.exec_kill = pisb_local_exec_kill,
+	.shell = pisb_local_shell,
 	.read_text = pisb_fsv_read_text,
 	.read_raw = pisb_fsv_read_raw,
 	.write = pisb_fsv_write,
@@ -255,6 +225,7 @@ const struct pisb_driver pisb_driver_local = {
 	.svc = svc,
 	.preview = svc,
 	.docker = pisb_local_docker,
+	.doctor = pisb_local_doctor,
 	.verify = verify,
 	.gc_leftovers = gc_leftovers,
 	.gc_drop = gc_drop,

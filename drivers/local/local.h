@@ -11,6 +11,8 @@ struct pisb_err;
 struct pisb_state;
 struct pisb_config;
 struct pisb_jw;
+struct pisb_buf;
+struct pisb_fs_how;
 
 struct pisb_create_opts {
 	const char *name;
@@ -67,6 +69,28 @@ struct pisb_jw;
 struct pisb_strv;
 int pisb_local_docker(struct pisb_sandbox *sb, const char *verb, char *const *args, size_t nargs,
 		      struct pisb_jw *w, bool *json_out, int *code, struct pisb_strv *notes,
+		      struct pisb_err *e);
+
+/* local_fs.c: the file verbs' way in (the driver's fs_how) */
+extern const struct pisb_fs_how pisb_local_fs_how;
+/* Read the regular file abs inside the sandbox whose init is pid (with
+ * start time start) with the rights of the sandbox's root, never the
+ * caller's: a child enters the sandbox's user and mount namespaces (as
+ * pisb_fs_enter) and opens abs with pisb_fs_resolve, so symlinks resolve
+ * inside and a file root inside may not read stays unread.  For host-side
+ * code (the controller) that must read what the sandbox wrote.  At most
+ * max bytes into b.  0, or -1 with errno: ENOENT missing, EACCES, EISDIR
+ * (not a regular file), EFBIG (larger than max), ESRCH (not running). */
+int pisb_local_read_guest(pid_t pid, unsigned long long start, const char *abs, size_t max,
+			  struct pisb_buf *b);
+
+/* local_doctor.c: the driver's doctor slot */
+struct pisb_doctor;
+void pisb_local_doctor(struct pisb_doctor *d);
+
+/* verify.c: the driver's verify slot: 0 every check passed, 1 one failed,
+ * or -1 with e; the report (JSON with json) into out */
+int pisb_local_verify(struct pisb_state *st, const char *name, bool json, struct pisb_buf *out,
 		      struct pisb_err *e);
 
 #endif

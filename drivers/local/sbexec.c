@@ -152,7 +152,7 @@ static int read_exec_result(int fd, int *err)
 	return 0;
 }
 
-pid_t pisb_sbx_spawn_direct(const struct pisb_spawn *s, int *exec_errno,
+pid_t pisb_local_spawn_direct(const struct pisb_spawn *s, int *exec_errno,
 			    struct pisb_err *e)
 {
 	int p[2], err, master = -1;
@@ -203,7 +203,7 @@ pid_t pisb_sbx_spawn_direct(const struct pisb_spawn *s, int *exec_errno,
 	return cmd;
 }
 
-pid_t pisb_sbx_spawn(const struct pisb_spawn *s, int *exec_errno,
+pid_t pisb_local_spawn(const struct pisb_spawn *s, int *exec_errno,
 		     struct pisb_err *e)
 {
 	int p[2], err = 0, code = 0;

@@ -1,6 +1,6 @@
 /* sbexec.h - running commands inside a local sandbox.
  *
- * pisb_sbx_spawn() forks a process that joins the sandbox (cgroup,
+ * pisb_local_spawn() forks a process that joins the sandbox (cgroup,
  * namespaces, root), becomes root inside, gets the sandbox environment and
  * execs argv in cwd.  The returned pid is the host pid of that process (it
  * is pid N inside); it leads its own session or process group.  It is our
@@ -32,7 +32,7 @@ struct pisb_spawn {
 	int stdin_fd, stdout_fd, stderr_fd;  /* -1: /dev/null */
 	bool new_session;               /* setsid (else setpgid) */
 	bool pdeathsig;                 /* die with the spawner */
-	/* pisb_sbx_spawn_direct only: fds (bit 0, 1, 2) that get the slave of
+	/* pisb_local_spawn_direct only: fds (bit 0, 1, 2) that get the slave of
 	 * a new pty of the sandbox's own devpts, its controlling terminal
 	 * (new_session must be set); its master, O_CLOEXEC, in *pty_master,
 	 * sized pty_size (NULL: the default) */
@@ -44,13 +44,13 @@ struct pisb_spawn {
 /* Returns the pid, or -1.  Exec failures inside are reported through
  * *exec_errno (0 if the exec happened) once the child execs or fails:
  * the call waits for that. */
-pid_t pisb_sbx_spawn(const struct pisb_spawn *s, int *exec_errno,
+pid_t pisb_local_spawn(const struct pisb_spawn *s, int *exec_errno,
 		     struct pisb_err *e);
 
 /* The same, but the calling process itself joins the sandbox first (for
  * short-lived callers such as pisb exec: one fork less, and the command is
  * our own child). */
-pid_t pisb_sbx_spawn_direct(const struct pisb_spawn *s, int *exec_errno,
+pid_t pisb_local_spawn_direct(const struct pisb_spawn *s, int *exec_errno,
 			    struct pisb_err *e);
 
 /* Resolve --cwd: absolute stays, relative is under the workspace. */

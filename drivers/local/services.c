@@ -18,6 +18,7 @@
  */
 #include "services.h"
 #include "config.h"
+#include "local.h"
 #include "err.h"
 #include "fs.h"
 #include "gate.h"
@@ -432,7 +433,7 @@ static int open_in_root(int rootfd, const char *rel)
 /* Read <workspace>/.sandbox.yaml as the sandbox sees it and with its
  * root's rights only (we are host root, or the user: a guest symlink to
  * /etc/shadow must find what root inside finds, which is nothing it may
- * read): from inside its namespaces (pisb_fs_read_guest); when it is not
+ * read): from inside its namespaces (pisb_local_read_guest); when it is not
  * running, from the disk's upper layer, which holds only what the sandbox
  * wrote, symlinks resolved inside it.  *out NULL + 0 when it is missing. */
 static int load_guest(struct pisb_services *s, struct pisb_config **out,
@@ -445,7 +446,7 @@ static int load_guest(struct pisb_services *s, struct pisb_config **out,
 
 	*out = NULL;
 	if (pisb_proc_start(s->rt->init.pid) == s->rt->init.start)
-		r = pisb_fs_read_guest(s->rt->init.pid, s->rt->init.start, shown, PISB_CONFIG_MAX, &b);
+		r = pisb_local_read_guest(s->rt->init.pid, s->rt->init.start, shown, PISB_CONFIG_MAX, &b);
 	else
 		errno = ESRCH;
 	if (r < 0 && errno == ESRCH) {
@@ -955,7 +956,7 @@ static void spawn(struct pisb_services *s, struct svc *v)
 	sp.stdout_fd = v->out_w;
 	sp.stderr_fd = v->out_w;
 	sp.new_session = true;
-	pid = pisb_sbx_spawn(&sp, &exec_err, &e);
+	pid = pisb_local_spawn(&sp, &exec_err, &e);
 	s->changed = true;
 	if (pid < 0) {
 		set_str(&v->spawn_err, e.msg);

@@ -2,6 +2,7 @@
  * remote OpenSandbox server, over its lifecycle API and execd. */
 #include "driver.h"
 #include "config.h"
+#include "doctor.h"
 #include "err.h"
 #include "exec.h"
 #include "fs_verbs.h"
@@ -175,6 +176,30 @@ static int pull(struct pisb_sandbox *sb, const char *path, const char *hostdir,
 
 /* no controller: logs shows pisb's remote log (lifecycle steps, renewals,
  * setup output) */
+/* doctor: the docker an OpenSandbox server here would run sandboxes on */
+static void doctor(struct pisb_doctor *d)
+{
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT, srv = PISB_BUF_INIT;
+	char *ver[] = { "docker", "--version", NULL };
+	char *info[] = { "docker", "version", "--format", "{{.Server.Version}}", NULL };
+	const char *what = "OpenSandbox servers run sandboxes on Docker; the local driver never uses it";
+	int r = pisb_doctor_run(ver, &out, 10000), s;
+
+	if (r != 0) {
+		pisb_doctor_add(d, "docker", PISB_DOC_WARN, "install Docker Engine (https://docs.docker.com/engine/install/) if you run an OpenSandbox server here",
+		     r == -1 ? "'docker' not found on PATH (optional: %s)" : "'docker --version' failed (optional: %s)", what);
+		return;
+	}
+	s = pisb_doctor_run(info, &srv, 10000);
+	if (s == 0)
+		pisb_doctor_add(d, "docker", PISB_DOC_PASS, NULL, "%s; daemon %s answers (%s)", pisb_doctor_first_line(out.s),
+		     pisb_doctor_first_line(srv.s), what);
+	else
+		pisb_doctor_add(d, "docker", PISB_DOC_WARN, "start the daemon: sudo systemctl start docker (or dockerd &)",
+		     "%s, but no daemon answers: %s (optional: %s)", pisb_doctor_first_line(out.s),
+		     s == -2 ? "timed out after 10 s" : pisb_doctor_first_line(srv.s), what);
+}
+
 static const struct pisb_fs_how fs_how = { "remote.log", NULL, NULL };
 
 static const struct pisb_refusal refusals[] = {
@@ -220,6 +245,7 @@ const struct pisb_driver pisb_driver_opensandbox = {
 	.grep = grep,
 	.logs = pisb_fsv_logs,
 	.fs_how = &fs_how,
+	.doctor = doctor,
 	.push = push,
 	.pull = pull,
 	.project_archive = pisb_os_project_archive,

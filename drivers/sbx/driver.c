@@ -3,6 +3,8 @@
 #include "driver.h"
 #include "err.h"
 #include "config.h"
+#include "doctor.h"
+#include "fs.h"
 #include "exec.h"
 #include "fs_verbs.h"
 #include "inspect.h"
@@ -174,7 +176,20 @@ static int project_enter(struct pisb_sandbox *sb, int *root, char **ws, struct p
 }
 
 /* the workspace sbx shares with the VM, on this host */
-static const struct pisb_fs_how fs_how = { "sbx.log", pisb_sbx_fs_workspace, pisb_sbx_fs_enter };
+/* doctor: the sbx CLI this driver drives */
+static void doctor(struct pisb_doctor *d)
+{
+	char *sbx[] = { "sbx", "version", NULL };
+
+	pisb_doctor_tool(d, "sbx", sbx, "the sbx driver", "install Docker Sandboxes (https://docs.docker.com/ai/sandboxes/)");
+}
+
+static int fs_enter(const struct pisb_fs *fs, struct pisb_err *e)
+{
+	return pisb_sbx_fs_enter(fs->workspace, e);
+}
+
+static const struct pisb_fs_how fs_how = { "sbx.log", pisb_sbx_fs_workspace, fs_enter };
 
 static const struct pisb_refusal refusals[] = {
 	{ PISB_V_PREPARE, "pisb templates are local disks; a sbx sandbox starts from sbx.template" },
@@ -192,6 +207,7 @@ const struct pisb_driver pisb_driver_sbx = {
 	.caps = PISB_DRV_DOCKER_ALWAYS,
 	.refusals = refusals,
 	.fs_how = &fs_how,
+	.doctor = doctor,
 	.create = create,
 	.start = start,
 	.stop = stop,

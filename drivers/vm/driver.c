@@ -128,6 +128,7 @@ const struct pisb_driver pisb_driver_vm = {
 	.summary = "a QEMU virtual machine per sandbox with pisb's guest agent (KVM, else TCG)",
 	.refusals = refusals,
 	.fs_how = &fs_how,
+	.doctor = pisb_vm_doctor,
 	.create = create,
 	.start = start,
 	.stop = stop,

@@ -95,6 +95,9 @@ char *pisb_vm_accel_note(struct pisb_state *st, const char *name);
  * it boots only guest kernels built with CONFIG_PVM_GUEST, so the driver
  * runs a stock kernel under TCG at once (doctor's kvm check says so). */
 bool pisb_vm_kvm_is_pvm(void);
+/* vm_doctor.c: the driver's doctor slot */
+struct pisb_doctor;
+void pisb_vm_doctor(struct pisb_doctor *d);
 
 /* exec attached through the agent: argv (or /bin/sh -lc STRING), cwd
  * (relative: under the workspace; default the workspace), env (PATH,
