@@ -67,6 +67,7 @@ PROGS   := pisb pisb-create pisb-exec pisb-fs pisb-svc pisb-docker pisb-gc pisb-
 # A binary whose verbs fill more than one file: cmd/BINARY.c holds main()
 # and names the others' handlers (cmd/*.h).
 CMD_pisb-fs := fs_tree fs_project
+CMD_pisb-create := create_info
 LIB_SRC := $(sort $(wildcard common/*.c $(DRIVERS:%=drivers/%/*.c)))
 LIB_HDR := $(wildcard common/*.h cmd/*.h $(DRIVERS:%=drivers/%/*.h))
 LIB_OBJ := $(LIB_SRC:%.c=$(OUT)/%.o)
@@ -98,6 +99,7 @@ common/libpisb.a: $(LIBA)
 	@cp $< $@
 
 $(BIN)/pisb-fs: $(CMD_pisb-fs:%=$(OUT)/cmd/%.o)
+$(BIN)/pisb-create: $(CMD_pisb-create:%=$(OUT)/cmd/%.o)
 
 $(BIN)/%: $(OUT)/cmd/%.o $(FRONT) $(LIBA)
 	@mkdir -p $(BIN)
