@@ -54,7 +54,7 @@ static int prepare(struct pisb_state *st, const struct pisb_config *cfg, const c
 
 static int start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	return pisb_local_start(sb->st, sb->name, o->wait_ms, e);
+	return pisb_local_start(sb, o->wait_ms, e);
 }
 
 static int end(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, bool destroy,
@@ -76,7 +76,7 @@ static int destroy(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct
 
 static int destroy_template(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	return pisb_local_destroy(sb->st, "templates", sb->name, o->wait_ms, e);
+	return pisb_local_destroy_template(sb, o->wait_ms, e);
 }
 
 /* the session's end: remove, unless release --policy says otherwise */
@@ -125,7 +125,7 @@ static int svc(struct pisb_sandbox *sb, const char *req, struct pisb_buf *reply,
 
 static int verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, struct pisb_err *e)
 {
-	return pisb_local_verify(sb->st, sb->name, json, out, e);
+	return pisb_local_verify(sb, json, out, e);
 }
 
 /* ---- the project: its files with the sandbox's rights, running or not ---- */

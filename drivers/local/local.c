@@ -611,14 +611,13 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 
 /* ---------- start / stop / destroy ---------- */
 
-int pisb_local_start(struct pisb_state *st, const char *name, int wait_ms,
-		     struct pisb_err *e)
+int pisb_local_start(struct pisb_sandbox *sb, int wait_ms, struct pisb_err *e)
 {
-	_cleanup_close_ int idir = pisb_instance_open(st, "instances", name, e);
+	struct pisb_state *st = sb->st;
+	const char *name = sb->name;
+	int idir = sb->idir;
 	_cleanup_close_ int lock = -1;
 
-	if (idir < 0)
-		return -1;
 	lock = op_lock(idir, name, wait_ms, e);
 	if (lock < 0)
 		return -1;
@@ -789,23 +788,6 @@ static void drop_disk_mount(struct pisb_state *st, int idir, const char *kind, c
 		pisb_disk_image_umount(disk);
 }
 
-int pisb_local_stop(struct pisb_state *st, const char *name, int wait_ms,
-		    struct pisb_err *e)
-{
-	_cleanup_close_ int idir = pisb_instance_open(st, "instances", name, e);
-	_cleanup_close_ int lock = -1;
-
-	if (idir < 0)
-		return -1;
-	lock = op_lock(idir, name, wait_ms, e);
-	if (lock < 0)
-		return -1;
-	if (stop_locked(idir, name, true, e) < 0)
-		return pisb_err_prefix(e, "stop '%s'", name);
-	drop_disk_mount(st, idir, "instances", name);
-	return 0;
-}
-
 /* What a destroy holds from its stop until the skeleton's trash is done:
  * the op.lock (no start slips in between) and the id range, freed once
  * the instance directory is gone. */
@@ -858,36 +840,24 @@ int pisb_local_end(struct pisb_sandbox *sb, int wait_ms, bool destroy, struct pi
 	return 0;
 }
 
-int pisb_local_destroy(struct pisb_state *st, const char *kind, const char *name,
-		       int wait_ms, struct pisb_err *e)
+int pisb_local_destroy_template(struct pisb_sandbox *sb, int wait_ms, struct pisb_err *e)
 {
-	_cleanup_close_ int idir = pisb_instance_open(st, kind, name, e);
+	struct pisb_err ig = PISB_ERR_INIT;
+	const struct pisb_record *rec;
 	_cleanup_close_ int lock = -1;
+	uid_t base;
 
-	if (idir < 0)
-		return -1;
-	/* one op.lock from the stop to the rename: no start slips in between */
-	lock = op_lock(idir, name, wait_ms, e);
+	lock = op_lock(sb->idir, sb->name, wait_ms, e);
 	if (lock < 0)
 		return -1;
-	if (!strcmp(kind, "instances") && stop_locked(idir, name, false, e) < 0)
-		return pisb_err_prefix(e, "destroy '%s'", name);
-	drop_disk_mount(st, idir, kind, name);
-	{
-		struct pisb_record rec;
-		struct pisb_err ig = PISB_ERR_INIT;
-		uid_t base = 0;
-
-		if (pisb_record_load(idir, &rec, &ig) == 0) {
-			base = rec.uid_base;
-			pisb_record_release(&rec);
-		}
-		/* the lock fd keeps others out until the rename into the trash */
-		if (pisb_state_trash(st, kind, name, e) < 0)
-			return -1;
-		/* its files are gone: the id range is free again */
-		pisb_ids_free(st, base);
-	}
+	drop_disk_mount(sb->st, sb->idir, "templates", sb->name);
+	rec = pisb_sandbox_record(sb, &ig);
+	base = rec ? rec->uid_base : 0;
+	/* the lock fd keeps others out until the rename into the trash */
+	if (pisb_state_trash(sb->st, "templates", sb->name, e) < 0)
+		return -1;
+	/* its files are gone: the id range is free again */
+	pisb_ids_free(sb->st, base);
 	return 0;
 }
 

@@ -33,12 +33,10 @@ struct pisb_create_opts {
 int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 		      const char *config_json, const struct pisb_create_opts *o,
 		      char **setup_error, struct pisb_err *e);
-int pisb_local_start(struct pisb_state *st, const char *name, int wait_ms,
-		     struct pisb_err *e);
-int pisb_local_stop(struct pisb_state *st, const char *name, int wait_ms,
-		    struct pisb_err *e);
-int pisb_local_destroy(struct pisb_state *st, const char *kind, const char *name,
-		       int wait_ms, struct pisb_err *e);
+struct pisb_sandbox;
+int pisb_local_start(struct pisb_sandbox *sb, int wait_ms, struct pisb_err *e);
+/* destroy --template: sb is templates/NAME */
+int pisb_local_destroy_template(struct pisb_sandbox *sb, int wait_ms, struct pisb_err *e);
 /* stop and destroy on the shared skeleton (pisb_lifecycle_end): stop sb
  * under its op.lock; destroy keeps that lock in sb->priv until sb is
  * released, after the skeleton's trash, and then frees the sandbox's id
@@ -90,7 +88,6 @@ void pisb_local_doctor(struct pisb_doctor *d);
 
 /* verify.c: the driver's verify slot: 0 every check passed, 1 one failed,
  * or -1 with e; the report (JSON with json) into out */
-int pisb_local_verify(struct pisb_state *st, const char *name, bool json, struct pisb_buf *out,
-		      struct pisb_err *e);
+int pisb_local_verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, struct pisb_err *e);
 
 #endif

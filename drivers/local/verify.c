@@ -952,33 +952,23 @@ static void plant_canary(struct verify *v, const char *dir)
 	snprintf(v->canaries[v->ncanaries++], sizeof(v->canaries[0]), "%s", path);
 }
 
-static int load_target(struct pisb_state *st, const char *name, struct target *t,
-		       struct pisb_err *e)
+/* sb's record and config (borrowed), status.json read now */
+static int load_target(struct pisb_sandbox *sb, struct target *t, struct pisb_err *e)
 {
 	memset(t, 0, sizeof(*t));
-	t->idir = pisb_instance_open(st, "instances", name, e);
-	if (t->idir < 0)
-		return -1;
-	if (pisb_record_load(t->idir, &t->rec, e) < 0)
-		return pisb_err_prefix(e, "sandbox '%s'", name);
-	if (pisb_runtime_load(t->idir, &t->rt, e) < 0)
-		return -1;
+	t->idir = sb->idir;
+	if (pisb_sandbox_borrow(sb, &t->rec, &t->cfg, &t->rt, e) < 0)
+		return pisb_err_prefix(e, "sandbox '%s'", sb->name);
 	if (!pisb_lock_is_held(t->idir, "controller.lock") || strcmp(t->rt.state, "running"))
 		return pisb_err_set(e, PISB_EXIT_BACKEND,
-				    "sandbox '%s' is not running (start it with 'pisb start %s')", name, name);
-	if (pisb_record_config(&t->rec, &t->cfg, e) < 0)
-		return -1;
+				    "sandbox '%s' is not running (start it with 'pisb start %s')",
+				    sb->name, sb->name);
 	return 0;
 }
 
 static void release_target(struct target *t)
 {
-	if (t->idir >= 0)
-		close(t->idir);
-	pisb_record_release(&t->rec);
 	pisb_runtime_release(&t->rt);
-	if (t->cfg)
-		pisb_config_free(t->cfg);
 }
 
 static const char *const order[] = {
@@ -986,9 +976,9 @@ static const char *const order[] = {
 	"host-sockets", "host-processes", "namespaces", "no-new-privs", NULL,
 };
 
-int pisb_local_verify(struct pisb_state *st, const char *name, bool json, struct pisb_buf *out,
-		struct pisb_err *e)
+int pisb_local_verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, struct pisb_err *e)
 {
+	const char *name = sb->name;
 	struct target t;
 	struct verify *v = NULL;
 	_cleanup_close_ int lsock = -1, asock = -1, csock = -1;
@@ -996,7 +986,7 @@ int pisb_local_verify(struct pisb_state *st, const char *name, bool json, struct
 	char berr[1024] = "", uidev[256];
 	int ret = -1, nfail = 0;
 
-	if (load_target(st, name, &t, e) < 0)
+	if (load_target(sb, &t, e) < 0)
 		goto out;
 	v = xcalloc(1, sizeof(*v));
 	{

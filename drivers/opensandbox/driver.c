@@ -28,22 +28,22 @@ static int connect_(struct pisb_state *st, const struct pisb_config *cfg, const 
 
 static int start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	return pisb_os_start(sb->st, sb->name, o, e);
+	return pisb_os_start(sb, o, e);
 }
 
 static int stop(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	return pisb_os_stop(sb->st, sb->name, o, e);
+	return pisb_os_stop(sb, o, e);
 }
 
 static int destroy(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	return pisb_os_destroy(sb->st, sb->name, o, e);
+	return pisb_os_destroy(sb, o, e);
 }
 
 static int release(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	return pisb_os_release(sb->st, sb->name, o, e);
+	return pisb_os_release(sb, o, e);
 }
 
 static enum pisb_status status(struct pisb_sandbox *sb)
@@ -62,7 +62,7 @@ static enum pisb_status status(struct pisb_sandbox *sb)
 
 static int refresh(struct pisb_sandbox *sb, int timeout_ms, struct pisb_err *e)
 {
-	return pisb_os_refresh(sb->st, sb->name, timeout_ms, e);
+	return pisb_os_refresh(sb, timeout_ms, e);
 }
 
 static void describe(struct pisb_sandbox *sb, const struct pisb_config *cfg, struct pisb_jw *w)

@@ -318,18 +318,6 @@ int os_inst_of(struct pisb_sandbox *sb, struct os_inst *t, struct pisb_err *e)
 	return 0;
 }
 
-int os_inst_open(struct pisb_state *st, const char *name, struct os_inst *t,
-		 struct pisb_err *e)
-{
-	if (inst_load(st, name, t, e) < 0)
-		return -1;
-	if (os_conn_init(&t->c, &t->cfg->os, t->sid, e) < 0) {
-		os_inst_release(t);
-		return pisb_err_prefix(e, "sandbox '%s'", name);
-	}
-	return 0;
-}
-
 static int renew_lock(struct os_inst *t, struct pisb_err *e)
 {
 	char what[96];
@@ -1155,16 +1143,17 @@ static int op_lock(struct os_inst *t, const struct pisb_lc_opts *o, struct pisb_
 	return pisb_lock_acquire(t->idir, "op.lock", true, o ? o->wait_ms : 0, what, e);
 }
 
-int pisb_os_start(struct pisb_state *st, const char *name,
-		  const struct pisb_lc_opts *o, struct pisb_err *e)
+int pisb_os_start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
+	struct pisb_state *st = sb->st;
+	const char *name = sb->name;
 	struct os_inst t;
 	_cleanup_close_ int lk = -1;
 	struct pisb_lc_opts quiet = { .events_fd = -1 };
 	bool was_paused, interrupted;
 	int ret = -1;
 
-	if (os_inst_open(st, name, &t, e) < 0)
+	if (os_inst_of(sb, &t, e) < 0)
 		return -1;
 	lk = op_lock(&t, o, e);
 	if (lk < 0)
@@ -1289,11 +1278,11 @@ static int do_kill(struct pisb_state *st, struct os_inst *t, struct pisb_err *e)
 }
 
 /* Open, take op.lock then renew.lock (waiting for a renewal in flight). */
-static int open_locked(struct pisb_state *st, const char *name, const struct pisb_lc_opts *o,
+static int open_locked(struct pisb_sandbox *sb, const struct pisb_lc_opts *o,
 		       struct os_inst *t, int *oplk, int *rlk, struct pisb_err *e)
 {
 	*oplk = *rlk = -1;
-	if (os_inst_open(st, name, t, e) < 0)
+	if (os_inst_of(sb, t, e) < 0)
 		return -1;
 	*oplk = op_lock(t, o, e);
 	if (*oplk < 0)
@@ -1322,16 +1311,18 @@ static int finish(const struct pisb_lc_opts *o, struct os_inst *t, const char *m
  * gets the policy (stop: pause, destroy: kill, release: the configured
  * onSessionShutdown); one it only connected to is only disconnected.  The
  * renewal lock is held throughout, so no renewal is in flight meanwhile. */
-static int end_use(struct pisb_state *st, const char *name, const struct pisb_lc_opts *o,
+static int end_use(struct pisb_sandbox *sb, const struct pisb_lc_opts *o,
 		   int policy, const char *verb, struct pisb_err *e)
 {
+	struct pisb_state *st = sb->st;
+	const char *name = sb->name;
 	struct os_inst t;
 	int oplk, rlk, ret = 0;
 	const char *mode;
 
 	/* a record without a usable client (no key, broken record) cannot
 	 * kill: that is an error, rather than an orphaned sandbox */
-	if (open_locked(st, name, o, &t, &oplk, &rlk, e) < 0)
+	if (open_locked(sb, o, &t, &oplk, &rlk, e) < 0)
 		return -1;
 	if (policy < 0)
 		policy = (int)t.cfg->os.on_shutdown;
@@ -1362,23 +1353,20 @@ static int end_use(struct pisb_state *st, const char *name, const struct pisb_lc
 	return ret;
 }
 
-int pisb_os_stop(struct pisb_state *st, const char *name,
-		 const struct pisb_lc_opts *o, struct pisb_err *e)
+int pisb_os_stop(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	return end_use(st, name, o, PISB_POLICY_PAUSE, "stop", e);
+	return end_use(sb, o, PISB_POLICY_PAUSE, "stop", e);
 }
 
-int pisb_os_destroy(struct pisb_state *st, const char *name,
-		    const struct pisb_lc_opts *o, struct pisb_err *e)
+int pisb_os_destroy(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	return end_use(st, name, o, PISB_POLICY_KILL, "destroy", e);
+	return end_use(sb, o, PISB_POLICY_KILL, "destroy", e);
 }
 
-int pisb_os_release(struct pisb_state *st, const char *name,
-		    const struct pisb_lc_opts *o, struct pisb_err *e)
+int pisb_os_release(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
 	/* --policy, else the config's onSessionShutdown */
-	return end_use(st, name, o, o && o->policy ? (int)pisb_lc_policy(o, PISB_POLICY_KILL) : -1,
+	return end_use(sb, o, o && o->policy ? (int)pisb_lc_policy(o, PISB_POLICY_KILL) : -1,
 		       "release", e);
 }
 
@@ -1583,14 +1571,13 @@ static int refresh_apply(struct os_inst *t, int g, const char *state, const char
 	return os_status_save(t->idir, &t->rt, s, &t->x, sync, e);
 }
 
-int pisb_os_refresh(struct pisb_state *st, const char *name, int timeout_ms,
-		    struct pisb_err *e)
+int pisb_os_refresh(struct pisb_sandbox *sb, int timeout_ms, struct pisb_err *e)
 {
 	struct os_inst t;
 	char state[32], exp[64];
 	int g, ret;
 
-	if (os_inst_open(st, name, &t, e) < 0)
+	if (os_inst_of(sb, &t, e) < 0)
 		return -1;
 	g = os_get(&t.c, state, exp, timeout_ms, e);
 	ret = refresh_apply(&t, g, state, exp, true, e);

@@ -44,6 +44,7 @@ struct pisb_err;
 struct pisb_state;
 struct pisb_config;
 struct pisb_record;
+struct pisb_sandbox;
 struct pisb_jw;
 struct pisb_buf;
 struct pisb_exec_req;
@@ -78,31 +79,26 @@ int pisb_os_connect(struct pisb_state *st, const struct pisb_config *cfg,
 		    const char *config_json, const struct pisb_lc_opts *o,
 		    struct pisb_err *e);
 /* start: resume a paused sandbox (no-op when running).  Gone: exit 5. */
-int pisb_os_start(struct pisb_state *st, const char *name,
-		  const struct pisb_lc_opts *o, struct pisb_err *e);
+int pisb_os_start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e);
 /* stop: created -> pause (instance kept, status paused); connected ->
  * disconnect (local state removed, the sandbox untouched).  Waits for an
  * in-flight renewal first.  Emits "released" (mode pause|disconnect). */
-int pisb_os_stop(struct pisb_state *st, const char *name,
-		 const struct pisb_lc_opts *o, struct pisb_err *e);
+int pisb_os_stop(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e);
 /* destroy: created -> kill (DELETE; already gone is fine) + local state
  * removed; connected -> disconnect only.  Waits for an in-flight renewal.
  * Emits "released" (mode kill|disconnect). */
-int pisb_os_destroy(struct pisb_state *st, const char *name,
-		    const struct pisb_lc_opts *o, struct pisb_err *e);
+int pisb_os_destroy(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e);
 /* Session shutdown: apply lifecycle.onSessionShutdown to a sandbox pisb
  * created (kill = destroy, pause = stop, keep = leave it running and
  * keep the instance); a connected one is only disconnected.  Emits
  * "released" with the effective mode (kill|pause|keep|disconnect). */
-int pisb_os_release(struct pisb_state *st, const char *name,
-		    const struct pisb_lc_opts *o, struct pisb_err *e);
+int pisb_os_release(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e);
 
 /* For inspect: GET the sandbox (timeout_ms, e.g. 2000) and update
  * status.json (state, expiresAt, checkedAt; gone on 404).  Returns 0, or
  * -1 with e when the server cannot be reached (status.json keeps the last
  * state and records e's message: pisb_os_unreachable). */
-int pisb_os_refresh(struct pisb_state *st, const char *name, int timeout_ms,
-		    struct pisb_err *e);
+int pisb_os_refresh(struct pisb_sandbox *sb, int timeout_ms, struct pisb_err *e);
 
 /* For list: pisb_os_refresh of every opensandbox instance (a server that
  * cannot be reached is asked once, its other sandboxes marked too). */

@@ -30,6 +30,7 @@
  */
 #include "opensandbox.h"
 #include "os_internal.h"
+#include "driver.h"
 #include "err.h"
 #include "gc.h"
 #include "instance.h"
@@ -378,8 +379,8 @@ static void sweep_instances(struct sweep *s, const struct locals *l)
 	for (size_t i = 0; i < l->n; i++) {
 		const struct local *x = &l->v[i];
 		struct pisb_err e = PISB_ERR_INIT;
-		_cleanup_close_ int idir = -1;
-		struct pisb_record rec;
+		_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+		const struct pisb_record *rec;
 		struct pisb_runtime rt;
 		struct pisb_lc_opts o = { .events_fd = -1 };
 		bool dead, creating;
@@ -387,8 +388,7 @@ static void sweep_instances(struct sweep *s, const struct locals *l)
 
 		if (x->staging)
 			continue;
-		idir = pisb_instance_open(s->st, "instances", x->name, &e);
-		if (idir < 0)
+		if (pisb_sandbox_open(&sb, s->st, x->name, &e) < 0)
 			continue;
 		if (x->busy) {
 			report(s, R(kept), "sandbox", x->name, "busy: another pisb command holds its lock");
@@ -399,15 +399,15 @@ static void sweep_instances(struct sweep *s, const struct locals *l)
 			       "its record has no usable opensandbox settings: not touched");
 			continue;
 		}
-		if (pisb_record_load(idir, &rec, &e) < 0 || pisb_runtime_load(idir, &rt, &e) < 0) {
+		if (!(rec = pisb_sandbox_record(&sb, &e)) || pisb_runtime_load(sb.idir, &rt, &e) < 0) {
 			report(s, R(kept), "sandbox", x->name, "unreadable state (%s): not touched", e.msg);
 			continue;
 		}
-		dead = rec.owner.pid > 0 && !pisb_proc_id_alive(&rec.owner);
+		dead = rec->owner.pid > 0 && !pisb_proc_id_alive(&rec->owner);
 		creating = !strcmp(rt.state, "creating");
 		policy = (int)x->cfg->os.on_shutdown;
 		if (creating) {
-			if (!s->dry_run && pisb_os_destroy(s->st, x->name, &o, &e) < 0)
+			if (!s->dry_run && pisb_os_destroy(&sb, &o, &e) < 0)
 				report(s, R(failed), "sandbox", x->name, "interrupted create: %s", e.msg);
 			else
 				report(s, R(removed), "sandbox", x->name,
@@ -418,26 +418,25 @@ static void sweep_instances(struct sweep *s, const struct locals *l)
 			else
 				report(s, R(removed), "sandbox", x->name,
 				       "owner pid %d is gone and the server no longer has the sandbox",
-				       (int)rec.owner.pid);
+				       (int)rec->owner.pid);
 		} else if (dead && policy == PISB_POLICY_KEEP) {
 			report(s, R(kept), "sandbox", x->name, "owner pid %d is gone; policy keep",
-			       (int)rec.owner.pid);
+			       (int)rec->owner.pid);
 		} else if (dead && policy == PISB_POLICY_PAUSE && !strcmp(rt.state, "paused")) {
 			report(s, R(kept), "sandbox", x->name, "owner pid %d is gone; paused (policy pause)",
-			       (int)rec.owner.pid);
+			       (int)rec->owner.pid);
 		} else if (dead) {
-			if (!s->dry_run && pisb_os_release(s->st, x->name, &o, &e) < 0)
+			if (!s->dry_run && pisb_os_release(&sb, &o, &e) < 0)
 				report(s, e.code == PISB_EXIT_BUSY ? R(kept) : R(failed), "sandbox", x->name,
-				       "owner pid %d is gone: %s", (int)rec.owner.pid, e.msg);
+				       "owner pid %d is gone: %s", (int)rec->owner.pid, e.msg);
 			else
 				report(s, policy == PISB_POLICY_KILL ? R(removed) : R(cleaned), "sandbox", x->name,
-				       "owner pid %d is gone: policy %s applied", (int)rec.owner.pid,
+				       "owner pid %d is gone: policy %s applied", (int)rec->owner.pid,
 				       policy_word[policy]);
 		} else {
 			report(s, R(kept), "sandbox", x->name, "opensandbox: %s", rt.state);
 		}
 		pisb_runtime_release(&rt);
-		pisb_record_release(&rec);
 	}
 }
 

@@ -138,11 +138,9 @@ struct os_inst {
 	struct os_conn c;
 	bool borrowed;                 /* idir, rec and cfg are a pisb_sandbox's */
 };
-/* Open an instance of this driver with its client (key loaded). */
-int os_inst_open(struct pisb_state *st, const char *name, struct os_inst *t,
-		 struct pisb_err *e);
-/* The same from a sandbox the command opened (driver.h): its record and
- * config borrowed, not read again; status.json read anew. */
+/* An opened sandbox (driver.h) of this driver with its client (key
+ * loaded): its record and config borrowed, not read again; status.json
+ * read anew. */
 struct pisb_sandbox;
 int os_inst_of(struct pisb_sandbox *sb, struct os_inst *t, struct pisb_err *e);
 void os_inst_release(struct os_inst *t);

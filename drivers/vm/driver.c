@@ -18,7 +18,7 @@ static int create(struct pisb_state *st, const struct pisb_config *cfg, const ch
 
 static int start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	return pisb_vm_start(sb->st, sb->name, o, e);
+	return pisb_vm_start(sb, o, e);
 }
 
 static int stop(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
@@ -83,25 +83,25 @@ static void limits(struct pisb_sandbox *sb, const struct pisb_config *cfg, bool 
 static int exec_attached(struct pisb_sandbox *sb, const struct pisb_exec_req *r, int *code,
 			 struct pisb_err *e)
 {
-	return pisb_vm_exec_attached(sb->st, r, code, e);
+	return pisb_vm_exec_attached(sb, r, code, e);
 }
 
 static int exec_handle(struct pisb_sandbox *sb, const struct pisb_exec_req *r, struct pisb_jw *w,
 		       int *code, bool *running, struct pisb_err *e)
 {
-	return pisb_vm_exec_handle(sb->st, r, w, code, running, e);
+	return pisb_vm_exec_handle(sb, r, w, code, running, e);
 }
 
 static int exec_status(struct pisb_sandbox *sb, const char *handle, int timeout_ms,
 		       struct pisb_jw *w, int *code, bool *running, struct pisb_err *e)
 {
-	return pisb_vm_exec_status(sb->st, sb->name, handle, timeout_ms, w, code, running, e);
+	return pisb_vm_exec_status(sb, handle, timeout_ms, w, code, running, e);
 }
 
 static int exec_kill(struct pisb_sandbox *sb, const char *handle, struct pisb_jw *w, int *code,
 		     struct pisb_err *e)
 {
-	return pisb_vm_exec_kill(sb->st, sb->name, handle, w, code, e);
+	return pisb_vm_exec_kill(sb, handle, w, code, e);
 }
 
 /* no controller: logs shows the setup's output */

@@ -1964,47 +1964,33 @@ out:
 	return ret;
 }
 
+/* A vm sandbox under its op.lock: sb's instance dir and config
+ * (borrowed), status.json read under the lock. */
 struct vm_inst {
 	int idir, lock;
-	struct pisb_record rec;
 	struct pisb_runtime rt;
-	struct pisb_config *cfg;
+	const struct pisb_config *cfg;
 };
 
-static int inst_open(struct pisb_state *st, const char *name, const struct pisb_lc_opts *o,
-		     struct vm_inst *t, struct pisb_err *e)
+static int inst_open(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct vm_inst *t,
+		     struct pisb_err *e)
 {
 	char what[96];
 
 	memset(t, 0, sizeof(*t));
-	t->lock = -1;
-	t->idir = pisb_instance_open(st, "instances", name, e);
-	if (t->idir < 0)
-		return -1;
-	if (pisb_record_load(t->idir, &t->rec, e) < 0)
-		goto fail0;
-	if (strcmp(t->rec.driver, "vm")) {
-		pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s' uses driver '%s', not vm", name, t->rec.driver);
-		goto fail1;
-	}
-	if (pisb_record_config(&t->rec, &t->cfg, e) < 0)
-		goto fail1;
-	snprintf(what, sizeof(what), "sandbox '%s'", name);
+	t->idir = sb->idir;
+	t->cfg = pisb_sandbox_config(sb, e);
+	if (!t->cfg)
+		return pisb_err_prefix(e, "sandbox '%s'", sb->name);
+	snprintf(what, sizeof(what), "sandbox '%s'", sb->name);
 	t->lock = pisb_lock_acquire(t->idir, "op.lock", true, o ? o->wait_ms : 0, what, e);
 	if (t->lock < 0)
-		goto fail2;
-	if (pisb_runtime_load(t->idir, &t->rt, e) < 0)
-		goto fail3;
+		return -1;
+	if (pisb_runtime_load(t->idir, &t->rt, e) < 0) {
+		close(t->lock);
+		return -1;
+	}
 	return 0;
-fail3:
-	close(t->lock);
-fail2:
-	pisb_config_free(t->cfg);
-fail1:
-	pisb_record_release(&t->rec);
-fail0:
-	close(t->idir);
-	return -1;
 }
 
 static void inst_release(struct vm_inst *t)
@@ -2012,9 +1998,6 @@ static void inst_release(struct vm_inst *t)
 	if (t->lock >= 0)
 		close(t->lock);
 	pisb_runtime_release(&t->rt);
-	pisb_config_free(t->cfg);
-	pisb_record_release(&t->rec);
-	close(t->idir);
 }
 
 /* Wait until the supervisor is gone; QEMU is asked (poweroff), then
@@ -2046,17 +2029,16 @@ static int halt(struct vm_inst *t, bool graceful, struct pisb_err *e)
 	return 0;
 }
 
-int pisb_vm_start(struct pisb_state *st, const char *name,
-		  const struct pisb_lc_opts *o, struct pisb_err *e)
+int pisb_vm_start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
 	struct vm_inst t;
 	int ret;
 
-	if (inst_open(st, name, o, &t, e) < 0)
-		return pisb_err_prefix(e, "start '%s'", name);
-	ret = boot(st, name, t.idir, t.cfg, e);
+	if (inst_open(sb, o, &t, e) < 0)
+		return pisb_err_prefix(e, "start '%s'", sb->name);
+	ret = boot(sb->st, sb->name, t.idir, t.cfg, e);
 	if (ret < 0)
-		pisb_err_prefix(e, "start '%s'", name);
+		pisb_err_prefix(e, "start '%s'", sb->name);
 	inst_release(&t);
 	return ret;
 }
@@ -2067,7 +2049,7 @@ int pisb_vm_end(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, bool dest
 	struct vm_inst t;
 	int ret;
 
-	if (inst_open(sb->st, sb->name, o, &t, e) < 0)
+	if (inst_open(sb, o, &t, e) < 0)
 		return -1;
 	/* stop asks the guest first; destroy does not */
 	ret = halt(&t, !destroy, e);

@@ -75,13 +75,12 @@ int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
 		   const char *config_json, const struct pisb_lc_opts *o,
 		   struct pisb_err *e);
 /* start: boot again from the disk (no-op when running). */
-int pisb_vm_start(struct pisb_state *st, const char *name,
-		  const struct pisb_lc_opts *o, struct pisb_err *e);
+struct pisb_sandbox;
+int pisb_vm_start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e);
 /* stop and destroy, as lifecycle.h's pisb_lifecycle_end runs them: stop:
  * the agent syncs and powers off; QEMU is killed if it has not exited
  * after PISB_VM_STOP_MS (default 20000).  destroy: QEMU killed if running
  * (the core then removes the instance). */
-struct pisb_sandbox;
 struct pisb_ready;
 int pisb_vm_end(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, bool destroy,
 		struct pisb_ready *ev, struct pisb_err *e);
@@ -105,7 +104,7 @@ void pisb_vm_doctor(struct pisb_doctor *d);
  * SIGHUP SIGQUIT sent to the command's process group in the guest;
  * *code its status (128+N for a signal, 127 not found, 126 cannot run).
  * A sandbox that is not running, or an agent that goes away: -1, exit 5. */
-int pisb_vm_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
+int pisb_vm_exec_attached(struct pisb_sandbox *sb, const struct pisb_exec_req *r,
 			  int *code, struct pisb_err *e);
 /* Handles (exec --timeout-ms, exec-status, exec-kill): the contract and
  * JSON of exec.h.  A handle "vm-XXXXXXXX" is a host-side supervisor that
@@ -114,12 +113,11 @@ int pisb_vm_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
  * group in the guest, SIGKILL after 2 s.  Each running handle holds one
  * of the agent's 4 command ports. */
 struct pisb_jw;
-int pisb_vm_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
+int pisb_vm_exec_handle(struct pisb_sandbox *sb, const struct pisb_exec_req *r,
 			struct pisb_jw *w, int *code, bool *running, struct pisb_err *e);
-int pisb_vm_exec_status(struct pisb_state *st, const char *name, const char *handle,
-			int timeout_ms, struct pisb_jw *w, int *code, bool *running,
-			struct pisb_err *e);
-int pisb_vm_exec_kill(struct pisb_state *st, const char *name, const char *handle,
-		      struct pisb_jw *w, int *code, struct pisb_err *e);
+int pisb_vm_exec_status(struct pisb_sandbox *sb, const char *handle, int timeout_ms,
+			struct pisb_jw *w, int *code, bool *running, struct pisb_err *e);
+int pisb_vm_exec_kill(struct pisb_sandbox *sb, const char *handle, struct pisb_jw *w,
+		      int *code, struct pisb_err *e);
 
 #endif

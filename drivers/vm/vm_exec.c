@@ -4,6 +4,7 @@
 #include "vm_internal.h"
 #include "vm_proto.h"
 #include "config.h"
+#include "driver.h"
 #include "err.h"
 #include "exec.h"
 #include "instance.h"
@@ -521,49 +522,22 @@ out:
 
 /* ---- pisb exec ---- */
 
-int vm_open_running(struct pisb_state *st, const char *name, int *idirp,
-		    struct pisb_config **cfgp, struct pisb_err *e)
+int vm_open_running(struct pisb_sandbox *sb, const struct pisb_config **cfgp, struct pisb_err *e)
 {
-	int idir = pisb_instance_open(st, "instances", name, e);
-	struct pisb_record rec;
-	struct pisb_runtime rt;
+	const struct pisb_runtime *rt;
 	enum pisb_status s;
-	int ret = -1;
 
-	*idirp = -1;
-	*cfgp = NULL;
-	if (idir < 0)
+	*cfgp = pisb_sandbox_config(sb, e);
+	if (!*cfgp)
+		return pisb_err_prefix(e, "sandbox '%s'", sb->name);
+	rt = pisb_sandbox_runtime(sb, e);
+	if (!rt)
 		return -1;
-	if (pisb_record_load(idir, &rec, e) < 0) {
-		close(idir);
-		return pisb_err_prefix(e, "sandbox '%s'", name);
-	}
-	if (pisb_runtime_load(idir, &rt, e) < 0) {
-		pisb_record_release(&rec);
-		close(idir);
-		return -1;
-	}
-	if (pisb_record_config(&rec, cfgp, e) < 0)
-		goto out;
-	s = pisb_vm_status(idir, &rt);
-	if (s != PISB_ST_RUNNING) {
-		pisb_err_set(e, PISB_EXIT_BACKEND, "sandbox '%s' is %s (driver vm): run 'pisb start %s'; nothing runs on the host instead",
-			     name, pisb_status_name(s), name);
-		goto out;
-	}
-	ret = 0;
-out:
-	pisb_record_release(&rec);
-	pisb_runtime_release(&rt);
-	if (ret < 0) {
-		if (*cfgp)
-			pisb_config_free(*cfgp);
-		*cfgp = NULL;
-		close(idir);
-	} else {
-		*idirp = idir;
-	}
-	return ret;
+	s = pisb_vm_status(sb->idir, rt);
+	if (s != PISB_ST_RUNNING)
+		return pisb_err_set(e, PISB_EXIT_BACKEND, "sandbox '%s' is %s (driver vm): run 'pisb start %s'; nothing runs on the host instead",
+				    sb->name, pisb_status_name(s), sb->name);
+	return sb->idir;
 }
 
 void vm_build(const struct pisb_config *cfg, const struct pisb_exec_req *r, struct pisb_strv *env,
@@ -597,16 +571,16 @@ void vm_build(const struct pisb_config *cfg, const struct pisb_exec_req *r, stru
 		*cwd = xasprintf("%s/%s", cfg->workspace, r->cwd);
 }
 
-int pisb_vm_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
+int pisb_vm_exec_attached(struct pisb_sandbox *sb, const struct pisb_exec_req *r,
 			  int *code, struct pisb_err *e)
 {
 	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT, argv = PISB_STRV_INIT;
 	_cleanup_free_ char *cwd = NULL;
-	struct pisb_config *cfg = NULL;
+	const struct pisb_config *cfg;
 	struct vm_run run;
-	int idir, ret;
+	int idir = vm_open_running(sb, &cfg, e), ret;
 
-	if (vm_open_running(st, r->name, &idir, &cfg, e) < 0)
+	if (idir < 0)
 		return -1;
 	vm_build(cfg, r, &env, &argv, &cwd);
 	run = (struct vm_run){ argv.v, env.v, cwd, 0, 1, 2, true, false, 0 };
@@ -615,7 +589,5 @@ int pisb_vm_exec_attached(struct pisb_state *st, const struct pisb_exec_req *r,
 	ret = vm_run(idir, &run, code, e);
 	if (ret < 0)
 		pisb_err_prefix(e, "exec in sandbox '%s'", r->name);
-	pisb_config_free(cfg);
-	close(idir);
 	return ret;
 }

@@ -10,6 +10,7 @@
 #include "vm.h"
 #include "vm_internal.h"
 #include "config.h"
+#include "driver.h"
 #include "err.h"
 #include "exec.h"
 #include "handle.h"
@@ -38,45 +39,33 @@ static const struct pisb_handle_ops ops_of = {
 	.prefix = "vm", .run = run, .hard_signal = SIGUSR2, .lost = "the VM stopped?", .keep_fd = -1,
 };
 
-int pisb_vm_exec_handle(struct pisb_state *st, const struct pisb_exec_req *r,
+int pisb_vm_exec_handle(struct pisb_sandbox *sb, const struct pisb_exec_req *r,
 			struct pisb_jw *w, int *code, bool *running, struct pisb_err *e)
 {
 	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT, argv = PISB_STRV_INIT;
 	_cleanup_free_ char *cwd = NULL;
-	struct pisb_config *cfg = NULL;
+	const struct pisb_config *cfg;
 	struct pisb_handle_ops ops = ops_of;
 	struct vm_handle h;
-	int idir, ret;
+	int idir = vm_open_running(sb, &cfg, e);
 
-	if (vm_open_running(st, r->name, &idir, &cfg, e) < 0)
+	if (idir < 0)
 		return -1;
 	vm_build(cfg, r, &env, &argv, &cwd);
 	h = (struct vm_handle){ idir, argv.v, env.v, cwd };
 	ops.keep_fd = idir;
 	ops.arg = &h;
-	ret = pisb_handle_start(idir, r->name, &ops, r->timeout_ms, w, code, running, e);
-	pisb_config_free(cfg);
-	close(idir);
-	return ret;
+	return pisb_handle_start(idir, r->name, &ops, r->timeout_ms, w, code, running, e);
 }
 
-int pisb_vm_exec_status(struct pisb_state *st, const char *name, const char *handle,
-			int timeout_ms, struct pisb_jw *w, int *code, bool *running,
-			struct pisb_err *e)
+int pisb_vm_exec_status(struct pisb_sandbox *sb, const char *handle, int timeout_ms,
+			struct pisb_jw *w, int *code, bool *running, struct pisb_err *e)
 {
-	_cleanup_close_ int idir = pisb_instance_open(st, "instances", name, e);
-
-	if (idir < 0)
-		return -1;
-	return pisb_handle_status(idir, name, &ops_of, handle, timeout_ms, w, code, running, e);
+	return pisb_handle_status(sb->idir, sb->name, &ops_of, handle, timeout_ms, w, code, running, e);
 }
 
-int pisb_vm_exec_kill(struct pisb_state *st, const char *name, const char *handle,
-		      struct pisb_jw *w, int *code, struct pisb_err *e)
+int pisb_vm_exec_kill(struct pisb_sandbox *sb, const char *handle, struct pisb_jw *w,
+		      int *code, struct pisb_err *e)
 {
-	_cleanup_close_ int idir = pisb_instance_open(st, "instances", name, e);
-
-	if (idir < 0)
-		return -1;
-	return pisb_handle_kill(idir, name, &ops_of, handle, w, code, e);
+	return pisb_handle_kill(sb->idir, sb->name, &ops_of, handle, w, code, e);
 }

@@ -74,10 +74,10 @@ struct pisb_state;
 struct pisb_config;
 struct pisb_exec_req;
 struct pisb_strv;
-/* The instance of a running vm sandbox: its dir fd and config (caller
- * closes and frees); -1 with exit 5 when it is not running. */
-int vm_open_running(struct pisb_state *st, const char *name, int *idir,
-		    struct pisb_config **cfg, struct pisb_err *e);
+/* A running vm sandbox: its instance dir fd and *cfg (both sb's,
+ * borrowed); -1 with exit 5 when it is not running. */
+struct pisb_sandbox;
+int vm_open_running(struct pisb_sandbox *sb, const struct pisb_config **cfg, struct pisb_err *e);
 /* The guest environment, argv and cwd of a request. */
 void vm_build(const struct pisb_config *cfg, const struct pisb_exec_req *r, struct pisb_strv *env,
 	      struct pisb_strv *argv, char **cwd);

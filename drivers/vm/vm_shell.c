@@ -30,14 +30,14 @@ int pisb_vm_shell(struct pisb_sandbox *sb, const char *user, int *code, struct p
 {
 	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT, dummy = PISB_STRV_INIT;
 	_cleanup_free_ char *cwd = NULL;
-	struct pisb_config *cfg = NULL;
+	const struct pisb_config *cfg;
 	struct pisb_exec_req req;
 	struct winsize ws;
 	struct vm_run run;
 	bool tty = isatty(0);
-	int idir, ret;
+	int idir = vm_open_running(sb, &cfg, e), ret;
 
-	if (vm_open_running(sb->st, sb->name, &idir, &cfg, e) < 0)
+	if (idir < 0)
 		return -1;
 	memset(&req, 0, sizeof(req));
 	req.name = sb->name;
@@ -56,7 +56,5 @@ int pisb_vm_shell(struct pisb_sandbox *sb, const char *user, int *code, struct p
 	pisb_tty_restore();
 	if (ret < 0)
 		pisb_err_prefix(e, "shell in sandbox '%s'", sb->name);
-	pisb_config_free(cfg);
-	close(idir);
 	return ret;
 }
