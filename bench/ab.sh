@@ -2,7 +2,9 @@
 # bench/ab.sh BIN_A BIN_B [ROUNDS] - the local driver's lifecycle of two
 # builds side by side: each round runs, for A, then B, then bwrap cold,
 # create -> first command, stop, start -> first command (the same sandbox
-# flow as lifecycle.sh), so that both see the same load.  Prints the
+# flow as lifecycle.sh), and on the running sandbox an exec round trip
+# (exec -- true), a 64 KiB write and its read back, so that both see the
+# same load.  Prints the
 # median of each and B/A, and each build's B/bwrap.  Each build gets its
 # own state directory.  Not part of make bench: for comparing a change
 # against main (e.g. BIN_A=a copy of main's bin/).
@@ -26,11 +28,15 @@ bw=(bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin 
 	--symlink usr/lib64 /lib64 --proc /proc --dev /dev --tmpfs /tmp true)
 ce() { PI_SANDBOX_HOME=$2 "$1/pisb" create "$3" -q && PI_SANDBOX_HOME=$2 "$1/pisb" exec "$3" -- true; }
 se() { PI_SANDBOX_HOME=$2 "$1/pisb" start "$3" -q && PI_SANDBOX_HOME=$2 "$1/pisb" exec "$3" -- true; }
+head -c 65536 /dev/urandom | base64 >"$tmp/f64k"
 for i in $(seq "$N"); do
 	for x in a b; do
 		bin=$A; [ $x = b ] && bin=$B
 		st=$tmp/$x.state
 		t "$tmp/$x.create" ce "$bin" "$st" "ab$i"
+		t "$tmp/$x.exec" env PI_SANDBOX_HOME="$st" "$bin/pisb" exec "ab$i" -- true
+		t "$tmp/$x.write" env PI_SANDBOX_HOME="$st" "$bin/pisb" write "ab$i" f64k --from "$tmp/f64k"
+		t "$tmp/$x.read" env PI_SANDBOX_HOME="$st" "$bin/pisb" read "ab$i" f64k --raw
 		t "$tmp/bw.$x" "${bw[@]}"
 		t "$tmp/$x.stop" env PI_SANDBOX_HOME="$st" "$bin/pisb" stop "ab$i" -q
 		t "$tmp/$x.start" se "$bin" "$st" "ab$i"
@@ -41,9 +47,15 @@ done
 cat "$tmp/bw.a" "$tmp/bw.b" >"$tmp/bw"
 bwm=$(med <"$tmp/bw")
 printf '%-26s %10s %10s %8s %10s %10s\n' "median of $N rounds" "A ms" "B ms" "B/A" "A/bwrap" "B/bwrap"
-for w in create stop start; do
+for w in create exec write read stop start; do
 	a=$(med <"$tmp/a.$w") b=$(med <"$tmp/b.$w")
-	label=$w; [ $w = create ] && label="create -> first command"; [ $w = start ] && label="start -> first command"
+	case $w in
+	create) label="create -> first command" ;;
+	start) label="start -> first command" ;;
+	exec) label="exec -- true" ;;
+	write | read) label="$w 64 KiB" ;;
+	*) label=$w ;;
+	esac
 	awk -v l="$label" -v a="$a" -v b="$b" -v w="$bwm" 'BEGIN { printf "%-26s %10.2f %10.2f %8.2f %10.2f %10.2f\n", l, a, b, b / a, a / w, b / w }'
 done
 printf '%-26s %10.2f   (bwrap cold, run beside each build in every round)\n' "bwrap ... true" "$bwm"
