@@ -434,7 +434,8 @@ execd() {
 	t1=$(date +%s%N)
 	[ "$(grep -c '^200$' <<<"$output")" = 100 ]
 	echo "100 parallel renewals took $(((t1 - t0) / 1000000)) ms"
-	[ $(((t1 - t0) / 1000000)) -lt 2500 ]
+	# parallel, shown by the server's own count (no wall-clock bound: a
+	# loaded machine would make one fail that is not wrong)
 	run -0 curl -sS "$B/_fake/stats"
 	jq -e '.inflight_max > 10' <<<"$output"
 }

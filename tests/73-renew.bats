@@ -171,15 +171,14 @@ fake_expiry() {
 	# the renewal request has reached the server (and sleeps there)
 	for i in $(seq 100); do [ "$(os_ops renew)" -ge 1 ] && break; sleep 0.02; done
 	[ "$(os_ops renew)" -eq 1 ]
-	t0=$(date +%s%N)
 	run -0 pisb stop s
-	t1=$(date +%s%N)
 	wait "$BG"
 	BG=
 	jq -e '.renewed == ["s"]' "$BATS_TEST_TMPDIR/renew.out"
 	[ "$(os_state "$(os_sid s)")" = Paused ]
-	# stop blocked on the renewal: it took most of the 1.5 s
-	[ $(((t1 - t0) / 1000000)) -ge 800 ]
+	# stop blocked on the renewal: the server's log shows the pause
+	# beginning only after the renewal ended (no wall-clock bound: under
+	# load the renewal may be seen late, and stop then waits less)
 	run -0 os_admin GET /_fake/log
 	jq -e '(map(select(.op == "renew"))[0].end_ms) <= (map(select(.op == "pause"))[0].start_ms)' <<<"$output"
 	# and the renewal's bookkeeping did not undo the pause
@@ -227,11 +226,13 @@ fake_expiry() {
 	run -2 pisb renew --interval 5
 }
 
-@test "renewals run in parallel: 200 sandboxes at 50 ms each in well under 5 s" {
+@test "renewals run in parallel: 200 sandboxes at 50 ms each, many requests at once" {
 	run -0 "$TOP/bench/renew.sh" 200
 	[[ $output == *"200 renewed, 0 failed"* ]]
-	secs=$(sed -n 's/.*renewal: \([0-9.]*\) s.*/\1/p' <<<"$output")
-	awk -v s="$secs" 'BEGIN { exit !(s < 2.5) }'
+	# the fake server's own count of requests in flight at once (serial
+	# renewals would show 1; no wall-clock bound, which load would break)
+	peak=$(sed -n 's/.*, \([0-9]*\) requests at once.*/\1/p' <<<"$output")
+	[ "${peak:-0}" -gt 10 ]
 }
 
 @test "pisb-renew(1) is clean roff with the crontab line" {
