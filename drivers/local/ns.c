@@ -955,6 +955,17 @@ static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int s
 	if (sethostname(b->hostname, strlen(b->hostname)) < 0)
 		child_fail(sock, "sethostname");
 	loopback_up(sock);
+	/* stdio of /dev/null: the stderr we were given is the controller's
+	 * log, a host file that root inside could reopen through
+	 * /proc/1/fd/2 and grow without bound */
+	{
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (null < 0)
+			child_fail(sock, "open /dev/null");
+		for (int fd = 0; fd < 3; fd++)
+			if (dup2(null, fd) < 0)
+				child_fail(sock, "stdio of /dev/null");
+	}
 	pisb_close_from(3, sock);
 	prctl(PR_SET_NAME, "pisb-init");
 	blank_cmdline();
