@@ -28,12 +28,20 @@ setup() {
 	echo "HOST-PRIVATE-$RANDOM-$RANDOM" >"$E/private/f.txt"
 	HP=$(host_free_port)
 	PIDS=()
+	# something to bind over (a fresh root may have none; made here, removed after)
+	MADE_RESOLV=
+	if [ ! -e /etc/resolv.conf ]; then
+		[ ! -L /etc/resolv.conf ] || skip "machine lacks: an /etc/resolv.conf to bind over (a dangling symlink)"
+		: >/etc/resolv.conf
+		MADE_RESOLV=1
+	fi
 }
 
 teardown() {
 	local p
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 	svc_teardown
+	[ -z "$MADE_RESOLV" ] || rm -f /etc/resolv.conf
 	# the ones pisbtest made
 	[ -z "${UST:-}" ] || { as_user pisb --state-dir "$UST/s" destroy u --confirm u >/dev/null 2>&1; rm -rf "$UST"; }
 }
