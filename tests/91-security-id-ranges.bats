@@ -1,9 +1,12 @@
 #!/usr/bin/env bats
 # #18 item 8: every sandbox (and template) root creates has a host id range
 # of its own (drivers/local/ns.c pisb_ids_alloc), recorded in its record,
-# freed on destroy; a process of one sandbox that escaped to the host, as
-# its host uid, can neither signal nor ptrace another sandbox's processes
-# nor read its files.
+# freed on destroy, allocated host-wide (/var/lib/pisb, whatever the state
+# dir; the state dir's own registry when that is read-only); a process of
+# one sandbox that escaped to the host, as its host uid, can neither signal
+# nor ptrace another sandbox's processes nor read its files.
+# The tests use a registry of their own (PISB_ID_REGISTRY), so that the
+# suites running beside them as root take no range they expect.
 load helpers
 
 setup() {
@@ -12,6 +15,8 @@ setup() {
 	require_root
 	require_cmd jq
 	require_cmd setpriv
+	export PISB_ID_REGISTRY="$BATS_TEST_TMPDIR/reg"
+	REG=$PISB_ID_REGISTRY
 }
 
 teardown() {
@@ -39,16 +44,16 @@ as() { local u=$1; shift; setpriv --reuid="$u" --regid="$u" --clear-groups "$@";
 	[ "$(echo $output)" = "0 $ua 65536" ]
 	run -0 pisb exec b -- cat /proc/self/uid_map
 	[ "$(echo $output)" = "0 $ub 65536" ]
-	[ "$(cat "$PI_SANDBOX_HOME/idranges/$ua" | cut -d' ' -f1)" = a ]
+	[ "$(cut -d' ' -f1,4 "$REG/idranges/$ua")" = "a $PI_SANDBOX_HOME" ]
 	# files written inside belong to the range outside
 	run -0 pisb exec a --sh 'echo secret-a > /root/s; chmod 600 /root/s'
 	[ "$(stat -c %u:%g "$PI_SANDBOX_HOME/instances/a/disk/upper/root/s")" = "$ua:$ua" ]
 	# destroy frees the range, and the next create takes it again
 	run -0 pisb destroy a --confirm a
-	[ ! -e "$PI_SANDBOX_HOME/idranges/$ua" ]
+	[ ! -e "$REG/idranges/$ua" ]
 	run -0 pisb create c
 	[ "$(base instances/c)" = "$ua" ]
-	[ -e "$PI_SANDBOX_HOME/idranges/$ub" ]
+	[ -e "$REG/idranges/$ub" ]
 }
 
 @test "attack: a process of sandbox A, as A's host uid, cannot signal, ptrace or read sandbox B" {
@@ -159,21 +164,82 @@ acl_py() {
 	run -0 python3 "$BATS_TEST_TMPDIR/acl.py" get "$PI_SANDBOX_HOME/templates/t/disk/upper/root/acl" system.posix_acl_access
 	[ "$output" = "user:$((ut + 1234)) group:$((ut + 2345))" ]
 	run -0 pisb destroy t --confirm t --template
-	[ ! -e "$PI_SANDBOX_HOME/idranges/$ut" ]
+	[ ! -e "$REG/idranges/$ut" ]
 }
 
 @test "a stale range (its creator died before any record claimed it) is handed out again" {
-	mkdir -p "$PI_SANDBOX_HOME/idranges"
-	chmod 700 "$PI_SANDBOX_HOME" "$PI_SANDBOX_HOME/idranges"
-	# a dead allocator (pid 1's start time never matches 1) and no record
+	mkdir -p "$PI_SANDBOX_HOME/idranges" "$REG/idranges"
+	chmod 700 "$PI_SANDBOX_HOME" "$PI_SANDBOX_HOME/idranges" "$REG" "$REG/idranges"
+	# a dead allocator (pid 1's start time never matches 1) and no record:
+	# in the state dir's own registry (from before the host-wide one) and
+	# in the host-wide one (its state dir gone)
 	echo "ghost 999999 1" > "$PI_SANDBOX_HOME/idranges/1000065536"
-	# a live one (this shell) keeps its range
+	echo "ghost 999999 1 $BATS_TEST_TMPDIR/gone" > "$REG/idranges/1000196608"
+	# a live one (this shell) keeps its range, in either
 	echo "busy $$ $(awk '{print $22}' /proc/$$/stat)" > "$PI_SANDBOX_HOME/idranges/1000131072"
+	echo "busy2 $$ $(awk '{print $22}' /proc/$$/stat) /nowhere" > "$REG/idranges/1000262144"
 	run -0 pisb create a
 	[ "$(base instances/a)" = 1000065536 ]
 	run -0 pisb create b
 	[ "$(base instances/b)" = 1000196608 ]
+	run -0 pisb create c
+	[ "$(base instances/c)" = 1000327680 ]
 	[ "$(cut -d' ' -f1 "$PI_SANDBOX_HOME/idranges/1000131072")" = busy ]
+	[ "$(cut -d' ' -f1 "$REG/idranges/1000262144")" = busy2 ]
+	# the new entries are host-wide, the stale local one is gone
+	[ "$(cut -d' ' -f1 "$REG/idranges/1000065536")" = a ]
+	[ ! -e "$PI_SANDBOX_HOME/idranges/1000065536" ]
+}
+
+@test "two state dirs share the host-wide registry: disjoint ranges, each freed on destroy" {
+	local s1="$BATS_TEST_TMPDIR/s1" s2="$BATS_TEST_TMPDIR/s2"
+	run -0 pisb --state-dir "$s1" create a
+	run -0 pisb --state-dir "$s2" create a
+	run -0 pisb --state-dir "$s2" create b
+	u1=$(jq -r .uidBase "$s1/instances/a/record.json")
+	u2=$(jq -r .uidBase "$s2/instances/a/record.json")
+	u3=$(jq -r .uidBase "$s2/instances/b/record.json")
+	local x y
+	for x in "$u1 $u2" "$u1 $u3" "$u2 $u3"; do
+		read -r x y <<<"$x"
+		[ $((x > y ? x - y : y - x)) -ge 65536 ]
+	done
+	[ "$(cut -d' ' -f1,4 "$REG/idranges/$u1")" = "a $s1" ]
+	[ "$(cut -d' ' -f1,4 "$REG/idranges/$u2")" = "a $s2" ]
+	# nothing in the state dirs' own registries
+	[ -z "$(find "$s1/idranges" "$s2/idranges" -mindepth 1)" ]
+	run -0 pisb --state-dir "$s1" exec a -- cat /proc/self/uid_map
+	[ "$(echo $output)" = "0 $u1 65536" ]
+	run -0 pisb --state-dir "$s1" destroy a --confirm a
+	[ ! -e "$REG/idranges/$u1" ]
+	[ -e "$REG/idranges/$u2" ]
+	run -0 pisb --state-dir "$s2" destroy a --confirm a
+	run -0 pisb --state-dir "$s2" destroy b --confirm b
+	[ -z "$(ls -A "$REG/idranges")" ]
+}
+
+@test "by default the host-wide registry is /var/lib/pisb" {
+	unset PISB_ID_REGISTRY
+	run -0 pisb create dflt
+	u=$(base instances/dflt)
+	[ "$(cut -d' ' -f1,4 "/var/lib/pisb/idranges/$u")" = "dflt $PI_SANDBOX_HOME" ]
+	[ "$(stat -c %a:%u /var/lib/pisb/idranges)" = 700:0 ]
+	run -0 pisb destroy dflt --confirm dflt
+	[ ! -e "/var/lib/pisb/idranges/$u" ]
+}
+
+@test "where the host-wide registry cannot be written (a read-only /var/lib), the state dir keeps its own" {
+	require_cmd unshare
+	mkdir -p "$BATS_TEST_TMPDIR/ro"
+	run -0 unshare -m --propagation private sh -c '
+		mount -t tmpfs -o ro tmpfs "$1" && PISB_ID_REGISTRY="$1/reg" pisb create fb' sh "$BATS_TEST_TMPDIR/ro"
+	u=$(base instances/fb)
+	[ "$u" -ge 1000065536 ]
+	[ "$(cut -d' ' -f1 "$PI_SANDBOX_HOME/idranges/$u")" = fb ]
+	run -0 pisb exec fb -- cat /proc/self/uid_map
+	[ "$(echo $output)" = "0 $u 65536" ]
+	run -0 pisb destroy fb --confirm fb
+	[ ! -e "$PI_SANDBOX_HOME/idranges/$u" ]
 }
 
 @test "a sandbox from before per-sandbox ranges (shared range) is found: inspect and doctor warn, verify fails root-mapping" {

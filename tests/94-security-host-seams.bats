@@ -10,6 +10,8 @@
 #     root's rights only
 #   - pull never replaces a host symlink (exit 4, nothing changed)
 #   - pull keeps holes and caps what it writes
+#   - the setup and resume hooks and the sandbox's init cannot grow the
+#     controller's log (a host file) without bound
 load helpers
 
 setup_file() {
@@ -301,4 +303,81 @@ uncover='show() { cat /etc/shadow /etc/gshadow /etc/ssh/* /etc/ssl/private/* /tm
 	as_user pisb --state-dir "$st/s" destroy u --confirm u >/dev/null
 	rm -rf "$st"
 	[ "$output" = "" ]
+}
+
+# The controller's log of instance dir $1 and its one rotated copy hold at
+# most 1 MiB each (plus the one line of the controller that crossed it).
+ctl_log_bounded() {
+	local f
+	for f in "$1/controller.log" "$1/controller.log.1"; do
+		[ ! -e "$f" ] || [ "$(stat -c %s "$f")" -le $((1024 * 1024 + 4096)) ]
+	done
+	[ -z "$(find "$1" -maxdepth 1 -name 'controller.log*' ! -name controller.log ! -name controller.log.1)" ]
+}
+
+# setup floods, resume leaves a flood running, root inside writes to the
+# init's stdio: the writers get a pipe and /dev/null, never the log file
+flood_yaml='setup:
+  - "echo setup-said-hello; head -c 20000000 /dev/zero | tr \"\\\\0\" y"
+resume:
+  - "echo resume-said-hello; setsid sh -c \"exec yes\" </dev/null &"
+'
+
+# what the init's stdio is, as root inside sees it (as host root, the init
+# is not dumpable: its fds are unreadable inside)
+init_stdio='for f in 0 1 2; do readlink /proc/1/fd/$f 2>/dev/null || echo unreadable; done | sort -u'
+
+@test "a flood through the setup and resume hooks or the init's stderr leaves controller.log bounded" {
+	require_root
+	local d="$PI_SANDBOX_HOME/instances/flood"
+	printf '%s' "$flood_yaml" >"$BATS_TEST_TMPDIR/s.yaml"
+	run -0 pisb create flood -f "$BATS_TEST_TMPDIR/s.yaml"
+	ctl_log_bounded "$d"
+	cat "$d"/controller.log* | grep -q '^setup-said-hello$'
+	cat "$d"/controller.log* | grep -q 'dropped [0-9]* bytes of hook output'
+	# the init holds no host fd: its stdio is /dev/null (a write to it
+	# would have put 3 MB into controller.log)
+	run -0 pisb exec flood --sh "$init_stdio"
+	[ "$output" = /dev/null ] || [ "$output" = unreadable ]
+	run -0 pisb exec flood --sh '{ head -c 3000000 /dev/zero >/proc/1/fd/2; } 2>/dev/null; echo tried'
+	[ "$output" = tried ]
+	ctl_log_bounded "$d"
+	# resume: a writer left running in the background keeps writing
+	run -0 pisb stop flood
+	run -0 pisb start flood
+	ctl=$(pisb inspect flood | jq -r .controller.pid)
+	run -0 pisb exec flood -- pgrep -x yes
+	sleep 5
+	ctl_log_bounded "$d"
+	# (the resume's first line is rotated out by now: a burst, then 256 KiB/s)
+	cat "$d"/controller.log* | grep -q 'dropped [0-9]* bytes of hook output'
+	run -0 pisb inspect flood
+	jq -e '.controller.alive and .controller.pid == '"$ctl" <<<"$output"
+	[ "$(awk '/^VmRSS/ { print $2 }' /proc/$ctl/status)" -lt 65536 ]
+	run -0 pisb exec flood -- echo alive
+	[ "$output" = alive ]
+	run -0 pisb destroy flood --confirm flood
+}
+
+@test "an unprivileged user: the hooks' flood and the init's stderr leave controller.log bounded" {
+	st=$(mktemp -d /tmp/pisb-user94.XXXXXX); chown pisbtest "$st" 2>/dev/null || skip "machine lacks: the test user pisbtest"
+	chmod 755 "$st"
+	printf '%s' "$flood_yaml" >"$st/s.yaml"
+	chmod 644 "$st/s.yaml"
+	run -0 as_user pisb --state-dir "$st/s" create u -f "$st/s.yaml"
+	ctl_log_bounded "$st/s/instances/u"
+	grep -q '^setup-said-hello$' "$st"/s/instances/u/controller.log*
+	run -0 as_user pisb --state-dir "$st/s" exec u --sh "$init_stdio"
+	[ "$output" = /dev/null ] || [ "$output" = unreadable ]
+	run -0 as_user pisb --state-dir "$st/s" exec u --sh '{ head -c 3000000 /dev/zero >/proc/1/fd/2; } 2>/dev/null; echo tried'
+	[ "$output" = tried ]
+	run -0 as_user pisb --state-dir "$st/s" stop u
+	run -0 as_user pisb --state-dir "$st/s" start u
+	run -0 as_user pisb --state-dir "$st/s" exec u -- pgrep -x yes
+	sleep 5
+	ctl_log_bounded "$st/s/instances/u"
+	run -0 as_user pisb --state-dir "$st/s" exec u -- echo alive
+	as_user pisb --state-dir "$st/s" destroy u --confirm u >/dev/null
+	rm -rf "$st"
+	[ "$output" = alive ]
 }

@@ -10,6 +10,7 @@
 #include "local.h"
 #include "cgroup.h"
 #include "config.h"
+#include "ctllog.h"
 #include "err.h"
 #include "fs.h"
 #include "instance.h"
@@ -62,6 +63,7 @@ struct ctl {
 	char stop_error[1024];      /* why the stop could not be recorded */
 	struct stat idir_st;        /* what instances/NAME was when we started */
 	struct pisb_services *svc;
+	struct pisb_hooklog hooks;  /* the hooks' output, to our log (ctllog.h) */
 };
 
 static int save_as(struct ctl *c, const char *state, bool sync, struct pisb_err *e)
@@ -94,8 +96,43 @@ static void save_running(void *arg)
 	save(arg, "running", &ig);
 }
 
-/* Run a shell script inside the sandbox, output to our log; wait at most
- * timeout_ms (then kill it).  Returns its exit code, or -1. */
+/* Wait for a hook at most timeout_ms, moving its output into our log
+ * meanwhile.  Returns as pisb_wait_timeout. */
+static pid_t wait_hook(struct ctl *c, pid_t pid, int *status, int timeout_ms)
+{
+	int64_t deadline = pisb_mono_ms() + timeout_ms;
+	_cleanup_close_ int pidfd = pisb_pidfd_open(pid);
+
+	for (;;) {
+		struct pollfd p[2];
+		int n = 0, timeout;
+		int64_t left;
+		pid_t r = waitpid(pid, status, WNOHANG);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r != 0) {
+			pisb_hooklog_drain(&c->hooks);
+			return r;
+		}
+		left = deadline - pisb_mono_ms();
+		if (left <= 0)
+			return 0;
+		/* kernels without pidfd_open: look again every 10 ms */
+		timeout = pidfd >= 0 ? (int)left : (left < 10 ? (int)left : 10);
+		if (pidfd >= 0)
+			p[n++] = (struct pollfd){ pidfd, POLLIN, 0 };
+		n += pisb_hooklog_pollfd(&c->hooks, p + n, &timeout);
+		if (poll(p, (nfds_t)n, timeout) < 0 && errno != EINTR)
+			return -1;
+		pisb_hooklog_drain(&c->hooks);
+	}
+}
+
+/* Run a shell script inside the sandbox, its output through the hooks'
+ * pipe to our log (never a host fd: a process it leaves behind could
+ * write to that forever); wait at most timeout_ms (then kill it).
+ * Returns its exit code, or -1. */
 static int run_script(struct ctl *c, const char *script, int timeout_ms,
 		      bool wait, pid_t *pid_out, struct pisb_err *e)
 {
@@ -112,8 +149,8 @@ static int run_script(struct ctl *c, const char *script, int timeout_ms,
 	s.envp = env.v;
 	s.cwd = c->cfg->workspace;
 	s.stdin_fd = -1;
-	s.stdout_fd = 2;
-	s.stderr_fd = 2;
+	s.stdout_fd = c->hooks.w;
+	s.stderr_fd = c->hooks.w;
 	s.new_session = true;
 	pid = pisb_local_spawn(&s, &err, e);
 	if (pid < 0)
@@ -122,7 +159,7 @@ static int run_script(struct ctl *c, const char *script, int timeout_ms,
 		*pid_out = pid;
 	if (!wait)
 		return 0;
-	r = pisb_wait_timeout(pid, &status, timeout_ms);
+	r = wait_hook(c, pid, &status, timeout_ms);
 	if (r == 0) {
 		kill(-pid, SIGKILL);
 		waitpid(pid, &status, 0);
@@ -211,7 +248,7 @@ static void run_resume(struct ctl *c)
 		return;
 	}
 	pisb_buf_release(&s);
-	if (pisb_wait_timeout(pid, &status, RESUME_WAIT_MS) == 0) {
+	if (wait_hook(c, pid, &status, RESUME_WAIT_MS) == 0) {
 		logf_("resume: still running after 10 s, continuing in the background (pid %d)", (int)pid);
 		c->rt.resume.pid = pid;
 		c->rt.resume.start = pisb_proc_start(pid);
@@ -470,9 +507,11 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 	c.st = st;
 	c.name = pisb_str_starts(name, "@prep/") ? name + 6 : name;
 	c.initctl = c.lsock = c.sigfd = -1;
+	c.hooks.r = c.hooks.w = -1;
 	c.idir = open_target(st, name, e);
 	if (c.idir < 0)
 		return -1;
+	pisb_ctllog_init(c.idir);
 	if (!pisb_str_starts(name, "@prep/") && fstat(c.idir, &c.idir_st) < 0)
 		memset(&c.idir_st, 0, sizeof(c.idir_st));
 	/* a moment's patience: a client may be probing the lock right now */
@@ -635,6 +674,10 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 		goto out_failed;
 	pisb_trace("controller: status written (booted)");
 
+	if (pisb_hooklog_open(&c.hooks) < 0) {
+		pisb_err_sys(e, PISB_EXIT_FAIL, "pipe for the hooks' output");
+		goto out_failed;
+	}
 	if (fresh) {
 		struct pisb_err ig = PISB_ERR_INIT;
 		bool ran = false;
@@ -673,12 +716,16 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 	logf_("running");
 
 	while (!c.stopping) {
-		struct pollfd p[3 + PISB_SVC_MAX_FDS];
+		struct pollfd p[4 + PISB_SVC_MAX_FDS];
 		int n = 0, timeout = 1000;
 
 		p[n++] = (struct pollfd){ c.lsock, POLLIN, 0 };
 		p[n++] = (struct pollfd){ c.sigfd, POLLIN, 0 };
 		p[n++] = (struct pollfd){ c.initctl, POLLIN, 0 };
+		/* slot 3: the hooks' pipe, or a no-op while it pauses */
+		if (!pisb_hooklog_pollfd(&c.hooks, p + n, &timeout))
+			p[n] = (struct pollfd){ -1, 0, 0 };
+		n++;
 		if (c.svc)
 			n += pisb_services_pollfds(c.svc, p + n, PISB_SVC_MAX_FDS, &timeout);
 		if (poll(p, (nfds_t)n, timeout) < 0 && errno != EINTR)
@@ -711,8 +758,11 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 				close(cfd);
 			}
 		}
+		/* every turn: what poll saw, a pause that ended, the note of
+		 * what was dropped (a read of the empty pipe costs nothing) */
+		pisb_hooklog_drain(&c.hooks);
 		if (c.svc && !c.stopping) {
-			pisb_services_poll(c.svc, p + 3, (size_t)(n - 3));
+			pisb_services_poll(c.svc, p + 4, (size_t)(n - 4));
 			if (pisb_services_changed(c.svc)) {
 				struct pisb_err ig = PISB_ERR_INIT;
 				save(&c, "running", &ig);
@@ -744,6 +794,8 @@ out:
 		close(c.lsock);
 	if (c.sigfd >= 0)
 		close(c.sigfd);
+	pisb_hooklog_drain(&c.hooks);
+	pisb_hooklog_close(&c.hooks);
 	pisb_runtime_release(&c.rt);
 	pisb_record_release(&c.rec);
 	if (c.cfg)

@@ -70,14 +70,14 @@ void pisb_ids_for_record(const struct pisb_record *rec, struct pisb_ids *ids)
 	}
 }
 
-/* Whether a record at DIR/NAME[.prep] claims range base. */
-static bool range_claimed(struct pisb_state *st, const char *name, uid_t base)
+/* Whether a record at DIR/NAME[.prep] of the state dir sfd claims range base. */
+static bool range_claimed(int sfd, const char *name, uid_t base)
 {
 	static const char *const fmt[] = { "instances/%s", "templates/%s", "staging/%s.prep", NULL };
 
 	for (int i = 0; fmt[i]; i++) {
 		_cleanup_free_ char *d = xasprintf(fmt[i], name);
-		_cleanup_close_ int fd = openat(st->fd, d, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		_cleanup_close_ int fd = openat(sfd, d, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		struct pisb_record r;
 		struct pisb_err ig = PISB_ERR_INIT;
 		bool mine;
@@ -94,94 +94,222 @@ static bool range_claimed(struct pisb_state *st, const char *name, uid_t base)
 	return false;
 }
 
-/* Entry idranges/BASE (its text in t) is stale: its allocator is gone and
- * no record claims it. */
+/* An entry (its text in t) is stale: its allocator is gone and no record
+ * claims it.  "NAME PID START STATEDIR" (the host-wide registry: the
+ * state dir whose record would claim it), or "NAME PID START" (a state
+ * dir's own registry, st's). */
 static bool range_stale(struct pisb_state *st, const char *t, uid_t base)
 {
 	char name[64];
 	struct pisb_proc_id p = { 0 };
 	unsigned long long start = 0;
-	int pid = 0;
+	int pid = 0, n = 0;
+	const char *path;
+	_cleanup_close_ int sfd = -1;
 
-	if (sscanf(t, "%63s %d %llu", name, &pid, &start) != 3 || !pisb_name_valid(name))
+	if (sscanf(t, "%63s %d %llu%n", name, &pid, &start, &n) != 3 || !pisb_name_valid(name))
 		return false;   /* not ours to judge: keep it */
 	p.pid = pid;
 	p.start = start;
 	if (pid > 0 && pisb_proc_id_alive(&p))
 		return false;
-	return !range_claimed(st, name, base);
+	path = t + n;
+	if (*path != ' ')
+		return !range_claimed(st->fd, name, base);
+	path++;
+	{
+		_cleanup_free_ char *dir = xstrndup(path, strcspn(path, "\n"));
+		if (dir[0] != '/')
+			return false;
+		sfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (sfd < 0)
+			return errno == ENOENT || errno == ENOTDIR;   /* the state dir is gone */
+	}
+	return !range_claimed(sfd, name, base);
+}
+
+/* The host-wide registry, $PISB_ID_REGISTRY or /var/lib/pisb: an fd of
+ * the directory holding idranges/ and idranges.lock, made 0700 if
+ * missing; -1 when it cannot be had (a read-only /var/lib): then each
+ * state dir keeps its own, as before. */
+static int registry_open(char *path, size_t n)
+{
+	const char *env = getenv("PISB_ID_REGISTRY");
+	struct pisb_err ig = PISB_ERR_INIT;
+	struct stat sb;
+	int fd;
+
+	snprintf(path, n, "%s", env && env[0] == '/' ? env : "/var/lib/pisb");
+	if (pisb_mkdirs_at(AT_FDCWD, path, 0700, &ig) < 0)
+		return -1;
+	fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	/* root's own, or not used: another user could hand out ranges */
+	if (fstat(fd, &sb) < 0 || sb.st_uid != 0 || (sb.st_mode & 022) ||
+	    pisb_mkdirs_at(fd, "idranges", 0700, &ig) < 0 || faccessat(fd, "idranges", W_OK, AT_EACCESS) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+struct range_ent {
+	unsigned long long base;
+	int reg;        /* which registry: 0 host-wide, 1 the state dir's */
+	int stale;      /* -1 not judged yet */
+	char *text;
+};
+
+/* Every entry of rdir/idranges into *v. */
+static void ranges_load(int rdir, int reg, struct range_ent **v, size_t *n, size_t *cap)
+{
+	_cleanup_close_ int dfd = openat(rdir, "idranges", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	DIR *d;
+	struct dirent *de;
+
+	if (dfd < 0 || !(d = fdopendir(dfd)))
+		return;
+	dfd = -1;   /* closedir closes it */
+	while ((de = readdir(d))) {
+		long long b;
+		_cleanup_buf_ struct pisb_buf t = PISB_BUF_INIT;
+
+		if (de->d_name[0] == '.' || pisb_parse_ll(de->d_name, 1, 4294967295LL, &b) < 0)
+			continue;
+		if (pisb_read_file_at(dirfd(d), de->d_name, &t, 4096) < 0 || !t.s)
+			pisb_buf_adds(&t, "");   /* unreadable: never judged stale */
+		if (*n == *cap) {
+			*cap = *cap ? *cap * 2 : 16;
+			*v = xrealloc(*v, *cap * sizeof(**v));
+		}
+		(*v)[(*n)++] = (struct range_ent){ (unsigned long long)b, reg, -1, pisb_buf_detach(&t) };
+	}
+	closedir(d);
 }
 
 int pisb_ids_alloc(struct pisb_state *st, const char *owner, struct pisb_ids *ids,
 		   struct pisb_err *e)
 {
-	_cleanup_close_ int lock = -1, dir = -1;
+	_cleanup_close_ int lock = -1, llock = -1, reg = -1, dir = -1;
+	char rpath[4096];
 	unsigned long long first;
+	struct range_ent *v = NULL;
+	size_t n = 0, cap = 0;
+	int ret = -1;
 
 	pisb_ids_for_caller(ids);
 	if (geteuid() != 0)
 		return 0;
+	/* the state dir's own registry: the only one when the host-wide one
+	 * cannot be had, and read (its ranges are taken) when it can, for
+	 * the ranges it handed out before there was one */
 	if (pisb_mkdirs_at(st->fd, "idranges", 0700, e) < 0)
 		return -1;
-	lock = pisb_lock_acquire(st->fd, "idranges.lock", true, 30000, "the id ranges", e);
-	if (lock < 0)
+	reg = registry_open(rpath, sizeof(rpath));
+	if (reg >= 0) {
+		lock = pisb_lock_acquire(reg, "idranges.lock", true, 30000, "the host's id ranges", e);
+		if (lock < 0)
+			return -1;
+	}
+	llock = pisb_lock_acquire(st->fd, "idranges.lock", true, 30000, "the id ranges", e);
+	if (llock < 0)
 		return -1;
-	dir = openat(st->fd, "idranges", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (reg < 0)
+		snprintf(rpath, sizeof(rpath), "%s", st->path);
+	dir = openat(reg >= 0 ? reg : st->fd, "idranges", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (dir < 0)
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s/idranges'", st->path);
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s/idranges'", rpath);
+	if (reg >= 0)
+		ranges_load(reg, 0, &v, &n, &cap);
+	ranges_load(st->fd, 1, &v, &n, &cap);
 	first = (unsigned long long)ids->uid_base + IDS_SPAN;
 	for (unsigned long long b = first; b + IDS_SPAN <= 4294967295ULL; b += IDS_SPAN) {
 		char fn[16];
-		_cleanup_buf_ struct pisb_buf t = PISB_BUF_INIT;
 		_cleanup_free_ char *line = NULL;
 		struct pisb_err ig = PISB_ERR_INIT;
+		bool taken = false;
 
-		snprintf(fn, sizeof(fn), "%llu", b);
-		if (faccessat(dir, fn, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
-			if (pisb_read_file_at(dir, fn, &t, 4096) < 0 || !range_stale(st, t.s, (uid_t)b))
+		/* any entry that overlaps [b, b + IDS_SPAN) and is not stale
+		 * (PISB_UID_BASE may differ between callers) */
+		for (size_t i = 0; i < n && !taken; i++) {
+			if (v[i].base + IDS_SPAN <= b || b + IDS_SPAN <= v[i].base)
 				continue;
-		} else if (errno != ENOENT) {
-			continue;
+			if (v[i].stale < 0)
+				v[i].stale = range_stale(st, v[i].text, (uid_t)v[i].base);
+			taken = !v[i].stale;
 		}
-		line = xasprintf("%s %d %llu\n", owner, (int)getpid(), pisb_proc_start(getpid()));
-		if (pisb_atomic_write(dir, fn, line, strlen(line), 0600, &ig) < 0)
-			return pisb_err_set(e, ig.code ? ig.code : PISB_EXIT_FAIL,
-					    "allocate a host id range: %s", ig.msg);
+		if (taken)
+			continue;
+		for (size_t i = 0; i < n; i++) {
+			char old[32];
+			if (v[i].base + IDS_SPAN <= b || b + IDS_SPAN <= v[i].base)
+				continue;
+			/* stale entries it overlaps go (a host-wide one only
+			 * under the host-wide lock, which we hold if it exists) */
+			snprintf(old, sizeof(old), "idranges/%llu", v[i].base);
+			unlinkat(v[i].reg == 0 ? reg : st->fd, old, 0);
+		}
+		snprintf(fn, sizeof(fn), "%llu", b);
+		line = reg >= 0 ? xasprintf("%s %d %llu %s\n", owner, (int)getpid(), pisb_proc_start(getpid()), st->path)
+				: xasprintf("%s %d %llu\n", owner, (int)getpid(), pisb_proc_start(getpid()));
+		if (pisb_atomic_write(dir, fn, line, strlen(line), 0600, &ig) < 0) {
+			pisb_err_set(e, ig.code ? ig.code : PISB_EXIT_FAIL, "allocate a host id range: %s", ig.msg);
+			goto out;
+		}
 		ids->uid_base = (uid_t)b;
 		ids->gid_base = (gid_t)b;
 		ids->count = IDS_SPAN;
-		return 0;
+		ret = 0;
+		goto out;
 	}
-	return pisb_err_set(e, PISB_EXIT_FAIL, "no host id range is free (see '%s/idranges')", st->path);
+	pisb_err_set(e, PISB_EXIT_FAIL, "no host id range is free (see '%s/idranges')", rpath);
+out:
+	for (size_t i = 0; i < n; i++)
+		free(v[i].text);
+	free(v);
+	return ret;
+}
+
+/* Remove rdir/idranges/BASE if it is ours (a failed create) or stale:
+ * between a destroy's trash and this, another create may have found it
+ * stale and taken it. */
+static void range_drop(struct pisb_state *st, int rdir, uid_t base)
+{
+	_cleanup_close_ int lock = -1;
+	_cleanup_buf_ struct pisb_buf t = PISB_BUF_INIT;
+	_cleanup_free_ char *me = xasprintf(" %d %llu", (int)getpid(), pisb_proc_start(getpid()));
+	struct pisb_err ig = PISB_ERR_INIT;
+	char fn[32];
+	const char *sp;
+
+	snprintf(fn, sizeof(fn), "idranges/%u", (unsigned)base);
+	if (faccessat(rdir, fn, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	lock = pisb_lock_acquire(rdir, "idranges.lock", true, 30000, "the id ranges", &ig);
+	if (lock < 0)
+		return;   /* left for the next allocation to find stale */
+	if (pisb_read_file_at(rdir, fn, &t, 4096) < 0 || !t.s)
+		return;
+	sp = strchr(t.s, ' ');
+	if ((sp && pisb_str_starts(sp, me) && (sp[strlen(me)] == ' ' || sp[strlen(me)] == '\n')) ||
+	    range_stale(st, t.s, base))
+		unlinkat(rdir, fn, 0);
 }
 
 void pisb_ids_free(struct pisb_state *st, uid_t base)
 {
 	struct pisb_ids shared;
-	_cleanup_close_ int lock = -1;
-	struct pisb_err ig = PISB_ERR_INIT;
-	char fn[32];
+	char rpath[4096];
+	_cleanup_close_ int reg = -1;
 
 	pisb_ids_for_caller(&shared);
 	if (geteuid() != 0 || !base || base == shared.uid_base)
 		return;
-	snprintf(fn, sizeof(fn), "idranges/%u", (unsigned)base);
-	lock = pisb_lock_acquire(st->fd, "idranges.lock", true, 30000, "the id ranges", &ig);
-	if (lock < 0)
-		return;   /* left for the next allocation to find stale */
-	/* only ours (a failed create) or stale: between a destroy's trash and
-	 * this, another create may have found it stale and taken it */
-	{
-		_cleanup_buf_ struct pisb_buf t = PISB_BUF_INIT;
-		_cleanup_free_ char *me = xasprintf(" %d %llu\n", (int)getpid(), pisb_proc_start(getpid()));
-		const char *sp;
-
-		if (pisb_read_file_at(st->fd, fn, &t, 4096) < 0)
-			return;
-		sp = strchr(t.s, ' ');
-		if ((sp && !strcmp(sp, me)) || range_stale(st, t.s, base))
-			unlinkat(st->fd, fn, 0);
-	}
+	reg = registry_open(rpath, sizeof(rpath));
+	if (reg >= 0)
+		range_drop(st, reg, base);
+	range_drop(st, st->fd, base);
 }
 
 /* ---- diskGiB: a filesystem image per sandbox (ns.h) ---- */
@@ -955,6 +1083,17 @@ static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int s
 	if (sethostname(b->hostname, strlen(b->hostname)) < 0)
 		child_fail(sock, "sethostname");
 	loopback_up(sock);
+	/* stdio of /dev/null: the stderr we were given is the controller's
+	 * log, a host file that root inside could reopen through
+	 * /proc/1/fd/2 and grow without bound */
+	{
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (null < 0)
+			child_fail(sock, "open /dev/null");
+		for (int fd = 0; fd < 3; fd++)
+			if (dup2(null, fd) < 0)
+				child_fail(sock, "stdio of /dev/null");
+	}
 	pisb_close_from(3, sock);
 	prctl(PR_SET_NAME, "pisb-init");
 	blank_cmdline();

@@ -36,11 +36,16 @@ void pisb_ids_for_caller(struct pisb_ids *ids);
  * shared range itself stays with records older than this); ranges never
  * overlap and end below 2^32 - 1.
  *
- * State: idranges/BASE (0600) names its holder ("NAME PID START\n": the
- * sandbox and the process that allocated it); idranges.lock (exclusive)
- * around every allocation.  An entry whose allocating process is gone and
- * that no record of NAME (instances/, templates/, staging/NAME.prep)
- * claims is stale and handed out again.
+ * State: a host-wide registry, $PISB_ID_REGISTRY or /var/lib/pisb (0700,
+ * root's): idranges/BASE (0600) names its holder ("NAME PID START
+ * STATEDIR\n": the sandbox, the process that allocated it, the state dir
+ * of its record); idranges.lock (exclusive) around every allocation.  A
+ * state dir's own idranges/ ("NAME PID START\n") is read too (ranges
+ * given before the host-wide registry), and is the registry when the
+ * host-wide one cannot be written (a read-only /var/lib).  An entry whose
+ * allocating process is gone and that no record of NAME (instances/,
+ * templates/, staging/NAME.prep of its state dir) claims is stale and
+ * handed out again.
  *
  * pisb_ids_alloc: as root, a free range into ids (for owner); otherwise
  * pisb_ids_for_caller's.  pisb_ids_free: give range base back (0 and the

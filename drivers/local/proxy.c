@@ -125,8 +125,16 @@ bool pisb_proxy_host_allowed(char *const *allowed, size_t n, const char *host, i
 	return false;
 }
 
+static uint32_t be32(const unsigned char *b)
+{
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
 /* Addresses that are not the Internet: this host, its networks, the
- * cloud metadata service.  IPv4-mapped IPv6 is judged as IPv4. */
+ * cloud metadata service.  An IPv6 address that carries an IPv4 one is
+ * judged as that IPv4 address: IPv4-mapped (::ffff:a.b.c.d),
+ * IPv4-compatible (::a.b.c.d), NAT64 (64:ff9b::a.b.c.d) and 6to4
+ * (2002:AABB:CCDD::/48), since a route may take it there. */
 static const char *addr_class(const struct sockaddr_storage *ss)
 {
 	uint32_t v4;
@@ -134,14 +142,23 @@ static const char *addr_class(const struct sockaddr_storage *ss)
 	if (ss->ss_family == AF_INET6) {
 		const unsigned char *b = ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr;
 		static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+		static const unsigned char nat64[12] = { 0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0 };
 		static const unsigned char zero[16];
 
-		if (memcmp(b, mapped, 12) == 0) {
-			v4 = (uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15];
+		if (memcmp(b, mapped, 12) == 0 || memcmp(b, nat64, 12) == 0) {
+			v4 = be32(b + 12);
 			goto v4;
 		}
 		if (memcmp(b, zero, 15) == 0)
 			return b[15] == 1 ? "a loopback address" : "the unspecified address";
+		if (memcmp(b, zero, 12) == 0) {
+			v4 = be32(b + 12);
+			goto v4;
+		}
+		if (b[0] == 0x20 && b[1] == 0x02) {
+			v4 = be32(b + 2);
+			goto v4;
+		}
 		if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
 			return "a link-local address";
 		if ((b[0] & 0xfe) == 0xfc)
@@ -151,7 +168,7 @@ static const char *addr_class(const struct sockaddr_storage *ss)
 		if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8)
 			return "a documentation address";
 		if (b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b)
-			return "a NAT64 address";   /* 64:ff9b::/96 reaches IPv4 ranges */
+			return "a NAT64 address";   /* 64:ff9b:1::/48 and the rest of 64:ff9b::/32: local use */
 		return NULL;
 	}
 	if (ss->ss_family != AF_INET)

@@ -18,6 +18,7 @@
  */
 #include "services.h"
 #include "config.h"
+#include "ctllog.h"
 #include "local.h"
 #include "err.h"
 #include "fs.h"
@@ -152,16 +153,21 @@ struct pisb_services {
 
 void pisb_svc_log(const char *fmt, ...)
 {
-	char ts[32];
+	char ts[32], buf[4096];
 	va_list ap;
+	int n, m;
 
 	pisb_time_rfc3339(pisb_now_ms() / 1000, ts);
-	fprintf(stderr, "%s controller[%d]: ", ts, (int)getpid());
+	n = snprintf(buf, sizeof(buf), "%s controller[%d]: ", ts, (int)getpid());
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	m = vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
-	fflush(stderr);
+	n = m < 0 ? n : n + m;
+	/* a line at most: what a message quotes of the sandbox is cut here */
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	pisb_ctllog_write(buf, (size_t)n);
 }
 
 /* ---------- small helpers ---------- */
