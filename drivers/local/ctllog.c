@@ -65,6 +65,8 @@ int pisb_hooklog_open(struct pisb_hooklog *h)
 
 	memset(h, 0, sizeof(*h));
 	h->r = h->w = -1;
+	h->bucket.rate = PISB_HOOKLOG_RATE;
+	h->bucket.burst = PISB_HOOKLOG_BURST;
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -1;
 	/* only the hooks' side blocks */
@@ -91,77 +93,97 @@ static void lower(int *timeout, int64_t at, int64_t now)
 		*timeout = (int)d;
 }
 
-/* a line of the controller's own, after hook output that ended mid-line */
-static void note_dropped(struct pisb_hooklog *h, int64_t now)
-{
-	char buf[256];
-	int n;
-
-	if (!h->dropped)
-		return;
-	n = snprintf(buf, sizeof(buf), "%scontroller[%d]: dropped %lld bytes of hook output (%d KiB a second after a burst of %d KiB)\n",
-		     h->midline ? "\n" : "", (int)getpid(), h->dropped,
-		     PISB_HOOKLOG_RATE / 1024, PISB_HOOKLOG_BURST / 1024);
-	pisb_ctllog_write(buf, (size_t)n);
-	h->midline = false;
-	h->dropped = 0;
-	h->noted = now;
-}
-
-int pisb_hooklog_pollfd(struct pisb_hooklog *h, struct pollfd *p, int *timeout_ms)
-{
-	int64_t now = pisb_mono_ms();
-
-	if (h->r < 0)
-		return 0;
-	if (h->dropped)
-		lower(timeout_ms, h->noted + 1000, now);
-	if (now < h->resume) {
-		lower(timeout_ms, h->resume, now);
-		return 0;
-	}
-	*p = (struct pollfd){ h->r, POLLIN, 0 };
-	return 1;
-}
-
-void pisb_hooklog_drain(struct pisb_hooklog *h)
+void pisb_bucket_drain(struct pisb_bucket *b, int fd,
+		       void (*keep)(void *arg, const char *bytes, size_t n), void *arg)
 {
 	char buf[65536];
 	int64_t now = pisb_mono_ms();
 
-	if (h->r < 0)
-		return;
-	if (!h->filled) {
-		h->filled = now;
-		h->tokens = PISB_HOOKLOG_BURST;
-	} else if (now > h->filled) {
-		h->tokens += (now - h->filled) * PISB_HOOKLOG_RATE / 1000;
-		if (h->tokens > PISB_HOOKLOG_BURST)
-			h->tokens = PISB_HOOKLOG_BURST;
-		h->filled = now;
+	if (!b->filled) {
+		b->filled = now;
+		b->tokens = b->burst;
+	} else if (now > b->filled) {
+		b->tokens += (now - b->filled) * b->rate / 1000;
+		if (b->tokens > b->burst)
+			b->tokens = b->burst;
+		b->filled = now;
 	}
-	if (now >= h->resume) {
-		for (int i = 0; i < 16; i++) {
-			ssize_t n = read(h->r, buf, sizeof(buf));
-			long long keep;
+	if (now < b->resume)
+		return;
+	for (int i = 0; i < 16; i++) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+		long long k;
 
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				break;
-			keep = h->tokens < n ? h->tokens : n;
-			if (keep > 0) {
-				pisb_ctllog_write(buf, (size_t)keep);
-				h->midline = buf[keep - 1] != '\n';
-			}
-			h->tokens -= keep;
-			if (keep < n) {
-				h->dropped += n - keep;
-				h->resume = now + PISB_HOOKLOG_PAUSE_MS;
-				break;
-			}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		k = b->tokens < n ? b->tokens : n;
+		if (k > 0)
+			keep(arg, buf, (size_t)k);
+		b->tokens -= k;
+		if (k < n) {
+			b->dropped += n - k;
+			b->resume = now + PISB_HOOKLOG_PAUSE_MS;
+			break;
 		}
 	}
-	if (h->dropped && now - h->noted >= 1000)
-		note_dropped(h, now);
+}
+
+bool pisb_bucket_poll(const struct pisb_bucket *b, int *timeout_ms)
+{
+	int64_t now = pisb_mono_ms();
+
+	if (b->dropped)
+		lower(timeout_ms, b->noted + 1000, now);
+	if (now < b->resume) {
+		lower(timeout_ms, b->resume, now);
+		return false;
+	}
+	return true;
+}
+
+bool pisb_bucket_note_due(const struct pisb_bucket *b)
+{
+	return b->dropped && pisb_mono_ms() - b->noted >= 1000;
+}
+
+/* a line of the controller's own, after hook output that ended mid-line */
+static void note_dropped(struct pisb_hooklog *h)
+{
+	char buf[256];
+	int n;
+
+	n = snprintf(buf, sizeof(buf), "%scontroller[%d]: dropped %lld bytes of hook output (%d KiB a second after a burst of %d KiB)\n",
+		     h->midline ? "\n" : "", (int)getpid(), h->bucket.dropped,
+		     PISB_HOOKLOG_RATE / 1024, PISB_HOOKLOG_BURST / 1024);
+	pisb_ctllog_write(buf, (size_t)n);
+	h->midline = false;
+	h->bucket.dropped = 0;
+	h->bucket.noted = pisb_mono_ms();
+}
+
+int pisb_hooklog_pollfd(struct pisb_hooklog *h, struct pollfd *p, int *timeout_ms)
+{
+	if (h->r < 0 || !pisb_bucket_poll(&h->bucket, timeout_ms))
+		return 0;
+	*p = (struct pollfd){ h->r, POLLIN, 0 };
+	return 1;
+}
+
+static void hook_keep(void *arg, const char *bytes, size_t n)
+{
+	struct pisb_hooklog *h = arg;
+
+	pisb_ctllog_write(bytes, n);
+	h->midline = bytes[n - 1] != '\n';
+}
+
+void pisb_hooklog_drain(struct pisb_hooklog *h)
+{
+	if (h->r < 0)
+		return;
+	pisb_bucket_drain(&h->bucket, h->r, hook_keep, h);
+	if (pisb_bucket_note_due(&h->bucket))
+		note_dropped(h);
 }

@@ -35,10 +35,29 @@ void pisb_ctllog_init(int idir);
 /* Append n bytes to the log (fd 2), rotating first if needed. */
 void pisb_ctllog_write(const char *b, size_t n);
 
+/* A token bucket over a pipe the sandbox writes into: a burst of
+ * `burst` bytes, then `rate` bytes a second, the rest read and dropped;
+ * while dropping, one read per PISB_HOOKLOG_PAUSE_MS (the writer blocks
+ * on the full pipe meanwhile).  Zero-initialise, then set rate, burst. */
+struct pisb_bucket {
+	long long rate, burst;
+	int64_t filled, noted, resume;  /* last refill, last note of drops, next read */
+	long long tokens, dropped;      /* bytes it may keep now; dropped since noted */
+};
+
+/* Read fd (non-blocking; at most 16 reads of 64 KiB) unless in a pause:
+ * keep(arg, bytes, n) for what the bucket allows, the rest dropped. */
+void pisb_bucket_drain(struct pisb_bucket *b, int fd,
+		       void (*keep)(void *arg, const char *bytes, size_t n), void *arg);
+/* While dropping: lower *timeout_ms (-1: none) to the end of the pause
+ * and the next once-a-second note; whether fd should be polled now. */
+bool pisb_bucket_poll(const struct pisb_bucket *b, int *timeout_ms);
+/* Whether a note of the drops is due (dropped > 0, a second since the last). */
+bool pisb_bucket_note_due(const struct pisb_bucket *b);
+
 struct pisb_hooklog {
 	int r, w;                   /* the pipe; w goes to the hooks' stdout and stderr */
-	int64_t filled, noted, resume;
-	long long tokens, dropped;
+	struct pisb_bucket bucket;
 	bool midline;               /* the last hook byte kept was not a newline */
 };
 

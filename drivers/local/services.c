@@ -57,7 +57,6 @@
 #define LOG_MAX (1024 * 1024)      /* SERVICE.log, then SERVICE.log.1: 2 MiB at most */
 #define LOG_RATE (256 * 1024)      /* bytes kept per second, after a burst of */
 #define LOG_BURST (1024 * 1024)    /* this; the rest is dropped */
-#define LOG_DROP_PAUSE_MS 10       /* while dropping: one read per pause */
 #define ADHOC_TIMEOUT_MS 60000
 #define PROBE_FAST_MS 10        /* the first 2 s after a start */
 #define PROBE_MS 100
@@ -107,8 +106,7 @@ struct svc {
 	long long log_size;     /* bytes in log_fd */
 	bool log_midline;       /* its last byte is not a newline */
 	int out_r, out_w, oidx; /* the pipe the service writes its output into */
-	int64_t out_filled, out_noted, out_resume;
-	long long out_tokens, out_dropped;  /* bytes it may write now; dropped since noted */
+	struct pisb_bucket out_bucket;  /* what of its output the log keeps */
 	/* readiness */
 	enum rstate rs;
 	int64_t rdeadline, probe_at;
@@ -257,6 +255,7 @@ static struct svc *svc_new(struct pisb_services *s, const char *name, enum kind 
 	v->enabled = true;
 	v->timeout_ms = 30000;
 	v->lfd = v->pfd = v->log_fd = v->out_r = v->out_w = -1;
+	v->out_bucket = (struct pisb_bucket){ .rate = LOG_RATE, .burst = LOG_BURST };
 	v->family = AF_INET;
 	v->lidx = v->pidx = v->oidx = -1;
 	s->v = xrealloc(s->v, (s->n + 1) * sizeof(*s->v));
@@ -729,7 +728,7 @@ static char *user_url(const struct pisb_services *s, char *url)
  * keeps a burst of LOG_BURST bytes, then LOG_RATE bytes a second, and drops
  * the rest (one line a second says how much); past LOG_MAX the log is
  * renamed to SERVICE.log.1, so a service holds at most 2 * LOG_MAX on the
- * host.  While it drops, the loop reads once per LOG_DROP_PAUSE_MS: a flood
+ * host.  While it drops, the loop reads once per PISB_HOOKLOG_PAUSE_MS: a flood
  * costs the controller little and the service waits at most that long. */
 static void rotate(struct pisb_services *s, struct svc *v);
 
@@ -845,49 +844,33 @@ static int open_out(struct svc *v)
 
 static void note_dropped(struct pisb_services *s, struct svc *v)
 {
-	if (!v->out_dropped)
+	if (!v->out_bucket.dropped)
 		return;
 	log_line(s, v, "dropped %lld bytes of output: '%s' wrote more than its log keeps (%d KiB a second after a burst of %d KiB)",
-		 v->out_dropped, v->name, LOG_RATE / 1024, LOG_BURST / 1024);
-	v->out_dropped = 0;
-	v->out_noted = pisb_mono_ms();
+		 v->out_bucket.dropped, v->name, LOG_RATE / 1024, LOG_BURST / 1024);
+	v->out_bucket.dropped = 0;
+	v->out_bucket.noted = pisb_mono_ms();
+}
+
+struct out_sink {
+	struct pisb_services *s;
+	struct svc *v;
+};
+
+static void out_keep(void *arg, const char *bytes, size_t n)
+{
+	struct out_sink *o = arg;
+
+	log_write(o->s, o->v, bytes, n);
 }
 
 /* The service's pipe is readable: keep what the bucket allows, drop the rest. */
 static void drain_out(struct pisb_services *s, struct svc *v)
 {
-	char buf[65536];
-	int64_t now = pisb_mono_ms();
+	struct out_sink o = { s, v };
 
-	if (!v->out_filled) {
-		v->out_filled = now;
-		v->out_tokens = LOG_BURST;
-	} else if (now > v->out_filled) {
-		v->out_tokens += (now - v->out_filled) * LOG_RATE / 1000;
-		if (v->out_tokens > LOG_BURST)
-			v->out_tokens = LOG_BURST;
-		v->out_filled = now;
-	}
-	for (int i = 0; i < 16; i++) {
-		ssize_t n;
-		long long keep;
-
-		n = read(v->out_r, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		keep = v->out_tokens < n ? v->out_tokens : n;
-		if (keep > 0)
-			log_write(s, v, buf, (size_t)keep);
-		v->out_tokens -= keep;
-		if (keep < n) {
-			v->out_dropped += n - keep;
-			v->out_resume = now + LOG_DROP_PAUSE_MS;
-			break;
-		}
-	}
-	if (v->out_dropped && now - v->out_noted >= 1000)
+	pisb_bucket_drain(&v->out_bucket, v->out_r, out_keep, &o);
+	if (pisb_bucket_note_due(&v->out_bucket))
 		note_dropped(s, v);
 }
 
@@ -1061,7 +1044,7 @@ void pisb_services_reaped(struct pisb_services *s, pid_t pid, int status)
 		v->last_code = code;
 		probe_end(v);
 		/* what it wrote before it ended comes before the line saying so */
-		if (v->out_r >= 0 && pisb_mono_ms() >= v->out_resume)
+		if (v->out_r >= 0)
 			drain_out(s, v);
 		if (v->ps == PS_STOPPING) {
 			log_line(s, v, "'%s' stopped (status %d)", v->name, code);
@@ -1623,7 +1606,7 @@ static void tick(struct pisb_services *s)
 	for (size_t i = 0; i < s->n; i++) {
 		struct svc *v = s->v[i];
 		/* drops are said even when nothing more comes */
-		if (v->out_dropped && now - v->out_noted >= 1000)
+		if (pisb_bucket_note_due(&v->out_bucket))
 			note_dropped(s, v);
 	}
 	check_waiters(s);
@@ -1743,16 +1726,13 @@ int pisb_services_pollfds(struct pisb_services *s, struct pollfd *p, int max,
 		struct svc *v = s->v[i];
 
 		v->lidx = v->pidx = v->oidx = -1;
-		if (v->out_r >= 0 && n < max) {
-			if (now < v->out_resume) {
-				lower(timeout_ms, v->out_resume, now);
-			} else {
-				p[n] = (struct pollfd){ v->out_r, POLLIN, 0 };
-				v->oidx = n++;
-			}
+		/* (also lowers the timeout for a note of drops still due) */
+		bool out_ready = pisb_bucket_poll(&v->out_bucket, timeout_ms);
+
+		if (v->out_r >= 0 && n < max && out_ready) {
+			p[n] = (struct pollfd){ v->out_r, POLLIN, 0 };
+			v->oidx = n++;
 		}
-		if (v->out_dropped)
-			lower(timeout_ms, v->out_noted + 1000, now);
 		if (v->lfd >= 0 && !paused && n < max) {
 			p[n] = (struct pollfd){ v->lfd, POLLIN, 0 };
 			v->lidx = n++;
