@@ -20,6 +20,8 @@
 #include <linux/openat2.h>
 #include <pthread.h>
 #include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -913,6 +915,8 @@ struct gsearch {
 	char *buf;
 	size_t cap;
 	struct pisb_buf *rec;    /* NULL: report directly */
+	struct pisb_buf u8;      /* a UTF-16 file as UTF-8 */
+	struct pisb_buf mrec;    /* a mapped file's records, reporting directly */
 	/* per file */
 	const char *rel;
 	size_t emitted_end;      /* lines before this offset were reported */
@@ -920,6 +924,14 @@ struct gsearch {
 	long long matches;       /* of this file (with rec) */
 	int after_left;
 };
+
+static void gsearch_release(struct gsearch *w)
+{
+	pisb_search_ws_free(w->ws);
+	free(w->buf);
+	pisb_buf_release(&w->u8);
+	pisb_buf_release(&w->mrec);
+}
 
 /* Newlines in p[0..n) (lit.h: many bytes at a time). */
 static long long count_nl(const char *p, size_t n)
@@ -1089,45 +1101,146 @@ static bool read_text(struct gsearch *w, int fd, size_t size, size_t *np)
 	return true;
 }
 
+/* Report the records of the file rel (only one thread at a time). */
+static void report_recs(struct grep *g, const char *rel, const struct pisb_buf *rec)
+{
+	const char *q = rec->s, *end = q + rec->len;
+	const char *before = NULL;    /* before-context held until its match */
+
+	while (q && q < end && !g->stop) {
+		struct pisb_fs_grep_line l;
+		uint32_t len;
+		int kind = (unsigned char)q[0];
+		const char *r = q;
+		memcpy(&len, q + 10, 4);
+		q += 14 + len;
+		if (kind == REC_BEFORE) {
+			if (!before)
+				before = r;
+			continue;
+		}
+		if (kind == REC_MORE || (kind == REC_MATCH && g->res->matches >= g->o->limit)) {
+			g->res->limit_reached = true;
+			g->stop = true;
+			break;
+		}
+		for (const char *b = before ? before : r; b <= r; ) {
+			uint32_t bl;
+			memcpy(&l.line, b + 2, 8);
+			memcpy(&bl, b + 10, 4);
+			l.path = rel;
+			l.text = b + 14;
+			l.len = bl;
+			l.cut = b[1];
+			l.context = (unsigned char)b[0] != REC_MATCH;
+			if (l.cut)
+				g->res->lines_truncated = true;
+			g->fn(g->arg, &l);
+			b += 14 + bl;
+		}
+		before = NULL;
+		if (kind == REC_MATCH)
+			g->res->matches++;
+	}
+}
+
+/* Search len bytes of text (UTF-16 as UTF-8) for the file rel. */
+static void grep_text(struct gsearch *w, const char *buf, size_t len, const char *rel)
+{
+	if (pisb_utf16_is(buf, len)) {
+		/* UTF-16 text: searched as UTF-8 (utf16.h) */
+		pisb_buf_reset(&w->u8);
+		pisb_utf16_to_utf8(buf, len, &w->u8);
+		buf = w->u8.s ? w->u8.s : "";
+		len = w->u8.len;
+	}
+	if (memchr(buf, 0, len < BIN_PEEK ? len : BIN_PEEK))
+		return;
+	w->rel = rel;
+	/* a UTF-8 byte-order mark is not part of the first line (ripgrep
+	 * drops it too) */
+	if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3))
+		grep_buf(w, buf + 3, len - 3);
+	else
+		grep_buf(w, buf, len);
+}
+
+/* A mapped file can shrink while it is searched (the sandbox writes its
+ * own files as pisb reads them), and a read past its new end is SIGBUS.
+ * So a mapped file is searched with this thread's jump point set: the
+ * handler (installed once, for the process) jumps back for a fault inside
+ * that map, and the file is reported as far as it was searched; any other
+ * SIGBUS still ends the process as it would have. */
+static __thread sigjmp_buf *bus_jmp;
+static __thread const char *bus_lo, *bus_hi;
+static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	const char *a = si->si_addr;
+
+	(void)uc;
+	if (bus_jmp && a >= bus_lo && a < bus_hi)
+		siglongjmp(*bus_jmp, 1);
+	signal(sig, SIG_DFL);   /* the fault repeats, and kills */
+}
+
+static void bus_install(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
+}
+
+/* Search a mapped file into records (never straight to the output, which
+ * a jump out of must not leave half-written), then report them. */
+static void grep_mapped(struct gsearch *w, const char *map, size_t n, const char *rel)
+{
+	struct pisb_buf *volatile rec = w->rec;
+	sigjmp_buf env;
+
+	pthread_once(&bus_once, bus_install);
+	if (!rec) {
+		pisb_buf_reset(&w->mrec);
+		w->rec = &w->mrec;
+		w->matches = 0;
+	}
+	bus_lo = map;
+	bus_hi = map + n;
+	if (sigsetjmp(env, 1) == 0) {
+		bus_jmp = &env;
+		grep_text(w, map, n, rel);
+	}
+	bus_jmp = NULL;
+	if (!rec) {
+		w->rec = NULL;
+		report_recs(w->g, rel, &w->mrec);
+	}
+}
+
 static void grep_fd(struct gsearch *w, int fd, const char *rel)
 {
 	struct stat st;
 	size_t n = 0;
-	char *map = NULL;
+	char *map;
 
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return;
 	if (st.st_size >= (16 << 20)) {
-		map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		n = (size_t)st.st_size;
+		map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (map == MAP_FAILED)
 			return;
-		madvise(map, (size_t)st.st_size, MADV_SEQUENTIAL);
-		n = (size_t)st.st_size;
-	} else if (!read_text(w, fd, (size_t)st.st_size, &n)) {
-		return;
-	}
-	{
-		const char *buf = map ? map : w->buf;
-		size_t len = n;
-		_cleanup_buf_ struct pisb_buf u8 = PISB_BUF_INIT;
-		if (pisb_utf16_is(buf, len)) {
-			/* UTF-16 text: searched as UTF-8 (utf16.h) */
-			pisb_utf16_to_utf8(buf, len, &u8);
-			buf = u8.s ? u8.s : "";
-			len = u8.len;
-		}
-		if (!memchr(buf, 0, len < BIN_PEEK ? len : BIN_PEEK)) {
-			w->rel = rel;
-			/* a UTF-8 byte-order mark is not part of the first line
-			 * (ripgrep drops it too) */
-			if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3))
-				grep_buf(w, buf + 3, len - 3);
-			else
-				grep_buf(w, buf, len);
-		}
-	}
-	if (map)
+		madvise(map, n, MADV_SEQUENTIAL);
+		grep_mapped(w, map, n, rel);
 		munmap(map, n);
+	} else if (read_text(w, fd, (size_t)st.st_size, &n)) {
+		grep_text(w, w->buf, n, rel);
+	}
 }
 
 static int grep_cb(void *arg, const struct pisb_walk_entry *en)
@@ -1205,48 +1318,9 @@ static int gdir_put(struct gpool *p, struct gdir *d)
 	return fd;
 }
 
-/* Report one file's records (only one thread at a time). */
 static void pool_report(struct gpool *p, struct gitem *it)
 {
-	struct grep *g = p->g;
-	const char *q = it->rec.s, *end = q + it->rec.len;
-	const char *before = NULL;    /* before-context held until its match */
-
-	while (q && q < end && !g->stop) {
-		struct pisb_fs_grep_line l;
-		uint32_t len;
-		int kind = (unsigned char)q[0];
-		const char *r = q;
-		memcpy(&len, q + 10, 4);
-		q += 14 + len;
-		if (kind == REC_BEFORE) {
-			if (!before)
-				before = r;
-			continue;
-		}
-		if (kind == REC_MORE || (kind == REC_MATCH && g->res->matches >= g->o->limit)) {
-			g->res->limit_reached = true;
-			g->stop = true;
-			break;
-		}
-		for (const char *b = before ? before : r; b <= r; ) {
-			uint32_t bl;
-			memcpy(&l.line, b + 2, 8);
-			memcpy(&bl, b + 10, 4);
-			l.path = it->rel;
-			l.text = b + 14;
-			l.len = bl;
-			l.cut = b[1];
-			l.context = (unsigned char)b[0] != REC_MATCH;
-			if (l.cut)
-				g->res->lines_truncated = true;
-			g->fn(g->arg, &l);
-			b += 14 + bl;
-		}
-		before = NULL;
-		if (kind == REC_MATCH)
-			g->res->matches++;
-	}
+	report_recs(p->g, it->rel, &it->rec);
 	pisb_buf_release(&it->rec);
 	free(it->rel);
 	it->rel = NULL;
@@ -1329,8 +1403,7 @@ static void *pool_worker(void *arg)
 	w.g = p->g;
 	w.ws = pisb_search_ws_new(p->g->search);
 	pool_work(p, &w);
-	pisb_search_ws_free(w.ws);
-	free(w.buf);
+	gsearch_release(&w);
 	return NULL;
 }
 
@@ -1430,8 +1503,7 @@ static int grep_dir(struct grep *g, const struct pisb_walk_opts *wo, struct pisb
 		w.g = g;
 		w.ws = pisb_search_ws_new(g->search);
 		ret = pisb_walk(wo, grep_cb, &w, e);
-		pisb_search_ws_free(w.ws);
-		free(w.buf);
+		gsearch_release(&w);
 		return ret;
 	}
 	ret = pisb_walk(wo, pool_cb, p, e);
@@ -1495,8 +1567,7 @@ int pisb_fs_grep(const struct pisb_fs *fs, const struct pisb_fs_grep *o,
 		w.g = &g;
 		w.ws = pisb_search_ws_new(g.search);
 		grep_fd(&w, fd, base && base[1] ? base + 1 : o->path);
-		pisb_search_ws_free(w.ws);
-		free(w.buf);
+		gsearch_release(&w);
 	} else {
 		ret = pisb_err_set(e, PISB_EXIT_FAIL, "'%s' is not a regular file or directory", o->path);
 	}

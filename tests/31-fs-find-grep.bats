@@ -273,3 +273,21 @@ ctx.txt-16-line 16" ]
 	run -0 pisb grep fs 'unique-needle-31'
 	[ "$output" = 'top.txt:1:unique-needle-31' ]
 }
+
+@test "grep survives a mapped file shrinking under it: the sandbox truncates its own file mid-search (no SIGBUS)" {
+	# files of 16 MiB and more are mapped; a read past a new, shorter end
+	# is SIGBUS, which killed pisb grep (exit 135) before
+	pisb exec fs --sh 'yes "a line of text without the needle" | head -c 40M >big.txt'
+	run -0 pisb exec fs --json --timeout-ms 100 --sh 'while :; do truncate -s 64K big.txt; truncate -s 40M big.txt; done'
+	h=$(jq -r 'select(.running) | .pid' <<<"$output")
+	[ -n "$h" ]
+	local i
+	for i in $(seq 25); do
+		run pisb grep fs zq_absent_needle --path big.txt
+		[ "$status" -eq 1 ] || { echo "search $i: exit $status: $output"; pisb exec-kill fs "$h" >/dev/null; return 1; }
+		run pisb grep fs 'line of text' --path big.txt --limit 3 --json
+		[ "$status" -eq 0 ] || { echo "search $i: exit $status: $output"; pisb exec-kill fs "$h" >/dev/null; return 1; }
+	done
+	run -0 pisb exec-kill fs "$h" --json
+	pisb exec fs -- rm -f big.txt
+}
