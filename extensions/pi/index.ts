@@ -1444,8 +1444,8 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			const spec = TOOL_ACTIONS[action];
 			for (const [k, v] of Object.entries(req)) {
 				if (k === "action") continue;
-				if (HOST_KEYS[k]) refuse(`'${k}' is not accepted: ${HOST_KEYS[k]}`);
-				const kind = spec.args[k];
+				if (Object.hasOwn(HOST_KEYS, k)) refuse(`'${k}' is not accepted: ${HOST_KEYS[k]}`);
+				const kind = Object.hasOwn(spec.args, k) ? spec.args[k] : undefined;
 				if (!kind) refuse(`'${action}' has no argument '${k}' (arguments: ${Object.keys(spec.args).join(", ") || "none"})`);
 				const ok =
 					kind === "string"
@@ -1513,9 +1513,13 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			if (!req || typeof req !== "object" || Array.isArray(req)) refuse("input must be one JSON object");
 			const act = req.action;
 			if (typeof act !== "string") refuse("'action' is required");
+			// a key that would reach the host is named first, whatever the action
+			for (const k of Object.keys(req))
+				if (Object.hasOwn(HOST_KEYS, k))
+					refuse(`'${k}' is not accepted: ${HOST_KEYS[k]}${Object.hasOwn(HOST_ACTIONS, act) ? `; action '${act}' is not available: ${HOST_ACTIONS[act]}` : ""}`);
 			if (act === "help") return toolHelp();
-			if (HOST_ACTIONS[act]) refuse(`action '${act}' is not available: ${HOST_ACTIONS[act]}`);
-			if (!TOOL_ACTIONS[act]) refuse(`unknown action '${act}' (actions: ${Object.keys(TOOL_ACTIONS).join(", ")})`);
+			if (Object.hasOwn(HOST_ACTIONS, act)) refuse(`action '${act}' is not available: ${HOST_ACTIONS[act]}`);
+			if (!Object.hasOwn(TOOL_ACTIONS, act)) refuse(`unknown action '${act}' (actions: ${Object.keys(TOOL_ACTIONS).join(", ")})`);
 			checkArgs(act, req);
 
 			if (act === "list") {
