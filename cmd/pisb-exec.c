@@ -5,6 +5,7 @@
 #include "exec.h"
 #include "json.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -49,12 +50,9 @@ static int report(struct pisb_ctx *c, struct pisb_buf *b, int code, bool running
 
 static int cmd_exec(struct pisb_ctx *c)
 {
-	static char *bash_argv[] = {
-		"/bin/sh", "-c",
-		"if [ -x /bin/bash ]; then exec /bin/bash -lc \"$1\"; fi; exec /bin/sh -lc \"$1\"",
-		"sh", NULL, NULL,
-	};
 	struct pisb_exec_req r = { 0 };
+	char *av[6];
+	long long efd = -1;
 	const char *envs[256];
 	size_t nenv = pisb_args_all(&c->a, "env", envs, 256);
 	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
@@ -87,17 +85,18 @@ static int cmd_exec(struct pisb_ctx *c)
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
 				    "exec: give either --sh STRING, --bash STRING or -- CMD [ARG]... (usage: pisb exec %s)",
 				    c->a.verb->synopsis);
-	if (pisb_args_int(&c->a, "timeout-ms", 0, 60000, -1, &tmo, &c->err) < 0)
+	if (pisb_args_int(&c->a, "timeout-ms", 0, 60000, -1, &tmo, &c->err) < 0 ||
+	    pisb_args_int(&c->a, "events-fd", 0, 65535, -1, &efd, &c->err) < 0)
 		return -1;
+	r.events = efd >= 0;
+	r.events_fd = (int)efd;
+	/* the command never inherits it: what it leaves running must not hold the caller's pipe */
+	if (r.events && fcntl(r.events_fd, F_SETFD, FD_CLOEXEC) < 0)
+		return pisb_err_sys(&c->err, PISB_EXIT_USAGE, "--events-fd %d", r.events_fd);
 	if (pisb_sandbox_open(&sb, &c->st, r.name, &c->err) < 0)
 		return -1;
-	if (r.bash && !(sb.drv->caps & PISB_DRV_EXEC_BASH)) {
-		/* the other drivers run argv: bash if the sandbox has it, else sh */
-		r.argv = bash_argv;
-		r.argc = 5;
-		bash_argv[4] = (char *)r.sh;
-		r.sh = NULL;
-	}
+	if (pisb_exec_shell(&sb, &r, av, &c->err) < 0)
+		return -1;
 	if (tmo < 0) {
 		if (c->a.json)
 			return pisb_err_set(&c->err, PISB_EXIT_USAGE,

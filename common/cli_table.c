@@ -81,6 +81,7 @@ static const struct pisb_opt exec_opts[] = {
 	OPT("sh", 0, "STRING", "run STRING with /bin/sh -c in a login shell's environment instead of CMD"),
 	OPT("bash", 0, "STRING", "the same with /bin/bash when the sandbox has it (else /bin/sh)"),
 	INT("timeout-ms", 0, "N", "wait at most N ms (0-60000), then return a handle; output is collected, not streamed"),
+	INT("events-fd", 0, "N", "with --sh or --bash, write the shell the command runs under as a JSON line to fd N"),
 	END,
 };
 static const struct pisb_opt exec_status_opts[] = {
@@ -201,7 +202,7 @@ const struct pisb_verb pisb_verbs[] = {
 	  "what each driver can do: the verb x driver matrix", none_opts),
 	V("validate", "pisb-create", "-f FILE", NULL, NULL, NULL, 0, 0, false,
 	  "check a sandbox.yaml and print it normalised", validate_opts),
-	V("exec", "pisb-exec", "NAME [--cwd DIR] [--env K=V]... [--timeout-ms N] (--sh STRING | --bash STRING | -- CMD [ARG]...)", "name", NULL, NULL, 1, 1, true,
+	V("exec", "pisb-exec", "NAME [--cwd DIR] [--env K=V]... [--timeout-ms N] [--events-fd N] (--sh STRING | --bash STRING | -- CMD [ARG]...)", "name", NULL, NULL, 1, 1, true,
 	  "run a command in a sandbox", exec_opts),
 	V("exec-status", "pisb-exec", "NAME HANDLE [--timeout-ms N]", "name", "handle", NULL, 2, 2, false,
 	  "new output and status of a detached command", exec_status_opts),

@@ -2,6 +2,7 @@
  * directory's status and output as exec.h's JSON, and the pruning of
  * finished handles. */
 #include "exec.h"
+#include "driver.h"
 #include "err.h"
 #include "json.h"
 #include "state.h"
@@ -160,3 +161,66 @@ void pisb_exec_prune(int edir, bool (*is_handle)(const char *name))
 	free(v);
 }
 
+
+void pisb_exec_shell_event(const struct pisb_exec_req *r, const char *driver, const char *shell)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_jw w;
+
+	if (!r->events || !r->sh)
+		return;
+	pisb_jw_init(&w, &b);
+	pisb_jw_obj(&w);
+	pisb_jw_kstr(&w, "event", "shell");
+	pisb_jw_kstr(&w, "name", r->name);
+	pisb_jw_kstr(&w, "driver", driver);
+	pisb_jw_kstr(&w, "asked", r->bash ? "bash" : "sh");
+	pisb_jw_kstr(&w, "shell", shell);
+	pisb_jw_obj_end(&w);
+	pisb_buf_addc(&b, '\n');
+	(void)pisb_write_all(r->events_fd, b.s, b.len);
+}
+
+int pisb_exec_shell(struct pisb_sandbox *sb, struct pisb_exec_req *r, char *av[6],
+		    struct pisb_err *e)
+{
+	static char wrapper[] =
+		"if [ -x /bin/bash ]; then exec /bin/bash -lc \"$1\"; fi; exec /bin/sh -lc \"$1\"";
+	const char *shell = "/bin/sh";
+
+	if (!r->sh || (sb->drv->caps & PISB_DRV_EXEC_BASH))
+		return 0;
+	if (!r->bash) {
+		/* the driver runs /bin/sh -lc itself */
+		pisb_exec_shell_event(r, sb->drv->name, shell);
+		return 0;
+	}
+	if (!r->events) {
+		av[0] = "/bin/sh", av[1] = "-c", av[2] = wrapper, av[3] = "sh";
+		av[4] = (char *)r->sh, av[5] = NULL;
+		r->argv = av, r->argc = 5, r->sh = NULL;
+		return 0;
+	}
+	if (sb->drv->exec_handle) {
+		/* ask the sandbox, with its own rights: only the exit status is read */
+		static char *probe[] = { "/bin/sh", "-c", "[ -x /bin/bash ]", NULL };
+		struct pisb_exec_req q = { .name = r->name, .argv = probe, .argc = 3, .timeout_ms = 10000 };
+		_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+		struct pisb_jw w;
+		bool running = false;
+		int code = 1;
+
+		pisb_jw_init(&w, &b);
+		if (sb->drv->exec_handle(sb, &q, &w, &code, &running, e) < 0)
+			return -1;
+		if (running)
+			return pisb_err_set(e, PISB_EXIT_TIMEOUT, "sandbox '%s': looking for /bin/bash took over 10 s",
+					    r->name);
+		if (code == 0)
+			shell = "/bin/bash";
+	}
+	pisb_exec_shell_event(r, sb->drv->name, shell);
+	av[0] = (char *)shell, av[1] = "-lc", av[2] = (char *)r->sh, av[3] = NULL;
+	r->argv = av, r->argc = 3, r->sh = NULL;
+	return 0;
+}

@@ -37,7 +37,27 @@ struct pisb_exec_req {
 	char *const *env;       /* "K=V" */
 	size_t nenv;
 	int timeout_ms;         /* handle mode: wait at most this long */
+	bool events;            /* --events-fd: write the "shell" event to events_fd */
+	int events_fd;
 };
+
+struct pisb_sandbox;
+/* --sh and --bash on a driver without PISB_DRV_EXEC_BASH (the others
+ * decide in their exec slots and call pisb_exec_shell_event there).
+ * --bash without r->events: r becomes one argv (in av, 6 slots) that runs
+ * /bin/bash when the sandbox has it, else /bin/sh, decided inside.  With
+ * r->events: one detached exec of `[ -x /bin/bash ]` in the sandbox (its
+ * exit status is all that is read), r becomes the argv SHELL -lc STRING,
+ * and the "shell" event names SHELL.
+ * --sh: r unchanged (the driver runs /bin/sh -lc), the event says so.
+ * Returns 0, -1 when that probe failed (e filled). */
+int pisb_exec_shell(struct pisb_sandbox *sb, struct pisb_exec_req *r, char *av[6],
+		    struct pisb_err *e);
+/* The "shell" event of a --sh or --bash request when r->events: one JSON
+ * line {"event":"shell","name","driver","asked":"bash"|"sh","shell":PATH}
+ * on r->events_fd, PATH the shell the command runs under.  Best effort: a
+ * failed write is not the command's failure. */
+void pisb_exec_shell_event(const struct pisb_exec_req *r, const char *driver, const char *shell);
 
 /* For the drivers' handles (a directory with output, offset, status.json):
  * write the result object {pid, running, output, exitCode, truncated} with

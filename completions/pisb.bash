@@ -31,8 +31,8 @@ _pisb_verb() {
       vals="" pos="" ;;
     validate) opts="--file -f"
       vals=" --file:file -f:file" pos="" ;;
-    exec) opts="--cwd --env -e --sh --bash --timeout-ms"
-      vals=" --cwd:none --env:none -e:none --sh:none --bash:none --timeout-ms:none" pos="name" dd=1 ;;
+    exec) opts="--cwd --env -e --sh --bash --timeout-ms --events-fd"
+      vals=" --cwd:none --env:none -e:none --sh:none --bash:none --timeout-ms:none --events-fd:none" pos="name" dd=1 ;;
     exec-status) opts="--timeout-ms"
       vals=" --timeout-ms:none" pos="name none" ;;
     exec-kill) opts=""

@@ -4,7 +4,7 @@
 # 'value' (an option's) or 'rest' (after --).
 function __pisb_takes -a verb opt
     switch "$verb $opt"
-        case '* --state-dir' 'create --file' 'create -f' 'create --template' 'create --driver' 'create --owner-pid' 'create --session-id' 'create --on-ready' 'create --events-fd' 'create --project' 'prepare --file' 'prepare -f' 'start --events-fd' 'stop --events-fd' 'destroy --confirm' 'destroy --events-fd' 'release --policy' 'release --events-fd' 'connect --file' 'connect -f' 'connect --owner-pid' 'connect --session-id' 'connect --on-ready' 'connect --events-fd' 'validate --file' 'validate -f' 'exec --cwd' 'exec --env' 'exec -e' 'exec --sh' 'exec --bash' 'exec --timeout-ms' 'exec-status --timeout-ms' 'read --offset' 'read --limit' 'write --mode' 'write --from' 'write --content' 'edit --old' 'edit --new' 'edit --old-file' 'edit --new-file' 'find --path' 'find --limit' 'grep --path' 'grep --glob' 'grep --context' 'grep -C' 'grep --limit' 'logs --lines' 'logs -n' 'push --to' 'pull --max-bytes' 'svc --port' 'svc --title' 'svc --description' 'svc --timeout-ms' 'gc --hours' 'renew --interval'
+        case '* --state-dir' 'create --file' 'create -f' 'create --template' 'create --driver' 'create --owner-pid' 'create --session-id' 'create --on-ready' 'create --events-fd' 'create --project' 'prepare --file' 'prepare -f' 'start --events-fd' 'stop --events-fd' 'destroy --confirm' 'destroy --events-fd' 'release --policy' 'release --events-fd' 'connect --file' 'connect -f' 'connect --owner-pid' 'connect --session-id' 'connect --on-ready' 'connect --events-fd' 'validate --file' 'validate -f' 'exec --cwd' 'exec --env' 'exec -e' 'exec --sh' 'exec --bash' 'exec --timeout-ms' 'exec --events-fd' 'exec-status --timeout-ms' 'read --offset' 'read --limit' 'write --mode' 'write --from' 'write --content' 'edit --old' 'edit --new' 'edit --old-file' 'edit --new-file' 'find --path' 'find --limit' 'grep --path' 'grep --glob' 'grep --context' 'grep -C' 'grep --limit' 'logs --lines' 'logs -n' 'push --to' 'pull --max-bytes' 'svc --port' 'svc --title' 'svc --description' 'svc --timeout-ms' 'gc --hours' 'renew --interval'
             return 0
     end
     return 1
@@ -148,6 +148,7 @@ complete -c pisb -n '__pisb_is exec' -l env -s e -x -d 'set a variable for the c
 complete -c pisb -n '__pisb_is exec' -l sh -x -d 'run STRING with /bin/sh -c in a login shells environment instead of CMD'
 complete -c pisb -n '__pisb_is exec' -l bash -x -d 'the same with /bin/bash when the sandbox has it (else /bin/sh)'
 complete -c pisb -n '__pisb_is exec' -l timeout-ms -x -d 'wait at most N ms (0-60000), then return a handle; output is collected, not streamed'
+complete -c pisb -n '__pisb_is exec' -l events-fd -x -d 'with --sh or --bash, write the shell the command runs under as a JSON line to fd N'
 complete -c pisb -n '__pisb_pos exec 1' -x -a '(__pisb_names)'
 complete -c pisb -n '__pisb_is exec-status' -l timeout-ms -x -d 'wait at most N ms (0-60000) for the command to finish'
 complete -c pisb -n '__pisb_pos exec-status 1' -x -a '(__pisb_names)'

@@ -265,6 +265,27 @@ setup() {
 	run -2 pisb exec ex --sh x --bash y
 }
 
+@test "--events-fd: one shell event for --sh and --bash (attached and handles), none for argv; the command never gets the fd" {
+	ev=$BATS_TEST_TMPDIR/ev
+	run -0 pisb exec ex --events-fd 3 --bash 'echo "$BASH_VERSION" | grep -c .' 3>"$ev"
+	[ "$output" = 1 ]
+	run -0 jq -sc . "$ev"
+	[ "$output" = '[{"event":"shell","name":"ex","driver":"local","asked":"bash","shell":"/bin/bash"}]' ]
+	run -0 pisb exec ex --events-fd 3 --sh 'echo "$0"' 3>"$ev"
+	[ "$output" = /bin/sh ]
+	jq -se 'length == 1 and .[0].asked == "sh" and .[0].shell == "/bin/sh"' "$ev"
+	run -0 pisb exec ex --events-fd 3 --timeout-ms 5000 --json --bash 'echo {a,b}' 3>"$ev"
+	jq -e '.output == "a b\n"' <<<"$output"
+	jq -se 'length == 1 and .[0].shell == "/bin/bash"' "$ev"
+	run -0 pisb exec ex --events-fd 3 -- true 3>"$ev"
+	[ ! -s "$ev" ]
+	# not inherited: a background job cannot hold the caller's pipe open
+	run -0 pisb exec ex --events-fd 3 --bash 'if [ -e /proc/$$/fd/3 ]; then echo has-fd3; else echo no-fd3; fi' 3>"$ev"
+	[ "$output" = no-fd3 ]
+	run -2 --separate-stderr pisb exec ex --events-fd 9 --bash true
+	[[ $stderr == *"--events-fd 9"* ]]
+}
+
 @test "--sh and --bash see the login profile's environment, captured at start; --env wins" {
 	# (/etc is the host's, read-only: root's own profile, read by sh -l and bash -l)
 	run -1 pisb exec ex -- test -e /root/.bash_profile
@@ -293,6 +314,10 @@ setup() {
 	run -1 pisb exec ex -- test -e /bin/bash
 	run -0 pisb exec ex --bash 'echo "${BASH_VERSION:-none}" $0'
 	[ "$output" = "none /bin/sh" ]
+	# --events-fd says so
+	run -0 pisb exec ex --events-fd 3 --bash 'echo in-sh' 3>"$BATS_TEST_TMPDIR/ev"
+	[ "$output" = in-sh ]
+	jq -e '.event == "shell" and .asked == "bash" and .shell == "/bin/sh"' "$BATS_TEST_TMPDIR/ev"
 	run -0 pisb stop ex
 	run -0 pisb start ex
 }

@@ -188,6 +188,13 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	run -0 pisb exec box --sh 'echo $((6*7))'
 	[ "$output" = 42 ]
 	run -127 pisb exec box -- no-such-command
+	# --events-fd: the sandbox is asked for /bin/bash first, then the shell runs by name
+	run -0 pisb exec box --events-fd 3 --bash 'echo {1..3}' 3>"$BATS_TEST_TMPDIR/ev"
+	[ "$output" = "1 2 3" ]
+	jq -se '. == [{"event":"shell","name":"box","driver":"sbx","asked":"bash","shell":"/bin/bash"}]' "$BATS_TEST_TMPDIR/ev"
+	[[ $(last_call exec) == *'"--","/bin/bash","-lc","echo {1..3}"]' ]]
+	run -0 pisb exec box --events-fd 3 --sh 'echo $0' 3>"$BATS_TEST_TMPDIR/ev"
+	jq -se 'length == 1 and .[0].asked == "sh" and .[0].shell == "/bin/sh"' "$BATS_TEST_TMPDIR/ev"
 }
 
 @test "exec handles: --timeout-ms, exec-status, exec-kill; the action surface" {

@@ -14,7 +14,7 @@ setup_file() {
 	export MINE; MINE=$(pi_name mine)
 	export FOREIGN; FOREIGN=$(pi_name foreign)
 	export PISB_SANDBOX=$SB PISB_LIFECYCLE=keep
-	export OUT="$BATS_FILE_TMPDIR/run.jsonl"
+	export OUT="$BATS_FILE_TMPDIR/run.jsonl" OUT2="$BATS_FILE_TMPDIR/matrix.jsonl"
 	export HOSTDIR="$BATS_FILE_TMPDIR/host"
 	mkdir -p "$HOSTDIR"
 	echo "DOTENV-SECRET-5d1c" > "$PROJ/.env"
@@ -24,6 +24,14 @@ setup_file() {
 	pisb create "$FOREIGN" -f "$PROJ/.pi/sandbox.yaml" >/dev/null
 
 	local script
+	# the matrix's keys, each with a value that would leave a mark on the host if it were used
+	export MATRIX_ACTIONS='["list","create","prepare","start","stop","destroy","inspect","exec","exec-status","exec-kill","read","write","logs","services","preview","push","pull","apply","diff","sync","docker","shell","connect","gc","renew","doctor","validate","help"]'
+	local keys
+	keys=$(jq -nc --arg h "$HOSTDIR" --arg p "$PROJ" '{
+	 onReady: ("touch " + $h + "/MARK-onready-@A@"), from: ($p + "/.env"), file: ($h + "/outside.yaml"),
+	 hostDir: ($h + "/MARK-hostdir-@A@"), all: true, stateDir: ($h + "/MARK-state-@A@"), ownerPid: 1,
+	 eventsFd: 1, oldFile: [($p + "/.env")], newFile: [($p + "/.env")], driver: "local", raw: true}')
+	export MATRIX_KEYS=$keys
 	script=$(jq -nc --arg h "$HOSTDIR" --arg p "$PROJ" --arg mine "$MINE" --arg foreign "$FOREIGN" '
 	 def sb($o): {tools:[{name:"sandbox",args:{input:($o|tojson)}}]};
 	 [
@@ -57,6 +65,15 @@ setup_file() {
 	 sb({action:"help"}),
 	 {text:"done"}]')
 	run_pi_json "$script" "$OUT" || true
+	# a second session (a fresh context): every action (those of the tool, the
+	# refused ones, help) with every host key, one key a call, one call a turn
+	# (Pi 0.73.1 loses the end of its JSON output after turns of many calls)
+	script=$(jq -nc --arg mine "$MINE" --argjson actions "$MATRIX_ACTIONS" --argjson keys "$MATRIX_KEYS" '[
+	 ($actions[] as $a | $keys | to_entries[] | .key as $k | {tools:[
+	   {name:"sandbox",id:("m_" + $a + "_" + $k),args:{input:({action:$a,name:$mine,path:"/workspace/x",content:"x",cmd:"true",
+	    confirm:$mine,config:".pi/sandbox.yaml",port:1,pid:"h"} + {($k): (.value | if type == "string" then sub("@A@"; $a) else . end)} | tojson)}}]}),
+	 {text:"done"}]')
+	run_pi_json "$script" "$OUT2" || true
 }
 
 teardown_file() {
@@ -75,6 +92,8 @@ refused() {
 @test "pi played the whole script" {
 	cat "$OUT.stderr"
 	[ "$(jq -s '[.[] | select(.type=="tool_execution_end")] | length' "$OUT")" -eq 28 ]
+	cat "$OUT2.stderr"
+	[ "$(jq -s '[.[] | select(.type=="tool_execution_end")] | length' "$OUT2")" -eq $((28 * 12)) ]
 }
 
 @test "onReady (a host command) is refused, and no host command ran" {
@@ -115,7 +134,8 @@ refused() {
 @test "file, docker, edit with host files, connect and shell are refused" {
 	refused 9 "'file' is not accepted"
 	refused 10 "docker goes through the docker tools"
-	refused 11 "unknown action 'edit'"
+	refused 11 "'oldFile' is not accepted"
+	refused 12 "'file' is not accepted"
 	refused 12 "action 'connect' is not available"
 	refused 13 "action 'shell' is not available"
 	refused 17 "'ownerPid' is not accepted"
@@ -174,4 +194,21 @@ refused() {
 	[ "$tool_err" = false ]
 	jq -e '[.actions[].action] == ["list","create","prepare","start","stop","destroy","inspect","exec","exec-status","exec-kill","read","write","logs","services","preview"]' <<<"$tool_text"
 	! grep -Eq 'onReady|hostDir|stateDir|"from"' <<<"$tool_text"
+}
+
+@test "every action with every host key: each call refused naming its key, no mark on the host" {
+	# the second session's tool calls, each with the id m_ACTION_KEY
+	run -0 jq -sc '[.[] | select(.type=="tool_execution_end" and (.toolCallId | startswith("m_")))
+	 | (.toolCallId | split("_")) as $id
+	 | {action: $id[1], key: $id[2], err: (.isError // false), text: ([.result.content[]? | .text // empty] | join(""))}]' "$OUT2"
+	echo "$output" | head -c 3000
+	jq -e 'length == 28 * 12 and (map(.action + "/" + .key) | unique | length) == 28 * 12' <<<"$output"
+	jq -e 'map(select(.err != true)) == []' <<<"$output"
+	jq -e 'map(select(. as $r | $r.text | contains("\u0027" + $r.key + "\u0027 is not accepted") | not)) == []' <<<"$output"
+	jq -e 'map(select(.text | contains("nothing was run") | not)) == []' <<<"$output"
+	jq -e 'map(select(.text | contains("DOTENV-SECRET"))) == []' <<<"$output"
+	run -0 find "$HOSTDIR" -name 'MARK-*'
+	[ -z "$output" ]
+	run pisb exec "$SB" -- test -e /workspace/evil
+	[ "$status" -eq 1 ]
 }

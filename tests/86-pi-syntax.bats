@@ -12,6 +12,7 @@ setup_file() {
 	if [ "$PI_FLAVOR" = current ]; then pi_install_current; else pi_install_legacy; fi
 	pi_env "$BATS_FILE_TMPDIR"
 	export SB; SB=$(pi_name syn)
+	export NOBASH; NOBASH=$(pi_name nobash)
 	export PISB_SANDBOX=$SB PISB_LIFECYCLE=keep
 	export OUT="$BATS_FILE_TMPDIR/run.jsonl"
 	# every file is written through Pi's write tool, inside the sandbox
@@ -38,7 +39,7 @@ setup_file() {
 }
 
 teardown_file() {
-	pi_destroy "$SB"
+	pi_destroy "$SB" "$NOBASH"
 }
 
 @test "pi played the whole script" {
@@ -98,6 +99,28 @@ teardown_file() {
 	grep -qx ' t a b \\t h e r e' <<<"$tool_text"
 	grep -qx 'é' <<<"$tool_text"
 	grep -qx 'shell /bin/bash' <<<"$tool_text"
+	[[ $tool_note != *"/bin/sh"* ]]
+}
+
+@test "a sandbox without bash: the bash tool runs sh (pisb exec's shell event says so), and the model is told once" {
+	local out=$BATS_TEST_TMPDIR/nobash.jsonl
+	run -0 pisb create "$NOBASH"
+	# bash hidden from this run of the sandbox before any --bash call (pisb picks the shell once a run), as tests/20 does
+	run -0 pisb exec "$NOBASH" -- sh -c 'mkdir -p /opt/realbin /tmp/ub && mount --bind /usr/bin /opt/realbin &&
+		for f in /opt/realbin/*; do [ "${f##*/}" = bash ] || ln -s "$f" /tmp/ub/; done &&
+		mount --bind /tmp/ub /usr/bin'
+	run -1 pisb exec "$NOBASH" -- test -e /bin/bash
+	PISB_SANDBOX=$NOBASH run_pi_json '[{"tools":[{"name":"bash","args":{"command":"echo \"shell $0\""}}]},
+	 {"tools":[{"name":"bash","args":{"command":"echo again"}}]},{"text":"done"}]' "$out"
+	cat "$out.stderr"
+	tool_result "$out" 0
+	[ "$tool_err" = false ]
+	[ "$tool_text" = "shell /bin/sh" ]
+	[[ $tool_note == *"commands run with /bin/sh, not bash (sandbox '$NOBASH' has no /bin/bash)"* ]]
+	tool_result "$out" 1
+	[ "$tool_err" = false ]
+	[ "$tool_text" = again ]
+	[ -z "$tool_note" ]
 }
 
 @test "! commands take bash-only syntax too" {

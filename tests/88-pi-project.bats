@@ -238,3 +238,30 @@ script() {
 	jq -se '[.[] | select(.type=="notify")] | length >= 2 and (.[0:2] | all(.level == "info" and (.message | contains("mounted read-only")) and (.message | contains("nothing to diff, apply or sync"))))' <<<"$out"
 	jq -se '[.[] | select(.type=="confirm")] | length == 0' <<<"$out"
 }
+
+@test "a driver whose table has diff (sbx, the fake CLI): the project is copied there too, reviewed and applied as on local; PISB_PUSH=1 changes nothing" {
+	export HOME=$BATS_TEST_TMPDIR/home
+	mkdir -p "$HOME"
+	export PATH="$TOP/tests/fakes:$PATH"
+	run -0 pisb drivers --json
+	jq -e '.drivers[] | select(.name == "sbx") | .verbs.diff.supported == true' <<<"$output"
+	printf 'version: 1\ndriver: sbx\n' > "$PROJ/.pi/sandbox.yaml"
+	script '[
+	 {"tools":[{"name":"read","args":{"path":"a.txt"}}]},
+	 {"tools":[{"name":"edit","args":{"path":"a.txt","edits":[{"oldText":"beta","newText":"BETA"}]}}]},
+	 {"tools":[{"name":"bash","args":{"command":"cat .env; echo status=$?"}}]},
+	 {"prompt":"/sandbox apply"}]'
+	run -0 drive PI_SCRIPT="$SCRIPT" PISB_PUSH=1 DRIVE_UI=1 DRIVE_CONFIRM=1
+	echo "$output"
+	local out=$output
+	run -0 pisb inspect "$NAME" --json
+	jq -e '.driver == "sbx"' <<<"$output"
+	jq -se '[.[] | select(.type=="tool")][0] | (.isError | not) and (.text | test("beta"))' <<<"$out"
+	jq -se --arg p "$PROJ" '[.[] | select(.type=="tool")][0].note | startswith("[pisb] the project " + $p + " is a copy in ")' <<<"$out"
+	jq -se '[.[] | select(.type=="tool")][2] | (.text | contains("host-secret") | not) and (.text | contains("status=1"))' <<<"$out"
+	jq -se '[.[] | select(.type=="notify")] | map(select(.message | startswith("applied to "))) | length == 1' <<<"$out"
+	run -0 g diff --name-only -- a.txt
+	[ "$output" = a.txt ]
+	run -0 cat "$PROJ/a.txt"
+	[ "$output" = "$(printf 'alpha\nBETA\ngamma')" ]
+}

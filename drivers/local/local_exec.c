@@ -262,6 +262,7 @@ static void prepare(struct target *t, const struct pisb_exec_req *r, const char 
 		bool login;
 
 		login_env(t, r->bash, &shell, &login, &extra);
+		pisb_exec_shell_event(r, "local", shell);
 		pisb_strv_push(av, shell);
 		pisb_strv_push(av, login ? "-lc" : "-c");
 		pisb_strv_push(av, r->sh);

@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // Per-call overhead of the Pi extension: the median time of a direct pisb call
 // next to the same operation through the extension's tool (bash running
-// `true`; read of a small file; grep of a small tree). The difference is what
+// `true`; read of a small file; grep of a small tree), and the same tool of
+// Pi itself on the host (no sandbox: what a user of plain Pi pays; its grep
+// is ripgrep, "n/a" without rg on PATH). The difference is what
 // the extension adds; the goal is under 2 ms, reported on each row as ok or
 // OVER (never an exit status: timings move with the machine's load). Exit
 // status 2 when a call fails.
@@ -12,7 +14,7 @@
 // installed where the tests put it (tests/pi/node_modules; override with
 // PI_NODE_MODULES). Creates a throwaway sandbox and removes it at the end.
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
@@ -76,7 +78,25 @@ async function medians(direct, viaExt) {
 	return [mid(d), mid(e), mid(diff), mid(cpu)];
 }
 
+/** median wall ms of N calls of fn (after one warm-up), or undefined if it fails */
+async function alone(fn) {
+	try {
+		await fn();
+		const t = [];
+		for (let i = 0; i < N; i++) t.push((await time(fn))[0]);
+		return mid(t);
+	} catch {
+		return undefined;
+	}
+}
+
 const project = mkdtempSync(path.join(tmpdir(), "pisb-bench-"));
+// the same files on the host, for Pi's own tools (the project copy takes them into the sandbox too)
+writeFileSync(path.join(project, "small.txt"), "x");
+mkdirSync(path.join(project, "src"));
+for (let i = 1; i <= 8; i++) writeFileSync(path.join(project, "src", `f${i}.c`), `a\nTODO ${i}\nb\n`);
+process.env.PI_OFFLINE = "1"; // Pi's grep never downloads ripgrep here
+const piHost = await import(path.join(modules, "@mariozechner/pi-coding-agent/dist/index.js"));
 process.env.PISB_SANDBOX = name;
 process.env.PISB_LIFECYCLE = "remove";
 const { createPisbExtension } = await jiti.import(path.join(here, "index.ts"));
@@ -108,20 +128,24 @@ try {
 			if (i === 2) throw e;
 		});
 
+	const hostBash = piHost.createBashTool(project);
+	const hostRead = piHost.createReadTool(project);
+	const hostGrep = piHost.createGrepTool(project);
 	const rows = [
-		["bash `true`", () => pisb(["exec", name, "--cwd", "/workspace", "--sh", "true"]), () => bash.execute("b", { command: "true" }, undefined, undefined, ctx)],
-		["read small file", () => pisb(["read", name, "/workspace/small.txt", "--raw"]), () => read.execute("r", { path: "small.txt" }, undefined, undefined, ctx)],
-		["grep 8 files", () => pisb(["grep", "--json", "--path", "/workspace/src", "--limit", "100", "--", name, "TODO"]), () => grep.execute("g", { pattern: "TODO", path: "src" }, undefined, undefined, ctx)],
+		["bash `true`", () => pisb(["exec", name, "--cwd", "/workspace", "--bash", "true"]), () => bash.execute("b", { command: "true" }, undefined, undefined, ctx), () => hostBash.execute("h", { command: "true" })],
+		["read small file", () => pisb(["read", name, "/workspace/small.txt", "--raw"]), () => read.execute("r", { path: "small.txt" }, undefined, undefined, ctx), () => hostRead.execute("h", { path: "small.txt" })],
+		["grep 8 files", () => pisb(["grep", "--json", "--path", "/workspace/src", "--limit", "100", "--", name, "TODO"]), () => grep.execute("g", { pattern: "TODO", path: "src" }, undefined, undefined, ctx), () => hostGrep.execute("h", { pattern: "TODO", path: "src" })],
 	];
 	console.log(`pisb extension overhead, ${N} calls each, median ms (driver sandbox '${name}')`);
-	console.log(`load average ${os.loadavg()[0].toFixed(1)} on ${os.cpus().length} cores; "wall +" is the median of per-pair differences, "cpu +" the extra CPU of Pi's process`);
-	console.log(["operation", "direct pisb", "via extension", "wall +", "cpu +"].map((s) => s.padEnd(18)).join(""));
-	for (const [label, direct, viaExt] of rows) {
+	console.log(`load average ${os.loadavg()[0].toFixed(1)} on ${os.cpus().length} cores; "wall +" is the median of per-pair differences, "cpu +" the extra CPU of Pi's process, "pi on host" Pi's own tool without a sandbox`);
+	console.log(["operation", "direct pisb", "via extension", "wall +", "cpu +", "pi on host"].map((s) => s.padEnd(18)).join(""));
+	for (const [label, direct, viaExt, host] of rows) {
 		try {
 			const [d, e, over, cpu] = await medians(direct, viaExt);
+			const h = await alone(host);
 			// the 2 ms goal is reported, not enforced: a loaded machine moves wall times
 			const verdict = over < 2 ? "ok" : "OVER";
-			console.log([label, d.toFixed(2), e.toFixed(2), over.toFixed(2), cpu.toFixed(2), `(goal < 2 ms: ${verdict})`].map((s) => String(s).padEnd(18)).join(""));
+			console.log([label, d.toFixed(2), e.toFixed(2), over.toFixed(2), cpu.toFixed(2), h === undefined ? "n/a" : h.toFixed(2), `(goal < 2 ms: ${verdict})`].map((s) => String(s).padEnd(18)).join(""));
 		} catch (err) {
 			console.log(`${label.padEnd(18)}failed: ${err.message.split("\n")[0]}`);
 			code = 2;

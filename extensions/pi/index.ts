@@ -78,10 +78,12 @@ export interface PisbExtensionOptions {
 	/**
 	 * the host project (the session's cwd) in the workspace: "copy" (default:
 	 * `pisb create --project`, unless the config's project.mode is none) or
-	 * "none". Only the local driver copies a project so far.
+	 * "none". Every driver whose table has the diff verb (`pisb drivers
+	 * --json`: local, opensandbox, sbx) copies a project; on the others the
+	 * workspace starts empty.
 	 */
 	project?: "copy" | "none";
-	/** old name: on a driver without project copy, `pisb push` of the cwd at creation; elsewhere the project copy */
+	/** old name of the default (the project copy): an alias, it changes nothing */
 	push?: boolean;
 	/** bound on every pisb call except bash (ms); default 120000 */
 	opTimeoutMs?: number;
@@ -131,6 +133,10 @@ interface RunResult {
 
 interface Sandbox {
 	name: string;
+	/** the shell pisb ran the first --bash command under (its --events-fd "shell" event) */
+	shellRan?: string;
+	/** the model has been told that commands run with /bin/sh */
+	shellNoted?: boolean;
 	/** the backend's id (OpenSandbox id), else the name */
 	backendId: string;
 	driver?: string;
@@ -277,6 +283,17 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		let shell: keyof typeof SHELL_OPTIONS = "sh";
 		/** true once `pisb release --help` answers: the policy is applied by pisb's release verb */
 		let hasRelease = false;
+		/** true once `pisb exec --help` offers --events-fd: pisb says which shell ran a command */
+		let execEvents = false;
+		/** `pisb drivers --json`, asked once */
+		let driversCache: Promise<any> | undefined;
+		/** whether driver D offers VERB in `pisb drivers --json` (undefined: pisb did not say) */
+		async function driverSupports(driver: string, verb: string): Promise<boolean | undefined> {
+			driversCache ??= run(["drivers", "--json"], { timeoutMs: opTimeoutMs }).then((r) => JSON.parse(r.stdout.toString("utf8")));
+			const drivers = await driversCache.catch(() => undefined);
+			const v = (drivers?.drivers ?? []).find((d: any) => d?.name === driver)?.verbs?.[verb]?.supported;
+			return typeof v === "boolean" ? v : undefined;
+		}
 		/** the session's context, for warnings that arrive outside any call (renewal) */
 		let uiCtx: ExtensionContext | undefined;
 
@@ -523,12 +540,13 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		 * the project directory to copy at creation (`pisb create --project`):
 		 * the config's project.dir, else the session's cwd; none when the config
 		 * says mode none, the option or PISB_PROJECT says none, or the driver
-		 * has no project copy (local only so far)
+		 * has no project copy: every driver whose table has the diff verb in
+		 * `pisb drivers --json` has one (pisb decides, not a list of names here)
 		 */
-		function projectOf(cfg: any, cwd: string): string | undefined {
+		async function projectOf(cfg: any, cwd: string): Promise<string | undefined> {
 			const want = options.project ?? (process.env.PISB_PROJECT === "none" ? "none" : "copy");
 			if (want === "none" || cfg?.project?.mode === "none") return undefined;
-			if ((cfg?.driver ?? "local") !== "local") return undefined;
+			if ((await driverSupports(cfg?.driver ?? "local", "diff")) !== true) return undefined;
 			return typeof cfg?.project?.dir === "string" && cfg.project.dir ? cfg.project.dir : projectRoot(cwd);
 		}
 
@@ -596,8 +614,8 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		async function startSandbox(cwd: string, ctx?: ExtensionContext): Promise<Sandbox> {
 			const { file, cfg } = await sessionConfig(cwd);
 			const lifecycle = policyOf(cfg);
-			const push = options.push ?? ["1", "true", "yes"].includes((process.env.PISB_PUSH ?? "").toLowerCase());
-			const projectDir = projectOf(cfg, cwd);
+			// PISB_PUSH (option push) is an alias of the default, the project copy: it changes nothing
+			const projectDir = await projectOf(cfg, cwd);
 			const pinned = options.name ?? process.env.PISB_SANDBOX;
 			const remoteId = cfg?.opensandbox?.sandboxId;
 			let name: string;
@@ -676,10 +694,6 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 							? ["destroy", name, "--confirm", name]
 							: ["stop", name];
 				if (verb) sb.watchdog = armWatchdog(verb);
-				if (push && createdByExtension && !projectDir && (cfg?.driver ?? "local") !== "local") {
-					const r = await run(["push", name, cwd, "--to", sb.workspace], { timeoutMs: 1_800_000 });
-					if (r.code !== 0) throw failure(r, `push '${cwd}' into '${name}'`, name);
-				}
 				if (sb.driver === "opensandbox") {
 					const ttl = Number(info.config?.opensandbox?.timeoutSeconds ?? cfg?.opensandbox?.timeoutSeconds ?? 3600);
 					// a reused (resumed) sandbox is renewed once before its timer starts; connect renews itself
@@ -1059,12 +1073,16 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			return {
 				exec: async (command, cwd, { onData, signal, timeout, env }) => {
 					const sb = await ensure(ctx);
-					const args = ["exec", sb.name, "--cwd", toGuest(sb, cwd, cwd), ...sandboxEnv(env), SHELL_OPTIONS[shell], command];
+					// until pisb has said which shell runs --bash here (its "shell" event on fd 3)
+					const ask = execEvents && shell === "bash" && sb.shellRan === undefined;
+					const args = ["exec", sb.name, "--cwd", toGuest(sb, cwd, cwd), ...sandboxEnv(env)];
+					if (ask) args.push("--events-fd", "3");
+					args.push(SHELL_OPTIONS[shell], command);
 					return new Promise((resolve, reject) => {
 						if (signal?.aborted) return reject(new Error("aborted"));
 						let child: ChildProcess;
 						try {
-							child = spawn(bin, [...globalArgs, ...args], { stdio: ["ignore", "pipe", "pipe"], detached: true });
+							child = spawn(bin, [...globalArgs, ...args], { stdio: ["ignore", "pipe", "pipe", ...(ask ? ["pipe" as const] : [])], detached: true });
 						} catch (e: any) {
 							return reject(new SandboxUnavailableError(`cannot run pisb ('${bin}'): ${e?.message ?? e}`));
 						}
@@ -1095,6 +1113,10 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 							stderrTail = (stderrTail + c.toString("utf8")).slice(-2000);
 							onData(c);
 						});
+						let evText = "";
+						(child.stdio[3] as NodeJS.ReadableStream | undefined)?.on("data", (c: Buffer) => {
+							if (evText.length < 4096) evText += c.toString("utf8");
+						});
 						child.on("error", (e: NodeJS.ErrnoException) => {
 							if (timer) clearTimeout(timer);
 							signal?.removeEventListener("abort", onAbort);
@@ -1108,6 +1130,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 							if (timer) clearTimeout(timer);
 							if (escalate) clearTimeout(escalate);
 							signal?.removeEventListener("abort", onAbort);
+							if (ask && sb.shellRan === undefined) sb.shellRan = shellOf(evText);
 							if (aborted) return reject(new Error("aborted"));
 							if (timedOut) return reject(new Error(`timeout:${timeout}`));
 							const exitCode = code ?? 128 + signalNumber(sig);
@@ -1135,6 +1158,17 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 					});
 				},
 			};
+		}
+
+		/** the shell of pisb exec's "shell" event (a JSON line on --events-fd), if it named one */
+		function shellOf(events: string): string | undefined {
+			for (const line of events.split("\n")) {
+				try {
+					const ev = JSON.parse(line);
+					if (ev?.event === "shell" && (ev.shell === "/bin/bash" || ev.shell === "/bin/sh")) return ev.shell;
+				} catch {}
+			}
+			return undefined;
 		}
 
 		/** reads through one pisb call per file, cached for the duration of one tool call */
@@ -1444,8 +1478,8 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			const spec = TOOL_ACTIONS[action];
 			for (const [k, v] of Object.entries(req)) {
 				if (k === "action") continue;
-				if (HOST_KEYS[k]) refuse(`'${k}' is not accepted: ${HOST_KEYS[k]}`);
-				const kind = spec.args[k];
+				if (Object.hasOwn(HOST_KEYS, k)) refuse(`'${k}' is not accepted: ${HOST_KEYS[k]}`);
+				const kind = Object.hasOwn(spec.args, k) ? spec.args[k] : undefined;
 				if (!kind) refuse(`'${action}' has no argument '${k}' (arguments: ${Object.keys(spec.args).join(", ") || "none"})`);
 				const ok =
 					kind === "string"
@@ -1513,9 +1547,13 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			if (!req || typeof req !== "object" || Array.isArray(req)) refuse("input must be one JSON object");
 			const act = req.action;
 			if (typeof act !== "string") refuse("'action' is required");
+			// a key that would reach the host is named first, whatever the action
+			for (const k of Object.keys(req))
+				if (Object.hasOwn(HOST_KEYS, k))
+					refuse(`'${k}' is not accepted: ${HOST_KEYS[k]}${Object.hasOwn(HOST_ACTIONS, act) ? `; action '${act}' is not available: ${HOST_ACTIONS[act]}` : ""}`);
 			if (act === "help") return toolHelp();
-			if (HOST_ACTIONS[act]) refuse(`action '${act}' is not available: ${HOST_ACTIONS[act]}`);
-			if (!TOOL_ACTIONS[act]) refuse(`unknown action '${act}' (actions: ${Object.keys(TOOL_ACTIONS).join(", ")})`);
+			if (Object.hasOwn(HOST_ACTIONS, act)) refuse(`action '${act}' is not available: ${HOST_ACTIONS[act]}`);
+			if (!Object.hasOwn(TOOL_ACTIONS, act)) refuse(`unknown action '${act}' (actions: ${Object.keys(TOOL_ACTIONS).join(", ")})`);
 			checkArgs(act, req);
 
 			if (act === "list") {
@@ -1631,7 +1669,6 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		// inside the sandbox, where symlinks are resolved. See README "Docker".
 
 		let dockerRegistered = false;
-		let driversCache: Promise<any> | undefined;
 
 		function dockerRefuse(tool: string, msg: string): never {
 			throw new Error(`${tool}: ${msg}; nothing was run`);
@@ -2332,6 +2369,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				[["exec", "--help"], ["release", "--help"]].map((a) => run(a, { timeoutMs: opTimeoutMs }).catch(() => undefined)),
 			);
 			shell = help?.stdout.toString("utf8").includes("--bash STRING") ? "bash" : "sh";
+			execEvents = help?.stdout.toString("utf8").includes("--events-fd N") ?? false;
 			hasRelease = rel?.code === 0 && rel.stdout.toString("utf8").includes("--policy");
 			// the seed: failing to make the sandbox fails session_start; the session
 			// then has no sandbox and every tool refuses (nothing runs on the host)
@@ -2395,9 +2433,20 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 				await countChanges(sb).catch(() => undefined);
 				showStatus(sb, ctx);
 			} else if (!READ_ONLY_TOOLS.has(event.toolName)) refreshChanges(ctx); // bash and the rest: in the background
-			if (noted) return undefined;
-			noted = true;
-			return { content: [...(event.content ?? []), { type: "text", text: `\n${projectNote(sb)}` }] };
+			const notes: string[] = [];
+			if (!noted) {
+				noted = true;
+				notes.push(projectNote(sb));
+			}
+			// bash ran with sh (no bash in the sandbox, or a pisb without --bash): said once
+			if (event.toolName === "bash" && !sb.shellNoted && (shell === "sh" || sb.shellRan === "/bin/sh")) {
+				sb.shellNoted = true;
+				notes.push(
+					`${NOTE_PREFIX}commands run with /bin/sh, not bash (${shell === "sh" ? "the installed pisb has no exec --bash" : `sandbox '${sb.name}' has no /bin/bash`}): no [[ ]], arrays, {a,b} or $'...'`,
+				);
+			}
+			if (!notes.length) return undefined;
+			return { content: [...(event.content ?? []), ...notes.map((n) => ({ type: "text", text: `\n${n}` }))] };
 		});
 
 		pi.on("before_agent_start", async (event: any, ctx) => {
