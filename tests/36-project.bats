@@ -289,6 +289,55 @@ printf "noise\n" > more.log'
 	[ "$got" = "$old" ] || [ "$got" = "$new" ]
 }
 
+# five changes in apply's order: a.txt (M), b/new.txt (A, in a new
+# directory), c.big (A, 300 KB), new.txt (D), src/main.c (M)
+five_changes() {
+	make_repo
+	pisb create "$N" --project "$R" >/dev/null 2>&1
+	g add -A && g commit -qm 'host state at create'
+	pisb exec "$N" --sh 'printf "sandbox a\n" > a.txt; mkdir b; printf "b\n" > b/new.txt;
+		head -c 300000 /dev/zero > c.big; rm new.txt; printf "int x;\n" >> src/main.c'
+	run -0 --separate-stderr pisb diff "$N" --json
+	jq -e '[.changes[].path] == ["a.txt","b/new.txt","c.big","new.txt","src/main.c"]' <<<"$output"
+}
+
+# the checkout is as committed, nothing of apply's left; then apply works
+as_it_was_then_apply() {
+	run -0 git -C "$R" status --porcelain --ignored=no
+	[ "$output" = "" ]
+	[ ! -e "$R/b" ]
+	[ ! -e "$R/c.big" ]
+	run -0 find "$R" -name '.pisb-apply*'
+	[ "$output" = "" ]
+	# the base did not move: the same five changes, and now they apply
+	run -0 --separate-stderr pisb diff "$N" --json
+	jq -e '[.changes[].path] == ["a.txt","b/new.txt","c.big","new.txt","src/main.c"]' <<<"$output"
+	run -0 --separate-stderr pisb apply "$N" --json
+	jq -e '.written == 4 and .deleted == 1' <<<"$output"
+	run -0 git -C "$R" status --porcelain
+	[ "$output" = "$(printf '%s\n' ' M a.txt' ' D new.txt' ' M src/main.c' '?? b/' '?? c.big')" ]
+	run -0 find "$R" -name '.pisb-apply*'
+	[ "$output" = "" ]
+}
+
+@test "apply is all or nothing: staging the 3rd of 5 files fails (EFBIG), the checkout is as it was" {
+	five_changes
+	run -1 --separate-stderr bash -c 'trap "" XFSZ; ulimit -f 100; exec pisb apply "$1"' _ "$N"
+	[[ $stderr == *"nothing was written: the project is as it was"*"stage 'c.big'"* ]]
+	as_it_was_then_apply
+}
+
+@test "apply is all or nothing: renaming the 5th of 5 fails (EBUSY), the four before are undone" {
+	require_root
+	five_changes
+	# src/main.c is a mount point (of the same content: no conflict)
+	cp "$R/src/main.c" "$BATS_TEST_TMPDIR/same.c"
+	run -1 --separate-stderr unshare -m sh -c 'mount --bind "$1/same.c" "$2/src/main.c" && exec pisb apply "$3"' _ \
+		"$BATS_TEST_TMPDIR" "$R" "$N"
+	[[ $stderr == *"nothing was written: the project is as it was"*"write 'src/main.c'"* ]]
+	as_it_was_then_apply
+}
+
 @test "--project needs a driver that has it; a missing directory is exit 3" {
 	run -3 --separate-stderr pisb create "$N" --project "$BATS_TEST_TMPDIR/nope"
 	[[ $stderr == *"--project '$BATS_TEST_TMPDIR/nope'"* ]]
