@@ -574,9 +574,17 @@ int pisb_project_diff(struct pisb_sandbox *sb, const struct pisb_pdiff_opts *o,
 					    "'%s': a PATH is relative to the project, without '..' or .git",
 					    o->paths[i]);
 	if (!sb->drv->project_enter) {
-		/* a remote workspace: its archive, read as data */
+		/* a remote workspace: its archive, read as data; it is made
+		 * inside, and diff starts nothing (nor does the driver resume
+		 * a sandbox its server paused: it says "is not running") */
+		if (sb->drv->status(sb) != PISB_ST_RUNNING)
+			return pisb_err_set(e, PISB_EXIT_BACKEND,
+					    "sandbox '%s' is not running (driver %s: its workspace is read from inside it, "
+					    "and diff starts nothing; start it with 'pisb start %s')",
+					    sb->name, sb->drv->name, sb->name);
 		if (pisb_project_remote_scan(sb, &m, o, d, e) < 0)
-			return pisb_err_prefix(e, "sandbox '%s'", sb->name);
+			return e->code == PISB_EXIT_BACKEND && strstr(e->msg, "is not running") ? -1
+			       : pisb_err_prefix(e, "sandbox '%s'", sb->name);
 		goto host;
 	}
 	pid = pisb_fork_piped(p, e);
