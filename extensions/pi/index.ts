@@ -525,10 +525,25 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		 * says mode none, the option or PISB_PROJECT says none, or the driver
 		 * has no project copy (local only so far)
 		 */
-		function projectOf(cfg: any, cwd: string): string | undefined {
+		/** whether the driver copies a project (create --project, diff, apply): from `pisb drivers --json`, once */
+		const projectDrivers = new Map<string, boolean>();
+		async function driverCopies(driver: string): Promise<boolean> {
+			if (!projectDrivers.size) {
+				const r = await run(["drivers", "--json"], { timeoutMs: opTimeoutMs }).catch(() => undefined);
+				try {
+					for (const d of JSON.parse(r?.code === 0 ? r.stdout.toString("utf8") : "{}").drivers ?? [])
+						if (typeof d?.name === "string") projectDrivers.set(d.name, d.verbs?.diff?.supported === true);
+				} catch {}
+			}
+			return projectDrivers.get(driver) === true;
+		}
+
+		async function projectOf(cfg: any, cwd: string): Promise<string | undefined> {
 			const want = options.project ?? (process.env.PISB_PROJECT === "none" ? "none" : "copy");
 			if (want === "none" || cfg?.project?.mode === "none") return undefined;
-			if ((cfg?.driver ?? "local") !== "local") return undefined;
+			// a connected sandbox is someone else's: nothing is copied into it
+			if (cfg?.opensandbox?.sandboxId) return undefined;
+			if (!(await driverCopies(cfg?.driver ?? "local"))) return undefined;
 			return typeof cfg?.project?.dir === "string" && cfg.project.dir ? cfg.project.dir : projectRoot(cwd);
 		}
 
@@ -597,7 +612,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			const { file, cfg } = await sessionConfig(cwd);
 			const lifecycle = policyOf(cfg);
 			const push = options.push ?? ["1", "true", "yes"].includes((process.env.PISB_PUSH ?? "").toLowerCase());
-			const projectDir = projectOf(cfg, cwd);
+			const projectDir = await projectOf(cfg, cwd);
 			const pinned = options.name ?? process.env.PISB_SANDBOX;
 			const remoteId = cfg?.opensandbox?.sandboxId;
 			let name: string;
@@ -676,7 +691,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 							? ["destroy", name, "--confirm", name]
 							: ["stop", name];
 				if (verb) sb.watchdog = armWatchdog(verb);
-				if (push && createdByExtension && !projectDir && (cfg?.driver ?? "local") !== "local") {
+				if (push && createdByExtension && !projectDir && !(await driverCopies(cfg?.driver ?? "local"))) {
 					const r = await run(["push", name, cwd, "--to", sb.workspace], { timeoutMs: 1_800_000 });
 					if (r.code !== 0) throw failure(r, `push '${cwd}' into '${name}'`, name);
 				}
