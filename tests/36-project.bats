@@ -98,6 +98,32 @@ make_repo() {
 	[ "$output" = "" ]
 }
 
+@test "create --project of 2,000 files (copied in threads): every file, mode and digest as on the host, nothing changed" {
+	mkdir -p "$R"
+	git -C "$R" init -q
+	for d in $(seq -w 0 39); do
+		mkdir -p "$R/d$d/sub"
+		for f in $(seq -w 0 24); do
+			printf 'file %s/%s\n' "$d" "$f" >"$R/d$d/f$f.txt"
+			printf 'sub %s/%s\n' "$d" "$f" >"$R/d$d/sub/s$f.txt"
+		done
+		chmod 755 "$R/d$d/f00.txt"
+	done
+	g add -A && g commit -qm many
+	pisb create "$N" --project "$R" >/dev/null 2>&1
+	jq -e '.files == 2000' "$PI_SANDBOX_HOME/instances/$N/project/info.json"
+	run -0 pisb exec "$N" --sh 'find . -path ./.git -prune -o -path ./.sandbox.yaml -prune -o -type f -printf "%P %m\n" | LC_ALL=C sort'
+	want=$(cd "$R" && find . -path ./.git -prune -o -type f -printf '%P %m\n' | LC_ALL=C sort)
+	diff <(echo "$output") <(echo "$want")
+	run -0 pisb exec "$N" --sh 'find . -path ./.git -prune -o -path ./.sandbox.yaml -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum'
+	want=$(cd "$R" && find . -path ./.git -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+	diff <(echo "$output") <(echo "$want")
+	run -0 --separate-stderr pisb diff "$N" --json
+	jq -e '.changes == [] and .unchanged == 2000' <<<"$output"
+	run -0 pisb exec "$N" -- git status --porcelain
+	[ "$output" = "" ]
+}
+
 @test "secrets are copied only when the config opts in (project.secrets: include)" {
 	make_repo
 	printf 'project:\n  secrets: include\n  exclude: ["src/**"]\n' >"$BATS_TEST_TMPDIR/s.yaml"
