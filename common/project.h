@@ -216,7 +216,10 @@ struct pisb_apply_result {
  * checked before anything is written: a conflict (exit 4, unless force),
  * a name that would leave the project, a symlink on the way or pointing
  * out, a directory where a file goes or the reverse (exit 1) write
- * nothing.  Then the base moves forward for what was applied. */
+ * nothing.  All or nothing: every file is staged under a temp name in its
+ * directory first, then all are renamed into place, the old versions
+ * kept until the last rename; a failure anywhere undoes the rest (the
+ * project as it was).  Then the base moves forward. */
 int pisb_project_apply(struct pisb_sandbox *sb, const struct pisb_apply_opts *o,
 		       struct pisb_pdiff *d, struct pisb_apply_result *r, struct pisb_err *e);
 

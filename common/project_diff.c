@@ -574,9 +574,17 @@ int pisb_project_diff(struct pisb_sandbox *sb, const struct pisb_pdiff_opts *o,
 					    "'%s': a PATH is relative to the project, without '..' or .git",
 					    o->paths[i]);
 	if (!sb->drv->project_enter) {
-		/* a remote workspace: its archive, read as data */
+		/* a remote workspace: its archive, read as data; it is made
+		 * inside, and diff starts nothing (nor does the driver resume
+		 * a sandbox its server paused: it says "is not running") */
+		if (sb->drv->status(sb) != PISB_ST_RUNNING)
+			return pisb_err_set(e, PISB_EXIT_BACKEND,
+					    "sandbox '%s' is not running (driver %s: its workspace is read from inside it, "
+					    "and diff starts nothing; start it with 'pisb start %s')",
+					    sb->name, sb->drv->name, sb->name);
 		if (pisb_project_remote_scan(sb, &m, o, d, e) < 0)
-			return pisb_err_prefix(e, "sandbox '%s'", sb->name);
+			return e->code == PISB_EXIT_BACKEND && strstr(e->msg, "is not running") ? -1
+			       : pisb_err_prefix(e, "sandbox '%s'", sb->name);
 		goto host;
 	}
 	pid = pisb_fork_piped(p, e);
@@ -911,10 +919,10 @@ static bool link_inside(const char *rel, const char *t)
 	return true;
 }
 
-/* The parent directory of rel in the project, made if missing (mkdirs),
- * never through a symlink; 1 when something that is no directory is in
- * the way. */
-static int project_parent(int hostfd, const char *rel, bool mkdirs, int *out)
+/* The parent directory of rel in the project, made if missing (mkdirs;
+ * each directory made is pushed on made, relative to the project), never
+ * through a symlink; 1 when something that is no directory is in the way. */
+static int project_parent(int hostfd, const char *rel, bool mkdirs, struct pisb_strv *made, int *out)
 {
 	const char *slash = strrchr(rel, '/');
 	_cleanup_free_ char *p = slash ? xstrndup(rel, (size_t)(slash - rel)) : NULL;
@@ -932,7 +940,10 @@ static int project_parent(int hostfd, const char *rel, bool mkdirs, int *out)
 				return 1;
 			}
 		} else if (errno == ENOENT && mkdirs) {
-			if (mkdirat(fd, s, 0755) < 0 && errno != EEXIST) {
+			if (mkdirat(fd, s, 0755) == 0) {
+				if (made)
+					pisb_strv_push(made, p);   /* p ends at s: the path so far */
+			} else if (errno != EEXIST) {
 				close(fd);
 				return -1;
 			}
@@ -949,6 +960,8 @@ static int project_parent(int hostfd, const char *rel, bool mkdirs, int *out)
 		if (sub < 0)
 			return errno == ENOTDIR || errno == ELOOP ? 1 : -1;
 		fd = sub;
+		if (sl)
+			*sl = '/';
 	}
 	if (fd < 0)
 		return -1;
@@ -980,7 +993,7 @@ static int apply_check(const struct pisb_pdiff *d, int hostfd, const struct pisb
 	if (c->ntype == 'l' && (!c->ntarget || !link_inside(c->path, c->ntarget)))
 		return pisb_err_set(e, PISB_EXIT_FAIL, "'%s': a symlink that points outside the project ('%s')",
 				    c->path, c->ntarget ? c->ntarget : "");
-	r = project_parent(hostfd, c->path, false, &pfd);
+	r = project_parent(hostfd, c->path, false, NULL, &pfd);
 	if (r == 1)
 		return pisb_err_set(e, PISB_EXIT_FAIL,
 				    "'%s': something on its way in the project is no directory (a symlink or a file)",
@@ -993,53 +1006,178 @@ static int apply_check(const struct pisb_pdiff *d, int hostfd, const struct pisb
 	return 0;
 }
 
-static int apply_one(int hostfd, struct pisb_pchange *c, struct stat *out, struct pisb_err *e)
+/* ---- apply: stage everything, then rename everything, or nothing ----
+ *
+ * 1. stage: each new file or symlink is written in full (fsync) under a
+ *    temp name, .pisb-apply.HEX, in its own directory (made if missing);
+ * 2. commit: each staged name is renamed over its target, the target's
+ *    old version kept under .pisb-apply.HEX.old (an exchange where the
+ *    filesystem has RENAME_EXCHANGE, else a hard link, then the rename);
+ *    a deletion renames the target to its .old name;
+ * 3. done: the .old names go.
+ * A failure in 1 or 2 undoes what was done in reverse (old versions
+ * renamed back, new files and made directories removed): the checkout is
+ * as it was.  A kill -9 leaves each file old or new, never partial (and
+ * maybe a .pisb-apply.* name beside it). */
+struct stage {
+	char tmp[48];     /* the staged new version, while it is not renamed */
+	char old[56];     /* where the old version is kept, when kept */
+	bool staged, committed, kept;
+	struct stat st;   /* the new version, once committed */
+};
+
+static void stage_names(struct stage *s)
 {
-	_cleanup_close_ int pfd = -1;
-	const char *name = strrchr(c->path, '/');
-	char tmp[64];
 	uint64_t rnd = 0;
 
-	name = name ? name + 1 : c->path;
-	if (project_parent(hostfd, c->path, c->ntype != 0, &pfd) != 0 || (pfd < 0 && c->ntype))
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "'%s': open its directory", c->path);
-	if (!c->ntype) {
-		if (pfd >= 0 && unlinkat(pfd, name, 0) < 0 && errno != ENOENT)
-			return pisb_err_sys(e, PISB_EXIT_FAIL, "delete '%s'", c->path);
-		if (pfd >= 0)
-			pisb_fsync_dir(pfd);
+	(void)!getrandom(&rnd, sizeof(rnd), 0);
+	snprintf(s->tmp, sizeof(s->tmp), ".pisb-apply.%016llx", (unsigned long long)rnd);
+	snprintf(s->old, sizeof(s->old), ".pisb-apply.%016llx.old", (unsigned long long)rnd);
+}
+
+static const char *base_name(const char *rel)
+{
+	const char *name = strrchr(rel, '/');
+
+	return name ? name + 1 : rel;
+}
+
+/* Write c's new version under s->tmp in its directory. */
+static int stage_one(int hostfd, const struct pisb_pchange *c, struct stage *s,
+		     struct pisb_strv *made, struct pisb_err *e)
+{
+	_cleanup_close_ int pfd = -1;
+	_cleanup_close_ int fd = -1;
+
+	if (project_parent(hostfd, c->path, true, made, &pfd) != 0 || pfd < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "'%s': make its directory", c->path);
+	if (c->ntype == 'l') {
+		if (symlinkat(c->ntarget, pfd, s->tmp) < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "stage '%s'", c->path);
+		s->staged = true;
 		return 0;
 	}
-	(void)!getrandom(&rnd, sizeof(rnd), 0);
-	snprintf(tmp, sizeof(tmp), ".pisb-apply.%016llx", (unsigned long long)rnd);
-	if (c->ntype == 'l') {
-		if (symlinkat(c->ntarget, pfd, tmp) < 0)
+	fd = openat(pfd, s->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "stage '%s'", c->path);
+	s->staged = true;
+	if (pisb_write_all(fd, c->content.s ? c->content.s : "", c->content.len) < 0 ||
+	    fchmod(fd, c->nmode & 0777) < 0 || fsync(fd) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "stage '%s'", c->path);
+	return 0;
+}
+
+/* Put c's staged version (or its deletion) in place, keeping the old one. */
+static int commit_one(int hostfd, const struct pisb_pchange *c, struct stage *s, struct pisb_err *e)
+{
+	_cleanup_close_ int pfd = -1;
+	const char *name = base_name(c->path);
+	struct stat st;
+	bool there;
+
+	if (project_parent(hostfd, c->path, false, NULL, &pfd) != 0)
+		return pisb_err_set(e, PISB_EXIT_FAIL,
+				    "'%s': something on its way in the project is no directory", c->path);
+	if (pfd < 0) {
+		if (c->ntype)
+			return pisb_err_set(e, PISB_EXIT_FAIL, "'%s': its directory went away", c->path);
+		return 0;   /* deleted, and so is its directory */
+	}
+	there = fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	if (there && S_ISDIR(st.st_mode))
+		return pisb_err_set(e, PISB_EXIT_FAIL,
+				    "'%s' is a directory in the project: apply replaces no directory", c->path);
+	if (!c->ntype) {
+		if (!there)
+			return 0;
+		if (renameat2(pfd, name, pfd, s->old, RENAME_NOREPLACE) < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "delete '%s'", c->path);
+		s->kept = s->committed = true;
+		pisb_fsync_dir(pfd);
+		return 0;
+	}
+	if (!there) {
+		if (renameat2(pfd, s->tmp, pfd, name, RENAME_NOREPLACE) < 0 &&
+		    (errno != EINVAL || renameat(pfd, s->tmp, pfd, name) < 0))
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "write '%s'", c->path);
+	} else if (renameat2(pfd, s->tmp, pfd, name, RENAME_EXCHANGE) == 0) {
+		/* one step: name is the new version, tmp the old */
+		memcpy(s->old, s->tmp, sizeof(s->tmp));
+		s->kept = true;
 	} else {
-		_cleanup_close_ int fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-						0600);
-		if (fd < 0)
+		if (errno != EINVAL || linkat(pfd, name, pfd, s->old, 0) < 0)
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "write '%s'", c->path);
-		if (pisb_write_all(fd, c->content.s ? c->content.s : "", c->content.len) < 0 ||
-		    fchmod(fd, c->nmode & 0777) < 0 || fsync(fd) < 0) {
+		s->kept = true;
+		/* rename replaces the name (a symlink itself, never what it
+		 * points to) in one step: the file is old or new, never half */
+		if (renameat(pfd, s->tmp, pfd, name) < 0) {
 			int err = errno;
-			unlinkat(pfd, tmp, 0);
+			unlinkat(pfd, s->old, 0);
+			s->kept = false;
 			errno = err;
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "write '%s'", c->path);
 		}
 	}
-	/* rename replaces whatever name is there (a symlink itself, never
-	 * what it points to) in one step: the file is old or new, never half */
-	if (renameat(pfd, tmp, pfd, name) < 0) {
-		int err = errno;
-		unlinkat(pfd, tmp, 0);
-		errno = err;
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "write '%s'", c->path);
-	}
+	s->staged = false;
+	s->committed = true;
 	pisb_fsync_dir(pfd);
-	if (fstatat(pfd, name, out, AT_SYMLINK_NOFOLLOW) < 0)
+	if (fstatat(pfd, name, &s->st, AT_SYMLINK_NOFOLLOW) < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "stat '%s'", c->path);
 	return 0;
+}
+
+/* Undo one change's commit and staging (best effort, each step on its own). */
+static void undo_one(int hostfd, const struct pisb_pchange *c, struct stage *s)
+{
+	_cleanup_close_ int pfd = -1;
+	const char *name = base_name(c->path);
+
+	if (project_parent(hostfd, c->path, false, NULL, &pfd) != 0 || pfd < 0)
+		return;
+	if (s->committed && s->kept)
+		renameat(pfd, s->old, pfd, name);   /* the old version back */
+	else if (s->committed && c->ntype)
+		unlinkat(pfd, name, 0);              /* it was not there before */
+	if (s->staged)
+		unlinkat(pfd, s->tmp, 0);
+	s->staged = s->committed = s->kept = false;
+	pisb_fsync_dir(pfd);
+}
+
+/* After the last commit: the old versions go. */
+static void finish_one(int hostfd, const struct pisb_pchange *c, struct stage *s)
+{
+	_cleanup_close_ int pfd = -1;
+
+	if (!s->kept || project_parent(hostfd, c->path, false, NULL, &pfd) != 0 || pfd < 0)
+		return;
+	unlinkat(pfd, s->old, 0);
+}
+
+/* Apply d's changes to the project at hostfd, all or none. */
+static int apply_all(int hostfd, struct pisb_pdiff *d, struct stage *sv, struct pisb_err *e)
+{
+	_cleanup_strv_ struct pisb_strv made = PISB_STRV_INIT;
+	size_t i = 0;
+	int r = 0;
+
+	for (i = 0; i < d->n; i++)
+		stage_names(&sv[i]);
+	for (i = 0; i < d->n && r == 0; i++)
+		if (d->v[i].ntype)
+			r = stage_one(hostfd, &d->v[i], &sv[i], &made, e);
+	for (i = 0; i < d->n && r == 0; i++)
+		r = commit_one(hostfd, &d->v[i], &sv[i], e);
+	if (r == 0) {
+		for (i = 0; i < d->n; i++)
+			finish_one(hostfd, &d->v[i], &sv[i]);
+		return 0;
+	}
+	for (i = d->n; i-- > 0;)
+		undo_one(hostfd, &d->v[i], &sv[i]);
+	for (i = made.n; i-- > 0;)
+		unlinkat(hostfd, made.v[i], AT_REMOVEDIR);
+	return pisb_err_prefix(e, "apply (nothing was written: the project is as it was)");
 }
 
 static int cmp_pentry(const void *a, const void *b)
@@ -1107,8 +1245,8 @@ int pisb_project_apply(struct pisb_sandbox *sb, const struct pisb_apply_opts *o,
 	_cleanup_manifest_ struct pisb_manifest m = PISB_MANIFEST_INIT;
 	_cleanup_manifest_ struct pisb_manifest add = PISB_MANIFEST_INIT;
 	_cleanup_close_ int hostfd = -1, lock = -1;
+	_cleanup_free_ struct stage *sv = NULL;
 	char what[96];
-	int ret = 0;
 
 	memset(r, 0, sizeof(*r));
 	snprintf(what, sizeof(what), "the project of sandbox '%s'", sb->name);
@@ -1129,31 +1267,27 @@ int pisb_project_apply(struct pisb_sandbox *sb, const struct pisb_apply_opts *o,
 			d->v[i].ntype ? r->written++ : r->deleted++;
 		return 0;
 	}
-	for (size_t i = 0; i < d->n && ret == 0; i++) {
+	sv = xcalloc(d->n ? d->n : 1, sizeof(*sv));
+	if (apply_all(hostfd, d, sv, e) < 0)
+		return -1;
+	for (size_t i = 0; i < d->n; i++) {
 		struct pisb_pchange *c = &d->v[i];
-		struct stat st;
 
-		if (apply_one(hostfd, c, &st, e) < 0) {
-			ret = -1;
-			pisb_err_prefix(e, "apply (%lld of %zu changes were written; the base records them)",
-					r->written + r->deleted, d->n);
-			break;
-		}
 		c->ntype ? r->written++ : r->deleted++;
 		/* the base moves forward for this path */
-		base_update(&m, &add, c, &st);
+		base_update(&m, &add, c, &sv[i].st);
 		if (c->ntype == 'f' && !c->too_large)
 			base_keep(sb->idir, c->nsha, &c->content);
 	}
 	base_merge(&m, &add);
 	{
 		struct pisb_err se = PISB_ERR_INIT;
-		if (pisb_manifest_save(sb->idir, &m, &se) < 0 && ret == 0) {
+		if (pisb_manifest_save(sb->idir, &m, &se) < 0) {
 			*e = se;
 			return pisb_err_prefix(e, "apply: the files were written, but the base was not moved");
 		}
 	}
-	return ret;
+	return 0;
 }
 
 /* ---- sync ---- */

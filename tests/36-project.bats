@@ -98,6 +98,32 @@ make_repo() {
 	[ "$output" = "" ]
 }
 
+@test "create --project of 2,000 files (copied in threads): every file, mode and digest as on the host, nothing changed" {
+	mkdir -p "$R"
+	git -C "$R" init -q
+	for d in $(seq -w 0 39); do
+		mkdir -p "$R/d$d/sub"
+		for f in $(seq -w 0 24); do
+			printf 'file %s/%s\n' "$d" "$f" >"$R/d$d/f$f.txt"
+			printf 'sub %s/%s\n' "$d" "$f" >"$R/d$d/sub/s$f.txt"
+		done
+		chmod 755 "$R/d$d/f00.txt"
+	done
+	g add -A && g commit -qm many
+	pisb create "$N" --project "$R" >/dev/null 2>&1
+	jq -e '.files == 2000' "$PI_SANDBOX_HOME/instances/$N/project/info.json"
+	run -0 pisb exec "$N" --sh 'find . -path ./.git -prune -o -path ./.sandbox.yaml -prune -o -type f -printf "%P %m\n" | LC_ALL=C sort'
+	want=$(cd "$R" && find . -path ./.git -prune -o -type f -printf '%P %m\n' | LC_ALL=C sort)
+	diff <(echo "$output") <(echo "$want")
+	run -0 pisb exec "$N" --sh 'find . -path ./.git -prune -o -path ./.sandbox.yaml -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum'
+	want=$(cd "$R" && find . -path ./.git -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+	diff <(echo "$output") <(echo "$want")
+	run -0 --separate-stderr pisb diff "$N" --json
+	jq -e '.changes == [] and .unchanged == 2000' <<<"$output"
+	run -0 pisb exec "$N" -- git status --porcelain
+	[ "$output" = "" ]
+}
+
 @test "secrets are copied only when the config opts in (project.secrets: include)" {
 	make_repo
 	printf 'project:\n  secrets: include\n  exclude: ["src/**"]\n' >"$BATS_TEST_TMPDIR/s.yaml"
@@ -287,6 +313,55 @@ printf "noise\n" > more.log'
 	wait "$pid" || true
 	got=$(sha256sum "$R/a.txt" | cut -d' ' -f1)
 	[ "$got" = "$old" ] || [ "$got" = "$new" ]
+}
+
+# five changes in apply's order: a.txt (M), b/new.txt (A, in a new
+# directory), c.big (A, 300 KB), new.txt (D), src/main.c (M)
+five_changes() {
+	make_repo
+	pisb create "$N" --project "$R" >/dev/null 2>&1
+	g add -A && g commit -qm 'host state at create'
+	pisb exec "$N" --sh 'printf "sandbox a\n" > a.txt; mkdir b; printf "b\n" > b/new.txt;
+		head -c 300000 /dev/zero > c.big; rm new.txt; printf "int x;\n" >> src/main.c'
+	run -0 --separate-stderr pisb diff "$N" --json
+	jq -e '[.changes[].path] == ["a.txt","b/new.txt","c.big","new.txt","src/main.c"]' <<<"$output"
+}
+
+# the checkout is as committed, nothing of apply's left; then apply works
+as_it_was_then_apply() {
+	run -0 git -C "$R" status --porcelain --ignored=no
+	[ "$output" = "" ]
+	[ ! -e "$R/b" ]
+	[ ! -e "$R/c.big" ]
+	run -0 find "$R" -name '.pisb-apply*'
+	[ "$output" = "" ]
+	# the base did not move: the same five changes, and now they apply
+	run -0 --separate-stderr pisb diff "$N" --json
+	jq -e '[.changes[].path] == ["a.txt","b/new.txt","c.big","new.txt","src/main.c"]' <<<"$output"
+	run -0 --separate-stderr pisb apply "$N" --json
+	jq -e '.written == 4 and .deleted == 1' <<<"$output"
+	run -0 git -C "$R" status --porcelain
+	[ "$output" = "$(printf '%s\n' ' M a.txt' ' D new.txt' ' M src/main.c' '?? b/' '?? c.big')" ]
+	run -0 find "$R" -name '.pisb-apply*'
+	[ "$output" = "" ]
+}
+
+@test "apply is all or nothing: staging the 3rd of 5 files fails (EFBIG), the checkout is as it was" {
+	five_changes
+	run -1 --separate-stderr bash -c 'trap "" XFSZ; ulimit -f 100; exec pisb apply "$1"' _ "$N"
+	[[ $stderr == *"nothing was written: the project is as it was"*"stage 'c.big'"* ]]
+	as_it_was_then_apply
+}
+
+@test "apply is all or nothing: renaming the 5th of 5 fails (EBUSY), the four before are undone" {
+	require_root
+	five_changes
+	# src/main.c is a mount point (of the same content: no conflict)
+	cp "$R/src/main.c" "$BATS_TEST_TMPDIR/same.c"
+	run -1 --separate-stderr unshare -m sh -c 'mount --bind "$1/same.c" "$2/src/main.c" && exec pisb apply "$3"' _ \
+		"$BATS_TEST_TMPDIR" "$R" "$N"
+	[[ $stderr == *"nothing was written: the project is as it was"*"write 'src/main.c'"* ]]
+	as_it_was_then_apply
 }
 
 @test "--project needs a driver that has it; a missing directory is exit 3" {

@@ -175,6 +175,35 @@ check_sync() {
 	check_sync
 }
 
+@test "opensandbox: a stopped or paused sandbox: diff and apply exit 5, say it is not running, resume nothing, write nothing" {
+	make_repo
+	os_box
+	sid=$(os_sid box)
+	run -0 pisb exec box --sh 'printf "sandbox\n" > a.txt'
+	run -0 --separate-stderr pisb stop box
+	[ "$(os_state "$sid")" = Paused ]
+	run -5 --separate-stderr pisb diff box
+	[ "$stderr" = "fatal: sandbox 'box' is not running (driver opensandbox: its workspace is read from inside it, and diff starts nothing; start it with 'pisb start box')" ]
+	run -5 --separate-stderr pisb apply box --json
+	jq -e '.error.code == 5' <<<"$output"
+	[ "$(os_state "$sid")" = Paused ]
+	[ "$(cat "$R/a.txt")" = $'alpha\nBETA' ]
+	# paused on the server behind pisb's back (another client): the same
+	run -0 --separate-stderr pisb start box
+	run -0 os_api POST "/sandboxes/$sid/pause"
+	for i in $(seq 100); do [ "$(os_state "$sid")" = Paused ] && break; sleep 0.05; done
+	[ "$(os_state "$sid")" = Paused ]
+	run -5 --separate-stderr pisb apply box
+	[ "$stderr" = "fatal: sandbox 'box' is not running (the server has it Paused; start it with 'pisb start box')" ]
+	[ "$(os_state "$sid")" = Paused ]
+	[ "$(cat "$R/a.txt")" = $'alpha\nBETA' ]
+	# started again, the change is there and applies
+	run -0 --separate-stderr pisb start box
+	run -0 --separate-stderr pisb apply box --json
+	jq -e '.written == 1' <<<"$output"
+	[ "$(cat "$R/a.txt")" = sandbox ]
+}
+
 @test "opensandbox: a hostile workspace archive: links out are shown never followed, bad names refused, nothing written" {
 	make_repo
 	os_box

@@ -8,6 +8,7 @@
 # none, bind (edits on the host at once) and bind-ro (nothing can change).
 load helpers
 load pi/helpers
+load fakes/opensandbox
 
 setup_file() {
 	pi_require_local_driver
@@ -35,6 +36,7 @@ setup() {
 
 teardown() {
 	pi_destroy "$NAME"
+	os_fake_stop
 }
 
 g() { git -C "$PROJ" -c user.email=t@example.com -c user.name=t "$@"; }
@@ -74,6 +76,28 @@ script() {
 	# applied: nothing left to apply, so the quit says nothing of unapplied changes
 	run -0 pisb diff "$NAME" --stat --json
 	jq -e '.changes == []' <<<"$output"
+}
+
+@test "opensandbox (the fake server): the session's project is copied in; the agent's edit shows in /sandbox diff and /sandbox apply writes it" {
+	os_fake_start
+	printf 'version: 1\ndriver: opensandbox\nopensandbox: {domain: "127.0.0.1:%s", image: python:3.11}\n' "$OS_PORT" \
+		> "$PROJ/.pi/sandbox.yaml"
+	g add .pi/sandbox.yaml && g commit -qm opensandbox
+	script '[
+	 {"tools":[{"name":"edit","args":{"path":"a.txt","edits":[{"oldText":"beta","newText":"BETA"}]}}]},
+	 {"prompt":"/sandbox diff"},
+	 {"prompt":"/sandbox apply"}]'
+	run -0 drive PI_SCRIPT="$SCRIPT" DRIVE_UI=1 DRIVE_CONFIRM=1
+	echo "$output"
+	jq -se --arg p "$PROJ" '[.[] | select(.type=="tool")][0] | (.isError | not) and (.note | startswith("[pisb] the project " + $p + " is a copy in /workspace"))' <<<"$output"
+	jq -se '[.[] | select(.type=="notify")][0] | .level == "info" and (.message | contains("-beta\n+BETA"))' <<<"$output"
+	jq -se '[.[] | select(.type=="notify")][1] | .level == "info" and (.message | startswith("applied to "))' <<<"$output"
+	run -0 g status --porcelain
+	[ "$output" = " M a.txt" ]
+	[ "$(sed -n 2p "$PROJ/a.txt")" = BETA ]
+	# the secret stayed on the host
+	run -0 pisb exec "$NAME" -- sh -c 'ls -A /workspace'
+	[[ $output != *.env* ]]
 }
 
 @test "/sandbox apply: no confirmation, nothing written" {

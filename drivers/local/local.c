@@ -443,6 +443,8 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 	pisb_trace("create: guest config written");
 	if (o->project && seed_project(sdir, cfg, o->project, &ids, e) < 0)
 		goto fail;
+	if (o->project)
+		pisb_trace("create: project copied");
 	if (disk_mnt) {
 		/* the controller mounts it again at every start; the files
 		 * written on it are flushed (and closed) first */

@@ -339,7 +339,19 @@ static void mark_gone(struct os_inst *t)
 	os_status_save(t->idir, &t->rt, "gone", &t->x, true, &ig);
 }
 
+static int inst_ready(struct os_inst *t, bool resume, struct pisb_err *e);
+
 int os_inst_ready(struct os_inst *t, struct pisb_err *e)
+{
+	return inst_ready(t, true, e);
+}
+
+int os_inst_running(struct os_inst *t, struct pisb_err *e)
+{
+	return inst_ready(t, false, e);
+}
+
+static int inst_ready(struct os_inst *t, bool resume, struct pisb_err *e)
 {
 	char state[32], exp[64];
 	int g = os_get(&t->c, state, exp, 0, e);
@@ -352,6 +364,10 @@ int os_inst_ready(struct os_inst *t, struct pisb_err *e)
 				    "sandbox '%s' (%s) no longer exists on the server: it expired or was deleted",
 				    t->name, t->sid);
 	}
+	if (strcmp(state, "Running") && !resume)
+		return pisb_err_set(e, PISB_EXIT_BACKEND,
+				    "sandbox '%s' is not running (the server has it %s; start it with 'pisb start %s')",
+				    t->name, state, t->name);
 	if (strcmp(state, "Running")) {
 		/* paused (or on its way): resume before use, as one lifecycle
 		 * change that no renewal overlaps */

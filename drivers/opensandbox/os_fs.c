@@ -1724,8 +1724,14 @@ int pisb_os_project_archive(struct pisb_sandbox *sb, int fd, char sha[65], struc
 	long long size = 0;
 	int r;
 
-	if (open_ready(sb, &t, e) < 0)
+	/* diff and apply start nothing: a sandbox paused on the server (by
+	 * another client, say) is refused, not resumed */
+	if (os_inst_of(sb, &t, e) < 0)
 		return -1;
+	if (os_inst_running(&t, e) < 0) {
+		os_inst_release(&t);
+		return -1;
+	}
 	ws = abspath(&t, NULL);
 	pisb_random_hex(hex, 16);
 	arch = xasprintf("/tmp/.pisb-pull-%s.tar", hex);

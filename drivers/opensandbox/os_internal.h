@@ -147,6 +147,10 @@ void os_inst_release(struct os_inst *t);
 /* Make it usable: GET, resume when paused (under renew.lock), execd
  * resolved and answering.  Gone: status.json says so, exit 5. */
 int os_inst_ready(struct os_inst *t, struct pisb_err *e);
+/* The same, but a sandbox the server does not run (paused, pausing,
+ * resuming) is refused (exit 5) rather than resumed: for reads that must
+ * start nothing (the project's diff). */
+int os_inst_running(struct os_inst *t, struct pisb_err *e);
 /* Resolve a sandbox path: absolute stays, relative is under the workspace. */
 char *os_path(const struct os_inst *t, const char *p);
 /* Save status.json with state and t->x (sync: fsync as every state file;

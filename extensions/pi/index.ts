@@ -546,6 +546,8 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		async function projectOf(cfg: any, cwd: string): Promise<string | undefined> {
 			const want = options.project ?? (process.env.PISB_PROJECT === "none" ? "none" : "copy");
 			if (want === "none" || cfg?.project?.mode === "none") return undefined;
+			// a connected sandbox is someone else's: nothing is copied into it
+			if (cfg?.opensandbox?.sandboxId) return undefined;
 			if ((await driverSupports(cfg?.driver ?? "local", "diff")) !== true) return undefined;
 			return typeof cfg?.project?.dir === "string" && cfg.project.dir ? cfg.project.dir : projectRoot(cwd);
 		}
