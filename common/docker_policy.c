@@ -2,6 +2,7 @@
  * and pisb-docker(1), "ARGUMENT POLICY".
  */
 #include "docker_policy.h"
+#include "docker_init.h"
 #include "config.h"
 #include "driver.h"
 #include "err.h"
@@ -1172,6 +1173,28 @@ static bool compose_creates(const char *sub)
 	return false;
 }
 
+/* init: pisb's own options (docker_init.h), DIR confined to the workspace
+ * and made absolute: `[--lang L] [--force] [--compose] -- DIR`. */
+static int do_init(struct pctx *c, char *const *args, size_t n)
+{
+	struct pisb_docker_init o;
+	_cleanup_free_ char *dir = NULL;
+
+	if (pisb_docker_init_parse(args, n, &o, c->e) < 0)
+		return -1;
+	if (!(dir = confined(c->s, o.dir ? o.dir : ".")))
+		return need_inside(c, NULL, "directory", o.dir);
+	if (o.lang)
+		pisb_strv_pushf(&c->out->argv, "--lang=%s", o.lang);
+	if (o.force)
+		pisb_strv_push(&c->out->argv, "--force");
+	if (o.compose)
+		pisb_strv_push(&c->out->argv, "--compose");
+	pisb_strv_push(&c->out->argv, "--");
+	pisb_strv_push(&c->out->argv, dir);
+	return 0;
+}
+
 int pisb_docker_policy(const struct pisb_docker_scope *s, const char *verb,
 		       char *const *args, size_t n, struct pisb_docker_args *out,
 		       struct pisb_err *e)
@@ -1196,6 +1219,8 @@ int pisb_docker_policy(const struct pisb_docker_scope *s, const char *verb,
 		return do_build(&c, args, n);
 	if (!strcmp(verb, "compose"))
 		return do_compose(&c, args, n);
+	if (!strcmp(verb, "init"))
+		return do_init(&c, args, n);
 	/* curl and init take pisb's own arguments, not docker's */
 	for (size_t i = 0; i < n && strcmp(verb, "curl") && strcmp(verb, "init"); i++) {
 		if (!strcmp(args[i], "--"))

@@ -189,17 +189,29 @@ sbx_calls() { jq -c '.argv[1:]' "$SBXS/calls.log"; }
 	mkdir -p "$ws/web" && echo '{}' > "$ws/web/package.json"
 	run -0 --separate-stderr pisb docker box init -- web
 	grep -q '^FROM node' "$ws/web/Dockerfile"
-	[[ $stderr == *"(node)"* ]]
-	run -4 pisb docker box init -- web
+	grep -Fx '.env' "$ws/web/.dockerignore"
+	[[ $stderr == *"node: build it with"* ]]
+	run -4 --separate-stderr pisb docker box init --json -- web
+	jq -e '.files[0] == {file:"Dockerfile",status:"kept",existing:"Dockerfile"}' <<<"$output"
 	run -3 pisb docker box init -- nosuch
-	# .. stops at the workspace's root; a symlink out resolves inside it
-	run -0 pisb docker box init -- ../../../..
-	[ -f "$ws/Dockerfile" ]
+	# a DIR outside the workspace is refused before anything runs (exit
+	# 2); a symlink out of it is not followed
+	run -2 --separate-stderr pisb docker box init -- ../../../..
+	[[ $stderr == *"directory '../../../..' is outside the workspace"* ]]
 	[ ! -e "$PI_SANDBOX_HOME/instances/box/Dockerfile" ]
 	[ ! -e "$PI_SANDBOX_HOME/Dockerfile" ]
 	ln -s /etc "$ws/out"
 	run -3 pisb docker box init -- out
 	[ ! -e /etc/Dockerfile ]
+	# --lang, --compose, --force; the planted link a file is written through is not followed
+	ln -s "$BATS_TEST_TMPDIR/victim" "$ws/web/Dockerfile.pisb-init.1"
+	run -0 --separate-stderr pisb docker box init --json -- --lang go --compose --force web
+	jq -e '.lang == "go" and .port == 8080 and ([.files[].status] | unique) == ["written"]' <<<"$output"
+	grep -q '^FROM golang' "$ws/web/Dockerfile"
+	grep -qF -- '- "8080:8080"' "$ws/web/compose.yaml"
+	[ ! -e "$BATS_TEST_TMPDIR/victim" ]
+	run -2 --separate-stderr pisb docker box init -- --lang cobol
+	[[ $stderr == *"'--lang cobol'"* ]]
 }
 
 @test "other drivers have no daemon of their own: every verb exits 1 and names the driver" {

@@ -132,6 +132,40 @@ CMD ["/bin/cat", "/built.txt"]
 	[ "$output" = built-by-pisb ]
 }
 
+@test "BuildKit is the default builder: the sandbox's /etc/docker/daemon.json says so, and the daemon tells its clients" {
+	wait_daemon dk
+	run -0 pisb exec dk -- cat /etc/docker/daemon.json
+	jq -e '.features.buildkit == true' <<<"$output"
+	# on the instance disk, the sandbox's own (kept across stop and start)
+	[ -f "$PI_SANDBOX_HOME/instances/dk/disk/docker/pisb-etc/daemon.json" ]
+	# the ping a docker client reads its default builder from
+	run -0 pisb exec dk -- curl -sS -I --unix-socket /run/docker.sock http://docker/_ping
+	[[ $output == *"Builder-Version: 2"* ]]
+}
+
+@test "init writes the shared templates inside the workspace: detected, --lang, --compose, kept unless --force" {
+	wait_daemon dk
+	pisb write dk web/package.json --mkdir --content '{}'
+	run -0 --separate-stderr pisb docker dk init -- web
+	[[ $stderr == *"node: build it with 'pisb docker dk build -- -t IMAGE /workspace/web'"* ]]
+	run -0 pisb read dk web/Dockerfile --raw
+	[[ $output == "FROM node:22-alpine"* ]]
+	run -0 pisb read dk web/.dockerignore --raw
+	[[ $output == *".env"* ]]
+	run -4 --separate-stderr pisb docker dk init --json -- web
+	jq -e '.lang == "node" and .files[0].status == "kept"' <<<"$output"
+	run -0 --separate-stderr pisb docker dk init --json -- --lang=python --compose --force web
+	jq -e '.lang == "python" and .port == 8000 and ([.files[].status] | unique) == ["written"]' <<<"$output"
+	run -0 pisb read dk web/compose.yaml --raw
+	[[ $output == *'- "8000:8000"'* ]]
+	# outside the workspace: refused before anything runs; a link out is not followed
+	run -2 --separate-stderr pisb docker dk init -- /etc
+	[[ $stderr == *"directory '/etc' is outside the workspace"* ]]
+	run -0 pisb exec dk -- ln -s /etc /workspace/out
+	run -3 pisb docker dk init -- out
+	run -1 pisb exec dk -- test -e /etc/Dockerfile
+}
+
 @test "-p publishes a preview on host 127.0.0.1, curl reaches it, rm unpublishes it" {
 	wait_daemon dk
 	pisb docker dk load < "$IMG" >/dev/null

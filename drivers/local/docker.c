@@ -9,6 +9,7 @@
  */
 #include "local.h"
 #include "config.h"
+#include "docker_init.h"
 #include "docker_policy.h"
 #include "docker_verbs.h"
 #include "driver.h"
@@ -623,6 +624,26 @@ static int do_resources(struct dk *d, struct pisb_jw *w, struct pisb_err *e)
 	return 0;
 }
 
+/* ---- init: the templates of docker_init.h, written inside ---- */
+
+static int do_init(struct dk *d, char *const *args, size_t n, struct pisb_jw *w, int *code,
+		   struct pisb_strv *notes, struct pisb_err *e)
+{
+	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+	struct pisb_docker_init o;
+	const char *dir;
+	int rc = 0;
+
+	if (pisb_docker_init_parse(args, n, &o, e) < 0)
+		return -1;
+	dir = o.dir ? o.dir : d->cfg->workspace;
+	pisb_docker_init_args(&o, d->cfg->workspace, dir, &av);
+	if (capture(d, PISB_DOCKER_INIT_SH, av.v, av.n, &out, &rc, e) < 0)
+		return -1;
+	return pisb_docker_init_report(d->sb->name, dir, out.s, rc, w, notes, code, e);
+}
+
 /* ---- curl: host side, loopback, only the previews docker published ---- */
 
 /* The host port of the preview that serves PORT (the port the container
@@ -821,9 +842,9 @@ int pisb_local_docker(struct pisb_sandbox *sb, const char *verb, char *const *ar
 	}
 	if (!strcmp(verb, "curl"))
 		return do_curl(&d, args, nargs, code, e);
-	if (!strcmp(verb, "init"))
-		return pisb_err_set(e, PISB_EXIT_FAIL,
-				    "sandbox '%s': docker init is not there yet for local sandboxes (write a Dockerfile with pisb write)",
-				    sb->name);
+	if (!strcmp(verb, "init")) {
+		*json_out = true;
+		return do_init(&d, args, nargs, w, code, notes, e);
+	}
 	return stream(&d, verb, args, nargs, code, notes, e);
 }

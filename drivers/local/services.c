@@ -19,6 +19,7 @@
 #include "services.h"
 #include "config.h"
 #include "ctllog.h"
+#include "docker_init.h"
 #include "local.h"
 #include "err.h"
 #include "fs.h"
@@ -491,17 +492,8 @@ static int load_guest(struct pisb_services *s, struct pisb_config **out,
  * without cgroups of their own, inside the sandbox's); its
  * data root on the instance disk (ns.c binds <disk>/docker there), its
  * socket on the sandbox's /run, its registry traffic through the egress
- * proxy (HTTP(S)_PROXY of the sandbox's environment). */
-static const char docker_cmd[] =
-	"mkdir -p /run/pisb-docker && "
-	"rm -f " PISB_DOCKER_SOCK " /run/pisb-docker/dockerd.pid && "
-	"XDG_RUNTIME_DIR=/run/pisb-docker "
-	/* delegated cgroups (ours to write): runc makes the containers' */
-	"R=--rootless; [ -w /sys/fs/cgroup/memory ] && [ -w /sys/fs/cgroup/cpuset ] && R=; "
-	"[ -w /sys/fs/cgroup/cgroup.procs ] && R=; "
-	"exec dockerd $R --host unix://" PISB_DOCKER_SOCK " --group root --data-root /var/lib/docker "
-	"--exec-root /run/pisb-docker/exec --pidfile /run/pisb-docker/dockerd.pid";
-
+ * proxy (HTTP(S)_PROXY of the sandbox's environment).  Its command is
+ * docker_init.h's PISB_DOCKERD_SH. */
 static void builtin_docker(struct pisb_services *s)
 {
 	struct svc *v = find(s, PISB_DOCKER_SERVICE);
@@ -514,7 +506,7 @@ static void builtin_docker(struct pisb_services *s)
 	}
 	v->kind = K_YAML;
 	v->declared = true;
-	set_str(&v->command, docker_cmd);
+	set_str(&v->command, PISB_DOCKERD_SH);
 	set_str(&v->cwd, NULL);
 	map_release(&v->env);
 	v->health = PISB_HEALTH_PROCESS;

@@ -10,6 +10,7 @@
 #include "driver.h"
 #include "config.h"
 #include "docker_policy.h"
+#include "docker_init.h"
 #include "docker_verbs.h"
 #include "err.h"
 #include "instance.h"
@@ -19,7 +20,6 @@
 #include "state.h"
 #include "util.h"
 
-#include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -471,61 +471,30 @@ static int do_resources(struct sbx_inst *t, struct pisb_jw *w, struct pisb_err *
 	return 0;
 }
 
-/* ---- init: a starting Dockerfile, written from the host into the
- * workspace (the same directory the sandbox mounts) ---- */
+/* ---- init: the templates of docker_init.h, written inside the microVM
+ * (its view of the shared workspace, with its rights) ---- */
 
-static int do_init(struct sbx_inst *t, char *const *args, size_t n, struct pisb_strv *notes,
-		   struct pisb_err *e)
+static int do_init(struct sbx_inst *t, char *const *args, size_t n, struct pisb_jw *w, int *code,
+		   struct pisb_strv *notes, struct pisb_err *e)
 {
-	const char *dir = n ? args[0] : ".";
-	_cleanup_close_ int wfd = -1, dfd = -1, fd = -1;
-	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
-	const char *kind = "generic", *text;
-	static const char node[] = "FROM node:22-alpine\nWORKDIR /app\nCOPY package*.json ./\nRUN npm install\nCOPY . .\nEXPOSE 3000\nCMD [\"npm\", \"start\"]\n";
-	static const char py[] = "FROM python:3.12-slim\nWORKDIR /app\nCOPY requirements.txt ./\nRUN pip install --no-cache-dir -r requirements.txt\nCOPY . .\nEXPOSE 8000\nCMD [\"python\", \"main.py\"]\n";
-	static const char go[] = "FROM golang:1.23-alpine AS build\nWORKDIR /src\nCOPY . .\nRUN go build -o /app .\nFROM alpine:3\nCOPY --from=build /app /app\nEXPOSE 8080\nCMD [\"/app\"]\n";
-	static const char gen[] = "FROM alpine:3\nWORKDIR /app\nCOPY . .\nEXPOSE 8080\nCMD [\"sh\"]\n";
+	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+	struct pisb_docker_init o;
+	const char *dir;
+	int rc = 0;
 
-	if (n > 1)
-		return pisb_err_set(e, PISB_EXIT_USAGE, "docker init: at most one DIR (relative to the workspace)");
-	wfd = open(t->ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (wfd < 0)
-		return pisb_err_sys(e, PISB_EXIT_BACKEND, "sandbox '%s': open the workspace '%s'", t->name, t->ws);
-	/* confined to the workspace: .. and symlinks cannot leave it */
-	{
-		const char *rel = dir;
-		if (pisb_str_starts(rel, t->ws) && (rel[strlen(t->ws)] == '/' || !rel[strlen(t->ws)]))
-			rel += strlen(t->ws);
-		while (*rel == '/')
-			rel++;
-		dfd = (int)syscall(SYS_openat2, wfd, *rel ? rel : ".", &how, sizeof(how));
-	}
-	if (dfd < 0)
-		return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
-				    "docker init: '%s' in the workspace", dir);
-	if (faccessat(dfd, "package.json", F_OK, 0) == 0)
-		kind = "node", text = node;
-	else if (faccessat(dfd, "requirements.txt", F_OK, 0) == 0)
-		kind = "python", text = py;
-	else if (faccessat(dfd, "go.mod", F_OK, 0) == 0)
-		kind = "go", text = go;
-	else
-		text = gen;
-	fd = openat(dfd, "Dockerfile", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (fd < 0)
-		return pisb_err_sys(e, errno == EEXIST ? PISB_EXIT_BUSY : PISB_EXIT_FAIL,
-				    "docker init: '%s/Dockerfile'", dir);
-	if (pisb_write_all(fd, text, strlen(text)) < 0)
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "docker init: write '%s/Dockerfile'", dir);
-	{
-		_cleanup_close_ int di = openat(dfd, ".dockerignore", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-		if (di >= 0)
-			pisb_write_all(di, ".git\nnode_modules\n", 18);
-	}
-	pisb_strv_pushf(notes, "wrote %s/Dockerfile (%s); build it with 'pisb docker %s build -- -t NAME %s'",
-			dir, kind, t->name, dir);
-	return 0;
+	if (pisb_docker_init_parse(args, n, &o, e) < 0)
+		return -1;
+	dir = o.dir ? o.dir : t->ws;
+	exec_prefix(t, false, &av);
+	pisb_strv_push(&av, "/bin/sh");
+	pisb_strv_push(&av, "-c");
+	pisb_strv_push(&av, PISB_DOCKER_INIT_SH);
+	pisb_strv_push(&av, "sh");
+	pisb_docker_init_args(&o, t->ws, dir, &av);
+	if (capture(t, av.v, &out, &rc, e) < 0)
+		return -1;
+	return pisb_docker_init_report(t->name, dir, out.s, rc, w, notes, code, e);
 }
 
 /* ---- curl: host side, loopback, only this sandbox's published ports ---- */
@@ -648,7 +617,8 @@ int pisb_sbx_docker(struct pisb_sandbox *sb, const char *verb, char *const *args
 		*json_out = true;
 		ret = do_resources(&t, w, e);
 	} else if (!strcmp(verb, "init")) {
-		ret = do_init(&t, args, nargs, notes, e);
+		*json_out = true;
+		ret = do_init(&t, args, nargs, w, code, notes, e);
 	} else if (!strcmp(verb, "curl")) {
 		ret = do_curl(&t, args, nargs, code, e);
 	} else {

@@ -174,29 +174,8 @@ interface Renewal {
 
 // ---------------------------------------------------------------- helpers
 
-/** docker_init's languages (the seed's: node with npm or pnpm, python, go, rust, a generic alpine base) */
+/** docker_init's languages (pisb docker init --lang: common/docker_init.c holds their templates) */
 const INIT_LANGS = ["node", "pnpm", "python", "go", "rust", "generic"] as const;
-type InitLang = (typeof INIT_LANGS)[number];
-
-const INIT_IGNORE = ".git\nnode_modules\ntarget\n__pycache__\n.venv\n.env\n.env.*\n*.pem\n*.key\n.sandbox.yaml\n";
-
-/** a starting Dockerfile per language; ports avoid 80 (the seed: sbx's port proxy resets it) */
-function initTemplate(lang: InitLang, crate: string): { dockerfile: string; port: number } {
-	switch (lang) {
-		case "node":
-			return { port: 3000, dockerfile: 'FROM node:22-alpine\nWORKDIR /app\nCOPY package*.json ./\nRUN npm install\nCOPY . .\nENV PORT=3000\nEXPOSE 3000\nCMD ["npm", "start"]\n' };
-		case "pnpm":
-			return { port: 3000, dockerfile: 'FROM node:22-alpine\nRUN corepack enable\nWORKDIR /app\nCOPY package.json pnpm-lock.yaml ./\nRUN pnpm install --frozen-lockfile\nCOPY . .\nENV PORT=3000\nEXPOSE 3000\nCMD ["pnpm", "start"]\n' };
-		case "python":
-			return { port: 8000, dockerfile: 'FROM python:3.12-slim\nWORKDIR /app\nCOPY . .\nRUN if [ -f requirements.txt ]; then pip install --no-cache-dir -r requirements.txt; elif [ -f pyproject.toml ]; then pip install --no-cache-dir .; fi\nEXPOSE 8000\nCMD ["python", "main.py"]\n' };
-		case "go":
-			return { port: 8080, dockerfile: 'FROM golang:1.23-alpine AS build\nWORKDIR /src\nCOPY . .\nRUN go build -o /app .\nFROM alpine:3\nCOPY --from=build /app /app\nEXPOSE 8080\nCMD ["/app"]\n' };
-		case "rust":
-			return { port: 8080, dockerfile: `FROM rust:1-slim AS build\nWORKDIR /src\nCOPY . .\nRUN cargo build --release\nFROM debian:bookworm-slim\nCOPY --from=build /src/target/release/${crate} /usr/local/bin/app\nEXPOSE 8080\nCMD ["/usr/local/bin/app"]\n` };
-		default:
-			return { port: 8080, dockerfile: 'FROM alpine:3\nWORKDIR /app\nCOPY . .\nEXPOSE 8080\nCMD ["sh"]\n' };
-	}
-}
 
 function envList(value: string | undefined): string[] | undefined {
 	if (value === undefined) return undefined;
@@ -1884,10 +1863,10 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 		}
 
 		/**
-		 * docker_init: the seed's scaffold, written with pisb's own file verbs
-		 * (`pisb ls`, `pisb read`, `pisb write`) inside the sandbox, with its
-		 * rights, in a workspace directory: so it works on every driver that has
-		 * docker and never opens a host path. The templates are the extension's.
+		 * docker_init: the seed's scaffold, `pisb docker NAME init --json`: the
+		 * templates are pisb's (common/docker_init.c, one copy for every driver
+		 * and for this tool), written by a script inside the sandbox with its
+		 * rights, in a workspace directory; it never opens a host path.
 		 */
 		async function scaffold(ctx: ExtensionContext, p: any) {
 			const t = "docker_init";
@@ -1896,51 +1875,26 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			if (p.lang !== undefined && !INIT_LANGS.includes(p.lang)) dockerRefuse(t, `lang must be one of ${INIT_LANGS.join(", ")}`);
 			for (const k of ["force", "compose"])
 				if (p[k] !== undefined && typeof p[k] !== "boolean") dockerRefuse(t, `${k} must be true or false`);
-			const dir = rel === "." ? sb.workspace : path.posix.join(sb.workspace, rel);
-			const ls = await run(["ls", "--json", "--", sb.name, dir], { timeoutMs: opTimeoutMs });
-			if (ls.code === 3) {
+			const args = [...(p.lang ? ["--lang", p.lang] : []), ...(p.force ? ["--force"] : []), ...(p.compose ? ["--compose"] : []), rel];
+			const r = await run(["--json", "docker", sb.name, "init", "--", ...args], { timeoutMs: opTimeoutMs });
+			if (r.code === 3) {
 				await checkGone(sb);
 				dockerRefuse(t, `context '${p.context}' is not a directory in the workspace`);
 			}
-			if (ls.code !== 0) throw await failed(sb, ls, `ls '${dir}'`);
-			let names: string[] = [];
+			if (r.code !== 0 && r.code !== 4) throw await failed(sb, r, "docker init");
+			let j: any = {};
 			try {
-				const j = JSON.parse(ls.stdout.toString("utf8"));
-				names = (Array.isArray(j.entries) ? j.entries : []).map((e: any) => String(e?.name ?? ""));
+				j = JSON.parse(r.stdout.toString("utf8"));
 			} catch {}
-			const has = (n: string) => names.includes(n);
-			const lang: InitLang =
-				p.lang ??
-				(has("pnpm-lock.yaml") ? "pnpm" : has("package.json") ? "node" : has("go.mod") ? "go" : has("Cargo.toml") ? "rust"
-					: has("requirements.txt") || has("pyproject.toml") ? "python" : "generic");
-			let crate = "app";
-			if (lang === "rust" && has("Cargo.toml")) {
-				// the binary's name: [package] name, only as a plain word (the file is the sandbox's: parsed, never run)
-				const r = await run(["read", "--raw", "--", sb.name, path.posix.join(dir, "Cargo.toml")], { timeoutMs: opTimeoutMs });
-				const m = /^\s*name\s*=\s*"([A-Za-z0-9_-]{1,64})"/m.exec(r.code === 0 ? r.stdout.toString("utf8") : "");
-				if (m) crate = m[1];
-			}
-			const tpl = initTemplate(lang, crate);
-			const files: [string, string][] = [["Dockerfile", tpl.dockerfile], [".dockerignore", INIT_IGNORE]];
-			if (p.compose) files.push(["compose.yaml", `services:\n  app:\n    build: .\n    ports:\n      - "${tpl.port}:${tpl.port}"\n    restart: unless-stopped\n`]);
-			const done: string[] = [];
-			for (const [file, text] of files) {
-				const existing = file === "compose.yaml" ? ["compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml"].find(has) : has(file) ? file : undefined;
-				if (existing && !p.force) {
-					done.push(`${existing}: kept (it exists; force=true overwrites it)`);
-					continue;
-				}
-				const guest = path.posix.join(dir, file);
-				const w = await run(["write", "--", sb.name, guest], { input: text, timeoutMs: opTimeoutMs });
-				if (w.code !== 0) throw await failed(sb, w, `write '${guest}'`);
-				done.push(`${file}: written`);
-			}
+			const files: any[] = Array.isArray(j.files) ? j.files : [];
+			const done = files.map((f) =>
+				f.status === "kept" ? `${f.existing ?? f.file}: kept (it exists; force=true overwrites it)` : `${f.file}: written`);
 			const where = rel === "." ? sb.workspace : path.posix.join("/workspace", rel);
-			const kept = done.some((d) => d.startsWith("Dockerfile: kept"));
+			const kept = files.some((f) => f.file === "Dockerfile" && f.status === "kept");
 			return textOf(
-				[`docker_init ${lang} in ${where}:`, ...done.map((d) => `  ${d}`),
-					kept ? "(the Dockerfile there is kept)" : `next: docker_build(context=${where}, tag=…), then docker_run with ports ["${tpl.port}:${tpl.port}"]`].join("\n"),
-				{ lang, files: done },
+				[`docker_init ${j.lang} in ${where}:`, ...done.map((d) => `  ${d}`),
+					kept ? "(the Dockerfile there is kept)" : `next: docker_build(context=${where}, tag=…), then docker_run with ports ["${j.port}:${j.port}"]`].join("\n"),
+				{ lang: j.lang, files: done },
 			);
 		}
 
