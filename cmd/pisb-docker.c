@@ -19,7 +19,7 @@
 
 static const char *const verbs[] = {
 	"status", "verify", "resources", "prune", "ps", "images", "pull", "load",
-	"run", "logs", "exec", "build", "init", "compose", "stop", "start", "rm",
+	"import", "run", "logs", "exec", "build", "init", "compose", "stop", "start", "rm",
 	"curl", NULL,
 };
 
@@ -92,7 +92,7 @@ static int cmd_docker(struct pisb_ctx *c)
 		;
 	if (!verbs[i])
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
-				    "docker: unknown verb '%s' (status, verify, resources, prune, ps, images, pull, load, run, logs, exec, build, init, compose, stop, start, rm, curl)",
+				    "docker: unknown verb '%s' (status, verify, resources, prune, ps, images, pull, load, import, run, logs, exec, build, init, compose, stop, start, rm, curl)",
 				    verb);
 	if (pisb_sandbox_open(&sb, &c->st, name, &c->err) < 0)
 		return -1;

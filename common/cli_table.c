@@ -242,7 +242,7 @@ const struct pisb_verb pisb_verbs[] = {
 	  "manage services and previews", svc_opts),
 	{ "supervise", "pisb-svc", "NAME", { "name", NULL }, 1, 1, false, true,
 	  "run a sandbox's controller (internal)", supervise_opts },
-	V("docker", "pisb-docker", "NAME VERB [-- ARG...]", "name", "verb", NULL, 2, 2, true,
+	V("docker", "pisb-docker", "NAME status|verify|resources|prune|ps|images|pull|load|import|run|logs|exec|build|init|compose|stop|start|rm|curl [-- ARG...]", "name", "verb", NULL, 2, 2, true,
 	  "docker inside the sandbox's own daemon", none_opts),
 	V("gc", "pisb-gc", "[--hours N] [--dry-run]", NULL, NULL, NULL, 0, 0, false,
 	  "remove dead-owner sandboxes, stale handles and caches", gc_opts),

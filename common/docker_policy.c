@@ -123,6 +123,12 @@ static const struct dopt compose_exec_opts[] = {
 	{ NULL, 0, false },
 };
 
+/* docker import */
+static const struct dopt import_opts[] = {
+	B("help", 0), V("change", 'c'), V("message", 'm'), V("platform", 0),
+	{ NULL, 0, false },
+};
+
 #undef B
 #undef V
 
@@ -702,6 +708,44 @@ static int do_build(struct pctx *c, char *const *args, size_t n)
 	return 0;
 }
 
+/* import: options anywhere, then FILE (a tar archive: "-" for standard
+ * input, else a path in the workspace, read by the client inside; a URL
+ * is refused: the archive comes from the caller, not from a download)
+ * and an optional REPOSITORY[:TAG]. */
+static int do_import(struct pctx *c, char *const *args, size_t n)
+{
+	size_t i = 0, pos = 0;
+	bool dashdash = false;
+
+	while (i < n) {
+		if (!dashdash) {
+			if (parse_opts(c, import_opts, args, n, &i) < 0)
+				return -1;
+			if (i >= n)
+				break;
+			if (!strcmp(args[i], "--")) {
+				dashdash = true;
+				pisb_strv_push(&c->out->argv, args[i++]);
+				continue;
+			}
+		}
+		const char *a = args[i++];
+		if (pos++ == 0 && strcmp(a, "-")) {
+			if (strstr(a, "://"))
+				return pisb_err_set(c->e, PISB_EXIT_USAGE,
+						    "%s: '%s' is refused: a URL (import reads a file in the workspace, or '-' for standard input; see pisb-docker(1))",
+						    c->what, a);
+			if (need_inside(c, NULL, "file", a) < 0)
+				return -1;
+		}
+		pisb_strv_push(&c->out->argv, a);
+	}
+	if (!pos)
+		return pisb_err_set(c->e, PISB_EXIT_USAGE,
+				    "%s: needs FILE (a tar archive in the workspace, or '-' for standard input)", c->what);
+	return 0;
+}
+
 /* compose: its own options, the subcommand, then run/exec parsed in full
  * and the others searched for what is refused anywhere. */
 static int do_compose(struct pctx *c, char *const *args, size_t n)
@@ -1221,6 +1265,8 @@ int pisb_docker_policy(const struct pisb_docker_scope *s, const char *verb,
 		return do_compose(&c, args, n);
 	if (!strcmp(verb, "init"))
 		return do_init(&c, args, n);
+	if (!strcmp(verb, "import"))
+		return do_import(&c, args, n);
 	/* curl and init take pisb's own arguments, not docker's */
 	for (size_t i = 0; i < n && strcmp(verb, "curl") && strcmp(verb, "init"); i++) {
 		if (!strcmp(args[i], "--"))

@@ -70,7 +70,7 @@ _pisb_verb() {
     svc) opts="--port --preview --title --description --timeout-ms"
       vals=" --port:none --title:none --description:none --timeout-ms:none" pos="name ensure|status|restart|stop|start|preview|remove none" dd=1 ;;
     docker) opts=""
-      vals="" pos="name none" dd=1 ;;
+      vals="" pos="name status|verify|resources|prune|ps|images|pull|load|import|run|logs|exec|build|init|compose|stop|start|rm|curl" dd=1 ;;
     gc) opts="--hours --dry-run"
       vals=" --hours:none" pos="" ;;
     renew) opts="--watch --interval"

@@ -208,6 +208,7 @@ complete -c pisb -n '__pisb_is svc' -l timeout-ms -x -d 'readiness deadline of a
 complete -c pisb -n '__pisb_pos svc 1' -x -a '(__pisb_names)'
 complete -c pisb -n '__pisb_pos svc 2' -x -a 'ensure status restart stop start preview remove'
 complete -c pisb -n '__pisb_pos docker 1' -x -a '(__pisb_names)'
+complete -c pisb -n '__pisb_pos docker 2' -x -a 'status verify resources prune ps images pull load import run logs exec build init compose stop start rm curl'
 complete -c pisb -n '__pisb_is gc' -l hours -x -d 'also remove stopped sandboxes idle for more than N hours'
 complete -c pisb -n '__pisb_is gc' -l dry-run -d 'say what would be removed, remove nothing'
 complete -c pisb -n '__pisb_is renew' -l watch -d 'keep renewing in a loop'

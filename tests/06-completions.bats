@@ -123,7 +123,8 @@ offers() {
 	offers "" pisb shell demo ""
 	offers "" pisb grep demo ""
 	offers "" pisb logs demo ""
-	offers "" pisb docker demo ""
+	offers "build compose curl exec images import init load logs prune ps pull resources rm run start status stop verify" pisb docker demo ""
+	offers "images import init" pisb docker demo i
 	offers "cache dir conf.d" pisb push demo ""
 	offers "conf.d/sub" pisb push demo conf.d/
 	offers "" pisb pull demo ""

@@ -6,7 +6,7 @@
 # docker process, DOCKER_HOST and the host socket ignored.
 load helpers
 
-VERBS="status verify resources prune ps images pull load run logs exec build init compose stop start rm curl"
+VERBS="status verify resources prune ps images pull load import run logs exec build init compose stop start rm curl"
 SOCK=unix:///var/run/docker.sock
 
 setup() {

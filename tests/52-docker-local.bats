@@ -120,6 +120,27 @@ teardown() {
 	[[ $output != *sleeper* ]]
 }
 
+@test "import: a root filesystem tarball becomes an image, from standard input or a workspace file" {
+	wait_daemon dk
+	tar -C "$BATS_FILE_TMPDIR/bb/root" -cf "$BATS_TEST_TMPDIR/rootfs.tar" .
+	run -0 --separate-stderr pisb docker dk import -- - imported:1 < "$BATS_TEST_TMPDIR/rootfs.tar"
+	[[ $output == sha256:* ]]
+	run -0 pisb docker dk run -- --rm imported:1 /bin/echo from-stdin
+	[ "$output" = from-stdin ]
+	pisb write dk img/rootfs.tar --mkdir < "$BATS_TEST_TMPDIR/rootfs.tar"
+	run -0 pisb docker dk import -- -c 'CMD ["/bin/echo", "from-change"]' -m by-pisb img/rootfs.tar imported:2
+	run -0 pisb docker dk run -- --rm imported:2
+	[ "$output" = from-change ]
+	run -0 pisb docker dk images -- --format '{{.Repository}}:{{.Tag}}' imported
+	[[ $output == *imported:1* ]]
+	[[ $output == *imported:2* ]]
+	# a host path is not the workspace's, nor is a URL
+	run -2 --separate-stderr pisb docker dk import -- "$BATS_TEST_TMPDIR/rootfs.tar" x:1
+	[[ $stderr == *"is outside the workspace"* ]]
+	run -2 --separate-stderr pisb docker dk import -- https://example.com/r.tar x:1
+	[[ $stderr == *"'https://example.com/r.tar' is refused: a URL"* ]]
+}
+
 @test "build from a Dockerfile FROM the loaded image, in the workspace" {
 	wait_daemon dk
 	pisb docker dk load < "$IMG" >/dev/null

@@ -145,6 +145,13 @@ last_docker() { jq -c '.argv[2:]' "$SBXS/docker.log" | tail -1; }
 	refused compose --privileged exec --privileged web sh
 	refused compose -v run -v /:/h web sh
 	refused compose "--cap-add SYS_ADMIN" run --cap-add SYS_ADMIN web
+	# import: a file in the workspace or standard input, never a URL or a host path
+	refused import /etc/shadow /etc/shadow img:1
+	refused import ../../etc/shadow -c 'CMD ["sh"]' ../../etc/shadow
+	refused import http://example.com/rootfs.tar http://example.com/rootfs.tar
+	refused import --privileged --privileged - img:1
+	run -2 --separate-stderr pisb docker box import
+	[[ $stderr == *"docker import: needs FILE"* ]]
 	# global options are refused on every verb
 	refused ps -H -H tcp://x
 	refused logs --host --host=tcp://x web
@@ -188,6 +195,8 @@ last_docker() { jq -c '.argv[2:]' "$SBXS/docker.log" | tail -1; }
 	[ "$(last_docker)" = '["exec","-i","-t","--user=0","web2","sh","-c","--privileged"]' ]
 	run -0 pisb docker box build -- -t app:1 app --no-cache
 	[ "$(last_docker)" = '["build","-t","app:1","app","--no-cache"]' ]
+	run -0 pisb docker box import -- -c 'CMD ["/bin/sh"]' --message=m rootfs.tar img:1
+	[ "$(last_docker)" = '["import","-c","CMD [\"/bin/sh\"]","--message=m","rootfs.tar","img:1"]' ]
 	printf 'services:\n  web:\n    image: alpine\n' > "$ws/compose.yaml"
 	run -0 pisb docker box compose -- -f compose.yaml up -d
 	# (the driver asks compose ps for the ports after up)
