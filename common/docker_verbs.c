@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -249,6 +250,80 @@ void pisb_docker_verify_mounts(struct pisb_jw *w, const char *what, const char *
 	_cleanup_free_ char *ev = xasprintf("%s: %s", what, mounts && *mounts ? mounts : "not visible inside");
 
 	pisb_docker_check(w, "host-mounts", !(mounts && *mounts), ev, all);
+}
+
+/* one host directory that must not be reachable inside: PATH itself or a
+ * directory above it (ABOVE) */
+struct guard {
+	unsigned long long dev, ino;
+	const char *path;
+	char *above;            /* NULL: PATH itself */
+};
+
+void pisb_docker_verify_host_mounts(struct pisb_jw *w, char *const *paths, size_t n, const char *out,
+				    bool *all)
+{
+	_cleanup_free_ char *mounts = pisb_docker_section(out, "__MOUNTS__");
+	_cleanup_buf_ struct pisb_buf bad = PISB_BUF_INIT, ev = PISB_BUF_INIT;
+	struct guard *g = NULL;
+	size_t ng = 0, nlines = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *real = realpath(paths[i], NULL);
+		struct stat sb;
+		if (!real)
+			continue;
+		/* the path, then each directory above it, up to / */
+		for (char *end = real + strlen(real);;) {
+			char keep = *end;
+			*end = '\0';
+			if (stat(*real ? real : "/", &sb) == 0) {
+				g = xrealloc(g, (ng + 1) * sizeof(*g));
+				g[ng].dev = (unsigned long long)sb.st_dev;
+				g[ng].ino = (unsigned long long)sb.st_ino;
+				g[ng].path = paths[i];
+				g[ng].above = keep ? xstrdup(*real ? real : "/") : NULL;
+				ng++;
+			}
+			*end = keep;
+			if (end == real)
+				break;
+			while (end > real && *--end != '/')
+				;
+		}
+	}
+	for (char *l = mounts, *nl; l && *l; l = nl ? nl + 1 : NULL) {
+		unsigned long long dev, ino;
+		int off = 0;
+		if ((nl = strchr(l, '\n')))
+			*nl = '\0';
+		if (sscanf(l, "%llu %llu %n", &dev, &ino, &off) < 2 || !off)
+			continue;
+		nlines++;
+		for (size_t k = 0; k < ng; k++) {
+			if (g[k].dev != dev || g[k].ino != ino)
+				continue;
+			if (g[k].above)
+				pisb_buf_addf(&bad, "%s'%s' inside is the host's '%s', which holds '%s'", bad.len ? "; " : "",
+					      l + off, g[k].above, g[k].path);
+			else
+				pisb_buf_addf(&bad, "%s'%s' inside is the host's '%s'", bad.len ? "; " : "", l + off,
+					      g[k].path);
+			break;
+		}
+	}
+	if (bad.len)
+		pisb_buf_adds(&ev, bad.s);
+	else {
+		for (size_t i = 0; i < n; i++)
+			pisb_buf_addf(&ev, "%s'%s'", i ? ", " : "", paths[i]);
+		pisb_buf_addf(&ev, ": neither they nor a directory above them is the same file as any of the %zu paths and mount points inside (device and inode compared)",
+			      nlines);
+	}
+	pisb_docker_check(w, "host-mounts", !bad.len && mounts, ev.s, all);
+	for (size_t k = 0; k < ng; k++)
+		free(g[k].above);
+	free(g);
 }
 
 void pisb_docker_verify_contexts(struct pisb_jw *w, const char *out, bool *all)

@@ -112,6 +112,22 @@ void pisb_docker_verify_env(struct pisb_jw *w, const struct pisb_docker_canary *
 /* daemon: `docker -H SOCK info` answered (__DAEMON__) with status 0
  * (__RC__). */
 void pisb_docker_verify_daemon(struct pisb_jw *w, const char *sock, const char *out, bool *all);
+/* host-mounts by device and inode, for a sandbox on this host's kernel
+ * (the local driver): the probe part that prints, after __MOUNTS__, "DEV
+ * INO PATH" for each of its arguments as the sandbox sees it (stat -L)
+ * and for every mount point inside (/proc/self/mountinfo, its octal
+ * escapes decoded). */
+#define PISB_DOCKER_MOUNTS_PROBE \
+	"echo __MOUNTS__; for p in \"$@\"; do stat -L -c '%d %i %n' -- \"$p\" 2>/dev/null; done; " \
+	"while read -r _ _ _ _ m _; do m=$(printf '%b' \"$m\"); stat -c '%d %i %n' -- \"$m\" 2>/dev/null; done < /proc/self/mountinfo; "
+/* The check on that probe's output OUT: it fails when a line's device and
+ * inode are those of one of the N host PATHS (stat(2) here: a symlink,
+ * "//" or "/./" in its spelling changes nothing) or of a directory above
+ * one (a bind of it reaches the path too), naming both.  A path the host
+ * does not have is skipped. */
+void pisb_docker_verify_host_mounts(struct pisb_jw *w, char *const *paths, size_t n, const char *out,
+				    bool *all);
+
 /* host-mounts: none of WHAT (the host paths probed, in words) is visible
  * inside (__MOUNTS__: those that are). */
 void pisb_docker_verify_mounts(struct pisb_jw *w, const char *what, const char *out, bool *all);

@@ -370,3 +370,34 @@ while True:
 	run -0 pisb docker dk verify --json
 	run -0 pisb verify dk
 }
+
+@test "attack: a host directory bound inside by another spelling fails host-mounts (device and inode, not path strings)" {
+	wait_daemon dk
+	init=$(pisb inspect dk --json | jq -r .controller.initPid)
+	[ "$init" -gt 1 ]
+	h=$BATS_TEST_TMPDIR/home
+	mkdir -p "$h/.ssh"
+	echo host-key > "$h/.ssh/id_ed25519"
+	ln -s "$h" "$BATS_TEST_TMPDIR/home-link"
+	run -0 pisb exec dk -- mkdir -p /opt/keys /mnt/home
+	run -0 env HOME="$h" pisb docker dk verify --json
+	jq -e '.checks[] | select(.check == "host-mounts") | .pass' <<<"$output"
+	# the host's ~/.ssh at a path of its own inside: the old path check
+	# (is $HOME/.ssh there inside?) passed it
+	run -0 host_bind "$init" "$h/.ssh" /opt/keys
+	run -0 pisb exec dk -- cat /opt/keys/id_ed25519
+	[ "$output" = host-key ]
+	for spelled in "$h" "$h//" "$h/./" "$BATS_TEST_TMPDIR/home-link" "$BATS_TEST_TMPDIR//home/../home"; do
+		run -1 env HOME="$spelled" pisb docker dk verify --json
+		jq -e --arg w "'/opt/keys' inside is the host's '$spelled/.ssh'" '.checks[] | select(.check == "host-mounts") | (.pass | not) and .evidence == $w' <<<"$output" ||
+			{ echo "HOME=$spelled: $output"; false; }
+	done
+	run -0 host_unbind "$init" /opt/keys
+	# a bind of a directory above it reaches it too
+	run -0 host_bind "$init" "$h" /mnt/home
+	run -1 env HOME="$h" pisb docker dk verify --json
+	jq -e --arg w "'/mnt/home' inside is the host's '$h', which holds '$h/.ssh'" '.checks[] | select(.check == "host-mounts") | (.pass | not) and .evidence == $w' <<<"$output"
+	run -0 host_unbind "$init" /mnt/home
+	run -0 env HOME="$h" pisb docker dk verify --json
+	jq -e '.checks[] | select(.check == "host-mounts") | .pass' <<<"$output"
+}

@@ -502,7 +502,7 @@ static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err
 {
 	static const char script[] =
 		"echo __ENV__; env | grep -E '^(DOCKER_|COMPOSE_|PISB_VERIFY_PROBE_)'; "
-		"echo __MOUNTS__; for p in \"$@\"; do [ -e \"$p\" ] && echo \"$p\"; done; "
+		PISB_DOCKER_MOUNTS_PROBE
 		"echo __SOCKS__; for p in /run/docker.sock /var/run/docker.sock /run/containerd/containerd.sock "
 		"/var/run/containerd/containerd.sock; do [ -e \"$p\" ] && stat -L -c \"$p %d %i %F\" \"$p\"; done; "
 		"echo __OWN__; python3 -c 'import socket,struct,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
@@ -594,10 +594,12 @@ static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err
 				   : "the host has no docker or containerd socket at the usual paths; none inside is the host's",
 		      &all);
 		free(ev);
+		ev = NULL;
 		pisb_buf_release(&bad);
 	}
-	ev = xasprintf("%s, %s and the state directory '%s'", hd, hs, hl);
-	pisb_docker_verify_mounts(w, ev, out.s, &all);
+	/* the host's ~/.docker, ~/.ssh and state directory, by device and
+	 * inode: the sandbox shares this kernel */
+	pisb_docker_verify_host_mounts(w, margs, 3, out.s, &all);
 	pisb_docker_verify_contexts(w, out.s, &all);
 	rc = previews(d, true, &p, &np, e);
 	pisb_docker_verify_ports(w, p, np, rc < 0 ? e->msg : NULL, port_loopback, &all);
