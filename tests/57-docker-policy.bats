@@ -107,6 +107,15 @@ last_docker() { jq -c '.argv[2:]' "$SBXS/docker.log" | tail -1; }
 	refused run -v -v /workspace/../etc:/x alpine
 	refused run -v -v /workspace2:/x alpine
 	refused run -v -v ./a/../../b:/x alpine
+	# other spellings of a host path: //, /./, a trailing /., .. through the workspace
+	refused run -v -v //etc:/x alpine
+	refused run -v -v /./etc/:/x alpine
+	refused run -v -v //workspace//..//etc:/x alpine
+	refused run -v -v /workspace/./../root/.ssh:/x alpine
+	refused run -v -v /workspace/..:/x alpine
+	refused run --mount --mount type=bind,src=//workspace/../etc/.,dst=/h alpine
+	refused build //workspace/.. //workspace/..
+	refused import /workspace/../etc/shadow /workspace/../etc/shadow
 	refused run --mount --mount type=bind,source=/,target=/h alpine
 	refused run --mount --mount type=bind,src=/etc,dst=/h,readonly alpine
 	refused run --mount --mount '"type=bind","source=/etc",target=/h' alpine
