@@ -1430,6 +1430,25 @@ size_t pisb_docker_compose_sub(char *const *args, size_t n)
 	return i < n ? i : n;
 }
 
+bool pisb_docker_compose_run_detached(char *const *args, size_t n)
+{
+	bool d = false;
+
+	for (size_t i = 0; i < n && args[i][0] == '-' && args[i][1] && strcmp(args[i], "--"); i++) {
+		const struct dopt *o;
+		const char *a = args[i], *eq = strchr(a, '=');
+		if (a[1] == '-')
+			o = find_long(compose_run_opts, a + 2, strcspn(a + 2, "="));
+		else
+			o = a[2] ? NULL : find_short(compose_run_opts, a[1]);
+		if (o && !strcmp(o->name, "detach"))
+			d = !eq || bool_true(eq + 1);
+		if (o && o->val && !eq)
+			i++;
+	}
+	return d;
+}
+
 const char *pisb_docker_compose_file(char *const *args, size_t nopts)
 {
 	for (size_t i = 0; i < nopts && strcmp(args[i], "--"); i += compose_opt_words(args[i])) {

@@ -119,6 +119,10 @@ void pisb_docker_run_ports(char *const *args, size_t n, struct pisb_docker_port 
  * compose's subcommand, past its global options; N when there is none. */
 size_t pisb_docker_compose_sub(char *const *args, size_t n);
 
+/* Whether the ARGS (N words) of compose run after its subcommand, as
+ * the policy passed them (one option a word), ask for --detach. */
+bool pisb_docker_compose_run_detached(char *const *args, size_t n);
+
 /* The first compose file that compose's global options (the NOPTS words
  * before its subcommand, as pisb_docker_compose_sub counts them) name with
  * -f or --file, NULL when they name none.  It points into ARGS. */

@@ -93,6 +93,45 @@ preview_port() {
 	[[ $stderr == *"18090 is not a port sandbox 'cmp' published"* ]]
 }
 
+@test "compose stop, kill and rm unpublish the service's port; start, restart and run -d publish it" {
+	run -0 --separate-stderr pisb docker cmp compose -- up -d --build
+	[ -n "$(preview_port 18090)" ]
+	run -0 --separate-stderr pisb docker cmp compose -- stop
+	[[ $stderr == *"unpublished 18090"* ]] || { echo "$stderr"; false; }
+	[ -z "$(preview_port 18090)" ]
+	run -0 --separate-stderr pisb docker cmp compose -- start web
+	[[ $stderr == *"published 18090 on http://127.0.0.1:"* ]] || { echo "$stderr"; false; }
+	hp=$(preview_port 18090)
+	[ -n "$hp" ]
+	run -0 pisb docker cmp curl -- 18090/index.html
+	[ "$output" = served-by-compose ]
+	run -0 --separate-stderr pisb docker cmp compose -- kill
+	[[ $stderr == *"unpublished 18090"* ]] || { echo "$stderr"; false; }
+	[ -z "$(preview_port 18090)" ]
+	run -0 --separate-stderr pisb docker cmp compose -- restart
+	[[ $stderr == *"published 18090 on http://127.0.0.1:"* ]] || { echo "$stderr"; false; }
+	[ -n "$(preview_port 18090)" ]
+	# restart of a running service keeps its preview, published once
+	run -0 --separate-stderr pisb docker cmp compose -- restart
+	[[ $stderr != *published* ]]
+	[ -n "$(preview_port 18090)" ]
+	run -0 --separate-stderr pisb docker cmp compose -- rm -s -f
+	[[ $stderr == *"unpublished 18090"* ]] || { echo "$stderr"; false; }
+	[ -z "$(preview_port 18090)" ]
+	# a one-off container of run -d publishes its -p; removing it unpublishes it
+	run -0 --separate-stderr pisb docker cmp compose -- run -d --name cmp-oneoff -p 18091:80 web
+	[[ $stderr == *"published 18091 on http://127.0.0.1:"* ]] || { echo "$stderr"; false; }
+	run -0 pisb docker cmp curl -- 18091/index.html
+	[ "$output" = served-by-compose ]
+	# an attached run publishes nothing
+	run -0 --separate-stderr pisb docker cmp compose -- run --rm -T web true
+	[[ $stderr != *published* ]]
+	run -0 --separate-stderr pisb docker cmp rm -- -f cmp-oneoff
+	[[ $stderr == *"unpublished 18091"* ]] || { echo "$stderr"; false; }
+	[ -z "$(preview_port 18091)" ]
+	run -0 pisb docker cmp compose -- down
+}
+
 @test "compose logs, exec and run --rm reach the project's containers; run's container is labelled com.pi.sandbox=true" {
 	run -0 pisb docker cmp compose -- up -d --build
 	run -0 pisb docker cmp compose -- exec -T web cat /www/index.html

@@ -64,11 +64,14 @@
 	"case $n in *[!A-Za-z0-9._-]*) continue;; esac; " \
 	"printf '  \"%s\":\\n    labels:\\n      com.pi.sandbox: \"true\"\\n' \"$n\"; done; } > \"$o.$$\" && mv -f \"$o.$$\" \"$o\""
 /* The ports the containers of a compose project publish: `compose OPTS...
- * ps -a -q`, then each container's port bindings (a stopped one's too),
- * in the lines `docker port` prints ("80/tcp -> 0.0.0.0:8080"). */
-#define COMPOSE_PORTS_SH WAIT_SH COMPOSE_FN \
+ * ps -a -q`, then each container's port bindings (a stopped one's too;
+ * with COMPOSE_RUNNING_PORTS_SH a running one's only), in the lines
+ * `docker port` prints ("80/tcp -> 0.0.0.0:8080"). */
+#define COMPOSE_PORTS_SH_(IF) WAIT_SH COMPOSE_FN \
 	"ids=$(compose \"$@\" ps -a -q) || exit; for i in $ids; do docker -H unix://" PISB_DOCKER_SOCK " inspect " \
-	"--format '{{range $p, $b := .HostConfig.PortBindings}}{{range $b}}{{$p}} -> {{.HostIp}}:{{.HostPort}}{{println}}{{end}}{{end}}' \"$i\"; done"
+	"--format '{{if " IF "}}{{range $p, $b := .HostConfig.PortBindings}}{{range $b}}{{$p}} -> {{.HostIp}}:{{.HostPort}}{{println}}{{end}}{{end}}{{end}}' \"$i\"; done"
+#define COMPOSE_PORTS_SH COMPOSE_PORTS_SH_("true")
+#define COMPOSE_RUNNING_PORTS_SH COMPOSE_PORTS_SH_(".State.Running")
 
 struct dk {
 	struct pisb_sandbox *sb;
@@ -292,10 +295,11 @@ static size_t rm_ports(struct dk *d, char *const *args, size_t n, int *ports, si
 }
 
 /* The host ports (inside) the containers of the compose project that
- * compose's global options OPTS (NOPTS words) name publish, tcp ones
- * with a host port (others get a warning in NOTES, when given). */
-static size_t compose_ports(struct dk *d, char *const *opts, size_t nopts, int *ports, size_t max,
-			    struct pisb_strv *notes)
+ * compose's global options OPTS (NOPTS words) name publish (RUNNING: the
+ * running ones only), tcp ones with a host port (others get a warning in
+ * NOTES, when given). */
+static size_t compose_ports(struct dk *d, char *const *opts, size_t nopts, bool running, int *ports,
+			    size_t max, struct pisb_strv *notes)
 {
 	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
 	struct pisb_err ig = PISB_ERR_INIT;
@@ -303,7 +307,8 @@ static size_t compose_ports(struct dk *d, char *const *opts, size_t nopts, int *
 	size_t k = 0, np = 0;
 	int code = 0;
 
-	if (capture(d, COMPOSE_PORTS_SH, opts, nopts, &out, &code, &ig) < 0 || code != 0)
+	if (capture(d, running ? COMPOSE_RUNNING_PORTS_SH : COMPOSE_PORTS_SH, opts, nopts, &out, &code, &ig) < 0 ||
+	    code != 0)
 		return 0;
 	pisb_docker_port_lines(out.s, &p, &k);
 	for (size_t j = 0; j < k; j++) {
@@ -371,7 +376,7 @@ static void compose_publish(struct dk *d, char *const *opts, size_t nopts, struc
 	size_t nh = 0, np;
 	int ports[64];
 
-	np = compose_ports(d, opts, nopts, ports, 64, notes);
+	np = compose_ports(d, opts, nopts, false, ports, 64, notes);
 	if (previews(d, true, &have, &nh, &ig) < 0)
 		nh = 0;
 	for (size_t i = 0; i < np; i++) {
@@ -391,7 +396,7 @@ static size_t compose_gone(struct dk *d, char *const *opts, size_t nopts, int *g
 	struct pisb_docker_pub *have = NULL;
 	struct pisb_err ig = PISB_ERR_INIT;
 	int ports[64];
-	size_t nh = 0, ng = 0, k = compose_ports(d, opts, nopts, ports, 64, NULL);
+	size_t nh = 0, ng = 0, k = compose_ports(d, opts, nopts, false, ports, 64, NULL);
 
 	if (previews(d, true, &have, &nh, &ig) < 0)
 		return 0;
@@ -403,6 +408,25 @@ static size_t compose_gone(struct dk *d, char *const *opts, size_t nopts, int *g
 			}
 	free(have);
 	return ng;
+}
+
+/* After compose stop, rm or kill: of GONE (the project's previewed ports
+ * before it), the ones no running container of the project publishes
+ * any more stay in GONE, the others are kept (a subset of the services
+ * was named, or another container publishes the same port). */
+static size_t compose_still(struct dk *d, char *const *opts, size_t nopts, int *gone, size_t ng)
+{
+	int run[64];
+	size_t nr = compose_ports(d, opts, nopts, true, run, 64, NULL), k = 0;
+
+	for (size_t i = 0; i < ng; i++) {
+		bool up = false;
+		for (size_t j = 0; j < nr; j++)
+			up |= run[j] == gone[i];
+		if (!up)
+			gone[k++] = gone[i];
+	}
+	return k;
 }
 
 /* ---- status / verify / resources ---- */
@@ -767,10 +791,16 @@ static int stream(struct dk *d, const char *verb, char *const *args, size_t n, i
 	size_t nopts = compose ? pisb_docker_compose_sub(args, n) : 0;
 	const char *sub = compose && nopts < n ? args[nopts] : "";
 
+	/* compose: up, start, restart and run -d publish the project's
+	 * ports; down, stop, rm and kill unpublish the ones that go */
+	bool cpub = !strcmp(sub, "up") || !strcmp(sub, "start") || !strcmp(sub, "restart") ||
+		    (!strcmp(sub, "run") && pisb_docker_compose_run_detached(args + nopts + 1, n - nopts - 1));
+	bool cunpub = !strcmp(sub, "stop") || !strcmp(sub, "rm") || !strcmp(sub, "kill");
+
 	if (!strcmp(verb, "rm"))
 		ng = rm_ports(d, args, n, gone, 64);
-	/* compose down: the project's ports, read before it removes them */
-	if (!strcmp(sub, "down"))
+	/* the project's ports, read before they go */
+	if (!strcmp(sub, "down") || cunpub)
 		ng = compose_gone(d, args, nopts, gone, 64);
 	pisb_strv_push(&av, "/bin/sh");
 	pisb_strv_push(&av, "-c");
@@ -800,8 +830,10 @@ static int stream(struct dk *d, const char *verb, char *const *args, size_t n, i
 		for (size_t i = 0; i < np; i++)
 			preview_add(d, ports[i], notes);
 	}
-	if (*code == 0 && !strcmp(sub, "up"))
+	if (*code == 0 && cpub)
 		compose_publish(d, args, nopts, notes);
+	if (*code == 0 && cunpub)
+		ng = compose_still(d, args, nopts, gone, ng);
 	if (*code == 0)
 		for (size_t i = 0; i < ng; i++)
 			preview_remove(d, gone[i], notes);
