@@ -740,9 +740,7 @@ static int do_import(struct pctx *c, char *const *args, size_t n)
 		}
 		pisb_strv_push(&c->out->argv, a);
 	}
-	if (!pos)
-		return pisb_err_set(c->e, PISB_EXIT_USAGE,
-				    "%s: needs FILE (a tar archive in the workspace, or '-' for standard input)", c->what);
+	/* no FILE: docker itself says what it needs */
 	return 0;
 }
 
