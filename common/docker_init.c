@@ -180,9 +180,10 @@ int pisb_docker_init_report(const char *name, const char *dir, const char *out, 
 const char PISB_DOCKERD_SH[] =
 	"mkdir -p /run/pisb-docker && "
 	"rm -f " PISB_DOCKER_SOCK " /run/pisb-docker/dockerd.pid && "
-	/* BuildKit by default; a daemon.json of the sandbox's own is kept */
+	/* BuildKit by default; a daemon.json of the sandbox's own is kept
+	 * (and one that cannot be written does not keep the daemon down) */
 	"{ [ -e /etc/docker/daemon.json ] || { printf '{\"features\": {\"buildkit\": true}}\\n' > /etc/docker/daemon.json.pisb && "
-	"mv -f /etc/docker/daemon.json.pisb /etc/docker/daemon.json; }; } && "
+	"mv -f /etc/docker/daemon.json.pisb /etc/docker/daemon.json; }; } 2>/dev/null; "
 	"XDG_RUNTIME_DIR=/run/pisb-docker "
 	/* delegated cgroups (ours to write): runc makes the containers' */
 	"R=--rootless; [ -w /sys/fs/cgroup/memory ] && [ -w /sys/fs/cgroup/cpuset ] && R=; "

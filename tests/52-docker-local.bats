@@ -278,6 +278,9 @@ CMD ["/bin/cat", "/built.txt"]
 	# this one: tests/95's)
 	rel=$(jq -r .cgroup "$PI_SANDBOX_HOME/instances/dk/status.json")
 	[[ $rel == pisb/dk.* ]]
+	# a daemon.json of the sandbox's own is kept at start (here: the
+	# classic builder)
+	run -0 pisb exec dk -- sh -c 'echo "{\"features\": {\"buildkit\": false}}" > /etc/docker/daemon.json'
 	run -0 pisb stop dk
 	# no cgroup of it (nor of its containers, below it) is left in any hierarchy
 	run -0 bash -c "for d in /sys/fs/cgroup/$rel /sys/fs/cgroup/*/$rel; do [ ! -e \"\$d\" ] || echo \"\$d\"; done"
@@ -289,6 +292,11 @@ CMD ["/bin/cat", "/built.txt"]
 	run -0 pisb start dk
 	wait_daemon dk
 	[ "$(pisb docker dk status --json | jq -r .daemon.id)" = "$id1" ]
+	run -0 pisb exec dk -- cat /etc/docker/daemon.json
+	jq -e '.features.buildkit == false' <<<"$output"
+	run -0 pisb exec dk -- curl -sS -I --unix-socket /run/docker.sock http://docker/_ping
+	[[ $output == *"Builder-Version: 1"* ]]
+	run -0 pisb exec dk -- rm /etc/docker/daemon.json
 	run -0 pisb docker dk images
 	[[ $output == *busybox* ]]
 	running=""
