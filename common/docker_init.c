@@ -65,6 +65,27 @@ static bool lang_known(const char *l)
 	return false;
 }
 
+/* the files the script writes, and the names that keep compose.yaml */
+static bool file_known(const char *f)
+{
+	static const char *const known[] = { "Dockerfile", ".dockerignore", "compose.yaml", "compose.yml",
+					     "docker-compose.yml", "docker-compose.yaml", NULL };
+
+	for (int i = 0; known[i]; i++)
+		if (!strcmp(known[i], f))
+			return true;
+	return false;
+}
+
+/* printable ASCII only (a message of the script's goes to a terminal) */
+static bool plain_ascii(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+			return false;
+	return true;
+}
+
 int pisb_docker_init_parse(char *const *args, size_t n, struct pisb_docker_init *o, struct pisb_err *e)
 {
 	bool opts = true;
@@ -138,7 +159,10 @@ int pisb_docker_init_report(const char *name, const char *dir, const char *out, 
 	}
 	if (code != 0 || !lang[0])
 		return pisb_err_set(e, PISB_EXIT_FAIL, "docker init in '%s': %s", dir,
-				    last[0] ? last : "the script inside the sandbox failed");
+				    last[0] && plain_ascii(last) ? last : "the script inside the sandbox failed");
+	/* the script's output is the sandbox's: only names of our own pass */
+	if (!lang_known(lang) || port < 1 || port > 65535)
+		return pisb_err_set(e, PISB_EXIT_FAIL, "docker init in '%s': the script inside the sandbox answered nonsense", dir);
 	pisb_jw_obj(w);
 	pisb_jw_kstr(w, "name", name);
 	pisb_jw_kstr(w, "dir", dir);
@@ -151,14 +175,14 @@ int pisb_docker_init_report(const char *name, const char *dir, const char *out, 
 		char f[64] = "", x[64] = "";
 		if ((nl = strchr(l, '\n')))
 			*nl = '\0';
-		if (sscanf(l, "written %63s", f) == 1) {
+		if (sscanf(l, "written %63s", f) == 1 && file_known(f)) {
 			pisb_jw_obj(w);
 			pisb_jw_kstr(w, "file", f);
 			pisb_jw_kstr(w, "status", "written");
 			pisb_jw_obj_end(w);
 			pisb_strv_pushf(notes, "%s %s/%s", first ? "wrote" : "     ", dir, f);
 			first = false;
-		} else if (sscanf(l, "kept %63s %63s", f, x) == 2) {
+		} else if (sscanf(l, "kept %63s %63s", f, x) == 2 && file_known(f) && file_known(x)) {
 			pisb_jw_obj(w);
 			pisb_jw_kstr(w, "file", f);
 			pisb_jw_kstr(w, "status", "kept");
