@@ -356,7 +356,7 @@ refused() {
 	[ ! -e "$PROJ/rs" ]
 }
 
-@test "through Pi on a local sandbox with docker: true: docker_compose up builds and publishes a preview, docker_curl reaches it, down unpublishes it" {
+@test "through Pi on a local sandbox with docker: true: docker_compose up builds and publishes a preview, docker_curl reaches it, down unpublishes it; docker_build, docker_run with a port, docker_curl, docker_rm" {
 	why=$(docker_lacks)
 	[ -z "$why" ] || skip "machine lacks: $why"
 	docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null ||
@@ -383,6 +383,11 @@ refused() {
 	 t("docker_curl"; {url:"http://127.0.0.1:18095/index.html"}),
 	 t("docker_compose"; {action:"down"}),
 	 t("docker_curl"; {url:"http://127.0.0.1:18095/index.html"}),
+	 t("docker_build"; {context:"/workspace/app",tag:"pi-web:1"}),
+	 t("docker_run"; {image:"pi-web:1",name:"piweb",ports:["18096:80"]}),
+	 t("docker_curl"; {url:"http://127.0.0.1:18096/index.html"}),
+	 t("docker_rm"; {id:"piweb"}),
+	 t("docker_curl"; {url:"http://127.0.0.1:18096/index.html"}),
 	 {text:"done"}]')
 	run_pi_json "$script" "$out" || true
 	cat "$out.stderr"
@@ -402,6 +407,23 @@ refused() {
 	tool_result "$out" 6
 	[ "$tool_err" = true ]
 	[[ $tool_text == *"18095 is not a port sandbox '$PISB_SANDBOX' published"* ]]
+	# the same image by hand: docker_build, docker_run with a port, docker_curl, docker_rm
+	tool_result "$out" 7
+	[ "$tool_name" = docker_build ]
+	[ "$tool_err" = false ]
+	tool_result "$out" 8
+	[ "$tool_err" = false ]
+	[[ $tool_text == *"published 18096 on http://127.0.0.1:"* ]]
+	tool_result "$out" 9
+	[ "$tool_err" = false ]
+	[ "$tool_text" = served-via-pi ]
+	tool_result "$out" 10
+	[ "$tool_name" = docker_rm ]
+	[ "$tool_err" = false ]
+	[[ $tool_text == *"unpublished 18096"* ]]
+	tool_result "$out" 11
+	[ "$tool_err" = true ]
+	[[ $tool_text == *"18096 is not a port sandbox '$PISB_SANDBOX' published"* ]]
 	run -0 pisb docker "$PISB_SANDBOX" ps -- -a --format '{{.Names}}'
 	[ -z "$output" ]
 }
