@@ -308,10 +308,7 @@ setup() {
 }
 
 @test "verbs the driver does not serve fail with 1, naming it" {
-	# (shell and the file verbs: tests/56-vm-fs.bats)
-	mkdir -p "$BATS_TEST_TMPDIR/up"
-	run -1 --separate-stderr pisb push vm1 "$BATS_TEST_TMPDIR/up"
-	[[ $stderr == *"driver vm"* ]]
+	# (shell, the file verbs, push and the project: tests/56-vm-fs.bats)
 	printf 'version: 1\ndriver: vm\nservices: { web: { command: "true", port: 8080 } }\n' > "$BATS_TEST_TMPDIR/svc.yaml"
 	run -2 --separate-stderr pisb create vm2 -f "$BATS_TEST_TMPDIR/svc.yaml"
 	[[ $stderr == *"services"* ]]
