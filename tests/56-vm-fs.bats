@@ -432,6 +432,9 @@ push_tree() {
 	run -0 pisb read vp sub/b.txt
 	[ "$output" = bee ]
 	run -3 pisb stat vp .env
+	# the workspace's .sandbox.yaml is kept by the push that brought the copy in
+	run -0 pisb read vp .sandbox.yaml
+	[ "$output" = "$(cat "$FS_TMP/vm.yaml")" ]
 	run -0 pisb diff vp --json
 	jq -e '.changes == [] and .unchanged == 2' <<<"$output"
 	# the agent's work inside

@@ -50,7 +50,8 @@ static const char probe[] =
 	"if ( : > \"/run/pisb/host/usr/.pisb-verify-$T\" ) 2>/dev/null; then echo 'share writable'\n"
 	"  rm -f \"/run/pisb/host/usr/.pisb-verify-$T\"\n"
 	"else echo 'share readonly'; fi\n"
-	"mount -o remount,ro /run/pisb/host 2>/dev/null\n"
+	/* back to read-only (a remount can be refused while busy: again) */
+	"for i in 1 2 3 4 5; do mount -o remount,ro /run/pisb/host 2>/dev/null && break; sleep 1; done\n"
 	"echo end\n";
 
 struct answer {
