@@ -700,6 +700,12 @@ int pisb_vm_fs_push(struct pisb_sandbox *sb, const char *hostdir, const char *to
 	if (!tmp || !*tmp)
 		tmp = "/tmp";
 	fd = open(tmp, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		/* no O_TMPFILE there: a named one, unlinked at once */
+		_cleanup_free_ char *t = xasprintf("%s/.pisb-push-XXXXXX", tmp);
+		if ((fd = mkostemp(t, O_CLOEXEC)) >= 0)
+			unlink(t);
+	}
 	if (fd < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "create a temporary file in '%s'", tmp);
 	where = x->where;
