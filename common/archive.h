@@ -117,4 +117,18 @@ int pisb_push_archive(const char *hostdir, bool all, int fd, struct pisb_xfer *x
 int pisb_pull_archive(int fd, const char *want, const char *hostdir,
 		      const struct pisb_pull_opts *o, struct pisb_xfer *x, struct pisb_err *e);
 
+/* The sandbox side of a remote push (opensandbox, vm), as POSIX shell run
+ * there with tar and sha256sum (or busybox, shasum, openssl) of its own:
+ * pisb_xfer_sh_prelude defines fail CODE MSG (removes $A and the staging
+ * dir $S), have, TAR, SUM and digest (of $A into $d; exit 127 when a tool
+ * is missing).  pisb_push_sh then, with A the archive, T the target, W the
+ * host's digest, H random hex, K 1 when T is the workspace (its
+ * .sandbox.yaml kept unless the tree has one), S empty: checks the digest,
+ * unpacks into a fresh directory next to T (inside it when T is a mount
+ * point) and swaps the trees, so T holds the old tree or the new one,
+ * never a mix; prints "pisb-ok KEPT" (KEPT 1 when .sandbox.yaml was kept).
+ * A target that is a symlink or not a directory: exit 1, nothing changed. */
+extern const char pisb_xfer_sh_prelude[];
+extern const char pisb_push_sh[];
+
 #endif

@@ -364,12 +364,10 @@ as_it_was_then_apply() {
 	as_it_was_then_apply
 }
 
-@test "--project needs a driver that has it; a missing directory is exit 3" {
+@test "--project: a missing directory is exit 3; a sandbox without one has nothing to diff" {
 	run -3 --separate-stderr pisb create "$N" --project "$BATS_TEST_TMPDIR/nope"
 	[[ $stderr == *"--project '$BATS_TEST_TMPDIR/nope'"* ]]
-	mkdir -p "$R"
-	run -1 --separate-stderr pisb create "$N" --project "$R" --driver vm
-	[ "$stderr" = "fatal: sandbox '$N' (driver vm) cannot 'diff': create --project, diff and apply need the workspace's files, which the vm driver does not reach yet; see pisb drivers" ]
+	# (every driver of this build has the project: the vm driver's is tests/56)
 	# a sandbox made without a project has nothing to diff
 	pisb create "$N" >/dev/null 2>&1
 	run -3 --separate-stderr pisb diff "$N"

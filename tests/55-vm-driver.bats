@@ -281,6 +281,72 @@ setup() {
 	[ "$output" = vm1 ]
 }
 
+@test "verify: the host's canaries unseen, no NIC but lo, the userland share read-only; text and JSON" {
+	run -0 pisb verify vm1 --json
+	jq -e '.name == "vm1" and .pass == true and .onHost == false and
+		([.checks[].check] == ["host-files","host-env","network","host-share"]) and
+		all(.checks[]; .pass == true and (.evidence | length > 0))' <<<"$output"
+	jq -e '.checks[] | select(.check == "network") | .evidence | test("only network interface is lo")' <<<"$output"
+	run -0 pisb verify vm1
+	[ "${#lines[@]}" = 4 ]
+	[[ ${lines[3]} == "PASS  host-share      "* ]]
+	# the canaries are gone from the host, the share's probe never reached it
+	[ -z "$(find /tmp -maxdepth 1 -name '.pisb-canary-*' -newer "$BATS_FILE_TMPDIR/vm.yaml")" ]
+	[ -z "$(find /usr -maxdepth 1 -name '.pisb-verify-*')" ]
+	# the share is read-only again in the guest
+	run -0 pisb exec vm1 --sh 'grep " /run/pisb/host " /proc/mounts | cut -d" " -f4 | cut -d, -f1'
+	[ "$output" = ro ]
+	run -0 pisb drivers --json
+	jq -e '.drivers[] | select(.name == "vm") | .verbs.verify.supported' <<<"$output"
+}
+
+# Replace a tool of the guest's with a script from stdin (guest root can);
+# untool puts it back (and every test's end does).
+tool() {
+	touch "$BATS_TEST_TMPDIR/tool"
+	pisb exec vm1 -- sh -c 'T=$(command -v "$1") && { [ -e "$T.real" ] || mv "$T" "$T.real"; } &&
+		cat > "$T" && chmod 755 "$T"' sh "$1"
+}
+untool() {
+	pisb exec vm1 -- sh -c 'for t in grep mount; do T=$(command -v $t) || T=/usr/bin/$t
+		[ ! -e "$T.real" ] || mv -f "$T.real" "$T"; done'
+}
+teardown() {
+	[ ! -e "$BATS_TEST_TMPDIR/tool" ] || untool >/dev/null 2>&1 || true
+}
+
+@test "attack: verify's answer from the guest is bounded and checked: a failing check is exit 1, a flood exit 5, controls replaced" {
+	# a guest in which the canary shows up fails that check, and says so
+	tool grep <<-'EOF'
+	#!/bin/sh
+	echo /proc/1/environ
+	EOF
+	run -1 pisb verify vm1 --json
+	jq -e '.pass == false and ([.checks[] | select(.pass == false) | .check] == ["host-env"])' <<<"$output"
+	untool
+	# an answer past 4 KiB is refused, none of it shown
+	tool mount <<-'EOF'
+	#!/bin/sh
+	printf '\033[2J'; head -c 100000 /dev/zero | tr '\0' x
+	EOF
+	run -5 --separate-stderr pisb verify vm1
+	[[ $stderr == *"the guest's answer to verify exceeds 4 KiB: refused"* ]]
+	[[ ${#stderr} -lt 400 ]]
+	[[ $output != *xxxx* ]]
+	untool
+	# a guest that ends early fails every check it did not answer
+	tool mount <<-'EOF'
+	#!/bin/sh
+	printf 'files\033]0;owned\007\n'
+	kill -9 $PPID
+	EOF
+	run -1 pisb verify vm1
+	[[ $output == *"FAIL  host-share      no answer from the guest"* ]]
+	[[ $output != *$'\033'* ]]
+	untool
+	run -0 pisb verify vm1
+}
+
 @test "exec handles: --timeout-ms, exec-status collects new output, exec-kill ends the command" {
 	run -0 pisb exec vm1 --timeout-ms 20000 --json -- sh -c 'echo hi; echo err >&2; exit 4'
 	jq -e '.running == false and .exitCode == 4 and .output == "hi\nerr\n" and .truncated == false' <<<"$output"
@@ -308,10 +374,7 @@ setup() {
 }
 
 @test "verbs the driver does not serve fail with 1, naming it" {
-	# (shell and the file verbs: tests/56-vm-fs.bats)
-	mkdir -p "$BATS_TEST_TMPDIR/up"
-	run -1 --separate-stderr pisb push vm1 "$BATS_TEST_TMPDIR/up"
-	[[ $stderr == *"driver vm"* ]]
+	# (shell, the file verbs, push and the project: tests/56-vm-fs.bats)
 	printf 'version: 1\ndriver: vm\nservices: { web: { command: "true", port: 8080 } }\n' > "$BATS_TEST_TMPDIR/svc.yaml"
 	run -2 --separate-stderr pisb create vm2 -f "$BATS_TEST_TMPDIR/svc.yaml"
 	[[ $stderr == *"services"* ]]
@@ -319,8 +382,6 @@ setup() {
 	run -1 --separate-stderr pisb prepare tv -f "$BATS_FILE_TMPDIR/vm.yaml"
 	[[ $stderr == *"driver vm"* ]]
 	run -1 --separate-stderr pisb svc vm1 status
-	[[ $stderr == *"driver vm"* ]]
-	run -1 --separate-stderr pisb verify vm1
 	[[ $stderr == *"driver vm"* ]]
 	# logs: no controller, no services; the setup's output
 	run -0 pisb logs vm1

@@ -37,6 +37,7 @@ setup_file() {
 teardown_file() {
 	pisb destroy vf --confirm vf >/dev/null 2>&1 || true
 	pisb destroy lf --confirm lf >/dev/null 2>&1 || true
+	pisb destroy vp --confirm vp >/dev/null 2>&1 || true
 	rm -rf "$FS_TMP"
 }
 
@@ -79,12 +80,11 @@ same() {
 	stderr=$err_v
 }
 
-@test "vm file verbs are supported in pisb drivers (push still refused, saying why)" {
+@test "vm file verbs are supported in pisb drivers" {
 	run -0 pisb drivers --json
-	for v in read write edit ls stat mkdir find grep logs; do
+	for v in read write edit ls stat mkdir find grep logs push pull; do
 		jq -e --arg v "$v" '.drivers[] | select(.name == "vm") | .verbs[$v].supported' <<<"$output"
 	done
-	jq -e '.drivers[] | select(.name == "vm") | .verbs.push.supported == false and (.verbs.push.why | test("pisb write"))' <<<"$output"
 }
 
 @test "write, read (text, window, JSON, raw) agree with the local driver byte for byte" {
@@ -258,8 +258,21 @@ unliar() {
 	pisb exec vf -- sh -c '[ ! -e /run/pisb/agent.real ] || mv -f /run/pisb/agent.real /run/pisb/agent'
 }
 
+# Replace a tool of the guest's (guest root can) with a script from
+# stdin; untool puts every one back (and every test's end does).
+tool() {
+	touch "$BATS_TEST_TMPDIR/tool"
+	pisb exec vf -- sh -c 'T=$(command -v "$1") && { [ -e "$T.real" ] || mv "$T" "$T.real"; } &&
+		cat > "$T" && chmod 755 "$T"' sh "$1"
+}
+untool() {
+	pisb exec vf -- sh -c 'for t in tar sha256sum; do T=$(command -v $t) || T=/usr/bin/$t
+		[ ! -e "$T.real" ] || mv -f "$T.real" "$T"; done'
+}
+
 teardown() {
 	[ ! -e "$BATS_TEST_TMPDIR/liar" ] || unliar >/dev/null 2>&1 || true
+	[ ! -e "$BATS_TEST_TMPDIR/tool" ] || untool >/dev/null 2>&1 || true
 }
 
 @test "attack: a guest reply larger than the read cap is refused (5), nothing of it printed" {
@@ -311,6 +324,142 @@ teardown() {
 	EOF
 	run -5 --separate-stderr pisb stat vf w.txt
 	[[ $stderr == *"the guest agent's 'stat' failed (exit 77)"* ]]
+}
+
+# ---- push: the host's archive, unpacked by the guest ----
+
+# a host tree: text, binary, an executable, a symlink, an empty directory
+push_tree() {
+	mkdir -p "$1/sub/empty"
+	printf 'hello\n' > "$1/a.txt"
+	head -c 200000 /dev/urandom > "$1/sub/b.bin"
+	printf '#!/bin/sh\necho run\n' > "$1/sub/run.sh"
+	chmod 755 "$1/sub/run.sh"
+	ln -s a.txt "$1/ln"
+}
+
+@test "push agrees with the local driver (JSON, messages); the tree reads back byte for byte; a re-push replaces it whole" {
+	push_tree "$BATS_TEST_TMPDIR/t"
+	same push "$BATS_TEST_TMPDIR/t" --to dst --json
+	[ "$status" = 0 ]
+	jq -e '.to == "/workspace/dst" and .files == 4 and .bytes == 200025 and .keptConfig == false and (.sha256 | length == 64)' <<<"$output"
+	same push "$BATS_TEST_TMPDIR/t" --to dst
+	[ "$status" = 0 ]
+	[[ $stderr == *"pushed 4 files (200025 bytes) to '/workspace/dst'"* ]]
+	# read back: by the guest's own tools and through pull
+	run -0 pisb exec vf -- sh -c 'cd /workspace/dst && sha256sum a.txt sub/b.bin sub/run.sh && readlink ln &&
+		test -x sub/run.sh && test -d sub/empty && echo all-there'
+	[ "$output" = "$(cd "$BATS_TEST_TMPDIR/t" && sha256sum a.txt sub/b.bin sub/run.sh && readlink ln && echo all-there)" ]
+	run -0 pisb pull vf dst "$BATS_TEST_TMPDIR/back"
+	diff -r --no-dereference "$BATS_TEST_TMPDIR/t" "$BATS_TEST_TMPDIR/back"
+	# a second push replaces the tree: nothing of the first is left
+	mkdir "$BATS_TEST_TMPDIR/t2"
+	printf 'c\n' > "$BATS_TEST_TMPDIR/t2/c.txt"
+	same push "$BATS_TEST_TMPDIR/t2" --to dst --json
+	[ "$status" = 0 ]
+	run -0 pisb ls vf dst --json
+	jq -e '[.entries[].name] == ["c.txt"]' <<<"$output"
+	run -0 pisb exec vf -- sh -c 'ls -A /workspace | grep -c pisb- || true'
+	[ "$output" = 0 ]
+	# a missing host directory: 3, as for the local driver
+	same push "$BATS_TEST_TMPDIR/nope" --to dst
+	[ "$status" = 3 ]
+}
+
+@test "attack: push's target is confined like the other file verbs: the root refused, host paths and symlinks to them resolve in the guest" {
+	push_tree "$BATS_TEST_TMPDIR/t"
+	same push "$BATS_TEST_TMPDIR/t" --to ../../../..
+	[ "$status" = 2 ]
+	[[ $stderr == *"refusing to replace the sandbox's root directory"* ]]
+	run -2 pisb push vf "$BATS_TEST_TMPDIR/t" --to /
+	# a host path names a directory of the guest's
+	run -0 pisb push vf "$BATS_TEST_TMPDIR/t" --to "$FS_TMP/pushed"
+	[ ! -e "$FS_TMP/pushed" ]
+	run -0 pisb exec vf -- cat "$FS_TMP/pushed/a.txt"
+	[ "$output" = hello ]
+	# a target that is a symlink (to the host's directory) is refused, nothing replaced
+	mkdir "$FS_TMP/hostdir"
+	echo keep > "$FS_TMP/hostdir/k"
+	run -0 pisb exec vf -- sh -c "mkdir -p '$FS_TMP/hostdir' && echo guest > '$FS_TMP/hostdir/g' && ln -sfn '$FS_TMP/hostdir' /workspace/to-hostdir"
+	run -1 --separate-stderr pisb push vf "$BATS_TEST_TMPDIR/t" --to to-hostdir
+	[[ $stderr == *"'/workspace/to-hostdir' exists and is not a directory"* ]]
+	run -0 pisb exec vf -- ls "$FS_TMP/hostdir"
+	[ "$output" = g ]
+	# through a symlinked parent: the guest's directory, never the host's
+	run -0 pisb push vf "$BATS_TEST_TMPDIR/t" --to to-hostdir/sub
+	run -0 pisb exec vf -- cat "$FS_TMP/hostdir/sub/a.txt"
+	[ "$output" = hello ]
+	[ "$(ls "$FS_TMP/hostdir")" = k ]
+	[ "$(cat "$FS_TMP/hostdir/k")" = keep ]
+}
+
+@test "attack: push's digest is checked in the guest (a mismatch replaces nothing, 1); a guest that floods the reply is cut off (5)" {
+	push_tree "$BATS_TEST_TMPDIR/t"
+	run -0 pisb push vf "$BATS_TEST_TMPDIR/t" --to dg
+	mkdir "$BATS_TEST_TMPDIR/t2"
+	echo new > "$BATS_TEST_TMPDIR/t2/new.txt"
+	tool sha256sum <<-'EOF'
+	#!/bin/sh
+	echo "0000000000000000000000000000000000000000000000000000000000000000  -"
+	EOF
+	run -1 --separate-stderr pisb push vf "$BATS_TEST_TMPDIR/t2" --to dg
+	[[ $stderr == *"checksum mismatch"*"nothing was replaced"* ]]
+	run -0 pisb ls vf dg --json
+	jq -e '[.entries[].name] == ["a.txt","ln","sub"]' <<<"$output"
+	run -0 pisb exec vf -- sh -c 'ls -A /workspace | grep -c pisb- || true'
+	[ "$output" = 0 ]
+	untool
+	tool tar <<-'EOF'
+	#!/bin/sh
+	head -c 1000000 /dev/zero | tr '\0' x
+	EOF
+	run -5 --separate-stderr pisb push vf "$BATS_TEST_TMPDIR/t2" --to dg
+	[[ $stderr == *"reply to 'push' exceeds 4 KiB: refused"* ]]
+	[[ ${#stderr} -lt 400 ]]
+}
+
+# ---- the project: create --project (copy), diff, apply ----
+
+@test "create --project on vm: the copy (no secrets) in the guest; diff shows the guest's changes; apply writes them into the host dir" {
+	P=$BATS_TEST_TMPDIR/proj
+	mkdir -p "$P/sub"
+	printf 'one\ntwo\n' > "$P/a.txt"
+	printf 'bee\n' > "$P/sub/b.txt"
+	printf 'TOKEN=hunter2\n' > "$P/.env"
+	run -0 --separate-stderr pisb create vp -f "$FS_TMP/vm.yaml" --project "$P"
+	run -0 pisb read vp a.txt
+	[ "$output" = $'one\ntwo' ]
+	run -0 pisb read vp sub/b.txt
+	[ "$output" = bee ]
+	run -3 pisb stat vp .env
+	# the workspace's .sandbox.yaml is kept by the push that brought the copy in
+	run -0 pisb read vp .sandbox.yaml
+	[ "$output" = "$(cat "$FS_TMP/vm.yaml")" ]
+	run -0 pisb diff vp --json
+	jq -e '.changes == [] and .unchanged == 2' <<<"$output"
+	# the agent's work inside
+	run -0 pisb write vp a.txt --content $'one\nTWO\n'
+	run -0 pisb exec vp -- sh -c 'echo new > n.txt && rm sub/b.txt && ln -s /etc/passwd out'
+	run -0 pisb diff vp --json
+	jq -e '[.changes[] | [.path, .status]] == [["a.txt","modified"],["n.txt","added"],["out","added"],["sub/b.txt","deleted"]]' <<<"$output"
+	run -0 pisb diff vp -- a.txt
+	[[ $output == *"-two"*"+TWO"* ]]
+	# a symlink the guest planted that points out of the project is refused, nothing written
+	run -1 --separate-stderr pisb apply vp
+	[[ $stderr == *"'out': a symlink that points outside the project ('/etc/passwd')"* ]]
+	[ "$(cat "$P/a.txt")" = $'one\ntwo' ]
+	[ ! -L "$P/out" ]
+	run -0 pisb exec vp -- rm out
+	run -0 --separate-stderr pisb apply vp --json
+	jq -e '.written == 2 and .deleted == 1' <<<"$output"
+	[ "$(cat "$P/a.txt")" = $'one\nTWO' ]
+	[ "$(cat "$P/n.txt")" = new ]
+	[ ! -e "$P/sub/b.txt" ]
+	[ "$(cat "$P/.env")" = TOKEN=hunter2 ]
+	# the base moved: nothing left to apply
+	run -0 pisb diff vp --json
+	jq -e '.changes == []' <<<"$output"
+	run -0 pisb destroy vp --confirm vp
 }
 
 @test "shell: a login shell on a pty of the guest's own, in the workspace; its exit status is pisb's" {

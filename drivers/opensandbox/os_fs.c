@@ -1381,74 +1381,6 @@ int pisb_os_grep(struct pisb_sandbox *sb, const struct pisb_fs_grep *o,
  * The sandbox needs tar and sha256sum (or busybox, shasum, openssl); when
  * it lacks them the verb fails (exit 5) saying so, and nothing changed. */
 
-/* Shell helpers shared by both scripts: fail CODE MSG (cleans up), the
- * tools. */
-static const char xfer_prelude[] =
-	"cleanup() { rm -f -- \"$A\"; if [ -n \"$S\" ]; then rm -rf -- \"$S\"; fi; }\n"
-	"fail() { c=$1; shift; printf '%s\\n' \"$*\" >&2; cleanup; exit \"$c\"; }\n"
-	"have() { command -v \"$1\" >/dev/null 2>&1; }\n"
-	"bb() { have busybox && busybox \"$1\" --help >/dev/null 2>&1; }\n"
-	"if have tar; then TAR=tar; elif bb tar; then TAR='busybox tar';\n"
-	"else fail 127 'tar is not installed in the sandbox'; fi\n"
-	"if have sha256sum; then SUM=sha256sum; elif bb sha256sum; then SUM='busybox sha256sum';\n"
-	"elif have shasum; then SUM='shasum -a 256'; elif have openssl; then SUM='openssl dgst -sha256 -r';\n"
-	"else fail 127 'sha256sum is not installed in the sandbox'; fi\n"
-	"digest() { d=$($SUM < \"$A\") || fail 1 'cannot compute the digest of the archive in the sandbox'; d=${d%% *}; }\n";
-
-/* push: A archive, T target, W the host's digest, H random, K 1 when the
- * target is the workspace (its .sandbox.yaml is kept unless the tree has
- * one).  Prints "pisb-ok KEPT". */
-static const char push_script[] =
-	"digest\n"
-	"[ \"$d\" = \"$W\" ] || fail 1 \"checksum mismatch: sent $W, received $d; nothing was replaced\"\n"
-	"P=${T%/*}; PP=$P; [ -n \"$P\" ] || P=/; B=${T##*/}\n"
-	"if [ -L \"$T\" ] || { [ -e \"$T\" ] && [ ! -d \"$T\" ]; }; then fail 1 \"'$T' exists and is not a directory\"; fi\n"
-	"mkdir -p -- \"$P\" || fail 1 \"cannot create '$P'\"\n"
-	"E=0; [ -d \"$T\" ] && E=1\n"
-	"IN=0\n"
-	"if [ $E = 1 ]; then\n"
-	"  dt=$(stat -L -c %d -- \"$T\" 2>/dev/null); dp=$(stat -L -c %d -- \"$P\" 2>/dev/null)\n"
-	"  [ -n \"$dt\" ] && [ \"$dt\" != \"$dp\" ] && IN=1\n"   /* a mount point cannot move */
-	"fi\n"
-	"if [ $IN = 1 ]; then S=\"$T/.pisb-push-$H\"; else S=\"$PP/.$B.pisb-push-$H\"; fi\n"
-	"mkdir -m 700 -- \"$S\" || { S=; fail 1 \"cannot create the staging directory next to '$T'\"; }\n"
-	"PO=; case \"$($TAR --version 2>/dev/null)\" in *GNU*|*bsdtar*) PO=-p;; esac\n"
-	"$TAR -x $PO -o -f \"$A\" -C \"$S\" || fail 1 \"unpacking the archive in the sandbox failed; nothing was replaced\"\n"
-	"rm -f -- \"$A\"\n"
-	"K2=0\n"
-	"if [ \"$K\" = 1 ] && [ $E = 1 ] && [ ! -e \"$S/.sandbox.yaml\" ] && [ ! -L \"$S/.sandbox.yaml\" ] &&\n"
-	"   { [ -e \"$T/.sandbox.yaml\" ] || [ -L \"$T/.sandbox.yaml\" ]; }; then K2=1; fi\n"
-	"if [ $E = 0 ]; then\n"
-	"  chmod 755 -- \"$S\"; mv -- \"$S\" \"$T\" || fail 1 \"cannot move the new tree to '$T'\"\n"
-	"  echo 'pisb-ok 0'; exit 0\n"
-	"fi\n"
-	"if [ $IN = 0 ]; then\n"
-	"  chmod \"$(stat -c %a -- \"$T\")\" -- \"$S\" 2>/dev/null; chown \"$(stat -c %u:%g -- \"$T\")\" -- \"$S\" 2>/dev/null\n"
-	"  if [ $K2 = 1 ]; then cp -P -p -- \"$T/.sandbox.yaml\" \"$S/.sandbox.yaml\" || fail 1 \"cannot keep '$T/.sandbox.yaml'\"; fi\n"
-	"  O=\"$PP/.$B.pisb-old-$H\"\n"
-	"  if mv -- \"$T\" \"$O\" 2>/dev/null; then\n"
-	"    if mv -- \"$S\" \"$T\"; then rm -rf -- \"$O\"; echo \"pisb-ok $K2\"; exit 0; fi\n"
-	"    mv -- \"$O\" \"$T\"; fail 1 \"cannot move the new tree to '$T'; the old one is back\"\n"
-	"  fi\n"
-	"  rm -rf -- \"$O\"\n"
-	"  [ $K2 = 1 ] && rm -f -- \"$S/.sandbox.yaml\"\n"
-	"fi\n"
-	/* the target cannot move: its entries go aside, the new ones in */
-	"O=\"$T/.pisb-old-$H\"\n"
-	"mkdir -m 700 -- \"$O\" || fail 1 \"cannot create '$O'\"\n"
-	"skip() { [ \"$1\" = \"$O\" ] || [ \"$1\" = \"$S\" ] || { [ $K2 = 1 ] && [ \"$1\" = \"$T/.sandbox.yaml\" ]; }; }\n"
-	"moveall() {\n"
-	"  for e in \"$1\"/* \"$1\"/.[!.]* \"$1\"/..?*; do\n"
-	"    { [ -e \"$e\" ] || [ -L \"$e\" ]; } || continue\n"
-	"    skip \"$e\" && continue\n"
-	"    mv -- \"$e\" \"$2/\" || return 1\n"
-	"  done\n"
-	"}\n"
-	"if ! moveall \"$T\" \"$O\"; then moveall \"$O\" \"$T\"; rm -rf -- \"$O\"; fail 1 \"cannot move the old entries of '$T' aside; nothing was replaced\"; fi\n"
-	"if ! moveall \"$S\" \"$T\"; then moveall \"$T\" \"$S\"; moveall \"$O\" \"$T\"; rm -rf -- \"$O\"; fail 1 \"cannot move the new entries into '$T'; the old ones are back\"; fi\n"
-	"rm -rf -- \"$O\"; rm -rf -- \"$S\"\n"
-	"echo \"pisb-ok $K2\"\n";
-
 /* pull: Q the path, A the archive to make, G 1 to leave ./.git out
  * where tar can (the project's archive; the reader skips it anyway).
  * Prints "pisb-ok SHA". */
@@ -1614,8 +1546,8 @@ static int push_in(struct os_inst *t, const char *hostdir, const char *target, b
 	sh_var(&script, "H", hex);
 	sh_var(&script, "K", !strcmp(target, ws) ? "1" : "0");
 	pisb_buf_adds(&script, "S=\n");
-	pisb_buf_adds(&script, xfer_prelude);
-	pisb_buf_adds(&script, push_script);
+	pisb_buf_adds(&script, pisb_xfer_sh_prelude);
+	pisb_buf_adds(&script, pisb_push_sh);
 	if (xfer_run(t, "push", script.s, ok, e) < 0) {
 		delete_file(t, arch);   /* when the script never ran */
 		return -1;
@@ -1669,7 +1601,7 @@ static int pull_in(struct os_inst *t, const char *path, const char *hostdir,
 	sh_var(&script, "Q", path);
 	sh_var(&script, "A", arch);
 	pisb_buf_adds(&script, "S=\n");
-	pisb_buf_adds(&script, xfer_prelude);
+	pisb_buf_adds(&script, pisb_xfer_sh_prelude);
 	pisb_buf_adds(&script, pull_script);
 	if (xfer_run(t, "pull", script.s, ok, e) < 0) {
 		delete_file(t, arch);
@@ -1738,7 +1670,7 @@ int pisb_os_project_archive(struct pisb_sandbox *sb, int fd, char sha[65], struc
 	sh_var(&script, "Q", ws);
 	sh_var(&script, "A", arch);
 	pisb_buf_adds(&script, "G=1\nS=\n");
-	pisb_buf_adds(&script, xfer_prelude);
+	pisb_buf_adds(&script, pisb_xfer_sh_prelude);
 	pisb_buf_adds(&script, pull_script);
 	r = xfer_run(&t, "read the workspace", script.s, ok, e);
 	if (r == 0 && (strlen(ok) != 64 || strspn(ok, "0123456789abcdef") != 64))

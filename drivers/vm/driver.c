@@ -107,19 +107,14 @@ static int exec_kill(struct pisb_sandbox *sb, const char *handle, struct pisb_jw
 /* no controller: logs shows the setup's output */
 static const struct pisb_fs_how fs_how = { "setup.log", NULL, NULL };
 
-#define NO_PUSH "push needs an archive unpacked in the guest, not built yet; use 'pisb write' per file"
-
 static const struct pisb_refusal refusals[] = {
 	{ PISB_V_PREPARE, "the vm driver has no templates yet (use driver local)" },
 	{ PISB_V_CONNECT, "connect attaches a sandbox that already runs elsewhere (opensandbox.sandboxId)" },
-	{ PISB_V_PUSH, NO_PUSH },
 	{ PISB_V_SVC, "a VM has no network device, so no services" },
 	{ PISB_V_PREVIEW, "a VM has no network device, so no previews" },
 	{ PISB_V_DOCKER, "no docker daemon of its own; pisb docker needs a sbx sandbox (driver: sbx) and never falls back to the host's docker daemon" },
-	{ PISB_V_VERIFY, "the isolation audit knows the local and sbx drivers only" },
 	{ PISB_V_GC, "pisb gc leaves a vm sandbox to 'pisb destroy'" },
 	{ PISB_V_RENEW, "a vm sandbox does not expire" },
-	{ PISB_V_DIFF, "create --project, diff and apply need the workspace's files, which the vm driver does not reach yet" },
 	{ 0, NULL },
 };
 
@@ -129,6 +124,7 @@ const struct pisb_driver pisb_driver_vm = {
 	.refusals = refusals,
 	.fs_how = &fs_how,
 	.doctor = pisb_vm_doctor,
+	.verify = pisb_vm_verify,
 	.create = create,
 	.start = start,
 	.stop = stop,
@@ -154,5 +150,7 @@ const struct pisb_driver pisb_driver_vm = {
 	.find = pisb_vm_fs_find,
 	.grep = pisb_vm_fs_grep,
 	.logs = pisb_fsv_logs,
+	.push = pisb_vm_fs_push,
 	.pull = pisb_vm_fs_pull,
+	.project_archive = pisb_vm_fs_project_archive,
 };

@@ -23,6 +23,7 @@
 #include "lock.h"
 #include "opensandbox.h"
 #include "proc.h"
+#include "project.h"
 #include "state.h"
 #include "util.h"
 #include "hostmask.h"
@@ -1850,6 +1851,21 @@ static void run_setup(int idir, const struct pisb_config *cfg)
 	}
 }
 
+/* create --project: the copy pushed into the booted guest before its
+ * setup runs (project.h's remote seed: staged and verified on the host,
+ * one push), its base kept in the instance */
+static int seed_project(struct pisb_state *st, const char *name, const struct pisb_config *cfg,
+			const char *dir, struct pisb_err *e)
+{
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+	struct pisb_project_stats s;
+
+	if (pisb_sandbox_open(&sb, st, name, e) < 0 ||
+	    pisb_project_seed_remote(&sb, dir, &cfg->project, &s, e) < 0)
+		return pisb_err_prefix(e, "project '%s'", dir);
+	return 0;
+}
+
 int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
 		   const char *config_json, const struct pisb_lc_opts *o,
 		   struct pisb_err *e)
@@ -1930,7 +1946,8 @@ int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
 	pisb_fsync_dir(st->fd);
 	published = true;
 	idir = pisb_instance_open(st, "instances", o->name, e);
-	if (idir < 0 || boot(st, o->name, idir, cfg, e) < 0)
+	if (idir < 0 || boot(st, o->name, idir, cfg, e) < 0 ||
+	    (o->project && seed_project(st, o->name, cfg, o->project, e) < 0))
 		goto out;
 	run_setup(idir, cfg);
 	close(lock);

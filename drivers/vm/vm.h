@@ -97,6 +97,10 @@ bool pisb_vm_kvm_is_pvm(void);
 /* vm_doctor.c: the driver's doctor slot */
 struct pisb_doctor;
 void pisb_vm_doctor(struct pisb_doctor *d);
+/* pisb verify (vm_verify.c): host canaries (files, env) unseen in the
+ * guest, no NIC but lo, the host's userland share read-only; driver.h's
+ * verify slot */
+int pisb_vm_verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, struct pisb_err *e);
 
 /* exec attached through the agent: argv (or /bin/sh -lc STRING), cwd
  * (relative: under the workspace; default the workspace), env (PATH,

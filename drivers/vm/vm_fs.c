@@ -17,7 +17,9 @@
  *   raw    (read --raw) the file's bytes, copied as they come
  * pull runs tar in the guest (its own tools, through /bin/sh) and gets a
  * tar archive, which the host unpacks with the hardened rules of
- * archive.h's pisb_pull_archive, as for a remote sandbox.
+ * archive.h's pisb_pull_archive, as for a remote sandbox; the project's
+ * archive (diff, apply) is the same tar of the workspace, read by the
+ * host as data only.  push sends the host's archive to the guest's tar.
  * A failure is the guest's exit status (pisb's codes 1-6) and its message
  * on stderr.
  */
@@ -31,6 +33,7 @@
 #include "archive.h"
 #include "fs.h"
 #include "instance.h"
+#include "proc.h"
 #include "sha256.h"
 #include "state.h"
 #include "util.h"
@@ -42,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define REPLY_MAX (64u << 20)     /* a reply held in memory, at most */
@@ -570,10 +574,14 @@ int pisb_vm_fs_grep(struct pisb_sandbox *sb, const struct pisb_fs_grep *o, char 
 	return 0;
 }
 
-/* pull: the guest's tar of Q on stdout; messages and statuses as the
- * local driver's (3 missing, 1 not a file or directory) */
+/* pull: the guest's tar of Q on stdout (G 1: ./.git left out, for the
+ * project's archive); messages and statuses as the local driver's (3
+ * missing, 1 not a file or directory) */
 static const char pull_script[] =
-	"if [ -d \"$Q\" ]; then exec tar -c -f - -C \"$Q\" .\n"
+	"Q=$1 G=$2\n"
+	"if [ -d \"$Q\" ]; then\n"
+	"  if [ \"$G\" = 1 ]; then exec tar -c -f - -C \"$Q\" --exclude=./.git .; fi\n"
+	"  exec tar -c -f - -C \"$Q\" .\n"
 	"elif [ -f \"$Q\" ]; then D=${Q%/*}; exec tar -c -h -f - -C \"${D:-/}\" \"./${Q##*/}\"\n"
 	"elif [ -e \"$Q\" ]; then echo \"'$Q' is not a file or directory\" >&2; exit 1\n"
 	"else echo \"open '$Q': No such file or directory\" >&2; exit 3; fi\n";
@@ -581,18 +589,44 @@ static const char pull_script[] =
 /* the archive's cap: the data cap and room for headers */
 #define PULL_SLACK (1LL << 30)
 
+/* The guest's tar of abs onto fd, at most max bytes; hex its SHA-256 as
+ * the host received it. */
+static int guest_tar(struct pisb_sandbox *sb, const char *abs, bool no_git, long long max,
+		     int fd, char hex[65], struct pisb_err *e)
+{
+	_cleanup_reply_ struct reply rp = REPLY_INIT;
+	struct pisb_sha256 sha;
+	unsigned char d[32];
+	int code = -1;
+
+	pisb_sha256_init(&sha);
+	rp.verb = "pull";
+	rp.outfd = fd;
+	rp.sha = &sha;
+	rp.max = (size_t)(max + PULL_SLACK);
+	if (run_in(sb, (char *[]){ "/bin/sh", "-c", (char *)pull_script, "sh", (char *)abs,
+				   no_git ? "1" : "0", NULL }, NULL, -1, &rp, &code, e) < 0)
+		return -1;
+	if (code == PISB_EXIT_FAIL || code == PISB_EXIT_NOTFOUND)
+		return pisb_err_set(e, code, "%s", rp.err.len > 1 ? rp.err.s : "pull failed in the guest");
+	if (code != 0)
+		return pisb_err_set(e, PISB_EXIT_FAIL, "archiving '%s' in sandbox '%s' failed (exit %d)%s%s",
+				    abs, sb->name, code, rp.err.len > 1 ? ": " : "", rp.err.len > 1 ? rp.err.s : "");
+	pisb_sha256_final(&sha, d);
+	pisb_sha256_hex(d, hex);
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "rewind the archive");
+	return 0;
+}
+
 int pisb_vm_fs_pull(struct pisb_sandbox *sb, const char *path, const char *hostdir,
 		    const struct pisb_pull_opts *o, struct pisb_xfer *x, struct pisb_err *e)
 {
-	_cleanup_reply_ struct reply rp = REPLY_INIT;
-	_cleanup_free_ char *abs = NULL, *q = NULL;
+	_cleanup_free_ char *abs = NULL;
 	_cleanup_close_ int fd = -1;
 	const char *ws = running_ws(sb, e);
-	struct pisb_sha256 sha;
-	unsigned char d[32];
 	char hex[65];
 	long long max = o && o->max_bytes > 0 ? o->max_bytes : PISB_PULL_MAX_BYTES;
-	int code = -1;
 
 	memset(x, 0, sizeof(*x));
 	if (!ws)
@@ -604,22 +638,107 @@ int pisb_vm_fs_pull(struct pisb_sandbox *sb, const char *path, const char *hostd
 	fd = open(hostdir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "create a temporary file in '%s'", hostdir);
-	q = xasprintf("Q=%s", abs);
-	pisb_sha256_init(&sha);
-	rp.verb = "pull";
-	rp.outfd = fd;
-	rp.sha = &sha;
-	rp.max = (size_t)(max + PULL_SLACK);
-	if (run_in(sb, (char *[]){ "/bin/sh", "-c", (char *)pull_script, NULL }, q, -1, &rp, &code, e) < 0)
+	if (guest_tar(sb, abs, false, max, fd, hex, e) < 0)
 		return -1;
-	if (code == PISB_EXIT_FAIL || code == PISB_EXIT_NOTFOUND)
-		return pisb_err_set(e, code, "%s", rp.err.len > 1 ? rp.err.s : "pull failed in the guest");
-	if (code != 0)
-		return pisb_err_set(e, PISB_EXIT_FAIL, "archiving '%s' in sandbox '%s' failed (exit %d)%s%s",
-				    abs, sb->name, code, rp.err.len > 1 ? ": " : "", rp.err.len > 1 ? rp.err.s : "");
-	pisb_sha256_final(&sha, d);
-	pisb_sha256_hex(d, hex);
+	return pisb_pull_archive(fd, hex, hostdir, o, x, e);
+}
+
+/* the project's reader (project_remote.c) parses it as data, ./.git left
+ * out; the digest is the host's of what it received */
+int pisb_vm_fs_project_archive(struct pisb_sandbox *sb, int fd, char sha[65], struct pisb_err *e)
+{
+	const char *ws = running_ws(sb, e);
+
+	if (!ws)
+		return pisb_err_prefix(e, "read the workspace");
+	if (guest_tar(sb, ws, true, PISB_PULL_MAX_BYTES, fd, sha, e) < 0)
+		return pisb_err_prefix(e, "read the workspace");
+	return 0;
+}
+
+/* push: the host makes the archive (archive.h: push's file selection and
+ * digest) into an unlinked temp file; the guest gets it on the agent's
+ * stdin, writes it next to the target and runs archive.h's push script
+ * with its own tar and sha256sum (the opensandbox driver's, shared):
+ * digest compared, unpacked into a fresh directory, trees swapped.  The
+ * host never reads anything back but the script's "pisb-ok KEPT" line and
+ * its message (both bounded). */
+static const char push_head[] =
+	"A=$1 T=$2 W=$3 H=$4 K=$5 S=\n"
+	"umask 077\n";
+static const char push_recv[] =
+	"mkdir -p -- \"${A%/*}\" 2>/dev/null\n"
+	"cat > \"$A\" || fail 1 \"cannot write the archive next to '$T' in the guest; nothing was replaced\"\n"
+	"umask 022\n";
+
+int pisb_vm_fs_push(struct pisb_sandbox *sb, const char *hostdir, const char *to, bool all,
+		    struct pisb_xfer *x, struct pisb_err *e)
+{
+	_cleanup_reply_ struct reply rp = REPLY_INIT;
+	_cleanup_buf_ struct pisb_buf script = PISB_BUF_INIT;
+	_cleanup_free_ char *abs = NULL, *arch = NULL, *dir = NULL;
+	_cleanup_close_ int fd = -1;
+	const char *tmp = getenv("TMPDIR"), *ws, *p;
+	char *where;
+	char hex[17];
+	int code = -1, r;
+	struct stat st;
+
+	memset(x, 0, sizeof(*x));
+	/* the host side first: a missing HOSTDIR needs no sandbox */
+	if (stat(hostdir, &st) < 0)
+		return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
+				    "open host directory '%s'", hostdir);
+	if (!S_ISDIR(st.st_mode))
+		return pisb_err_set(e, PISB_EXIT_FAIL, "open host directory '%s': Not a directory", hostdir);
+	if (!(ws = running_ws(sb, e)))
+		return -1;
+	abs = pisb_path_in(ws, to ? to : ws);
+	x->where = pisb_push_target(abs);
+	if (!strcmp(x->where, "/"))
+		return pisb_err_set(e, PISB_EXIT_USAGE, "refusing to replace the sandbox's root directory");
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	fd = open(tmp, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		/* no O_TMPFILE there: a named one, unlinked at once */
+		_cleanup_free_ char *t = xasprintf("%s/.pisb-push-XXXXXX", tmp);
+		if ((fd = mkostemp(t, O_CLOEXEC)) >= 0)
+			unlink(t);
+	}
+	if (fd < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "create a temporary file in '%s'", tmp);
+	where = x->where;
+	x->where = NULL;
+	r = pisb_push_archive(hostdir, all, fd, x, e);
+	x->where = where;
+	if (r < 0)
+		return pisb_err_prefix(e, "push");
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "rewind the archive");
-	return pisb_pull_archive(fd, hex, hostdir, o, x, e);
+	pisb_random_hex(hex, 16);
+	dir = xstrndup(x->where, (size_t)(strrchr(x->where, '/') - x->where));
+	arch = xasprintf("%s/.%s.pisb-push-%s.tar", dir, strrchr(x->where, '/') + 1, hex);
+	pisb_buf_adds(&script, push_head);
+	pisb_buf_adds(&script, pisb_xfer_sh_prelude);
+	pisb_buf_adds(&script, push_recv);
+	pisb_buf_adds(&script, pisb_push_sh);
+	rp.verb = "push";
+	rp.max = 4096;
+	if (run_in(sb, (char *[]){ "/bin/sh", "-c", script.s, "sh", arch, x->where, x->sha256, hex,
+				   !strcmp(x->where, ws) ? "1" : "0", NULL },
+		   NULL, fd, &rp, &code, e) < 0)
+		return -1;
+	if (code == 127)
+		return pisb_err_set(e, PISB_EXIT_BACKEND, "push: %s (push needs tar and sha256sum in the guest); nothing was changed",
+				    rp.err.len > 1 ? rp.err.s : "a tool is missing in the guest");
+	if (code != 0)
+		return pisb_err_set(e, code == PISB_EXIT_NOTFOUND ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
+				    "push: %s", rp.err.len > 1 ? rp.err.s : "the command in the guest failed");
+	pisb_buf_addc(&rp.out, '\0');
+	p = strstr(rp.out.s, "pisb-ok ");
+	if (!p || (p[8] != '0' && p[8] != '1'))
+		return pisb_err_set(e, PISB_EXIT_BACKEND, "push: sandbox '%s' did not confirm the transfer", sb->name);
+	x->kept_config = p[8] == '1';
+	return 0;
 }

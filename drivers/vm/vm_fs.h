@@ -33,6 +33,13 @@ int pisb_vm_fs_grep(struct pisb_sandbox *sb, const struct pisb_fs_grep *o, char 
  * pisb_pull_archive's rules (archive.h) */
 int pisb_vm_fs_pull(struct pisb_sandbox *sb, const char *path, const char *hostdir,
 		    const struct pisb_pull_opts *o, struct pisb_xfer *x, struct pisb_err *e);
+/* project_archive (driver.h): the workspace as the guest's tar (./.git
+ * left out) onto fd, parsed as data by project_remote.c */
+int pisb_vm_fs_project_archive(struct pisb_sandbox *sb, int fd, char sha[65], struct pisb_err *e);
+/* push: the host's archive (archive.h) unpacked in the guest by its own
+ * tar with archive.h's push script; the local driver's JSON */
+int pisb_vm_fs_push(struct pisb_sandbox *sb, const char *hostdir, const char *to, bool all,
+		    struct pisb_xfer *x, struct pisb_err *e);
 /* shell (vm_shell.c): a login shell on a pty in the guest (util-linux
  * script there), as user (NULL: root) through su; the caller's terminal
  * is put in raw mode on the host and restored, never handed in */
