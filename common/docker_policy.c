@@ -681,31 +681,43 @@ static int do_run(struct pctx *c, bool run, char *const *args, size_t n)
 	return 0;
 }
 
-/* build: options anywhere (pflag intersperses), one context. */
+/* The next operand of a verb whose options go anywhere (pflag
+ * intersperses): the options before it parsed by t, a "--" passed on and
+ * ending them.  1 with *a, 0 at the end, -1 for a refused option. */
+static int next_operand(struct pctx *c, const struct dopt *t, char *const *args, size_t n,
+			size_t *i, bool *dashdash, const char **a)
+{
+	while (!*dashdash) {
+		if (parse_opts(c, t, args, n, i) < 0)
+			return -1;
+		if (*i >= n)
+			return 0;
+		if (strcmp(args[*i], "--"))
+			break;
+		*dashdash = true;
+		pisb_strv_push(&c->out->argv, args[(*i)++]);
+	}
+	if (*i >= n)
+		return 0;
+	*a = args[(*i)++];
+	return 1;
+}
+
+/* build: options anywhere, one context. */
 static int do_build(struct pctx *c, char *const *args, size_t n)
 {
 	size_t i = 0;
 	bool dashdash = false;
+	const char *a;
+	int r;
 
-	while (i < n) {
-		if (!dashdash) {
-			if (parse_opts(c, build_opts, args, n, &i) < 0)
-				return -1;
-			if (i >= n)
-				break;
-			if (!strcmp(args[i], "--")) {
-				dashdash = true;
-				pisb_strv_push(&c->out->argv, args[i++]);
-				continue;
-			}
-		}
-		const char *a = args[i++];
+	while ((r = next_operand(c, build_opts, args, n, &i, &dashdash, &a)) > 0) {
 		if (strcmp(a, "-") && !is_remote_ctx(a) &&
 		    need_inside(c, NULL, "build context", a) < 0)
 			return -1;
 		pisb_strv_push(&c->out->argv, a);
 	}
-	return 0;
+	return r;
 }
 
 /* import: options anywhere, then FILE (a tar archive: "-" for standard
@@ -716,20 +728,10 @@ static int do_import(struct pctx *c, char *const *args, size_t n)
 {
 	size_t i = 0, pos = 0;
 	bool dashdash = false;
+	const char *a;
+	int r;
 
-	while (i < n) {
-		if (!dashdash) {
-			if (parse_opts(c, import_opts, args, n, &i) < 0)
-				return -1;
-			if (i >= n)
-				break;
-			if (!strcmp(args[i], "--")) {
-				dashdash = true;
-				pisb_strv_push(&c->out->argv, args[i++]);
-				continue;
-			}
-		}
-		const char *a = args[i++];
+	while ((r = next_operand(c, import_opts, args, n, &i, &dashdash, &a)) > 0) {
 		if (pos++ == 0 && strcmp(a, "-")) {
 			if (strstr(a, "://"))
 				return pisb_err_set(c->e, PISB_EXIT_USAGE,
@@ -741,7 +743,7 @@ static int do_import(struct pctx *c, char *const *args, size_t n)
 		pisb_strv_push(&c->out->argv, a);
 	}
 	/* no FILE: docker itself says what it needs */
-	return 0;
+	return r;
 }
 
 /* compose: its own options, the subcommand, then run/exec parsed in full
