@@ -31,6 +31,18 @@ teardown_file() {
 setup() {
 	pisb_test_setup
 	export PI_SANDBOX_HOME="$FS_TMP/state"
+	st=
+}
+
+# the unprivileged user's sandbox and state dir ($st) of a test that
+# failed before its own clean-up: never left running
+teardown() {
+	if [ -n "$st" ]; then
+		if [ -d "$st/s" ]; then
+			as_user pisb --state-dir "$st/s" destroy u --confirm u >/dev/null 2>&1 || true
+		fi
+		rm -rf "$st"
+	fi
 }
 
 # Inside sandbox $1 (pisb command prefix in $PISB): a repository at
