@@ -18,6 +18,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -179,19 +180,28 @@ struct wire {
 	char sha[65];
 };
 
+/* The base is checked by SCAN_THREADS threads taking runs of SCAN_CHUNK
+ * entries (sorted: a run shares its directories, so each thread's parent
+ * cache keeps working), while the first also walks the tree for added
+ * files; records go out whole under the lock. */
+#define SCAN_THREADS 2
+#define SCAN_CHUNK 256
+
 struct scan {
 	int fd;                   /* the pipe */
 	int wsfd;
 	const struct pisb_manifest *m;
 	const struct pisb_pdiff_opts *o;
-	long long unchanged;
-	bool *seen;               /* per base entry: the walk met it */
+	long long unchanged;      /* atomic */
+	size_t next;              /* atomic: the next base entry to take */
+	pthread_mutex_t lock;     /* one record at a time on fd */
 };
 
 static int send_change(struct scan *s, const char *rel, char status, const struct pisb_pentry *old,
 		       const struct look *l)
 {
 	struct wire w;
+	int r = 0;
 
 	memset(&w, 0, sizeof(w));
 	w.tag = 'R';
@@ -208,13 +218,15 @@ static int send_change(struct scan *s, const char *rel, char status, const struc
 	w.too_large = l && l->too_large;
 	if (l)
 		memcpy(w.sha, l->sha, 65);
+	pthread_mutex_lock(&s->lock);
 	if (pisb_write_all(s->fd, &w, sizeof(w)) < 0 || pisb_write_all(s->fd, rel, w.pathlen) < 0 ||
 	    (w.contentlen > 0 && pisb_write_all(s->fd, l->content.s, l->content.len) < 0))
-		return -1;
-	return 0;
+		r = -1;
+	pthread_mutex_unlock(&s->lock);
+	return r;
 }
 
-static void __attribute__((noreturn)) scan_fail(int fd, const char *what);
+static void __attribute__((noreturn)) scan_fail(struct scan *s, const char *what);
 
 /* Base entry p, found as l (its lstat only): unchanged when size, mtime
  * and mode still match (the file is not read), else hashed and compared. */
@@ -229,15 +241,15 @@ static int check_base(struct scan *s, const struct pisb_pentry *p, struct look *
 		return send_change(s, p->path, PISB_P_DELETED, p, NULL);
 	if (l->type == p->type && l->st.st_size == p->size && ns_of(&l->st.st_mtim) == p->mtime &&
 	    (p->type == 'l' || (unsigned)(l->st.st_mode & 0777) == p->mode)) {
-		s->unchanged++;
+		__atomic_fetch_add(&s->unchanged, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
 	if (look_at(s->wsfd, p->path, true, l) < 0)
-		scan_fail(s->fd, p->path);
+		scan_fail(s, p->path);
 	same = l->type == p->type && !l->too_large && !strcmp(l->sha, p->sha) &&
 	       (p->type == 'l' || (unsigned)(l->st.st_mode & 0777) == p->mode);
 	if (same)
-		s->unchanged++;
+		__atomic_fetch_add(&s->unchanged, 1, __ATOMIC_RELAXED);
 	else
 		r = send_change(s, p->path, l->type ? PISB_P_MODIFIED : PISB_P_DELETED, p,
 				l->type ? l : NULL);
@@ -245,37 +257,90 @@ static int check_base(struct scan *s, const struct pisb_pentry *p, struct look *
 	return r;
 }
 
+/* The last parent directory a thread opened (never through a symlink):
+ * fd -1 with its name set when it is not there as a directory. */
+struct pcache {
+	char *parent;
+	int fd;
+};
+
+static void pcache_release(struct pcache *c)
+{
+	free(c->parent);
+	if (c->fd >= 0)
+		close(c->fd);
+}
+
+/* The lstat of base entry rel into l->st and its type into l->type (0:
+ * absent, or not reachable without a symlink), as look_at without content. */
+static int stat_base(struct scan *s, struct pcache *c, const char *rel, struct look *l)
+{
+	const char *slash = strrchr(rel, '/');
+	size_t plen = slash ? (size_t)(slash - rel) : 0;
+	int dfd = s->wsfd;
+
+	memset(l, 0, sizeof(*l));
+	if (slash) {
+		if (!c->parent || strlen(c->parent) != plen || memcmp(c->parent, rel, plen)) {
+			free(c->parent);
+			if (c->fd >= 0)
+				close(c->fd);
+			c->parent = xstrndup(rel, plen);
+			c->fd = pisb_open_beneath(s->wsfd, c->parent, O_PATH | O_DIRECTORY);
+			if (c->fd < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP && errno != EXDEV)
+				return -1;
+		}
+		if (c->fd < 0)
+			return 0;
+		dfd = c->fd;
+	}
+	if (fstatat(dfd, slash ? slash + 1 : rel, &l->st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+	l->type = S_ISREG(l->st.st_mode) ? 'f' : S_ISLNK(l->st.st_mode) ? 'l' : 'o';
+	return 0;
+}
+
+/* Check runs of the base until none is left. */
+static void *check_thread(void *arg)
+{
+	struct scan *s = arg;
+	const struct pisb_manifest *m = s->m;
+	struct pcache c = { NULL, -1 };
+
+	for (;;) {
+		size_t i = __atomic_fetch_add(&s->next, SCAN_CHUNK, __ATOMIC_RELAXED);
+		if (i >= m->n)
+			break;
+		for (size_t k = i; k < i + SCAN_CHUNK && k < m->n; k++) {
+			struct look l;
+			if (!pisb_pdiff_wanted(s->o, m->v[k].path))
+				continue;
+			if (stat_base(s, &c, m->v[k].path, &l) < 0)
+				scan_fail(s, m->v[k].path);
+			if (check_base(s, &m->v[k], &l) < 0)
+				_exit(1);
+		}
+	}
+	pcache_release(&c);
+	return NULL;
+}
+
+/* The walk: the files that are not in the base (added). */
 static int scan_cb(void *arg, const struct pisb_walk_entry *en)
 {
 	struct scan *s = arg;
-	const struct pisb_pentry *p;
 	struct look l;
 	int r;
-
-	if (en->type == DT_REG || en->type == DT_LNK) {
-		p = pisb_manifest_find(s->m, en->rel);
-		if (p) {
-			if (!pisb_pdiff_wanted(s->o, en->rel))
-				return PISB_WALK_CONTINUE;
-			s->seen[p - s->m->v] = true;
-			memset(&l, 0, sizeof(l));
-			if (fstatat(en->dirfd, en->name, &l.st, AT_SYMLINK_NOFOLLOW) < 0) {
-				if (errno != ENOENT)
-					return -1;
-			} else {
-				l.type = S_ISREG(l.st.st_mode) ? 'f' : S_ISLNK(l.st.st_mode) ? 'l' : 'o';
-			}
-			return check_base(s, p, &l) < 0 ? -1 : PISB_WALK_CONTINUE;
-		}
-	}
 
 	if (en->type == DT_DIR)
 		return !strcasecmp(en->name, ".git") ? PISB_WALK_SKIP : PISB_WALK_CONTINUE;
 	if (en->type != DT_REG && en->type != DT_LNK)
 		return PISB_WALK_CONTINUE;
+	if (pisb_manifest_find(s->m, en->rel))
+		return PISB_WALK_CONTINUE;   /* the base's: check_thread's */
 	if (!s->o->all && !strcmp(en->rel, ".sandbox.yaml"))
 		return PISB_WALK_CONTINUE;
-	if (pisb_manifest_find(s->m, en->rel) || !pisb_pdiff_wanted(s->o, en->rel) || !pisb_project_name_ok(en->rel))
+	if (!pisb_pdiff_wanted(s->o, en->rel) || !pisb_project_name_ok(en->rel))
 		return PISB_WALK_CONTINUE;
 	if (look_at(s->wsfd, en->rel, true, &l) < 0 || !l.type) {
 		look_release(&l);
@@ -286,7 +351,7 @@ static int scan_cb(void *arg, const struct pisb_walk_entry *en)
 	return r < 0 ? -1 : PISB_WALK_CONTINUE;
 }
 
-static void __attribute__((noreturn)) scan_fail(int fd, const char *what)
+static void __attribute__((noreturn)) scan_fail(struct scan *s, const char *what)
 {
 	struct wire w;
 	char msg[512];
@@ -295,8 +360,10 @@ static void __attribute__((noreturn)) scan_fail(int fd, const char *what)
 	memset(&w, 0, sizeof(w));
 	w.tag = 'X';
 	w.pathlen = (uint32_t)(n < 0 ? 0 : n >= (int)sizeof(msg) ? (int)sizeof(msg) - 1 : n);
-	pisb_write_all(fd, &w, sizeof(w));
-	pisb_write_all(fd, msg, w.pathlen);
+	if (s->fd >= 0)
+		pthread_mutex_lock(&s->lock);   /* held until _exit: no record after */
+	pisb_write_all(s->fd, &w, sizeof(w));
+	pisb_write_all(s->fd, msg, w.pathlen);
 	_exit(1);
 }
 
@@ -307,38 +374,36 @@ static void __attribute__((noreturn)) scan_child(struct pisb_sandbox *sb, int fd
 	struct pisb_err e = PISB_ERR_INIT;
 	_cleanup_free_ char *ws = NULL;
 	int root = -1;
-	struct scan s = { fd, -1, m, o, 0, NULL };
+	struct scan s = { fd, -1, m, o, 0, 0, PTHREAD_MUTEX_INITIALIZER };
+	pthread_t tid[SCAN_THREADS];
+	size_t started = 1;
 	struct wire w;
 
 	signal(SIGPIPE, SIG_DFL);
 	if (sb->drv->project_enter(sb, &root, &ws, &e) < 0) {
 		errno = e.errnum ? e.errnum : EIO;
-		scan_fail(fd, e.msg);
+		scan_fail(&s, e.msg);
 	}
 	s.wsfd = pisb_fs_resolve(root, ws, O_RDONLY | O_DIRECTORY, 0);
 	if (s.wsfd < 0)
-		scan_fail(fd, "open the workspace");
-	/* one pass over the tree: the walk meets the base's files (checked by
-	 * the lstat it already has the directory for) and the added ones;
-	 * only the base entries it did not meet (deleted, ignored now, under
-	 * a symlink or a file where a directory was) are looked up by path */
-	s.seen = xcalloc(m->n ? m->n : 1, sizeof(*s.seen));
+		scan_fail(&s, "open the workspace");
+	/* every base entry is looked at by its path (its parent opened
+	 * without a symlink, once a run): a file whose lstat still matches
+	 * is unchanged, unread; meanwhile the walk finds the files the base
+	 * does not have */
+	for (; started < SCAN_THREADS && m->n > SCAN_CHUNK; started++)
+		if (pthread_create(&tid[started], NULL, check_thread, &s) != 0)
+			break;
 	{
 		struct pisb_walk_opts wo = { root, s.wsfd, ws, !o->all };
 		if (pisb_walk(&wo, scan_cb, &s, &e) < 0) {
 			errno = e.errnum ? e.errnum : EIO;
-			scan_fail(fd, "walk the workspace");
+			scan_fail(&s, "walk the workspace");
 		}
 	}
-	for (size_t i = 0; i < m->n; i++) {
-		struct look l;
-		if (s.seen[i] || !pisb_pdiff_wanted(o, m->v[i].path))
-			continue;
-		if (look_at(s.wsfd, m->v[i].path, false, &l) < 0)
-			scan_fail(fd, m->v[i].path);
-		if (check_base(&s, &m->v[i], &l) < 0)
-			_exit(1);
-	}
+	check_thread(&s);
+	for (size_t i = 1; i < started; i++)
+		pthread_join(tid[i], NULL);
 	memset(&w, 0, sizeof(w));
 	w.tag = 'E';
 	w.nsize = s.unchanged;
