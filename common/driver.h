@@ -283,6 +283,11 @@ struct pisb_driver {
 	 * sandbox runs or not; *root an O_PATH fd of that view's "/", *ws
 	 * (caller frees) the workspace in it. ---- */
 	int (*project_enter)(struct pisb_sandbox *sb, int *root, char **ws, struct pisb_err *e);
+	/* Optional, for reading only (diff): the same, where a cheaper view
+	 * holds the same files (the local driver: the disk's own upper
+	 * directory, running or not, rather than through the sandbox's
+	 * overlay).  Unset: project_enter. */
+	int (*project_view)(struct pisb_sandbox *sb, int *root, char **ws, struct pisb_err *e);
 	/* A driver whose files no host process can enter (a remote sandbox)
 	 * sets project_archive instead: the workspace as one tar archive onto
 	 * fd (a temp file), *sha the SHA-256 the sandbox computed of it.  The

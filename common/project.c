@@ -82,6 +82,8 @@ static int parse_num(const char **p, int base, long long *out)
 {
 	const char *s = *p;
 	bool neg = *s == '-';
+	/* no division per digit (it was most of the base's loading) */
+	const long long lim = base == 8 ? (LLONG_MAX - 9) / 8 : (LLONG_MAX - 9) / 10;
 	long long v = 0;
 
 	if (neg)
@@ -89,7 +91,7 @@ static int parse_num(const char **p, int base, long long *out)
 	if (*s < '0' || *s >= '0' + base)
 		return -1;
 	for (; *s >= '0' && *s < '0' + base; s++) {
-		if (v > (LLONG_MAX - 9) / base)
+		if (v > lim)
 			return -1;
 		v = v * base + (*s - '0');
 	}

@@ -187,10 +187,51 @@ struct wire {
 #define SCAN_THREADS 2
 #define SCAN_CHUNK 256
 
+/* The base's paths hashed, for the walk's one question per file (is it
+ * the base's?): open addressing, slots hold index + 1. */
+struct pset {
+	uint32_t *slot;
+	size_t mask;
+};
+
+static uint64_t path_hash(const char *p)
+{
+	uint64_t h = 14695981039346656037ULL;   /* FNV-1a */
+
+	for (; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	return h;
+}
+
+static void pset_build(struct pset *ps, const struct pisb_manifest *m)
+{
+	size_t cap = 16;
+
+	while (cap < 2 * m->n)
+		cap <<= 1;
+	ps->slot = xcalloc(cap, sizeof(*ps->slot));
+	ps->mask = cap - 1;
+	for (size_t i = 0; i < m->n; i++) {
+		size_t k = path_hash(m->v[i].path) & ps->mask;
+		while (ps->slot[k])
+			k = (k + 1) & ps->mask;
+		ps->slot[k] = (uint32_t)(i + 1);
+	}
+}
+
+static bool pset_has(const struct pset *ps, const struct pisb_manifest *m, const char *path)
+{
+	for (size_t k = path_hash(path) & ps->mask; ps->slot[k]; k = (k + 1) & ps->mask)
+		if (!strcmp(m->v[ps->slot[k] - 1].path, path))
+			return true;
+	return false;
+}
+
 struct scan {
 	int fd;                   /* the pipe */
 	int wsfd;
 	const struct pisb_manifest *m;
+	struct pset base;
 	const struct pisb_pdiff_opts *o;
 	long long unchanged;      /* atomic */
 	size_t next;              /* atomic: the next base entry to take */
@@ -336,7 +377,7 @@ static int scan_cb(void *arg, const struct pisb_walk_entry *en)
 		return !strcasecmp(en->name, ".git") ? PISB_WALK_SKIP : PISB_WALK_CONTINUE;
 	if (en->type != DT_REG && en->type != DT_LNK)
 		return PISB_WALK_CONTINUE;
-	if (pisb_manifest_find(s->m, en->rel))
+	if (pset_has(&s->base, s->m, en->rel))
 		return PISB_WALK_CONTINUE;   /* the base's: check_thread's */
 	if (!s->o->all && !strcmp(en->rel, ".sandbox.yaml"))
 		return PISB_WALK_CONTINUE;
@@ -374,13 +415,13 @@ static void __attribute__((noreturn)) scan_child(struct pisb_sandbox *sb, int fd
 	struct pisb_err e = PISB_ERR_INIT;
 	_cleanup_free_ char *ws = NULL;
 	int root = -1;
-	struct scan s = { fd, -1, m, o, 0, 0, PTHREAD_MUTEX_INITIALIZER };
+	struct scan s = { fd, -1, m, { NULL, 0 }, o, 0, 0, PTHREAD_MUTEX_INITIALIZER };
 	pthread_t tid[SCAN_THREADS];
 	size_t started = 1;
 	struct wire w;
 
 	signal(SIGPIPE, SIG_DFL);
-	if (sb->drv->project_enter(sb, &root, &ws, &e) < 0) {
+	if ((sb->drv->project_view ? sb->drv->project_view : sb->drv->project_enter)(sb, &root, &ws, &e) < 0) {
 		errno = e.errnum ? e.errnum : EIO;
 		scan_fail(&s, e.msg);
 	}
@@ -391,6 +432,7 @@ static void __attribute__((noreturn)) scan_child(struct pisb_sandbox *sb, int fd
 	 * without a symlink, once a run): a file whose lstat still matches
 	 * is unchanged, unread; meanwhile the walk finds the files the base
 	 * does not have */
+	pset_build(&s.base, m);
 	for (; started < SCAN_THREADS && m->n > SCAN_CHUNK; started++)
 		if (pthread_create(&tid[started], NULL, check_thread, &s) != 0)
 			break;

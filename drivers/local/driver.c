@@ -154,6 +154,29 @@ static int project_enter(struct pisb_sandbox *sb, int *root, char **ws, struct p
 	return r;
 }
 
+/* diff: the workspace as it is on the disk, read-only, whether the
+ * sandbox runs or not.  The base was written into the disk's upper
+ * directory at create and the sandbox's overlay writes there, so every
+ * file of the base and every one the sandbox made since is in it (a file
+ * it deleted: gone, or a whiteout, which diff takes for no file); only
+ * the image's own files under the workspace are not, and they are not
+ * the sandbox's changes.  No walk through the overlay (a third of diff's
+ * time) and no entry into the sandbox's namespaces. */
+static int project_view(struct pisb_sandbox *sb, int *root, char **ws, struct pisb_err *e)
+{
+	struct pisb_fs fs = PISB_FS_INIT;
+	int r;
+
+	if (pisb_fs_open(&fs, sb, &pisb_local_fs_how, false, e) < 0) {
+		pisb_fs_release(&fs);
+		return -1;
+	}
+	*ws = xstrdup(fs.workspace);
+	r = pisb_local_disk_enter(sb->idir, fs.workspace, root, e);
+	pisb_fs_release(&fs);
+	return r;
+}
+
 /* pisb gc: cgroups of crashed creates and controllers, empty ones only
  * (a running sandbox, of any state dir, keeps its own). */
 /* gc: a stopped sandbox's cgroups, before its directory goes */
@@ -222,6 +245,7 @@ const struct pisb_driver pisb_driver_local = {
 	.push = pisb_fsv_push,
 	.pull = pisb_fsv_pull,
 	.project_enter = project_enter,
+	.project_view = project_view,
 	.svc = svc,
 	.preview = svc,
 	.docker = pisb_local_docker,
