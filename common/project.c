@@ -750,6 +750,14 @@ int pisb_project_seed(int idir, int wsfd, const char *dir, const struct pisb_pro
 			return -1;
 		if (own && fchownat(g, "pisb-base", uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "chown .git/pisb-base");
+		/* and its blobs, for git inside to index rather than write
+		 * one loose object per file (project_git.c) */
+		if (m.n) {
+			_cleanup_close_ int pd = dest_dir(wsfd, ".git/objects/pack", own, uid, gid, e);
+			char name[64];
+			if (pd < 0 || pisb_project_pack(wsfd, pd, &m, own, uid, gid, name, e) < 0)
+				return pisb_err_prefix(e, "copy project '%s'", dir);
+		}
 	}
 	return pisb_project_info_save(idir, dir, s, uid, gid, idcount, e);
 }
@@ -857,11 +865,17 @@ char *pisb_project_dir(int idir, struct pisb_err *e)
 
 /* Runs inside: the base list is .git/pisb-base (NUL-separated, written
  * before the first boot), so only the base is committed whatever setup
- * added since. */
+ * added since; its blobs are in the pack the host wrote (project_git.c),
+ * indexed first so that update-index writes no object (a pack git does
+ * not accept goes, and update-index writes the objects itself). */
 static const char git_script[] =
 	"command -v git >/dev/null 2>&1 || exit 127\n"
 	"git init -q . || exit 1\n"
 	"printf '/.sandbox.yaml\\n' >> .git/info/exclude\n"
+	"for p in .git/objects/pack/pack-*.pack; do\n"
+	"  [ -f \"$p\" ] && [ ! -f \"${p%.pack}.idx\" ] || continue\n"
+	"  git index-pack \"$p\" >/dev/null 2>&1 || rm -f \"$p\"\n"
+	"done\n"
 	"if [ -s .git/pisb-base ]; then\n"
 	"  git update-index --add -z --stdin < .git/pisb-base || exit 1\n"
 	"fi\n"

@@ -124,6 +124,33 @@ make_repo() {
 	[ "$output" = "" ]
 }
 
+@test "create --project: the base's blobs come in the host's pack; git inside indexes it, fsck is clean, the tree is the host's" {
+	mkdir -p "$R/src/deep"
+	git -C "$R" init -q
+	printf 'one\n' >"$R/a.txt"
+	: >"$R/empty"
+	head -c 200000 /dev/urandom >"$R/src/big.bin"   # more than one stored block
+	printf '#!/bin/sh\n' >"$R/src/run.sh"
+	chmod 755 "$R/src/run.sh"
+	printf 'deep\n' >"$R/src/deep/d.c"
+	ln -s ../a.txt "$R/src/link"
+	g add -A && g commit -qm base
+	pisb create "$N" --project "$R" >/dev/null 2>&1
+	run -0 pisb exec "$N" --sh 'git count-objects -v'
+	[[ $output == *$'in-pack: 6\n'* ]]
+	[[ $output == *$'packs: 1\n'* ]]
+	run -0 pisb exec "$N" --sh 'git fsck --strict --no-progress 2>&1'
+	[ "$output" = "" ]
+	# the same blobs and tree as the host's own commit of the same files
+	run -0 pisb exec "$N" -- git rev-parse 'HEAD^{tree}'
+	[ "$output" = "$(git -C "$R" rev-parse 'HEAD^{tree}')" ]
+	run -0 pisb exec "$N" -- git status --porcelain
+	[ "$output" = "" ]
+	run -0 pisb exec "$N" --sh 'ls .git/pisb-base .git/objects/pack/tmp_pack_pisb 2>&1 || true'
+	[[ $output != *pisb-base$'\n'* ]]
+	[[ $output == *"No such file"*"No such file"* ]]
+}
+
 @test "secrets are copied only when the config opts in (project.secrets: include)" {
 	make_repo
 	printf 'project:\n  secrets: include\n  exclude: ["src/**"]\n' >"$BATS_TEST_TMPDIR/s.yaml"
