@@ -151,6 +151,16 @@ struct pisb_pchange {
 	struct pisb_buf base;     /* a conflict's base content (or link target),
 				   * its SHA-256 the base's: see has_base */
 	bool has_base;            /* base is known: patches start from it */
+	struct pisb_pseen {       /* the host file as diff's check saw it
+				   * (apply replaces it only while it is
+				   * still that file, unchanged) */
+		char type;        /* 'f', 'l', 'o' or 0 (absent) */
+		dev_t dev;
+		ino_t ino;
+		long long size;
+		int64_t mtime, ctime;
+		unsigned mode;
+	} hseen;
 	int added, removed;       /* lines (text) */
 };
 struct pisb_pdiff {
@@ -214,6 +224,9 @@ struct pisb_apply_result {
 /* Write the changes of sb's workspace into the host project, each file
  * atomically (temp file, rename), deletions included.  Everything is
  * checked before anything is written: a conflict (exit 4, unless force),
+ * and again at each rename: the file it replaces (or deletes) must still
+ * be the one the check saw (device, inode, size, mtime, ctime), and where
+ * the check saw none, none may have come (else exit 4, all undone),
  * a name that would leave the project, a symlink on the way or pointing
  * out, a directory where a file goes or the reverse (exit 1) write
  * nothing.  All or nothing: every file is staged under a temp name in its

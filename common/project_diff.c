@@ -638,6 +638,15 @@ static int host_state(const struct pisb_pdiff *d, int hostfd, const struct pisb_
 	if (look_at(hostfd, c->path, true, h) < 0)
 		return -1;
 	(void)d;
+	c->hseen.type = h->type;
+	if (h->type) {
+		c->hseen.dev = h->st.st_dev;
+		c->hseen.ino = h->st.st_ino;
+		c->hseen.size = (long long)h->st.st_size;
+		c->hseen.mtime = ns_of(&h->st.st_mtim);
+		c->hseen.ctime = ns_of(&h->st.st_ctim);
+		c->hseen.mode = h->st.st_mode;
+	}
 	if (!p) {
 		/* added in the sandbox: anything at that path on the host (a
 		 * hidden secret, a file made since) that differs is a conflict */
@@ -1174,7 +1183,41 @@ static int stage_one(int hostfd, const struct pisb_pchange *c, struct stage *s,
 	return 0;
 }
 
-/* Put c's staged version (or its deletion) in place, keeping the old one. */
+/* Is st (NULL: nothing there) still the host file diff's check saw?
+ * Before a rename: all of it, ctime too (a chmod, a write that put the
+ * mtime back); after it (a rename sets the ctime): the same inode, size
+ * and mtime. */
+static bool still_seen(const struct pisb_pchange *c, const struct stat *st, bool ctime)
+{
+	const struct pisb_pseen *h = &c->hseen;
+	char t;
+
+	if (!st)
+		return !h->type;
+	t = S_ISREG(st->st_mode) ? 'f' : S_ISLNK(st->st_mode) ? 'l' : 'o';
+	return h->type == t && h->dev == st->st_dev && h->ino == st->st_ino &&
+	       h->size == (long long)st->st_size && h->mtime == ns_of(&st->st_mtim) &&
+	       h->mode == st->st_mode && (!ctime || h->ctime == ns_of(&st->st_ctim));
+}
+
+/* The old version kept under s->old right after the rename that put it
+ * there: the file the check saw? */
+static bool kept_is_seen(int pfd, const struct pisb_pchange *c, const struct stage *s)
+{
+	struct stat st;
+
+	return fstatat(pfd, s->old, &st, AT_SYMLINK_NOFOLLOW) == 0 && still_seen(c, &st, false);
+}
+
+static int changed_meanwhile(const struct pisb_pchange *c, struct pisb_err *e)
+{
+	return pisb_err_set(e, PISB_EXIT_BUSY,
+			    "'%s' changed in the project while apply ran (after its check): a conflict "
+			    "(see 'pisb diff', then apply again)", c->path);
+}
+
+/* Put c's staged version (or its deletion) in place, keeping the old one;
+ * only over the host file the check saw (still_seen), else a conflict. */
 static int commit_one(int hostfd, const struct pisb_pchange *c, struct stage *s, struct pisb_err *e)
 {
 	_cleanup_close_ int pfd = -1;
@@ -1197,24 +1240,44 @@ static int commit_one(int hostfd, const struct pisb_pchange *c, struct stage *s,
 	if (!c->ntype) {
 		if (!there)
 			return 0;
+		if (!still_seen(c, &st, true))
+			return changed_meanwhile(c, e);
 		if (renameat2(pfd, name, pfd, s->old, RENAME_NOREPLACE) < 0)
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "delete '%s'", c->path);
 		s->kept = s->committed = true;
+		if (!kept_is_seen(pfd, c, s))
+			return changed_meanwhile(c, e);   /* undo_one puts it back */
 		pisb_fsync_dir(pfd);
 		return 0;
 	}
+	if (!still_seen(c, there ? &st : NULL, true))
+		return changed_meanwhile(c, e);
 	if (!there) {
-		if (renameat2(pfd, s->tmp, pfd, name, RENAME_NOREPLACE) < 0 &&
-		    (errno != EINVAL || renameat(pfd, s->tmp, pfd, name) < 0))
-			return pisb_err_sys(e, PISB_EXIT_FAIL, "write '%s'", c->path);
+		/* no replacing: a file made since the stat is a conflict too */
+		if (renameat2(pfd, s->tmp, pfd, name, RENAME_NOREPLACE) < 0) {
+			if (errno == EEXIST)
+				return changed_meanwhile(c, e);
+			if (errno != EINVAL || renameat(pfd, s->tmp, pfd, name) < 0)
+				return pisb_err_sys(e, PISB_EXIT_FAIL, "write '%s'", c->path);
+		}
 	} else if (renameat2(pfd, s->tmp, pfd, name, RENAME_EXCHANGE) == 0) {
 		/* one step: name is the new version, tmp the old */
 		memcpy(s->old, s->tmp, sizeof(s->tmp));
-		s->kept = true;
+		s->kept = s->committed = true;
+		s->staged = false;
+		/* the very file displaced is checked: one renamed in between
+		 * the stat and the exchange is caught here */
+		if (!kept_is_seen(pfd, c, s))
+			return changed_meanwhile(c, e);   /* undo_one exchanges back */
 	} else {
 		if (errno != EINVAL || linkat(pfd, name, pfd, s->old, 0) < 0)
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "write '%s'", c->path);
 		s->kept = true;
+		if (!kept_is_seen(pfd, c, s)) {
+			unlinkat(pfd, s->old, 0);
+			s->kept = false;
+			return changed_meanwhile(c, e);
+		}
 		/* rename replaces the name (a symlink itself, never what it
 		 * points to) in one step: the file is old or new, never half */
 		if (renameat(pfd, s->tmp, pfd, name) < 0) {

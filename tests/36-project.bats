@@ -26,6 +26,7 @@ setup() {
 }
 
 teardown() {
+	[ -z "${RACE_PID:-}" ] || race_end
 	pisb destroy "$N" --confirm "$N" >/dev/null 2>&1 || true
 }
 
@@ -271,6 +272,102 @@ printf "noise\n" > more.log'
 	[ "$(cat "$R/fresh.txt")" = new ]
 	run -0 --separate-stderr pisb apply "$N" a.txt --force
 	[ "$(cat "$R/a.txt")" = sandbox ]
+}
+
+# race_host MODE FILE: a host edit between apply's check and its renames,
+# with no hook in pisb: a fanotify listener (permission events, as root)
+# holds apply's first open of a staged .pisb-apply.* file in the project
+# until it has changed FILE (MODE edit: appended to, through an fd opened
+# before the listener started; MODE create: FILE made, from an O_TMPFILE
+# opened before, linked in), then lets apply go on.  Prints "raced" into
+# $BATS_TEST_TMPDIR/raced once it did.
+race_host() {
+	[ "$(id -u)" = 0 ] || skip "machine lacks: root for fanotify permission events"
+	cat >"$BATS_TEST_TMPDIR/race.py" <<'PY'
+import ctypes, os, struct, sys
+mode, root, target, flag = sys.argv[1:5]
+libc = ctypes.CDLL(None, use_errno=True)
+if mode == "edit":
+    hold = os.open(os.path.join(root, target), os.O_WRONLY | os.O_APPEND)
+else:
+    hold = os.open(root, os.O_TMPFILE | os.O_WRONLY, 0o644)
+    os.write(hold, b"made by the host\n")
+fan = libc.fanotify_init(0x04 | 0x01, os.O_RDONLY)      # FAN_CLASS_CONTENT | FAN_CLOEXEC
+if fan < 0 or libc.fanotify_mark(fan, 0x01, 0x00010000 | 0x08000000, -100, root.encode()) < 0:
+    sys.exit("fanotify: %s" % os.strerror(ctypes.get_errno()))  # FAN_MARK_ADD, FAN_OPEN_PERM | FAN_EVENT_ON_CHILD
+open(flag + ".ready", "w").close()
+done = False
+while True:
+    buf = os.read(fan, 4096)
+    off = 0
+    while off + 24 <= len(buf):
+        ln, _, _, _, mask, fd, pid = struct.unpack_from("IBBHQii", buf, off)
+        off += ln
+        if fd < 0:
+            continue
+        name = os.path.basename(os.readlink("/proc/self/fd/%d" % fd))
+        if not done and name.startswith(".pisb-apply."):
+            if mode == "edit":
+                os.write(hold, b"host edit while apply ran\n")
+            else:
+                if libc.linkat(hold, b"", -100, os.path.join(root, target).encode(), 0x1000) < 0:  # AT_EMPTY_PATH
+                    sys.exit("linkat: %s" % os.strerror(ctypes.get_errno()))
+            with open(flag, "w") as f:
+                f.write("raced\n")
+            done = True
+        os.write(fan, struct.pack("iI", fd, 0x01))      # FAN_ALLOW
+        os.close(fd)
+PY
+	# its output to a file, not to bats's descriptors (bats waits for them)
+	python3 "$BATS_TEST_TMPDIR/race.py" "$1" "$R" "$2" "$BATS_TEST_TMPDIR/raced" \
+		>"$BATS_TEST_TMPDIR/race.log" 2>&1 3>&- &
+	RACE_PID=$!
+	for _ in $(seq 100); do [ -e "$BATS_TEST_TMPDIR/raced.ready" ] && break; sleep 0.1; done
+	[ -e "$BATS_TEST_TMPDIR/raced.ready" ] || { cat "$BATS_TEST_TMPDIR/race.log" >&2; false; }
+}
+
+race_end() {
+	kill "$RACE_PID" 2>/dev/null || true
+	wait "$RACE_PID" 2>/dev/null || true
+	RACE_PID=
+}
+
+@test "apply rechecks each host file at its rename: an edit after the check is a conflict (exit 4), all undone, the edit kept" {
+	make_repo
+	pisb create "$N" --project "$R" >/dev/null 2>&1
+	pisb exec "$N" --sh 'printf "sandbox a\n" > a.txt; printf "sandbox main\n" > src/main.c; printf "new\n" > fresh.txt'
+	before_main=$(cat "$R/src/main.c")
+	race_host edit a.txt
+	run -4 --separate-stderr pisb apply "$N"
+	race_end
+	[ "$(cat "$BATS_TEST_TMPDIR/raced")" = raced ]
+	[[ $stderr == *"'a.txt' changed in the project while apply ran (after its check): a conflict"* ]]
+	[[ $stderr == *"nothing was written"* ]]
+	# the host's edit is there, nothing of the sandbox's is
+	[ "$(cat "$R/a.txt")" = $'alpha\nBETA\ngamma\nhost edit while apply ran' ]
+	[ "$(cat "$R/src/main.c")" = "$before_main" ]
+	[ ! -e "$R/fresh.txt" ]
+	run -0 find "$R" -name '.pisb-apply.*'
+	[ "$output" = "" ]
+	# now diff sees the conflict
+	run -0 --separate-stderr pisb diff "$N" --json
+	jq -e '[.changes[] | select(.conflict) | .path] == ["a.txt"]' <<<"$output"
+}
+
+@test "apply rechecks at its rename: a host file made after the check where the sandbox adds one is a conflict, all undone" {
+	make_repo
+	pisb create "$N" --project "$R" >/dev/null 2>&1
+	pisb exec "$N" --sh 'printf "sandbox a\n" > a.txt; printf "from the sandbox\n" > zz-new.txt'
+	race_host create zz-new.txt
+	run -4 --separate-stderr pisb apply "$N"
+	race_end
+	[ "$(cat "$BATS_TEST_TMPDIR/raced")" = raced ]
+	[[ $stderr == *"'zz-new.txt' changed in the project while apply ran (after its check): a conflict"* ]]
+	[ "$(cat "$R/zz-new.txt")" = "made by the host" ]
+	# a.txt, renamed into place before zz-new.txt's turn, is undone
+	[ "$(cat "$R/a.txt")" = $'alpha\nBETA\ngamma' ]
+	run -0 find "$R" -name '.pisb-apply.*'
+	[ "$output" = "" ]
 }
 
 @test "apply never writes outside the project: symlinks out, host symlinks on the way, a file where a directory is" {
