@@ -294,7 +294,8 @@ struct pisb_driver {
 	 * core reads that archive as data, never extracting it on the host.
 	 * The copy of create goes in through push (the driver's create calls
 	 * pisb_project_seed_remote once its sandbox runs), sync's writes
-	 * through write and exec_handle. */
+	 * through write and exec_handle.  Its errors do not name the
+	 * sandbox: diff's message does ("sandbox 'NAME': ..."). */
 	int (*project_archive)(struct pisb_sandbox *sb, int fd, char sha[65], struct pisb_err *e);
 
 	/* ---- services and previews: one request to the sandbox's

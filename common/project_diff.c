@@ -692,15 +692,15 @@ int pisb_project_diff(struct pisb_sandbox *sb, const struct pisb_pdiff_opts *o,
 	if (!sb->drv->project_enter) {
 		/* a remote workspace: its archive, read as data; it is made
 		 * inside, and diff starts nothing (nor does the driver resume
-		 * a sandbox its server paused: it says "is not running") */
+		 * a sandbox its server paused: it refuses, exit 5); the scan's
+		 * errors do not name the sandbox (driver.h): named here */
 		if (sb->drv->status(sb) != PISB_ST_RUNNING)
 			return pisb_err_set(e, PISB_EXIT_BACKEND,
 					    "sandbox '%s' is not running (driver %s: its workspace is read from inside it, "
 					    "and diff starts nothing; start it with 'pisb start %s')",
 					    sb->name, sb->drv->name, sb->name);
 		if (pisb_project_remote_scan(sb, &m, o, d, e) < 0)
-			return e->code == PISB_EXIT_BACKEND && strstr(e->msg, "is not running") ? -1
-			       : pisb_err_prefix(e, "sandbox '%s'", sb->name);
+			return pisb_err_prefix(e, "sandbox '%s'", sb->name);
 		goto host;
 	}
 	pid = pisb_fork_piped(p, e);

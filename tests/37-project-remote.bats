@@ -194,7 +194,7 @@ check_sync() {
 	for i in $(seq 100); do [ "$(os_state "$sid")" = Paused ] && break; sleep 0.05; done
 	[ "$(os_state "$sid")" = Paused ]
 	run -5 --separate-stderr pisb apply box
-	[ "$stderr" = "fatal: sandbox 'box' is not running (the server has it Paused; start it with 'pisb start box')" ]
+	[ "$stderr" = "fatal: sandbox 'box': the server has it Paused, not running (start it with 'pisb start box')" ]
 	[ "$(os_state "$sid")" = Paused ]
 	[ "$(cat "$R/a.txt")" = $'alpha\nBETA' ]
 	# started again, the change is there and applies

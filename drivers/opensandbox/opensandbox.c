@@ -339,35 +339,43 @@ static void mark_gone(struct os_inst *t)
 	os_status_save(t->idir, &t->rt, "gone", &t->x, true, &ig);
 }
 
-static int inst_ready(struct os_inst *t, bool resume, struct pisb_err *e);
+static int inst_ready(struct os_inst *t, bool resume, bool named, struct pisb_err *e);
 
 int os_inst_ready(struct os_inst *t, struct pisb_err *e)
 {
-	return inst_ready(t, true, e);
+	return inst_ready(t, true, true, e);
 }
 
+/* for the project's reader (project_archive), whose caller names the
+ * sandbox (driver.h): its messages do not */
 int os_inst_running(struct os_inst *t, struct pisb_err *e)
 {
-	return inst_ready(t, false, e);
+	return inst_ready(t, false, false, e);
 }
 
-static int inst_ready(struct os_inst *t, bool resume, struct pisb_err *e)
+/* named: the messages start with the sandbox's name */
+static int inst_ready(struct os_inst *t, bool resume, bool named, struct pisb_err *e)
 {
 	char state[32], exp[64];
 	int g = os_get(&t->c, state, exp, 0, e);
 
 	if (g < 0)
-		return pisb_err_prefix(e, "sandbox '%s'", t->name);
+		return named ? pisb_err_prefix(e, "sandbox '%s'", t->name) : -1;
 	if (g == 1) {
 		mark_gone(t);
-		return pisb_err_set(e, PISB_EXIT_BACKEND,
-				    "sandbox '%s' (%s) no longer exists on the server: it expired or was deleted",
-				    t->name, t->sid);
+		return named ? pisb_err_set(e, PISB_EXIT_BACKEND,
+					    "sandbox '%s' (%s) no longer exists on the server: it expired or was deleted",
+					    t->name, t->sid)
+			     : pisb_err_set(e, PISB_EXIT_BACKEND,
+					    "%s no longer exists on the server: it expired or was deleted", t->sid);
 	}
 	if (strcmp(state, "Running") && !resume)
-		return pisb_err_set(e, PISB_EXIT_BACKEND,
-				    "sandbox '%s' is not running (the server has it %s; start it with 'pisb start %s')",
-				    t->name, state, t->name);
+		return named ? pisb_err_set(e, PISB_EXIT_BACKEND,
+					    "sandbox '%s' is not running (the server has it %s; start it with 'pisb start %s')",
+					    t->name, state, t->name)
+			     : pisb_err_set(e, PISB_EXIT_BACKEND,
+					    "the server has it %s, not running (start it with 'pisb start %s')",
+					    state, t->name);
 	if (strcmp(state, "Running")) {
 		/* paused (or on its way): resume before use, as one lifecycle
 		 * change that no renewal overlaps */
@@ -410,7 +418,7 @@ static int inst_ready(struct os_inst *t, bool resume, struct pisb_err *e)
 			os_status_save(t->idir, &t->rt, "running", &t->x, true, &ig);
 	}
 	if (os_execd_resolve(&t->c, e) < 0 || os_execd_wait(&t->c, 30000, e) < 0)
-		return pisb_err_prefix(e, "sandbox '%s'", t->name);
+		return named ? pisb_err_prefix(e, "sandbox '%s'", t->name) : -1;
 	return 0;
 }
 
