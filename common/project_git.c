@@ -198,13 +198,16 @@ static void blob_data(struct pack *p, struct blob *z, const unsigned char *data,
 					(unsigned char)~len, (unsigned char)(~len >> 8) };
 		pack_put(p, bh, 5);
 		pack_put(p, data, len);
-		for (size_t i = 0; i < len; i++) {
-			z->a += data[i];
-			if (z->a >= 65521)
-				z->a -= 65521;
-			z->b += z->a;
-			if (z->b >= 65521)
-				z->b -= 65521;
+		/* Adler-32 in runs of 5552 bytes, the most that cannot
+		 * overflow 32 bits before the modulo (zlib's NMAX) */
+		for (size_t i = 0; i < len;) {
+			size_t end = i + 5552 < len ? i + 5552 : len;
+			for (; i < end; i++) {
+				z->a += data[i];
+				z->b += z->a;
+			}
+			z->a %= 65521;
+			z->b %= 65521;
 		}
 		data += len;
 		n -= len;
