@@ -22,12 +22,15 @@
  *
  * Both are written atomically (state.h) and only by pisb.  Inside the
  * sandbox the workspace becomes a git repository whose one commit is the
- * base (git runs inside the sandbox, never on the host).
+ * base (git runs inside the sandbox, never on the host; its blobs come
+ * in one pack the host wrote with the copy, project_git.c).
  *
  * diff reads the workspace from a child that holds no more rights than
- * the sandbox (the driver's project_enter slot: inside its namespaces
- * when it runs, over its disk in a user namespace mapped as the sandbox's
- * when it is stopped) and never follows a symlink there.  A file whose
+ * the sandbox (the driver's project_view slot, else project_enter: for
+ * the local driver, its disk's upper layer in a user namespace mapped as
+ * the sandbox's, running or not) and never follows a symlink there.  The
+ * base's entries are looked at by path in two threads while a walk finds
+ * the added files.  A file whose
  * size and mtime still match the base is unchanged without being read;
  * the others are hashed.  The child's records are hostile input to the
  * parent: bounded (PISB_PROJECT_FILE_MAX a file, PISB_PROJECT_TOTAL_MAX in
