@@ -869,7 +869,7 @@ char *pisb_project_dir(int idir, struct pisb_err *e)
  * indexed first so that update-index writes no object (a pack git does
  * not accept goes, and update-index writes the objects itself). */
 static const char git_script[] =
-	"command -v git >/dev/null 2>&1 || exit 127\n"
+	"command -v git >/dev/null 2>&1 || { rm -f .git/objects/pack/pack-*.pack; exit 127; }\n"
 	"git init -q . || exit 1\n"
 	"printf '/.sandbox.yaml\\n' >> .git/info/exclude\n"
 	"for p in .git/objects/pack/pack-*.pack; do\n"

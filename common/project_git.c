@@ -48,23 +48,24 @@ static void sha1_block(struct sha1 *c, const unsigned char *p)
 		       (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
 	for (int i = 16; i < 80; i++)
 		w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-	for (int i = 0; i < 80; i++) {
-		uint32_t f, k, t;
-		if (i < 20)
-			f = (b & cc) | (~b & d), k = 0x5a827999;
-		else if (i < 40)
-			f = b ^ cc ^ d, k = 0x6ed9eba1;
-		else if (i < 60)
-			f = (b & cc) | (b & d) | (cc & d), k = 0x8f1bbcdc;
-		else
-			f = b ^ cc ^ d, k = 0xca62c1d6;
-		t = rol(a, 5) + f + e + k + w[i];
-		e = d;
-		d = cc;
-		cc = rol(b, 30);
-		b = a;
-		a = t;
-	}
+	/* the four rounds as four loops: no branch per step */
+#define STEP(F, K) do {                                         \
+		uint32_t t = rol(a, 5) + (F) + e + (K) + w[i];  \
+		e = d;                                          \
+		d = cc;                                         \
+		cc = rol(b, 30);                                \
+		b = a;                                          \
+		a = t;                                          \
+	} while (0)
+	for (int i = 0; i < 20; i++)
+		STEP((b & cc) | (~b & d), 0x5a827999);
+	for (int i = 20; i < 40; i++)
+		STEP(b ^ cc ^ d, 0x6ed9eba1);
+	for (int i = 40; i < 60; i++)
+		STEP((b & cc) | (b & d) | (cc & d), 0x8f1bbcdc);
+	for (int i = 60; i < 80; i++)
+		STEP(b ^ cc ^ d, 0xca62c1d6);
+#undef STEP
 	c->h[0] += a;
 	c->h[1] += b;
 	c->h[2] += cc;
