@@ -415,9 +415,20 @@ race_end() {
 	run -0 --separate-stderr pisb diff "$N"
 	[[ $output == *"+$BATS_TEST_TMPDIR/host-secret"* ]]
 	[[ $output != *"host only"* ]]
-	# the workspace itself swapped for a symlink to the host's path: a
-	# stopped sandbox's disk is never read through it
+	# a directory of the base swapped for a symlink to the host's: the
+	# base's files under it are gone (their parent is opened without a
+	# link), the link is a link
+	pisb exec "$N" --sh "mv src src.old && ln -s $BATS_TEST_TMPDIR src"
+	run -0 --separate-stderr pisb diff "$N" --json
+	jq -e '[.changes[] | select(.path == "src/main.c") | .status] == ["deleted"]' <<<"$output"
+	jq -e '[.changes[] | select(.path == "src") | .newType] == ["symlink"]' <<<"$output"
+	[[ $output != *"host only"* ]]
+	# the workspace itself swapped for a symlink to the host's path: the
+	# sandbox's disk is never read through it, running or stopped
 	pisb exec "$N" --sh "cd / && mv /workspace /ws.old && ln -s $BATS_TEST_TMPDIR /workspace"
+	run --separate-stderr pisb diff "$N" --json
+	[ "$status" -ne 0 ]
+	[[ $output != *"host-secret"* ]]
 	pisb stop "$N" >/dev/null
 	run --separate-stderr pisb diff "$N" --json
 	[ "$status" -ne 0 ]
