@@ -254,16 +254,43 @@ static int pack_file(struct pack *p, int wsfd, const char *rel)
 	return 0;
 }
 
+/* Stored whole, a blob costs its size a second time on the sandbox's
+ * disk (the file, and the pack): the pack takes the files of at most
+ * PACK_FILE_MAX bytes, PACK_TOTAL_MAX in all, in the base's order, and git
+ * writes the rest itself (compressed).  Many small files are what make
+ * git's own way slow, not a few large ones. */
+#define PACK_FILE_MAX (1LL << 20)
+#define PACK_TOTAL_MAX (256LL << 20)
+
+static bool pack_takes(const struct pisb_pentry *en, long long *total)
+{
+	long long n = en->type == 'l' ? (long long)strlen(en->target) : en->size;
+
+	if (n > PACK_FILE_MAX || *total + n > PACK_TOTAL_MAX)
+		return false;
+	*total += n;
+	return true;
+}
+
 int pisb_project_pack(int wsfd, int packdir, const struct pisb_manifest *m, bool own, uid_t uid,
 		      gid_t gid, char name[64], struct pisb_err *e)
 {
 	static const char tmp[] = "tmp_pack_pisb";
 	struct pack *p = xcalloc(1, sizeof(*p));
 	unsigned char sum[20];
+	long long total = 0;
+	size_t count = 0;
 	int r = -1;
 
 	p->fd = -1;
-	if (m->n > UINT32_MAX) {
+	for (size_t i = 0; i < m->n; i++)
+		count += pack_takes(&m->v[i], &total);
+	if (!count) {
+		name[0] = '\0';   /* nothing small: git writes it all */
+		r = 0;
+		goto out;
+	}
+	if (count > UINT32_MAX) {
 		pisb_err_set(e, PISB_EXIT_FAIL, "too many files for one pack");
 		goto out;
 	}
@@ -276,9 +303,12 @@ int pisb_project_pack(int wsfd, int packdir, const struct pisb_manifest *m, bool
 	sha1_init(&p->sum);
 	pack_put(p, "PACK", 4);
 	put_be32(p, 2);
-	put_be32(p, (uint32_t)m->n);
+	put_be32(p, (uint32_t)count);
+	total = 0;
 	for (size_t i = 0; i < m->n; i++) {
 		const struct pisb_pentry *en = &m->v[i];
+		if (!pack_takes(en, &total))
+			continue;
 		if (en->type == 'l') {
 			struct blob z;
 			size_t n = strlen(en->target);

@@ -29,8 +29,8 @@ int pisb_project_remote_put(struct pisb_sandbox *sb, const char *path, char type
 			    const struct pisb_buf *content, struct pisb_err *e);
 
 /* project_git.c: the blobs of base m (files read from the fresh
- * workspace wsfd, no link followed; links from m's targets) as one git
- * pack in packdir, owned by uid/gid when own, named into name
+ * workspace wsfd, no link followed; links from m's targets; files up to
+ * 1 MiB, 256 MiB in all) as one git pack in packdir, owned by uid/gid when own, named into name
  * ("pack-<SHA-1>.pack"), for git inside to index (project.c). */
 int pisb_project_pack(int wsfd, int packdir, const struct pisb_manifest *m, bool own, uid_t uid,
 		      gid_t gid, char name[64], struct pisb_err *e);

@@ -131,6 +131,7 @@ make_repo() {
 	printf 'one\n' >"$R/a.txt"
 	: >"$R/empty"
 	head -c 200000 /dev/urandom >"$R/src/big.bin"   # more than one stored block
+	head -c 1100000 /dev/urandom >"$R/src/huge.bin" # over 1 MiB: left to git
 	printf '#!/bin/sh\n' >"$R/src/run.sh"
 	chmod 755 "$R/src/run.sh"
 	printf 'deep\n' >"$R/src/deep/d.c"
@@ -142,6 +143,8 @@ make_repo() {
 	[[ $output == *$'packs: 1\n'* ]]
 	run -0 pisb exec "$N" --sh 'git fsck --strict --no-progress 2>&1'
 	[ "$output" = "" ]
+	run -0 pisb exec "$N" --sh 'git cat-file -p HEAD:src/huge.bin | cmp - src/huge.bin && echo same'
+	[ "$output" = same ]
 	# the same blobs and tree as the host's own commit of the same files
 	run -0 pisb exec "$N" -- git rev-parse 'HEAD^{tree}'
 	[ "$output" = "$(git -C "$R" rev-parse 'HEAD^{tree}')" ]
