@@ -33,3 +33,12 @@ load helpers
 	[ "${#lines[@]}" -eq 1 ]
 	[[ $output == "$BATS_TEST_TMPDIR/copy.bats:$(wc -l < "$BATS_TEST_TMPDIR/copy.bats"):"* ]]
 }
+
+@test "no file of the tree holds a merge-conflict marker" {
+	# a merge once left <<<<<<< ... >>>>>>> in a man page; nothing else saw it
+	run grep -rnIE '^(<{7}|>{7})( |$)' "$TOP" --exclude-dir=.git \
+		--exclude-dir=node_modules --exclude-dir=.cache --exclude-dir=build \
+		--exclude-dir=bin --exclude-dir=bin-san
+	[ "$output" = "" ]
+	[ "$status" -eq 1 ]
+}
