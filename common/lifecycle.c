@@ -103,7 +103,7 @@ int pisb_lifecycle_make(struct pisb_state *st, enum pisb_lc_make verb,
 			return -1;
 		if (!(rec = pisb_sandbox_record(&t, e)))
 			return pisb_err_prefix(e, "template '%s'", o->template_);
-		if (strcmp(rec->driver, d->name))
+		if (pisb_driver_find(rec->driver) != d)
 			return pisb_err_set(e, PISB_EXIT_USAGE,
 					    "--template: template '%s' was prepared by driver %s, not %s (create with --driver %s, or driver: %s in the file)",
 					    o->template_, rec->driver, d->name, rec->driver, rec->driver);
