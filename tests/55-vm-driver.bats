@@ -466,7 +466,7 @@ tpl_yaml() {
 	[ "$output" = "[]" ]
 }
 
-@test "templates: a setup that fails saves no template (1), and leaves nothing behind" {
+@test "templates: a setup that fails saves no template (1); a prepare that fails or is killed leaves no VM behind" {
 	tpl_yaml "exit 9"
 	run -1 --separate-stderr pisb prepare tv -f "$BATS_TEST_TMPDIR/tpl.yaml"
 	[[ $stderr == *"prepare 'tv': setup failed, no template was saved: setup[1] 'exit 9' exited with 9"* ]]
@@ -474,7 +474,21 @@ tpl_yaml() {
 	[ -z "$(ls -A "$PI_SANDBOX_HOME/staging")" ]
 	! pgrep -f 'qemu-system.*pisb-tv' >/dev/null
 	run -3 --separate-stderr pisb create ta --template tv -f "$BATS_TEST_TMPDIR/copy.yaml"
-	[[ $stderr == *"tv"* ]]
+	[[ $stderr == *"template 'tv'"* ]]
+	# a prepare killed while its setup runs leaves no VM behind: nothing
+	# would list or stop it
+	tpl_yaml "sleep 600"
+	pisb prepare tk -f "$BATS_TEST_TMPDIR/tpl.yaml" > /dev/null 2>&1 &
+	pid=$!
+	for _ in $(seq 600); do [ -e "$PI_SANDBOX_HOME/staging/tk.prep/setup.log" ] && break; sleep 0.2; done
+	pgrep -f 'qemu-system.*pisb-tk' >/dev/null
+	kill -9 "$pid"
+	wait "$pid" || true
+	for _ in $(seq 100); do pgrep -f 'qemu-system.*pisb-tk' >/dev/null || break; sleep 0.2; done
+	! pgrep -f 'qemu-system.*pisb-tk' >/dev/null
+	grep -q "the prepare that booted this VM is gone" "$PI_SANDBOX_HOME/staging/tk.prep/qemu.log"
+	[ ! -e "$PI_SANDBOX_HOME/templates/tk" ]
+	rm -rf "$PI_SANDBOX_HOME/staging/tk.prep"
 }
 
 @test "verbs the driver does not serve fail with 1, naming it" {

@@ -577,6 +577,7 @@ struct boot {
 	uint64_t initrd_hash;
 	bool restored;                   /* booted from the boot snapshot */
 	bool overlay;                    /* the disk is disk.qcow2, on a template's */
+	bool prep;                       /* a template being prepared (staging/) */
 	char *boot_note;                 /* how the snapshot was, or why not */
 };
 
@@ -1636,7 +1637,25 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 	/* the sandbox runs as long as QEMU does; status.json is left as it is
 	 * (a VM that died unasked shows "interrupted", see pisb_vm_status) */
 	for (;;) {
-		pid_t w = waitpid(-1, &status, 0);
+		pid_t w = waitpid(-1, &status, bt->prep ? WNOHANG : 0);
+		if (w == 0) {
+			/* a template being prepared lives only as long as its
+			 * prepare, which holds op.lock until the template is
+			 * published or dropped: a prepare killed (^C) leaves a
+			 * VM that nothing lists, so it goes */
+			if (!pisb_lock_is_held(bt->idir, "op.lock")) {
+				int log = openat(bt->idir, "qemu.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+				if (log >= 0) {
+					dprintf(log, "pisb: the prepare that booted this VM is gone: stopping it\n");
+					close(log);
+				}
+				kill(q, SIGKILL);
+				bt->prep = false;
+			} else {
+				pisb_sleep_ms(500);
+			}
+			continue;
+		}
 		if (w == q || (w < 0 && errno != EINTR))
 			break;
 		if (w == vfs_pid) {
@@ -1687,6 +1706,7 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 		goto out;
 	bt.dir = xasprintf("%s/%s", st->path, rel);
 	bt.overlay = faccessat(idir, "disk.qcow2", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	bt.prep = pisb_str_starts(rel, "staging/");
 	snprintf(what, sizeof(what), "sandbox '%s' (its VM)", name);
 	bt.ctl = pisb_lock_acquire(idir, "controller.lock", true, 0, what, e);
 	if (bt.ctl < 0)
