@@ -107,7 +107,7 @@ void vm_run_setup(int idir, const struct pisb_config *cfg)
 	for (size_t i = 0; i <= cfg->nsetup && !failed; i++) {
 		const char *line = i < cfg->nsetup ? cfg->setup[i] : agents;
 		char *argv[] = { "/bin/sh", "-lc", (char *)line, NULL };
-		struct vm_run r = { argv, env.v, cfg->workspace, -1, -1, -1, false, false, deadline };
+		struct vm_run r = { argv, env.v, cfg->workspace, -1, -1, -1, false, false, deadline, false };
 		struct pisb_err e = PISB_ERR_INIT;
 		int code = 0;
 		_cleanup_free_ char *what = i < cfg->nsetup ? xasprintf("setup[%zu] '%s'", i, line)
@@ -171,6 +171,7 @@ static void __attribute__((noreturn)) resume_runner(int idir, int wr, const stru
 {
 	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT;
 	_cleanup_free_ char *script = resume_script(cfg);
+	_cleanup_free_ char *agents = xasprintf("%s/.agents/resume", cfg->workspace);
 	struct pisb_err e = PISB_ERR_INIT;
 	struct vm_log log;
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC), code = 0;
@@ -178,11 +179,14 @@ static void __attribute__((noreturn)) resume_runner(int idir, int wr, const stru
 	/* The script runs in a session of its own (setsid -w waits for it
 	 * and passes its status on): the agent ends the command's process
 	 * group when the command ends, and what a resume hook leaves running
-	 * in the background is meant to stay, as with the local driver. */
+	 * in the background is meant to stay, as with the local driver.
+	 * Without resume lines and .agents/resume, one sh and no login
+	 * shell: every start runs this. */
 	char *argv[] = { "/bin/sh", "-c",
+			 "[ \"$2\" = lines ] || [ -x \"$3\" ] || exit 0; "
 			 "if command -v setsid >/dev/null; then exec setsid -w /bin/sh -lc \"$1\"; fi; exec /bin/sh -lc \"$1\"",
-			 "sh", script, NULL };
-	struct vm_run r = { argv, NULL, cfg->workspace, -1, -1, -1, false, false, 0 };
+			 "sh", script, cfg->nresume ? "lines" : "none", agents, NULL };
+	struct vm_run r = { argv, NULL, cfg->workspace, -1, -1, -1, false, false, 0, false };
 
 	dup2(null, 0);
 	dup2(null, 1);

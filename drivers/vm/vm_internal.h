@@ -61,6 +61,8 @@ struct vm_run {
 	bool forward;
 	bool kill_on_usr2;        /* SIGUSR2 sends SIGKILL (exec handles) */
 	int64_t deadline;         /* pisb_mono_ms(): SIGKILL then, exit 6; 0 none */
+	bool winch;               /* on SIGWINCH, fd 0's terminal size goes to the
+				   * guest (WINSZ: the command's pty, vm_proto.h) */
 };
 int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e);
 /* The same with the output (type PISB_VM_STDOUT/STDERR) going to sink
