@@ -188,10 +188,14 @@ static void __attribute__((noreturn)) resume_runner(int idir, int wr, const stru
 			 "sh", script, cfg->nresume ? "lines" : "none", agents, NULL };
 	struct vm_run r = { argv, NULL, cfg->workspace, -1, -1, -1, false, false, 0, false };
 
+	/* no fds but these, renumbered (by way of high numbers: idir or wr
+	 * may be 3 or 4 already) */
+	idir = fcntl(idir, F_DUPFD_CLOEXEC, 200);
+	wr = fcntl(wr, F_DUPFD_CLOEXEC, 200);
 	dup2(null, 0);
 	dup2(null, 1);
 	dup2(null, 2);
-	if (dup3(idir, 3, O_CLOEXEC) < 0 || dup3(wr, 4, O_CLOEXEC) < 0)
+	if (idir < 0 || wr < 0 || dup3(idir, 3, O_CLOEXEC) < 0 || dup3(wr, 4, O_CLOEXEC) < 0)
 		_exit(1);
 	pisb_close_from(5, -1);
 	idir = 3;
