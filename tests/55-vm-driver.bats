@@ -568,6 +568,20 @@ tpl_yaml() {
 	[ "$output" = 1 ]
 }
 
+@test "attack: a resume hook's flood of output is bounded on the host (setup.log past 1 MiB becomes setup.log.1)" {
+	run -0 pisb exec vm1 --sh 'printf "#!/bin/sh\nhead -c 2600000 /dev/zero | tr \"\\\\0\" x\n" > .agents/resume && chmod +x .agents/resume'
+	run -0 pisb stop vm1
+	run -0 pisb start vm1
+	d=$PI_SANDBOX_HOME/instances/vm1
+	for _ in $(seq 300); do grep -qs "resume hooks: ended" "$d/setup.log" && break; sleep 0.2; done
+	grep -q "resume hooks: ended" "$d/setup.log"
+	[ "$(stat -c %s "$d/setup.log")" -le 1048576 ]
+	[ "$(stat -c %s "$d/setup.log.1")" -le 1048576 ]
+	[ "$(stat -c %s "$d/setup.log.1")" -gt 500000 ]
+	[ "$(stat -c %a "$d/setup.log.1")" = 600 ]
+	run -0 pisb exec vm1 -- rm .agents/resume
+}
+
 @test "a stale boot snapshot (its inputs changed) is made again" {
 	snap=$(snapdir)
 	cp "$snap/inputs" "$BATS_TEST_TMPDIR/inputs"
