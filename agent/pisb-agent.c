@@ -518,6 +518,38 @@ static void drain(struct port *p, int *fd, int type, uint32_t sid)
 	}
 }
 
+/* WINSZ: the command's terminal is the pty whose path it wrote into
+ * /run/pisb/pty.PID, PID the command's (pisb shell's command does, see
+ * drivers/vm/vm_shell.c): resize it, and the kernel sends SIGWINCH to
+ * its foreground process group.  Anything else there is ignored. */
+static void set_winsize(pid_t pid, unsigned rows, unsigned cols)
+{
+	struct winsize ws = { (unsigned short)rows, (unsigned short)cols, 0, 0 };
+	char path[64], tty[128];
+	ssize_t n;
+	int fd;
+
+	if (!rows || !cols)
+		return;
+	snprintf(path, sizeof(path), "/run/pisb/pty.%d", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return;
+	n = read(fd, tty, sizeof(tty) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	tty[n] = '\0';
+	tty[strcspn(tty, "\n")] = '\0';
+	if (strncmp(tty, "/dev/pts/", 9) || strchr(tty + 9, '/'))
+		return;
+	fd = open(tty, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ioctl(fd, TIOCSWINSZ, &ws);
+	close(fd);
+}
+
 struct inq {
 	char *d;
 	size_t n, off;
@@ -552,6 +584,9 @@ static void take_frames(struct port *p, uint32_t sid, pid_t pid, struct inq *q, 
 			int sig = p->buf[PISB_VM_HDR];
 			if (sig > 0 && sig < 65)
 				kill(-pid, sig);
+		} else if (fsid == sid && type == PISB_VM_WINSZ && flen >= 4) {
+			const unsigned char *w = p->buf + PISB_VM_HDR;
+			set_winsize(pid, (unsigned)(w[0] | w[1] << 8), (unsigned)(w[2] | w[3] << 8));
 		}
 		frame_consume(p, flen);
 	}
@@ -749,6 +784,11 @@ static void session(struct port *p, uint32_t sid, const unsigned char *pl, uint3
 	free(q.d);
 	/* the group may have members left: they go with the command */
 	kill(-pid, SIGKILL);
+	{
+		char path[64];
+		snprintf(path, sizeof(path), "/run/pisb/pty.%d", (int)pid);
+		unlink(path);
+	}
 	if (!p->host_gone) {
 		unsigned char c[4];
 		pisb_vm_put32(c, (uint32_t)code);

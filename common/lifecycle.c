@@ -94,6 +94,20 @@ int pisb_lifecycle_make(struct pisb_state *st, enum pisb_lc_make verb,
 		return pisb_err_set(e, PISB_EXIT_USAGE, "--template: driver %s has no pisb templates%s%s",
 				    d->name, why ? ": " : "", why ? why : "");
 	}
+	if (o->template_) {
+		/* a template is its driver's (a local one is a tree, a vm one a
+		 * disk image): another driver cannot start from it */
+		_cleanup_sandbox_ struct pisb_sandbox t = PISB_SANDBOX_INIT;
+		const struct pisb_record *rec;
+		if (pisb_sandbox_open_kind(&t, st, "templates", o->template_, e) < 0)
+			return -1;
+		if (!(rec = pisb_sandbox_record(&t, e)))
+			return pisb_err_prefix(e, "template '%s'", o->template_);
+		if (pisb_driver_find(rec->driver) != d)
+			return pisb_err_set(e, PISB_EXIT_USAGE,
+					    "--template: template '%s' was prepared by driver %s, not %s (create with --driver %s, or driver: %s in the file)",
+					    o->template_, rec->driver, d->name, rec->driver, rec->driver);
+	}
 	if (o->project && verb != PISB_LC_CONNECT && !pisb_driver_has(d, PISB_V_DIFF))
 		return pisb_driver_refuse_name(o->name, d, PISB_V_DIFF, e);
 	if (o->project && verb == PISB_LC_PREPARE)

@@ -150,8 +150,8 @@ verb_argv() {
 	run -2 --separate-stderr pisb create box --driver nosuch
 	[ "$stderr" = "fatal: --driver: unknown driver 'nosuch' ($names)" ]
 	# a driver without templates
-	run -2 --separate-stderr pisb create box --driver vm --template t
-	[[ $stderr == *"--template: driver vm has no pisb templates"* ]]
+	run -2 --separate-stderr pisb create box --driver sbx --template t
+	[[ $stderr == *"--template: driver sbx has no pisb templates"* ]]
 }
 
 @test "the core names no driver: what differs by driver is a capability bit of its table" {

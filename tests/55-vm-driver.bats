@@ -18,6 +18,10 @@ setup_file() {
 	  - echo setup-ran > /root/setup-mark
 	  - echo setup-says-hello
 	  - mkdir -p .agents && printf '#!/bin/sh\necho agents-ran > /root/agents-mark\nexec sleep 600\n' > .agents/setup && chmod +x .agents/setup
+	resume:
+	  - echo "resumed $(pwd) $FROM_CONFIG" >> /root/resume.log
+	  - echo resume-says-failing; exit 3
+	  - (sleep 700 &); echo "resumed again" >> /root/resume.log
 	EOF
 	echo "host secret" > "$BATS_FILE_TMPDIR/host-only-file"
 	# .agents/setup sleeps past a setup deadline shortened from 20 minutes
@@ -27,6 +31,9 @@ setup_file() {
 
 teardown_file() {
 	pisb destroy vm1 --confirm vm1 >/dev/null 2>&1 || true
+	# the template test's, should it have failed half-way
+	for n in ta tb; do pisb destroy $n --confirm $n >/dev/null 2>&1 || true; done
+	pisb destroy tv --template --confirm tv >/dev/null 2>&1 || true
 }
 
 # The boot snapshot of vm1's size (vm.c: <state>/vmsnap/<MiB>m-<cpus>c-<accel>).
@@ -378,14 +385,118 @@ teardown() {
 	[ "$output" = 0 ]
 }
 
+# A template of vm1's size (its boot snapshot serves the three boots).
+tpl_yaml() {
+	cat > "$BATS_TEST_TMPDIR/tpl.yaml" <<-EOF
+	version: 1
+	driver: vm
+	resources: { cpus: 2, memoryGiB: 1 }
+	diskGiB: 2
+	setup:
+	  - echo from-template > /workspace/tfile
+	  - $1
+	EOF
+	cat > "$BATS_TEST_TMPDIR/copy.yaml" <<-'EOF'
+	version: 1
+	driver: vm
+	resources: { cpus: 2, memoryGiB: 1 }
+	resume:
+	  - echo copy-resumed > /root/copy-resumed
+	EOF
+}
+
+@test "templates: prepare keeps the set-up disk read-only; each create --template has a copy-on-write disk of its own" {
+	command -v qemu-img >/dev/null || skip "machine lacks: qemu-img (install qemu-utils)"
+	# setup also writes an image header (qcow2's magic) at the start of
+	# its raw disk: a format taken from the bytes would read it as one
+	tpl_yaml "printf 'QFI\\373\\0\\0\\0\\3' | dd of=/dev/vda conv=notrunc status=none"
+	run -0 --separate-stderr pisb prepare tv -f "$BATS_TEST_TMPDIR/tpl.yaml"
+	[[ $stderr == *"prepared template 'tv'"* ]]
+	run -0 pisb list --templates --json
+	jq -e '.[] | select(.name == "tv") | .driver == "vm" and .status == "template"' <<<"$output"
+	tdir=$PI_SANDBOX_HOME/templates/tv
+	[ "$(stat -c %a "$tdir/disk.img")" = 400 ]
+	[ ! -e "$tdir/status.json" ]
+	[ -z "$(find "$tdir" -type s)" ]
+	[ -z "$(ls -A "$PI_SANDBOX_HOME/staging")" ]
+	! pgrep -f 'qemu-system.*pisb-tv' >/dev/null
+	made=$(stat -c %Y "$tdir/disk.img")
+	# another driver cannot start from it
+	run -2 --separate-stderr pisb create tl --template tv
+	[[ $stderr == *"template 'tv' was prepared by driver vm, not local"* ]]
+	run -3 pisb inspect tl
+	# a copy has its template's disk size
+	sed 's/^resources:.*/&\ndiskGiB: 3/' "$BATS_TEST_TMPDIR/copy.yaml" > "$BATS_TEST_TMPDIR/big.yaml"
+	run -2 --separate-stderr pisb create tc --template tv -f "$BATS_TEST_TMPDIR/big.yaml"
+	[[ $stderr == *"diskGiB: 3, but template 'tv' has a disk of 2 GiB"* ]]
+	run -3 pisb inspect tc
+	run -0 pisb create ta --template tv -f "$BATS_TEST_TMPDIR/copy.yaml"
+	# the template's files, the copy's own config, its resume hooks
+	run -0 pisb exec ta -- cat /workspace/tfile /root/copy-resumed
+	[ "$output" = "$(printf 'from-template\ncopy-resumed')" ]
+	run -0 pisb exec ta -- cat /workspace/.sandbox.yaml
+	[ "$output" = "$(cat "$BATS_TEST_TMPDIR/copy.yaml")" ]
+	run -0 pisb inspect ta
+	jq -e '.template == "tv" and (.vm.disk | test("qcow2"))' <<<"$output"
+	# the overlay names its backing file and both formats
+	run -0 qemu-img info -U --output=json "$PI_SANDBOX_HOME/instances/ta/disk.qcow2"
+	jq -e '.format == "qcow2" and ."backing-filename" == "../../templates/tv/disk.img" and ."backing-filename-format" == "raw"' <<<"$output"
+	run -0 pisb exec ta --sh 'head -c 4 /dev/vda | od -An -c | tr -d " "'
+	[ "$output" = 'QFI373' ]
+	# a write in one copy: not in the template (a copy made after it),
+	# nor in the other copy
+	run -0 pisb exec ta --sh 'echo only-a > /workspace/mine; echo more >> /workspace/tfile; sync'
+	run -0 pisb create tb --template tv -f "$BATS_TEST_TMPDIR/copy.yaml"
+	run -0 pisb exec tb -- cat /workspace/tfile
+	[ "$output" = from-template ]
+	run -1 pisb exec tb -- test -e /workspace/mine
+	run -0 pisb exec tb --sh 'echo only-b > /workspace/mine; sync'
+	run -0 pisb exec ta -- cat /workspace/mine
+	[ "$output" = only-a ]
+	[ "$(stat -c %Y "$tdir/disk.img")" = "$made" ]
+	# the template cannot go while copies stand on it
+	run -4 --separate-stderr pisb destroy tv --template --confirm tv
+	[[ $stderr == *"template 'tv' is in use by sandboxes 'ta', 'tb'"* ]]
+	[ -s "$tdir/disk.img" ]
+	run -0 pisb destroy ta --confirm ta
+	run -0 pisb destroy tb --confirm tb
+	run -0 pisb destroy tv --template --confirm tv
+	[ ! -e "$tdir" ]
+	run -0 pisb list --templates --json
+	[ "$output" = "[]" ]
+}
+
+@test "templates: a setup that fails saves no template (1); a prepare that fails or is killed leaves no VM behind" {
+	tpl_yaml "exit 9"
+	run -1 --separate-stderr pisb prepare tv -f "$BATS_TEST_TMPDIR/tpl.yaml"
+	[[ $stderr == *"prepare 'tv': setup failed, no template was saved: setup[1] 'exit 9' exited with 9"* ]]
+	[ ! -e "$PI_SANDBOX_HOME/templates/tv" ]
+	[ -z "$(ls -A "$PI_SANDBOX_HOME/staging")" ]
+	! pgrep -f 'qemu-system.*pisb-tv' >/dev/null
+	run -3 --separate-stderr pisb create ta --template tv -f "$BATS_TEST_TMPDIR/copy.yaml"
+	[[ $stderr == *"template 'tv'"* ]]
+	# a prepare killed while its setup runs leaves no VM behind: nothing
+	# would list or stop it
+	tpl_yaml "sleep 600"
+	pisb prepare tk -f "$BATS_TEST_TMPDIR/tpl.yaml" > /dev/null 2>&1 &
+	pid=$!
+	for _ in $(seq 600); do [ -e "$PI_SANDBOX_HOME/staging/tk.prep/setup.log" ] && break; sleep 0.2; done
+	pgrep -f 'qemu-system.*pisb-tk' >/dev/null
+	kill -9 "$pid"
+	wait "$pid" || true
+	for _ in $(seq 100); do pgrep -f 'qemu-system.*pisb-tk' >/dev/null || break; sleep 0.2; done
+	! pgrep -f 'qemu-system.*pisb-tk' >/dev/null
+	grep -q "the prepare that booted this VM is gone" "$PI_SANDBOX_HOME/staging/tk.prep/qemu.log"
+	[ ! -e "$PI_SANDBOX_HOME/templates/tk" ]
+	rm -rf "$PI_SANDBOX_HOME/staging/tk.prep"
+}
+
 @test "verbs the driver does not serve fail with 1, naming it" {
 	# (shell, the file verbs, push and the project: tests/56-vm-fs.bats)
 	printf 'version: 1\ndriver: vm\nservices: { web: { command: "true", port: 8080 } }\n' > "$BATS_TEST_TMPDIR/svc.yaml"
 	run -2 --separate-stderr pisb create vm2 -f "$BATS_TEST_TMPDIR/svc.yaml"
 	[[ $stderr == *"services"* ]]
 	run -3 pisb inspect vm2
-	run -1 --separate-stderr pisb prepare tv -f "$BATS_FILE_TMPDIR/vm.yaml"
-	[[ $stderr == *"driver vm"* ]]
 	run -1 --separate-stderr pisb svc vm1 status
 	[[ $stderr == *"driver vm"* ]]
 	# logs: no controller, no services; the setup's output
@@ -417,6 +528,58 @@ teardown() {
 	[ "$output" = vm1 ]
 	run -0 pisb exec vm1 --sh 'cat /sys/fs/cgroup/pisb/pids.max'
 	[ "$output" = 64 ]
+}
+
+@test "resume hooks run at start in the guest: in order, a failing one logged, what they start stays, a long one is resumePid" {
+	# .agents/resume runs after the resume lines and is still running
+	# when start stops waiting for it (10 s)
+	run -0 pisb exec vm1 --sh 'rm -f /root/resume.log; mkdir -p .agents && printf "#!/bin/sh\necho agents-resume >> /root/resume.log\nexec sleep 120\n" > .agents/resume && chmod +x .agents/resume'
+	run -0 pisb stop vm1
+	# a failing resume line does not fail the start
+	run -0 pisb start vm1
+	for _ in $(seq 60); do
+		[ "$(pisb exec vm1 -- cat /root/resume.log 2>/dev/null | wc -l)" -ge 3 ] && break
+		sleep 1
+	done
+	# each line in the workspace with the config's env; the next line ran
+	run -0 pisb exec vm1 -- cat /root/resume.log
+	[ "$output" = "$(printf 'resumed /workspace yes-it-is\nresumed again\nagents-resume')" ]
+	# the failing line's output and status are in the log
+	run -0 pisb logs vm1
+	[[ $output == *resume-says-failing* ]]
+	[[ $output == *"resume[1] exited with 3"* ]]
+	# what a resume line left in the background runs on
+	run -0 pisb exec vm1 --sh 'ps -eo args | grep -cx "sleep 700"'
+	[ "$output" = 1 ]
+	# the script still runs: inspect names its runner on the host
+	run -0 pisb inspect vm1
+	rp=$(jq -r .resumePid <<<"$output")
+	[ "$rp" != null ]
+	kill -0 "$rp"
+	run -0 pisb exec vm1 -- pkill -f "sleep 120"
+	for _ in $(seq 100); do kill -0 "$rp" 2>/dev/null || break; sleep 0.2; done
+	! kill -0 "$rp" 2>/dev/null
+	run -0 pisb inspect vm1
+	jq -e '.resumePid == null' <<<"$output"
+	run -0 pisb logs vm1
+	[[ $output == *".agents/resume exited with 143"* ]]
+	# what the hook left running stays, the rest of the group did not
+	run -0 pisb exec vm1 --sh 'rm .agents/resume; ps -eo args | grep -cx "sleep 700"'
+	[ "$output" = 1 ]
+}
+
+@test "attack: a resume hook's flood of output is bounded on the host (setup.log past 1 MiB becomes setup.log.1)" {
+	run -0 pisb exec vm1 --sh 'printf "#!/bin/sh\nhead -c 2600000 /dev/zero | tr \"\\\\0\" x\n" > .agents/resume && chmod +x .agents/resume'
+	run -0 pisb stop vm1
+	run -0 pisb start vm1
+	d=$PI_SANDBOX_HOME/instances/vm1
+	for _ in $(seq 300); do grep -qs "resume hooks: ended" "$d/setup.log" && break; sleep 0.2; done
+	grep -q "resume hooks: ended" "$d/setup.log"
+	[ "$(stat -c %s "$d/setup.log")" -le 1048576 ]
+	[ "$(stat -c %s "$d/setup.log.1")" -le 1048576 ]
+	[ "$(stat -c %s "$d/setup.log.1")" -gt 500000 ]
+	[ "$(stat -c %a "$d/setup.log.1")" = 600 ]
+	run -0 pisb exec vm1 -- rm .agents/resume
 }
 
 @test "a stale boot snapshot (its inputs changed) is made again" {

@@ -485,3 +485,50 @@ push_tree() {
 	run -0 pisb drivers --json
 	jq -e '.drivers[] | select(.name == "vm") | .verbs.shell.supported' <<<"$output"
 }
+
+@test "shell: the caller's terminal resized (SIGWINCH): the guest's pty takes the new size" {
+	# pisb shell on a pty of the test's own, 30x100; then 40x120, which
+	# sends pisb SIGWINCH; stty in the guest reports each
+	run -0 python3 - vf <<-'PY'
+	import fcntl, os, select, struct, subprocess, sys, termios, time
+	def size(fd, r, c):
+	    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", r, c, 0, 0))
+	def ctty():
+	    os.setsid()
+	    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+	master, slave = os.openpty()
+	size(slave, 30, 100)
+	p = subprocess.Popen(["pisb", "shell", sys.argv[1]], stdin=slave, stdout=slave, stderr=slave,
+	                     preexec_fn=ctty, close_fds=True)
+	os.close(slave)
+	out = b""
+	def until(want, secs, typing=None):
+	    global out
+	    end = time.time() + secs
+	    nxt = 0
+	    while time.time() < end:
+	        if typing and time.time() >= nxt:
+	            os.write(master, typing)
+	            nxt = time.time() + 2
+	        r, _, _ = select.select([master], [], [], 0.2)
+	        if r:
+	            try:
+	                out += os.read(master, 65536)
+	            except OSError:
+	                break
+	        if want in out:
+	            return True
+	    return False
+	ok = until(b"/workspace", 120)
+	ok = ok and until(b"30 100", 60, b"stty size\n")
+	size(master, 40, 120)
+	ok = ok and until(b"40 120", 60, b"stty size\n")
+	os.write(master, b"exit 3\n")
+	rc = p.wait(timeout=60)
+	sys.stdout.write(out.decode(errors="replace"))
+	print("\nrc=%d ok=%s" % (rc, ok))
+	sys.exit(0 if ok and rc == 3 else 1)
+	PY
+	[[ $output == *"40 120"* ]]
+	[[ $output == *"rc=3 ok=True"* ]]
+}

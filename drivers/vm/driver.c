@@ -16,6 +16,19 @@ static int create(struct pisb_state *st, const struct pisb_config *cfg, const ch
 	return pisb_vm_create(st, cfg, config_json, o, e);
 }
 
+/* a template: setup run on a VM's disk, kept read-only; create
+ * --template gives each copy a copy-on-write overlay on it */
+static int prepare(struct pisb_state *st, const struct pisb_config *cfg, const char *config_json,
+		   struct pisb_lc_opts *o, struct pisb_err *e)
+{
+	return pisb_vm_create(st, cfg, config_json, o, e);
+}
+
+static int destroy_template(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
+{
+	return pisb_vm_destroy_template(sb, o, e);
+}
+
 static int start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
 	return pisb_vm_start(sb, o, e);
@@ -104,11 +117,10 @@ static int exec_kill(struct pisb_sandbox *sb, const char *handle, struct pisb_jw
 	return pisb_vm_exec_kill(sb, handle, w, code, e);
 }
 
-/* no controller: logs shows the setup's output */
+/* no controller: logs shows the output of setup and the resume hooks */
 static const struct pisb_fs_how fs_how = { "setup.log", NULL, NULL };
 
 static const struct pisb_refusal refusals[] = {
-	{ PISB_V_PREPARE, "the vm driver has no templates yet (use driver local)" },
 	{ PISB_V_CONNECT, "connect attaches a sandbox that already runs elsewhere (opensandbox.sandboxId)" },
 	{ PISB_V_SVC, "a VM has no network device, so no services" },
 	{ PISB_V_PREVIEW, "a VM has no network device, so no previews" },
@@ -121,15 +133,18 @@ static const struct pisb_refusal refusals[] = {
 const struct pisb_driver pisb_driver_vm = {
 	.name = "vm",
 	.summary = "a QEMU virtual machine per sandbox with pisb's guest agent (KVM, else TCG)",
+	.caps = PISB_DRV_TEMPLATES,
 	.refusals = refusals,
 	.fs_how = &fs_how,
 	.doctor = pisb_vm_doctor,
 	.verify = pisb_vm_verify,
 	.create = create,
+	.prepare = prepare,
 	.start = start,
 	.stop = stop,
 	.destroy = destroy,
 	.release = release,
+	.destroy_template = destroy_template,
 	.start_note = start_note,
 	.status = status,
 	.describe = describe,

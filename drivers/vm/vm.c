@@ -27,6 +27,8 @@
 #include "state.h"
 #include "util.h"
 #include "hostmask.h"
+#include "fs.h"
+#include "vm_fs.h"
 
 #include <dirent.h>
 #include <sched.h>
@@ -54,7 +56,6 @@
 #define VM_BOOT_TIMEOUT_MS 180000
 #define VM_KVM_GRACE_MS 2500
 #define VM_KVM_BOOT_MS 60000
-#define VM_SETUP_DEADLINE_MS (20 * 60 * 1000)
 #define VM_VFS_SOCK "virtiofs.sock"
 #define VM_VFS_TAG PISB_HOST_TAG
 /* the kernel command line of cold boots (then the instance's arguments)
@@ -138,7 +139,7 @@ static bool kernel_is_pvm_guest(const char *kernel)
 /* ---- assets ---- */
 
 struct vm_assets {
-	char *kernel, *modules, *qemu, *agent, *virtiofsd, *mke2fs;
+	char *kernel, *modules, *qemu, *agent, *virtiofsd, *mke2fs, *qemu_img;
 };
 
 static void assets_release(struct vm_assets *a)
@@ -149,6 +150,7 @@ static void assets_release(struct vm_assets *a)
 	free(a->agent);
 	free(a->virtiofsd);
 	free(a->mke2fs);
+	free(a->qemu_img);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -303,7 +305,8 @@ static bool elf_static(const char *path)
 	return true;
 }
 
-static int find_assets(struct vm_assets *a, bool need_mke2fs, struct pisb_err *e)
+/* need_mke2fs: a new disk; need_qemu_img: a template's copy */
+static int find_assets(struct vm_assets *a, bool need_mke2fs, bool need_qemu_img, struct pisb_err *e)
 {
 	const char *q = getenv("PISB_VM_QEMU"), *vfs = getenv("PISB_VM_VIRTIOFSD");
 	char agent[4096];
@@ -330,6 +333,9 @@ static int find_assets(struct vm_assets *a, bool need_mke2fs, struct pisb_err *e
 				    "the vm driver needs root: virtiofsd (the host's read-only userland for the guest) runs as root in a mount namespace of its own");
 	if (need_mke2fs && !(a->mke2fs = path_find("mke2fs")))
 		return pisb_err_set(e, PISB_EXIT_BACKEND, "the vm driver needs mke2fs for the guest's disk (install e2fsprogs)");
+	if (need_qemu_img && !(a->qemu_img = path_find("qemu-img")))
+		return pisb_err_set(e, PISB_EXIT_BACKEND,
+				    "the vm driver needs qemu-img for a template's copy-on-write disk (install qemu-utils)");
 	return 0;
 }
 
@@ -570,6 +576,8 @@ struct boot {
 	const char *state_path;          /* for the boot snapshot */
 	uint64_t initrd_hash;
 	bool restored;                   /* booted from the boot snapshot */
+	bool overlay;                    /* the disk is disk.qcow2, on a template's */
+	bool prep;                       /* a template being prepared (staging/) */
 	char *boot_note;                 /* how the snapshot was, or why not */
 };
 
@@ -676,7 +684,8 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 	pisb_strv_push(av, "chardev:con0");
 	if (mode == VM_COLD) {
 		pisb_strv_push(av, "-drive");
-		pisb_strv_push(av, "file=disk.img,format=raw,if=none,id=disk0,cache=writeback,discard=unmap");
+		pisb_strv_pushf(av, "file=%s,if=none,id=disk0,cache=writeback,discard=unmap",
+				bt->overlay ? "disk.qcow2,format=qcow2" : "disk.img,format=raw");
 		pisb_strv_push(av, "-device");
 		pisb_strv_pushf(av, "virtio-blk-%s,drive=disk0", bus);
 	} else {
@@ -1390,7 +1399,11 @@ static int restore_finish(const struct boot *bt, pid_t q, char **why)
 		}
 		pisb_sleep_ms(20);
 	}
-	if (qmp_cmd(&m, "{\"execute\":\"blockdev-add\",\"arguments\":{\"driver\":\"raw\",\"node-name\":\"disk0\",\"discard\":\"unmap\",\"file\":{\"driver\":\"file\",\"filename\":\"disk.img\"}}}",
+	/* a qcow2 overlay opens its backing file (the template's disk,
+	 * read-only) by the name and format in its header */
+	if (qmp_cmd(&m, bt->overlay
+			? "{\"execute\":\"blockdev-add\",\"arguments\":{\"driver\":\"qcow2\",\"node-name\":\"disk0\",\"discard\":\"unmap\",\"file\":{\"driver\":\"file\",\"filename\":\"disk.qcow2\"}}}"
+			: "{\"execute\":\"blockdev-add\",\"arguments\":{\"driver\":\"raw\",\"node-name\":\"disk0\",\"discard\":\"unmap\",\"file\":{\"driver\":\"file\",\"filename\":\"disk.img\"}}}",
 		    -1, NULL, NULL, why) < 0 ||
 	    qmp_cmd(&m, "{\"execute\":\"device_add\",\"arguments\":{\"driver\":\"virtio-blk-pci\",\"id\":\"vda\",\"drive\":\"disk0\",\"bus\":\"rp1\"}}",
 		    -1, NULL, NULL, why) < 0 ||
@@ -1440,7 +1453,8 @@ static void extra_json(const struct boot *bt, bool kvm, const char *note, struct
 	pisb_jw_kstr(&w, "qemu", bt->a.qemu);
 	pisb_jw_kint(&w, "memoryMiB", bt->cfg->memory_gib * 1024);
 	pisb_jw_kint(&w, "cpus", bt->cfg->cpus);
-	pisb_jw_kstr(&w, "disk", "raw ext4 image disk.img (sparse)");
+	pisb_jw_kstr(&w, "disk", bt->overlay ? "qcow2 copy-on-write overlay disk.qcow2 on its template's disk.img"
+					    : "raw ext4 image disk.img (sparse)");
 	pisb_jw_kbool(&w, "network", false);
 	pisb_jw_obj_end(&w);
 	free(rt->extra_json);
@@ -1548,6 +1562,7 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 	if (pisb_runtime_load(bt->idir, &rt, &ig) < 0)
 		memset(&rt, 0, sizeof(rt));
 	snprintf(rt.state, sizeof(rt.state), "starting");
+	memset(&rt.resume, 0, sizeof(rt.resume));
 	rt.controller.pid = getpid();
 	rt.controller.start = pisb_proc_start(rt.controller.pid);
 	rt.init.pid = q;
@@ -1622,7 +1637,25 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 	/* the sandbox runs as long as QEMU does; status.json is left as it is
 	 * (a VM that died unasked shows "interrupted", see pisb_vm_status) */
 	for (;;) {
-		pid_t w = waitpid(-1, &status, 0);
+		pid_t w = waitpid(-1, &status, bt->prep ? WNOHANG : 0);
+		if (w == 0) {
+			/* a template being prepared lives only as long as its
+			 * prepare, which holds op.lock until the template is
+			 * published or dropped: a prepare killed (^C) leaves a
+			 * VM that nothing lists, so it goes */
+			if (!pisb_lock_is_held(bt->idir, "op.lock")) {
+				int log = openat(bt->idir, "qemu.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+				if (log >= 0) {
+					dprintf(log, "pisb: the prepare that booted this VM is gone: stopping it\n");
+					close(log);
+				}
+				kill(q, SIGKILL);
+				bt->prep = false;
+			} else {
+				pisb_sleep_ms(500);
+			}
+			continue;
+		}
 		if (w == q || (w < 0 && errno != EINTR))
 			break;
 		if (w == vfs_pid) {
@@ -1641,10 +1674,12 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 	_exit(0);
 }
 
-/* Boot the instance (op.lock held by the caller): a no-op when its VM
- * runs.  The accelerator note lands in status.json (pisb_vm_accel_note). */
-static int boot(struct pisb_state *st, const char *name, int idir, const struct pisb_config *cfg,
-		struct pisb_err *e)
+/* Boot the instance in the state's directory rel (instances/NAME, or a
+ * template being prepared), op.lock held by the caller: a no-op when its
+ * VM runs, else *booted.  The accelerator note lands in status.json
+ * (pisb_vm_accel_note). */
+static int boot(struct pisb_state *st, const char *name, const char *rel, int idir,
+		const struct pisb_config *cfg, bool *booted, struct pisb_err *e)
 {
 	struct boot bt;
 	char what[96];
@@ -1662,13 +1697,16 @@ static int boot(struct pisb_state *st, const char *name, int idir, const struct 
 	bt.state_path = st->path;
 	for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++)
 		bt.socks[i] = -1;
+	*booted = false;
 	if (pisb_lock_is_held(idir, "controller.lock"))
 		return 0;
 	if (check_host_fit(cfg, e) < 0)
 		return -1;
-	if (find_assets(&bt.a, false, e) < 0 || build_initrd(idir, &bt.a, &bt.initrd_hash, e) < 0)
+	if (find_assets(&bt.a, false, false, e) < 0 || build_initrd(idir, &bt.a, &bt.initrd_hash, e) < 0)
 		goto out;
-	bt.dir = xasprintf("%s/instances/%s", st->path, name);
+	bt.dir = xasprintf("%s/%s", st->path, rel);
+	bt.overlay = faccessat(idir, "disk.qcow2", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	bt.prep = pisb_str_starts(rel, "staging/");
 	snprintf(what, sizeof(what), "sandbox '%s' (its VM)", name);
 	bt.ctl = pisb_lock_acquire(idir, "controller.lock", true, 0, what, e);
 	if (bt.ctl < 0)
@@ -1750,6 +1788,7 @@ static int boot(struct pisb_state *st, const char *name, int idir, const struct 
 	bt.ctl = -1;
 	pisb_read_fd(p[0], &msg, 64 << 10);
 	if (msg.s && pisb_str_starts(msg.s, "ok\n")) {
+		*booted = true;
 		ret = 0;
 	} else {
 		const char *why = msg.s && strchr(msg.s, '\n') ? strchr(msg.s, '\n') + 1 : "the supervisor died";
@@ -1790,8 +1829,6 @@ static int refuse_unsupported(const struct pisb_config *cfg, struct pisb_err *e)
 	if (cfg->nallowed_hosts)
 		return pisb_err_set(e, PISB_EXIT_USAGE,
 				    "network.allowedHosts: a vm sandbox has no network device at all; use driver local for an egress allowlist");
-	if (cfg->nresume)
-		return pisb_err_set(e, PISB_EXIT_USAGE, "resume: the vm driver does not run resume hooks yet");
 	if (cfg->image && strcmp(cfg->image, "host"))
 		return pisb_err_set(e, PISB_EXIT_USAGE,
 				    "image: the vm driver shares the host's userland (image: host); rootfs images are not supported yet (omit image, or use driver local)");
@@ -1800,55 +1837,6 @@ static int refuse_unsupported(const struct pisb_config *cfg, struct pisb_err *e)
 	if (strpbrk(cfg->workspace, " \t\n"))
 		return pisb_err_set(e, PISB_EXIT_USAGE, "workspace: the vm driver needs a path without spaces");
 	return 0;
-}
-
-/* setup[] lines, then <workspace>/.agents/setup when it is executable,
- * all within one 20-minute deadline (PISB_VM_SETUP_MS); the first failure
- * is kept in setupError. */
-static void run_setup(int idir, const struct pisb_config *cfg)
-{
-	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT;
-	_cleanup_close_ int log = openat(idir, "setup.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-	_cleanup_free_ char *agents = xasprintf("f=%s/.agents/setup; if [ -x \"$f\" ]; then exec \"$f\"; fi",
-						cfg->workspace);
-	int64_t deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_SETUP_MS", VM_SETUP_DEADLINE_MS);
-	char *failed = NULL;
-
-	pisb_strv_push(&env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-	pisb_strv_push(&env, "HOME=/root");
-	for (size_t i = 0; i < cfg->env.n; i++)
-		pisb_strv_pushf(&env, "%s=%s", cfg->env.v[i].key, cfg->env.v[i].val);
-	for (size_t i = 0; i <= cfg->nsetup && !failed; i++) {
-		const char *line = i < cfg->nsetup ? cfg->setup[i] : agents;
-		char *argv[] = { "/bin/sh", "-lc", (char *)line, NULL };
-		struct vm_run r = { argv, env.v, cfg->workspace, -1, log, log, false, false, deadline };
-		struct pisb_err e = PISB_ERR_INIT;
-		int code = 0;
-		_cleanup_free_ char *what = i < cfg->nsetup ? xasprintf("setup[%zu] '%s'", i, line)
-							    : xstrdup(".agents/setup");
-		if (pisb_mono_ms() >= deadline)
-			failed = xasprintf("%s: the %d-minute setup deadline passed", what,
-					   pisb_env_ms("PISB_VM_SETUP_MS", VM_SETUP_DEADLINE_MS) / 60000);
-		else if (vm_run(idir, &r, &code, &e) < 0)
-			failed = e.code == PISB_EXIT_TIMEOUT
-				 ? xasprintf("%s: the setup deadline (%d s) passed: killed", what,
-					     pisb_env_ms("PISB_VM_SETUP_MS", VM_SETUP_DEADLINE_MS) / 1000)
-				 : xasprintf("%s: %s", what, e.msg);
-		else if (code)
-			failed = xasprintf("%s exited with %d", what, code);
-	}
-	if (failed) {
-		struct pisb_runtime rt;
-		struct pisb_err ig = PISB_ERR_INIT;
-		if (pisb_runtime_load(idir, &rt, &ig) == 0) {
-			free(rt.setup_error);
-			rt.setup_error = failed;
-			failed = NULL;
-			pisb_runtime_save(idir, &rt, &ig);
-			pisb_runtime_release(&rt);
-		}
-		free(failed);
-	}
 }
 
 /* create --project: the copy pushed into the booted guest before its
@@ -1866,119 +1854,53 @@ static int seed_project(struct pisb_state *st, const char *name, const struct pi
 	return 0;
 }
 
-int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
-		   const char *config_json, const struct pisb_lc_opts *o,
-		   struct pisb_err *e)
+/* A template's copy: the configuration given to create, written into the
+ * running guest's workspace (.sandbox.yaml) by the file verbs' agent, as
+ * pisb write does. */
+static int guest_config(struct pisb_state *st, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
-	struct vm_assets a;
-	_cleanup_free_ char *stg = NULL, *dest = NULL, *img = NULL, *tree = NULL;
-	_cleanup_close_ int sdir = -1, lock = -1, idir = -1;
-	struct pisb_record rec;
-	struct pisb_runtime rt;
-	bool published = false;
-	int ret = -1;
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+	_cleanup_free_ char *abs = NULL;
+	struct pisb_fs_src src = { -1, o->config_text, o->config_len };
+	long long bytes;
 
-	memset(&a, 0, sizeof(a));
-	if (!pisb_name_valid(o->name))
-		return pisb_err_set(e, PISB_EXIT_USAGE,
-				    "invalid name '%s' (lowercase letter, then up to 39 of a-z 0-9 -)", o->name);
-	if (refuse_unsupported(cfg, e) < 0 || find_assets(&a, true, e) < 0) {
-		assets_release(&a);
-		return pisb_err_prefix(e, "create '%s'", o->name);
+	if (!o->config_text)
+		return 0;
+	if (pisb_sandbox_open(&sb, st, o->name, e) < 0 ||
+	    pisb_vm_fs_write(&sb, ".sandbox.yaml", &src, 0644, true, &abs, &bytes, e) < 0)
+		return pisb_err_prefix(e, "write the guest's .sandbox.yaml");
+	return 0;
+}
+
+/* A new disk in the staging dir sdir (stg under the state): a sparse ext4
+ * image of diskGiB, made here (the guest has no mkfs), holding the
+ * overlay's upper and work dirs over the host's userland and the guest
+ * copy of the config, <workspace>/.sandbox.yaml */
+static int new_disk(struct pisb_state *st, int sdir, const char *stg, const struct pisb_config *cfg,
+		    const struct pisb_lc_opts *o, const struct vm_assets *a, struct pisb_err *e)
+{
+	_cleanup_free_ char *img = xasprintf("%s/%s/disk.img", st->path, stg);
+	_cleanup_free_ char *tree = xasprintf("%s/%s/fsroot", st->path, stg);
+	_cleanup_free_ char *ws = xasprintf("fsroot/upper%s", cfg->workspace);
+	_cleanup_free_ char *yml = xasprintf("%s/.sandbox.yaml", ws);
+	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
+	char size[32];
+	int xe = 0, code;
+
+	if (pisb_mkdirs_at(sdir, ws, 0755, e) < 0 || pisb_mkdirs_at(sdir, "fsroot/work", 0700, e) < 0 ||
+	    (o->config_text && pisb_atomic_write(sdir, yml, o->config_text, o->config_len, 0644, e) < 0))
+		return -1;
+	snprintf(size, sizeof(size), "%dG", cfg->disk_gib);
+	char *argv[] = { a->mke2fs, "-q", "-F", "-t", "ext4", "-L", "pisb-root", "-m", "0",
+			 "-E", "lazy_itable_init=1,lazy_journal_init=1", "-d", tree, img, size, NULL };
+	code = pisb_run_capture(argv, NULL, true, 8192, 120000, &out, &xe);
+	if (code != 0)
+		return pisb_err_set(e, PISB_EXIT_BACKEND, "make the disk with mke2fs: %s",
+				    out.s && out.len ? out.s : code == -1 ? strerror(xe) : "failed");
+	if (fchmodat(sdir, "disk.img", 0600, 0) < 0) {
 	}
-	dest = xasprintf("instances/%s", o->name);
-	if (faccessat(st->fd, dest, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
-		assets_release(&a);
-		return pisb_err_set(e, PISB_EXIT_BUSY, "sandbox '%s' already exists", o->name);
-	}
-	sdir = pisb_instance_stage(st, o->name, &stg, &lock, e);
-	if (sdir < 0)
-		goto out;
-	/* the disk: a sparse ext4 image, made here (the guest has no mkfs),
-	 * holding the overlay's upper and work dirs over the host's userland
-	 * and the guest copy of the config, <workspace>/.sandbox.yaml */
-	img = xasprintf("%s/%s/disk.img", st->path, stg);
-	tree = xasprintf("%s/%s/fsroot", st->path, stg);
-	{
-		_cleanup_free_ char *ws = xasprintf("fsroot/upper%s", cfg->workspace);
-		_cleanup_free_ char *yml = xasprintf("%s/.sandbox.yaml", ws);
-		if (pisb_mkdirs_at(sdir, ws, 0755, e) < 0 || pisb_mkdirs_at(sdir, "fsroot/work", 0700, e) < 0 ||
-		    (o->config_text && pisb_atomic_write(sdir, yml, o->config_text, o->config_len, 0644, e) < 0))
-			goto out;
-	}
-	{
-		char size[32];
-		snprintf(size, sizeof(size), "%dG", cfg->disk_gib);
-		char *argv[] = { a.mke2fs, "-q", "-F", "-t", "ext4", "-L", "pisb-root", "-m", "0",
-				 "-E", "lazy_itable_init=1,lazy_journal_init=1", "-d", tree, img, size, NULL };
-		_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
-		int xe = 0, code = pisb_run_capture(argv, NULL, true, 8192, 120000, &out, &xe);
-		if (code != 0) {
-			pisb_err_set(e, PISB_EXIT_BACKEND, "make the disk with mke2fs: %s",
-				     out.s && out.len ? out.s : code == -1 ? strerror(xe) : "failed");
-			goto out;
-		}
-		if (fchmodat(st->fd, strchr(img + strlen(st->path), '/') + 1, 0600, 0) < 0) {
-		}
-		pisb_rm_rf_at(sdir, "fsroot", &(struct pisb_err)PISB_ERR_INIT);
-	}
-	memset(&rec, 0, sizeof(rec));
-	rec.name = (char *)o->name;
-	rec.driver = "vm";
-	rec.created_at = pisb_now_ms() / 1000;
-	rec.config_json = (char *)config_json;
-	rec.owner.pid = o->owner_pid;
-	rec.owner.start = o->owner_pid > 0 ? pisb_proc_start(o->owner_pid) : 0;
-	rec.session_id = (char *)o->session_id;
-	if (pisb_record_save(sdir, &rec, e) < 0)
-		goto out;
-	memset(&rt, 0, sizeof(rt));
-	snprintf(rt.state, sizeof(rt.state), "creating");
-	if (pisb_runtime_save(sdir, &rt, e) < 0)
-		goto out;
-	if (renameat2(st->fd, stg, st->fd, dest, RENAME_NOREPLACE) < 0) {
-		if (errno == EEXIST || errno == ENOTEMPTY)
-			pisb_err_set(e, PISB_EXIT_BUSY, "sandbox '%s' already exists", o->name);
-		else
-			pisb_err_sys(e, PISB_EXIT_FAIL, "publish sandbox '%s'", o->name);
-		goto out;
-	}
-	pisb_fsync_dir(st->fd);
-	published = true;
-	idir = pisb_instance_open(st, "instances", o->name, e);
-	if (idir < 0 || boot(st, o->name, idir, cfg, e) < 0 ||
-	    (o->project && seed_project(st, o->name, cfg, o->project, e) < 0))
-		goto out;
-	run_setup(idir, cfg);
-	close(lock);
-	lock = -1;
-	if (o->ready)
-		o->ready->workspace = xstrdup(cfg->workspace);
-	ret = 0;
-out:
-	if (ret < 0) {
-		struct pisb_err ig = PISB_ERR_INIT;
-		if (published) {
-			if (idir >= 0) {
-				struct pisb_runtime r2;
-				if (pisb_runtime_load(idir, &r2, &ig) == 0) {
-					if (pisb_lock_is_held(idir, "controller.lock") && pisb_proc_id_alive(&r2.init))
-						kill(r2.init.pid, SIGKILL);
-					pisb_runtime_release(&r2);
-				}
-			}
-			if (lock >= 0) {
-				close(lock);
-				lock = -1;
-			}
-			pisb_state_trash(st, "instances", o->name, &ig);
-		} else if (stg) {
-			pisb_rm_rf_at(st->fd, stg, &ig);
-		}
-		pisb_err_prefix(e, "create '%s'", o->name);
-	}
-	assets_release(&a);
-	return ret;
+	pisb_rm_rf_at(sdir, "fsroot", &(struct pisb_err)PISB_ERR_INIT);
+	return 0;
 }
 
 /* A vm sandbox under its op.lock: sb's instance dir and config
@@ -2018,11 +1940,14 @@ static void inst_release(struct vm_inst *t)
 }
 
 /* Wait until the supervisor is gone; QEMU is asked (poweroff), then
- * told (TERM, KILL). */
-static int halt(struct vm_inst *t, bool graceful, struct pisb_err *e)
+ * told (TERM, KILL).  *clean (may be NULL): the guest powered off when
+ * asked (its disk synced and read-only). */
+static int halt(struct vm_inst *t, bool graceful, bool *clean, struct pisb_err *e)
 {
 	int64_t deadline;
 
+	if (clean)
+		*clean = false;
 	if (!pisb_lock_is_held(t->idir, "controller.lock"))
 		return 0;
 	mark(t->idir, "stopping");
@@ -2030,6 +1955,8 @@ static int halt(struct vm_inst *t, bool graceful, struct pisb_err *e)
 		deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_STOP_MS", 20000);
 		while (pisb_lock_is_held(t->idir, "controller.lock") && pisb_mono_ms() < deadline)
 			pisb_sleep_ms(100);
+		if (clean)
+			*clean = !pisb_lock_is_held(t->idir, "controller.lock");
 	}
 	for (int sig = graceful ? SIGTERM : SIGKILL; pisb_lock_is_held(t->idir, "controller.lock");
 	     sig = SIGKILL) {
@@ -2046,16 +1973,228 @@ static int halt(struct vm_inst *t, bool graceful, struct pisb_err *e)
 	return 0;
 }
 
+/* After a boot of a disk that setup already ran on: the resume hooks
+ * (vm_hooks.c); a runner still running after 10 s is status.json's
+ * resume (inspect: resumePid).  A runner that cannot start is logged:
+ * the sandbox runs, as with the local driver. */
+static void resume(int idir, const struct pisb_config *cfg)
+{
+	struct pisb_proc_id bg;
+	struct pisb_runtime rt;
+	struct pisb_err e = PISB_ERR_INIT, ig = PISB_ERR_INIT;
+
+	if (vm_run_resume(idir, cfg, &bg, &e) < 0) {
+		int log = openat(idir, "setup.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (log >= 0) {
+			dprintf(log, "pisb: resume hooks: %s\n", e.msg);
+			close(log);
+		}
+		return;
+	}
+	if (!bg.pid || pisb_runtime_load(idir, &rt, &ig) < 0)
+		return;
+	rt.resume = bg;
+	pisb_runtime_save_volatile(idir, &rt, &ig);
+	pisb_runtime_release(&rt);
+}
+
+/* What a template being prepared (staging/NAME.prep, booted, set up)
+ * holds besides its disk, its record and setup.log: gone before it is
+ * published (a template never boots by itself). */
+static const char *const prep_leftovers[] = {
+	"status.json", "initrd.cpio", "virtiofs.sock", "virtiofsd.log", "qmp.sock", "console.log",
+	"qemu.log", "controller.lock", "agent0.sock", "agent1.sock", "agent2.sock", "agent3.sock",
+	"agent4.sock", "agent0.lock", "agent1.lock", "agent2.lock", "agent3.lock", "agent4.lock", NULL,
+};
+
+/* prepare: setup succeeded, the guest powered off cleanly (its disk
+ * synced, unmounted read-only), the disk made read-only, then the one
+ * rename that publishes templates/NAME. */
+static int publish_template(struct pisb_state *st, int idir, const char *live, const char *dest,
+			    const struct pisb_config *cfg, const char *name, struct pisb_err *e)
+{
+	struct vm_inst t = { idir, -1, { .state = "" }, cfg };
+	_cleanup_close_ int disk = -1;
+	bool clean;
+	int ret = -1;
+
+	if (pisb_runtime_load(idir, &t.rt, e) < 0)
+		return -1;
+	if (t.rt.setup_error) {
+		pisb_err_set(e, PISB_EXIT_FAIL, "setup failed, no template was saved: %s", t.rt.setup_error);
+		goto out;
+	}
+	if (halt(&t, true, &clean, e) < 0)
+		goto out;
+	if (!clean) {
+		pisb_err_set(e, PISB_EXIT_BACKEND,
+			     "the VM did not power off when asked (its disk may not be consistent): no template was saved");
+		goto out;
+	}
+	for (size_t i = 0; prep_leftovers[i]; i++)
+		unlinkat(idir, prep_leftovers[i], 0);
+	unlinkat(idir, "share", AT_REMOVEDIR);
+	unlinkat(idir, "vfs-etc", AT_REMOVEDIR);
+	disk = openat(idir, "disk.img", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (disk < 0 || fchmod(disk, 0400) < 0 || fsync(disk) < 0) {
+		pisb_err_sys(e, PISB_EXIT_FAIL, "keep the template's disk");
+		goto out;
+	}
+	if (renameat2(st->fd, live, st->fd, dest, RENAME_NOREPLACE) < 0) {
+		pisb_err_sys(e, errno == EEXIST ? PISB_EXIT_BUSY : PISB_EXIT_FAIL, "publish template '%s'", name);
+		goto out;
+	}
+	pisb_fsync_dir(st->fd);
+	ret = 0;
+out:
+	pisb_runtime_release(&t.rt);
+	return ret;
+}
+
+/* create and prepare (o->prepare), from a new disk or from a template's
+ * (o->template_: vm_template.c).  A sandbox is published as
+ * instances/NAME before it boots; a template is made and booted under
+ * staging/NAME.prep and published as templates/NAME only once its setup
+ * succeeded and its VM powered off.  Any failure removes what was made. */
+static int make(struct pisb_state *st, const struct pisb_config *cfg, const char *config_json,
+		const struct pisb_lc_opts *o, struct pisb_err *e)
+{
+	bool tmpl = o->prepare, published = false, booted;
+	const char *what = tmpl ? "template" : "sandbox";
+	struct vm_assets a;
+	_cleanup_free_ char *stg = NULL, *dest = NULL, *live = NULL;
+	_cleanup_close_ int sdir = -1, lock = -1, idir = -1, tlock = -1;
+	struct pisb_record rec;
+	struct pisb_runtime rt;
+	int ret = -1;
+
+	memset(&a, 0, sizeof(a));
+	if (!pisb_name_valid(o->name))
+		return pisb_err_set(e, PISB_EXIT_USAGE,
+				    "invalid name '%s' (lowercase letter, then up to 39 of a-z 0-9 -)", o->name);
+	if (refuse_unsupported(cfg, e) < 0 || find_assets(&a, !o->template_, o->template_ != NULL, e) < 0)
+		goto out;
+	dest = xasprintf("%s/%s", tmpl ? "templates" : "instances", o->name);
+	if (faccessat(st->fd, dest, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+		pisb_err_set(e, PISB_EXIT_BUSY, "%s '%s' already exists", what, o->name);
+		goto out;
+	}
+	if (tmpl && pisb_mkdirs_at(st->fd, "templates", 0700, e) < 0)
+		goto out;
+	/* held until the copy is published: destroy --template sees it */
+	if (o->template_ && (tlock = vm_template_hold(st, o->template_, cfg, o->wait_ms, e)) < 0)
+		goto out;
+	sdir = pisb_instance_stage(st, o->name, &stg, &lock, e);
+	if (sdir < 0)
+		goto out;
+	if (o->template_ ? vm_template_overlay(st, sdir, stg, o->template_, a.qemu_img, e) < 0
+			 : new_disk(st, sdir, stg, cfg, o, &a, e) < 0)
+		goto out;
+	memset(&rec, 0, sizeof(rec));
+	rec.name = (char *)o->name;
+	rec.driver = "vm";
+	rec.created_at = pisb_now_ms() / 1000;
+	rec.template_ = (char *)o->template_;
+	rec.config_json = (char *)config_json;
+	rec.owner.pid = o->owner_pid;
+	rec.owner.start = o->owner_pid > 0 ? pisb_proc_start(o->owner_pid) : 0;
+	rec.session_id = (char *)o->session_id;
+	if (pisb_record_save(sdir, &rec, e) < 0)
+		goto out;
+	memset(&rt, 0, sizeof(rt));
+	snprintf(rt.state, sizeof(rt.state), "creating");
+	if (pisb_runtime_save(sdir, &rt, e) < 0)
+		goto out;
+	live = tmpl ? xasprintf("staging/%s.prep", o->name) : xstrdup(dest);
+	if (renameat2(st->fd, stg, st->fd, live, RENAME_NOREPLACE) < 0) {
+		if (errno == EEXIST || errno == ENOTEMPTY)
+			pisb_err_set(e, PISB_EXIT_BUSY, tmpl ? "template '%s' is being prepared" : "sandbox '%s' already exists",
+				     o->name);
+		else
+			pisb_err_sys(e, PISB_EXIT_FAIL, "publish %s '%s'", what, o->name);
+		goto out;
+	}
+	pisb_fsync_dir(st->fd);
+	published = true;
+	if (tlock >= 0) {
+		close(tlock);
+		tlock = -1;
+	}
+	idir = openat(st->fd, live, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (idir < 0) {
+		pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", live);
+		goto out;
+	}
+	if (boot(st, o->name, live, idir, cfg, &booted, e) < 0)
+		goto out;
+	if (o->template_) {
+		/* setup ran on the template; the first boot of its copy is a
+		 * start: the resume hooks */
+		if (guest_config(st, o, e) < 0 || (o->project && seed_project(st, o->name, cfg, o->project, e) < 0))
+			goto out;
+		resume(idir, cfg);
+	} else {
+		if (o->project && seed_project(st, o->name, cfg, o->project, e) < 0)
+			goto out;
+		vm_run_setup(idir, cfg);
+	}
+	if (tmpl && publish_template(st, idir, live, dest, cfg, o->name, e) < 0)
+		goto out;
+	close(lock);
+	lock = -1;
+	if (o->ready)
+		o->ready->workspace = xstrdup(cfg->workspace);
+	ret = 0;
+out:
+	if (ret < 0) {
+		struct pisb_err ig = PISB_ERR_INIT;
+		if (published) {
+			if (idir >= 0) {
+				struct pisb_runtime r2;
+				if (pisb_runtime_load(idir, &r2, &ig) == 0) {
+					if (pisb_lock_is_held(idir, "controller.lock") && pisb_proc_id_alive(&r2.init))
+						kill(r2.init.pid, SIGKILL);
+					pisb_runtime_release(&r2);
+				}
+			}
+			if (lock >= 0) {
+				close(lock);
+				lock = -1;
+			}
+			if (tmpl)
+				pisb_rm_rf_at(st->fd, live, &ig);
+			else
+				pisb_state_trash(st, "instances", o->name, &ig);
+		} else if (stg) {
+			pisb_rm_rf_at(st->fd, stg, &ig);
+		}
+		pisb_err_prefix(e, "%s '%s'", tmpl ? "prepare" : "create", o->name);
+	}
+	assets_release(&a);
+	return ret;
+}
+
+int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
+		   const char *config_json, const struct pisb_lc_opts *o,
+		   struct pisb_err *e)
+{
+	return make(st, cfg, config_json, o, e);
+}
+
 int pisb_vm_start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e)
 {
+	_cleanup_free_ char *rel = xasprintf("instances/%s", sb->name);
 	struct vm_inst t;
+	bool booted;
 	int ret;
 
 	if (inst_open(sb, o, &t, e) < 0)
 		return pisb_err_prefix(e, "start '%s'", sb->name);
-	ret = boot(sb->st, sb->name, t.idir, t.cfg, e);
+	ret = boot(sb->st, sb->name, rel, t.idir, t.cfg, &booted, e);
 	if (ret < 0)
 		pisb_err_prefix(e, "start '%s'", sb->name);
+	else if (booted)
+		resume(t.idir, t.cfg);
 	inst_release(&t);
 	return ret;
 }
@@ -2069,7 +2208,7 @@ int pisb_vm_end(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, bool dest
 	if (inst_open(sb, o, &t, e) < 0)
 		return -1;
 	/* stop asks the guest first; destroy does not */
-	ret = halt(&t, !destroy, e);
+	ret = halt(&t, !destroy, NULL, e);
 	if (ret == 0 && !destroy)
 		mark(t.idir, "stopped");
 	if (ret == 0)

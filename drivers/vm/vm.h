@@ -13,11 +13,15 @@
  *   agent    pisb-agent beside the pisb binaries (static)
  *   virtiofsd $PISB_VM_VIRTIOFSD, else /usr/lib/qemu/virtiofsd (root only)
  *   mke2fs   for the disk, at create
+ *   qemu-img for the disk of a template's copy (create --template)
  *
- * Files in instances/NAME/ (besides record.json, status.json, op.lock):
+ * Files in instances/NAME/ (besides record.json, status.json, op.lock;
+ * a template, templates/NAME/, keeps only disk.img, record.json and
+ * setup.log):
  *   disk.img         a sparse raw ext4 image of diskGiB, made at create
  *                    (mke2fs -d): upper/ and work/ of the guest's overlay
- *                    root, upper/<workspace>/.sandbox.yaml
+ *                    root, upper/<workspace>/.sandbox.yaml; or, for a
+ *                    template's copy, disk.qcow2 (vm_template.c)
  *   initrd.cpio      the initramfs, rebuilt at every start (agent,
  *                    modules)
  *   virtiofs.sock    (0600) virtiofsd's vhost-user socket; share/ the
@@ -31,7 +35,9 @@
  *   agentN.lock      held by the pisb process using port N
  *   console.log      the guest's serial console;  qemu.log  QEMU's stderr
  *   qmp.sock         (0600) QEMU's QMP socket (used by a restore)
- *   setup.log        output of setup[] at create
+ *   setup.log        output of setup[] at create and of the resume
+ *                    hooks at every later boot, bounded (vm_hooks.c:
+ *                    setup.log.1 the one before)
  *   exec/vm-XXXXXXXX/ exec handles (vm_handle.c)
  *
  * status.json: state starting|running|stopping|stopped (a VM that died
@@ -65,17 +71,28 @@ struct pisb_exec_req;
 
 
 /* create: refuse what a VM without network cannot do (services,
- * network.allowedHosts, resume[], a rootfs image) and what the host
+ * network.allowedHosts, a rootfs image) and what the host
  * cannot honour (more vCPUs or memory than it has: exit 2), find the
  * assets, make the disk, publish the instance, boot, run setup[] and
  * .agents/setup within 20 minutes (a failure is kept in setupError),
  * "ready" event and --on-ready.  Any failure before ready removes the
- * instance. */
+ * instance.
+ * prepare (o->prepare) is the same under staging/NAME.prep, then (setup
+ * passed) a clean poweroff and the disk published read-only as
+ * templates/NAME.  create --template: the disk a qcow2 overlay on the
+ * template's (vm_template.c), the config written into the running
+ * guest, the resume hooks instead of setup.  The create and prepare
+ * slots. */
 int pisb_vm_create(struct pisb_state *st, const struct pisb_config *cfg,
 		   const char *config_json, const struct pisb_lc_opts *o,
 		   struct pisb_err *e);
-/* start: boot again from the disk (no-op when running). */
+/* destroy --template: refused (4) while a sandbox's disk is an overlay
+ * on it. */
 struct pisb_sandbox;
+int pisb_vm_destroy_template(struct pisb_sandbox *sb, const struct pisb_lc_opts *o,
+			     struct pisb_err *e);
+/* start: boot again from the disk (no-op when running), then the resume
+ * hooks (vm_hooks.c). */
 int pisb_vm_start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e);
 /* stop and destroy, as lifecycle.h's pisb_lifecycle_end runs them: stop:
  * the agent syncs and powers off; QEMU is killed if it has not exited

@@ -1,5 +1,6 @@
 /* vm_doctor.c - the vm driver's doctor checks: can this user run a
- * virtual CPU (and is it a KVM that boots stock kernels), and QEMU. */
+ * virtual CPU (and is it a KVM that boots stock kernels), QEMU, and
+ * qemu-img (templates). */
 #include "vm.h"
 #include "doctor.h"
 #include "util.h"
@@ -132,8 +133,12 @@ out:
 void pisb_vm_doctor(struct pisb_doctor *d)
 {
 	char *qemu[] = { "qemu-system-x86_64", "--version", NULL };
+	char *img[] = { "qemu-img", "--version", NULL };
 
 	check_kvm(d);
 	pisb_doctor_tool(d, "qemu", qemu, "the vm driver",
 			 "sudo apt-get install qemu-system-x86 (Debian/Ubuntu) or sudo dnf install qemu-system-x86");
+	/* a template's copy: a qcow2 overlay on the template's disk */
+	pisb_doctor_tool(d, "qemu-img", img, "the vm driver's templates (create --template)",
+			 "sudo apt-get install qemu-utils (Debian/Ubuntu) or sudo dnf install qemu-img");
 }

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -363,7 +364,7 @@ int vm_run_sink(int idir, const struct vm_run *r, vm_sink_fn sink, void *arg, in
 		struct pisb_err *e)
 {
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR2 };
-	struct sigaction sa, old[5], oldpipe;
+	struct sigaction sa, old[5], oldpipe, oldwinch;
 	size_t nsigs = r->kill_on_usr2 ? 5 : 4;
 	struct vm_conn c = VM_CONN_INIT;
 	_cleanup_buf_ struct pisb_buf req = PISB_BUF_INIT;
@@ -390,6 +391,8 @@ int vm_run_sink(int idir, const struct vm_run *r, vm_sink_fn sink, void *arg, in
 	if (r->forward)
 		for (size_t i = 0; i < nsigs; i++)
 			sigaction(sigs[i], &sa, &old[i]);
+	if (r->winch)
+		sigaction(SIGWINCH, &sa, &oldwinch);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, &oldpipe);
@@ -472,6 +475,19 @@ int vm_run_sink(int idir, const struct vm_run *r, vm_sink_fn sink, void *arg, in
 			unsigned char s;
 			while (read(sigpipe_fds[0], &s, 1) == 1) {
 				int sig = s;
+				if (sig == SIGWINCH) {
+					/* the terminal's new size, for the guest's pty */
+					struct winsize ws;
+					unsigned char w[4];
+					if (ioctl(0, TIOCGWINSZ, &ws) < 0 || !ws.ws_row || !ws.ws_col)
+						continue;
+					w[0] = (unsigned char)ws.ws_row;
+					w[1] = (unsigned char)(ws.ws_row >> 8);
+					w[2] = (unsigned char)ws.ws_col;
+					w[3] = (unsigned char)(ws.ws_col >> 8);
+					vm_send(&c, PISB_VM_WINSZ, sid, w, 4);
+					continue;
+				}
 				if (s == SIGUSR2)   /* exec-kill's second step */
 					s = SIGKILL;
 				if (give_up_at && sig == last_sig)
@@ -512,6 +528,8 @@ out:
 	if (r->forward)
 		for (size_t i = 0; i < nsigs; i++)
 			sigaction(sigs[i], &old[i], NULL);
+	if (r->winch)
+		sigaction(SIGWINCH, &oldwinch, NULL);
 	sigaction(SIGPIPE, &oldpipe, NULL);
 	close(sigpipe_fds[0]);
 	close(sigpipe_fds[1]);
@@ -583,7 +601,7 @@ int pisb_vm_exec_attached(struct pisb_sandbox *sb, const struct pisb_exec_req *r
 	if (idir < 0)
 		return -1;
 	vm_build(cfg, r, &env, &argv, &cwd);
-	run = (struct vm_run){ argv.v, env.v, cwd, 0, 1, 2, true, false, 0 };
+	run = (struct vm_run){ argv.v, env.v, cwd, 0, 1, 2, true, false, 0, false };
 	if (fcntl(0, F_GETFD) < 0)
 		run.in_fd = -1;
 	ret = vm_run(idir, &run, code, e);

@@ -123,7 +123,7 @@ static int run_in(struct pisb_sandbox *sb, char *const *argv, const char *env1, 
 		  struct reply *rp, int *code, struct pisb_err *e)
 {
 	char *env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", (char *)env1, NULL };
-	struct vm_run run = { argv, env, "/", in_fd, -1, -1, true, false, 0 };
+	struct vm_run run = { argv, env, "/", in_fd, -1, -1, true, false, 0, false };
 
 	if (!rp->max)
 		rp->max = REPLY_MAX;

@@ -61,6 +61,8 @@ struct vm_run {
 	bool forward;
 	bool kill_on_usr2;        /* SIGUSR2 sends SIGKILL (exec handles) */
 	int64_t deadline;         /* pisb_mono_ms(): SIGKILL then, exit 6; 0 none */
+	bool winch;               /* on SIGWINCH, fd 0's terminal size goes to the
+				   * guest (WINSZ: the command's pty, vm_proto.h) */
 };
 int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e);
 /* The same with the output (type PISB_VM_STDOUT/STDERR) going to sink
@@ -81,5 +83,31 @@ int vm_open_running(struct pisb_sandbox *sb, const struct pisb_config **cfg, str
 /* The guest environment, argv and cwd of a request. */
 void vm_build(const struct pisb_config *cfg, const struct pisb_exec_req *r, struct pisb_strv *env,
 	      struct pisb_strv *argv, char **cwd);
+
+/* vm_hooks.c.  Setup: setup[] lines, then <workspace>/.agents/setup when
+ * executable, all within one 20-minute deadline (PISB_VM_SETUP_MS); the
+ * first failure is kept in status.json's setupError; nothing they start
+ * outlives them (the agent ends each command's process group).
+ * Resume: the resume lines (each through /bin/sh -lc; a failing one is
+ * logged, the next runs), then <workspace>/.agents/resume when
+ * executable, as one script in a session of its own (what it leaves
+ * running stays), run by a detached host-side runner; waits at most 10 s
+ * for it: still running then, *bg is the runner (status.json's resume,
+ * inspect's resumePid), else zero.  Output: setup.log (bounded, see
+ * vm_hooks.c).  -1 only when the runner could not start. */
+/* vm_template.c.  hold: template tname is a vm template with a disk the
+ * size cfg asks for (an explicit diskGiB must match it: else 2), its
+ * op.lock taken (wait_ms as pisb_lock_acquire): the lock's fd, or -1
+ * (3: no such template).  overlay: disk.qcow2 in the staging dir sdir
+ * (stg under the state), on the template's disk. */
+int vm_template_hold(struct pisb_state *st, const char *tname, const struct pisb_config *cfg,
+		     int wait_ms, struct pisb_err *e);
+int vm_template_overlay(struct pisb_state *st, int sdir, const char *stg, const char *tname,
+			const char *qemu_img, struct pisb_err *e);
+
+struct pisb_proc_id;
+void vm_run_setup(int idir, const struct pisb_config *cfg);
+int vm_run_resume(int idir, const struct pisb_config *cfg, struct pisb_proc_id *bg,
+		  struct pisb_err *e);
 
 #endif

@@ -15,6 +15,9 @@
  *            new session (its own process group) as root.
  *   STDIN    bytes for the command's stdin; len 0 = end of input.
  *   KILL     u8 signal: kill(-pgid, signal) on the command's group.
+ *   WINSZ    u16le rows, u16le cols: the size of the command's terminal,
+ *            the pty whose path the command wrote into /run/pisb/pty.PID
+ *            (PID the command's; pisb shell's does); none there: ignored.
  *   PING     the agent answers PONG (payload: its version text).
  *   POWEROFF sync, stop every process, remount / read-only, reboot
  *            (QEMU runs with -no-reboot, so it exits); answers PONG first.
@@ -40,7 +43,7 @@
 #define PISB_VM_MAX_FRAME (1u << 20)
 #define PISB_VM_EXEC_PORTS 4
 #define PISB_VM_PORT_PREFIX "org.pisb.agent."
-#define PISB_VM_AGENT_VERSION "pisb-agent 2"
+#define PISB_VM_AGENT_VERSION "pisb-agent 3"
 /* The file verbs run `PISB_VM_FS_AGENT fs VERB ARGS...` in the guest
  * (agent/agent_fs.c; its reply format: drivers/vm/vm_fs.c). */
 #define PISB_VM_FS_AGENT "/run/pisb/agent"
@@ -55,6 +58,7 @@ enum {
 	PISB_VM_PING = 4,
 	PISB_VM_POWEROFF = 5,
 	PISB_VM_BOOT = 6,
+	PISB_VM_WINSZ = 7,
 	PISB_VM_STDOUT = 0x81,
 	PISB_VM_STDERR = 0x82,
 	PISB_VM_EXIT = 0x83,
