@@ -64,6 +64,14 @@ setup() {
 	for k in PATH HOME LANG TERM USER SHELL TMPDIR; do grep -q "^$k=" <<<"$output"; done
 }
 
+@test "a bare command name is looked up in the sandbox's PATH, never the caller's" {
+	run -0 pisb exec ex --sh 'mkdir -p /opt/callerpath && printf "#!/bin/sh\necho found\n" >/opt/callerpath/pisb-t20 && chmod +x /opt/callerpath/pisb-t20'
+	PATH="/opt/callerpath:$PATH" run -127 --separate-stderr pisb exec ex -- pisb-t20
+	[[ $stderr == *"pisb-t20"* ]]
+	run -0 pisb exec ex --env PATH=/opt/callerpath:/usr/bin:/bin -- pisb-t20
+	[ "$output" = found ]
+}
+
 @test "SIGINT and SIGTERM reach the sandboxed process group" {
 	pisb exec ex -- rm -f /tmp/int-ready
 	pisb exec ex --sh 'trap "echo got-int; exit 3" INT; touch /tmp/int-ready; sleep 31 & wait' > "$BATS_TEST_TMPDIR/out" &
