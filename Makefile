@@ -119,13 +119,19 @@ $(BIN)/pisb-agent: $(AGENT_SRC) agent/agent_fs.h $(LIB_HDR)
 	@echo "  LINK    $@ (static)"
 	@$(CC) $(AGENT_CFLAGS) -static -s -Wl,--gc-sections -o $@ $(AGENT_SRC) -lpcre2-8 -lpthread
 
-# The local driver's sandbox init (pid 1 of each sandbox): static, libc
-# only, a few pages per sandbox where a fork of the controller held its
-# whole heap (drivers/local/init/pisb-init.c); never with the sanitizers.
+# The local driver's sandbox init (pid 1 of each sandbox): static, a few
+# pages per sandbox where a fork of the controller held its whole heap
+# (drivers/local/init/pisb-init.c); without a C library where it has its
+# system calls (x86-64, aarch64); never with the sanitizers.
+INIT_CFLAGS := -Os -g0 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -static -s
+ifneq ($(filter x86_64 aarch64,$(shell $(CC) -dumpmachine | cut -d- -f1)),)
+INIT_CFLAGS += -DPISB_INIT_NOLIBC -nostdlib -ffreestanding -fno-stack-protector -fno-pie -no-pie \
+	       -fno-asynchronous-unwind-tables -Wl,--build-id=none
+endif
 $(BIN)/pisb-init: drivers/local/init/pisb-init.c
 	@mkdir -p $(BIN)
 	@echo "  LINK    $@ (static)"
-	@$(CC) -Os -g0 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -static -s -o $@ $<
+	@$(CC) $(INIT_CFLAGS) -o $@ $<
 
 # ---- set-up: install what is missing (Debian/Ubuntu) ----
 # make deps: what the build, the tests and the demo need; make bench adds its

@@ -6,70 +6,120 @@
  * of everything the controller had mapped and written (its heap, its
  * libraries' data) for as long as the sandbox lives; this holds a few
  * pages.  It links nothing of libpisb and reads nothing from the sandbox.
+ * On x86-64 and aarch64 it is built without a C library (its own _start
+ * and system calls: a few KiB, every sandbox's init sharing them); on
+ * other machines with the C library, static.
  *
  * The protocol on fd 3 (one byte each way): 'K' from the controller: SIGKILL
  * every other process of the pid namespace, reap them all, answer 'k'.  End
  * of file: the controller is gone, and the sandbox goes with it.
+ *
+ * SIGCHLD stays as the controller left it (blocked, no handler): zombies
+ * are reaped every turn of the loop, at least once a second.
  */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #define CTL 3
 
-static int write_all(int fd, const char *p, size_t n)
+#if defined(PISB_INIT_NOLIBC) && defined(__x86_64__)
+static long sys6(long n, long a, long b, long c, long d, long e)
 {
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
+	long r;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+
+	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
+			 : "rcx", "r11", "memory");
+	return r;
+}
+__asm__(".text\n.global _start\n_start:\n\txor %rbp,%rbp\n\tand $-16,%rsp\n\tcall init_main\n\thlt\n");
+#elif defined(PISB_INIT_NOLIBC) && defined(__aarch64__)
+static long sys6(long n, long a, long b, long c, long d, long e)
+{
+	register long x8 __asm__("x8") = n;
+	register long x0 __asm__("x0") = a;
+	register long x1 __asm__("x1") = b;
+	register long x2 __asm__("x2") = c;
+	register long x3 __asm__("x3") = d;
+	register long x4 __asm__("x4") = e;
+
+	__asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4) : "memory", "cc");
+	return x0;
+}
+__asm__(".text\n.global _start\n_start:\n\tmov x29, #0\n\tmov x30, #0\n\tbl init_main\n\tb .\n");
+#elif defined(PISB_INIT_NOLIBC)
+#error "PISB_INIT_NOLIBC: no system calls for this machine"
+#else
+#include <unistd.h>
+static long sys6(long n, long a, long b, long c, long d, long e)
+{
+	long r = syscall(n, a, b, c, d, e);
+	return r < 0 ? -errno : r;
+}
+#endif
+
+/* each returns the kernel's answer: >= 0, or -errno */
+static long sys_read(int fd, void *p, size_t n) { return sys6(SYS_read, fd, (long)p, (long)n, 0, 0); }
+static long sys_write(int fd, const void *p, size_t n) { return sys6(SYS_write, fd, (long)p, (long)n, 0, 0); }
+static long sys_wait(int options) { return sys6(SYS_wait4, -1, 0, options, 0, 0); }
+static long sys_kill(pid_t pid, int sig) { return sys6(SYS_kill, pid, sig, 0, 0, 0); }
+static void __attribute__((noreturn)) sys_exit(int code)
+{
+	for (;;)
+		sys6(SYS_exit_group, code, 0, 0, 0, 0);
 }
 
-static void on_chld(int s) { (void)s; }
-
-int main(void)
+/* poll(fd 3, 1 s): ppoll, which every machine has */
+static long wait_ctl(void)
 {
-	struct sigaction sa = { 0 };
+	struct pollfd p;
+	struct { long s, ns; } ts = { 1, 0 };
 
-	/* a SIGCHLD (when the controller left it unblocked) ends the poll;
-	 * zombies are reaped every turn, at least once a second */
-	sa.sa_handler = on_chld;
-	sa.sa_flags = SA_NOCLDSTOP;
-	sigaction(SIGCHLD, &sa, NULL);
+	p.fd = CTL;
+	p.events = POLLIN;
+	p.revents = 0;
+	return sys6(SYS_ppoll, (long)&p, 1, (long)&ts, 0, 8);
+}
+
+void __attribute__((noreturn, used)) init_main(void)
+{
 	/* exec'ed from an fd, the kernel names us after its number */
-	prctl(PR_SET_NAME, "pisb-init");
+	sys6(SYS_prctl, PR_SET_NAME, (long)"pisb-init", 0, 0, 0);
 	for (;;) {
-		struct pollfd p = { CTL, POLLIN, 0 };
 		char c;
-		int r = poll(&p, 1, 1000);
+		long r = wait_ctl(), n;
 
-		while (waitpid(-1, NULL, WNOHANG) > 0)
+		while (sys_wait(WNOHANG) > 0)
 			;
-		if (r < 0 && errno != EINTR)
-			_exit(1);
+		if (r < 0 && r != -EINTR)
+			sys_exit(1);
 		if (r <= 0)
 			continue;
-		ssize_t n = read(CTL, &c, 1);
-		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
-			_exit(0); /* controller gone: the sandbox goes with it */
+		n = sys_read(CTL, &c, 1);
+		if (n == 0 || (n < 0 && n != -EINTR && n != -EAGAIN))
+			sys_exit(0); /* controller gone: the sandbox goes with it */
 		if (n == 1 && c == 'K') {
 			/* from pid 1, -1 means every other process in this pid ns */
-			kill(-1, SIGKILL);
-			for (int i = 0; i < 100000; i++) {
-				pid_t w = waitpid(-1, NULL, 0);
-				if (w < 0 && errno == ECHILD)
+			sys_kill(-1, SIGKILL);
+			for (int i = 0; i < 100000; i++)
+				if (sys_wait(0) == -ECHILD)
 					break;
-			}
-			write_all(CTL, "k", 1);
+			while (sys_write(CTL, "k", 1) == -EINTR)
+				;
 		}
 	}
 }
+
+#ifndef PISB_INIT_NOLIBC
+int main(void)
+{
+	init_main();
+}
+#endif
