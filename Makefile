@@ -121,10 +121,10 @@ $(BIN)/pisb-agent: $(AGENT_SRC) agent/agent_fs.h $(LIB_HDR)
 
 # The local driver's sandbox init (pid 1 of each sandbox): static, a few
 # pages per sandbox where a fork of the controller held its whole heap
-# (drivers/local/init/pisb-init.c); without a C library where it has its
-# system calls (x86-64, aarch64); never with the sanitizers.
+# (drivers/local/init/pisb-init.c); without a C library on x86-64 (its
+# own system calls), static glibc elsewhere; never with the sanitizers.
 INIT_CFLAGS := -Os -g0 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -static -s
-ifneq ($(filter x86_64 aarch64,$(shell $(CC) -dumpmachine | cut -d- -f1)),)
+ifeq ($(shell $(CC) -dumpmachine | cut -d- -f1),x86_64)
 INIT_CFLAGS += -DPISB_INIT_NOLIBC -nostdlib -ffreestanding -fno-stack-protector -fno-pie -no-pie \
 	       -fno-asynchronous-unwind-tables -Wl,--build-id=none
 endif

@@ -6,9 +6,9 @@
  * of everything the controller had mapped and written (its heap, its
  * libraries' data) for as long as the sandbox lives; this holds a few
  * pages.  It links nothing of libpisb and reads nothing from the sandbox.
- * On x86-64 and aarch64 it is built without a C library (its own _start
- * and system calls: a few KiB, every sandbox's init sharing them); on
- * other machines with the C library, static.
+ * On x86-64 it is built without a C library (its own _start and system
+ * calls: a few KiB, every sandbox's init sharing them); on other machines
+ * with the C library, static.
  *
  * The protocol on fd 3 (one byte each way): 'K' from the controller: SIGKILL
  * every other process of the pid namespace, reap them all, answer 'k'.  End
@@ -40,20 +40,6 @@ static long sys6(long n, long a, long b, long c, long d, long e)
 	return r;
 }
 __asm__(".text\n.global _start\n_start:\n\txor %rbp,%rbp\n\tand $-16,%rsp\n\tcall init_main\n\thlt\n");
-#elif defined(PISB_INIT_NOLIBC) && defined(__aarch64__)
-static long sys6(long n, long a, long b, long c, long d, long e)
-{
-	register long x8 __asm__("x8") = n;
-	register long x0 __asm__("x0") = a;
-	register long x1 __asm__("x1") = b;
-	register long x2 __asm__("x2") = c;
-	register long x3 __asm__("x3") = d;
-	register long x4 __asm__("x4") = e;
-
-	__asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4) : "memory", "cc");
-	return x0;
-}
-__asm__(".text\n.global _start\n_start:\n\tmov x29, #0\n\tmov x30, #0\n\tbl init_main\n\tb .\n");
 #elif defined(PISB_INIT_NOLIBC)
 #error "PISB_INIT_NOLIBC: no system calls for this machine"
 #else
