@@ -219,6 +219,26 @@ setup() {
 	pisb exec ex -- pkill -f 'sleep 30[12]' || true
 }
 
+@test "what an exec leaves running belongs to the sandbox: every process of its pid namespace has its parent inside" {
+	run -0 pisb exec ex -- sh -c 'sleep 1234 &'
+	init=$(pisb inspect ex | jq -r .controller.initPid)
+	ns=$(readlink "/proc/$init/ns/pid")
+	n=0
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/ns/pid" 2>/dev/null)" = "$ns" ] || continue
+		[ "${p#/proc/}" != "$init" ] || continue
+		ppid=$(awk '$1 == "PPid:" { print $2 }' "$p/status" 2>/dev/null) || continue
+		[ -n "$ppid" ] || continue
+		# a parent outside (the host's init) would keep the sandbox's stop
+		# waiting until it reaps the process
+		[ "$(readlink "/proc/$ppid/ns/pid")" = "$ns" ]
+		n=$((n + 1))
+	done
+	# the sleep and the process draining its output
+	[ "$n" -ge 2 ]
+	run -0 pisb exec ex -- pkill -f 'sleep 1234'
+}
+
 @test "a dev server started with & keeps serving after exec returned" {
 	require_cmd python3
 	require_cmd curl
