@@ -365,7 +365,13 @@ static void do_stop(struct ctl *c)
 	}
 	pisb_trace("stop: init reaped");
 	pisb_cgroup_close(&c->cg);
-	pisb_cgroup_remove(c->rt.cgroup);
+	/* gone: "stopped" names no cgroup, and the stop's caller has none
+	 * to remove again; one that could not be removed stays named, for
+	 * the caller and the next start to try */
+	if (pisb_cgroup_remove(c->rt.cgroup) == 0) {
+		free(c->rt.cgroup);
+		c->rt.cgroup = NULL;
+	}
 	pisb_trace("stop: cgroup removed");
 	c->rt.init.pid = 0;
 	c->rt.resume.pid = 0;
