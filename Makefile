@@ -77,7 +77,7 @@ BINS    := $(PROGS:%=$(BIN)/%)
 MAN1    := $(wildcard man/*.1)
 MAN5    := $(wildcard man/*.5)
 
-all: $(BINS) $(BIN)/pisb-agent common/libpisb.a
+all: $(BINS) $(BIN)/pisb-agent $(BIN)/pisb-init common/libpisb.a
 
 $(OUT)/%.o: %.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
@@ -118,6 +118,20 @@ $(BIN)/pisb-agent: $(AGENT_SRC) agent/agent_fs.h $(LIB_HDR)
 	@mkdir -p $(BIN)
 	@echo "  LINK    $@ (static)"
 	@$(CC) $(AGENT_CFLAGS) -static -s -Wl,--gc-sections -o $@ $(AGENT_SRC) -lpcre2-8 -lpthread
+
+# The local driver's sandbox init (pid 1 of each sandbox): static, a few
+# pages per sandbox where a fork of the controller held its whole heap
+# (drivers/local/init/pisb-init.c); without a C library on x86-64 (its
+# own system calls), static glibc elsewhere; never with the sanitizers.
+INIT_CFLAGS := -Os -g0 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -static -s
+ifeq ($(shell $(CC) -dumpmachine | cut -d- -f1),x86_64)
+INIT_CFLAGS += -DPISB_INIT_NOLIBC -nostdlib -ffreestanding -fno-stack-protector -fno-pie -no-pie \
+	       -fno-asynchronous-unwind-tables -Wl,--build-id=none
+endif
+$(BIN)/pisb-init: drivers/local/init/pisb-init.c
+	@mkdir -p $(BIN)
+	@echo "  LINK    $@ (static)"
+	@$(CC) $(INIT_CFLAGS) -o $@ $<
 
 # ---- set-up: install what is missing (Debian/Ubuntu) ----
 # make deps: what the build, the tests and the demo need; make bench adds its
@@ -275,6 +289,7 @@ install: all
 	install -m 0755 $(BIN)/pisb $(DESTDIR)$(BINDIR)/pisb
 	for p in $(filter-out pisb,$(PROGS)); do install -m 0755 $(BIN)/$$p $(DESTDIR)$(LIBEXECDIR)/$$p; done
 	install -m 0755 $(BIN)/pisb-agent $(DESTDIR)$(LIBEXECDIR)/pisb-agent
+	install -m 0755 $(BIN)/pisb-init $(DESTDIR)$(LIBEXECDIR)/pisb-init
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 completions/pisb.bash $(DESTDIR)$(BASHCOMPDIR)/pisb
@@ -283,7 +298,7 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/pisb
-	for p in $(filter-out pisb,$(PROGS)) pisb-agent; do rm -f $(DESTDIR)$(LIBEXECDIR)/$$p; done
+	for p in $(filter-out pisb,$(PROGS)) pisb-agent pisb-init; do rm -f $(DESTDIR)$(LIBEXECDIR)/$$p; done
 	-rmdir $(DESTDIR)$(LIBEXECDIR)
 	for m in $(notdir $(MAN1)); do rm -f $(DESTDIR)$(MANDIR)/man1/$$m; done
 	for m in $(notdir $(MAN5)); do rm -f $(DESTDIR)$(MANDIR)/man5/$$m; done

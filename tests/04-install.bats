@@ -19,7 +19,7 @@ setup() { pisb_test_setup; }
 	fi
 	run -0 make -s -C "$b" -j"$(nproc)" install PREFIX=/opt/pisb DESTDIR="$d"
 	[ -x "$d/opt/pisb/bin/pisb" ]
-	for p in pisb-create pisb-exec pisb-fs pisb-svc pisb-docker pisb-gc pisb-renew; do
+	for p in pisb-create pisb-exec pisb-fs pisb-svc pisb-docker pisb-gc pisb-renew pisb-init; do
 		[ -x "$d/opt/pisb/libexec/pisb/$p" ]
 	done
 	ls "$d/opt/pisb/share/man/man1/pisb.1" "$d/opt/pisb/share/man/man5/pisb-state.5"

@@ -64,6 +64,14 @@ setup() {
 	for k in PATH HOME LANG TERM USER SHELL TMPDIR; do grep -q "^$k=" <<<"$output"; done
 }
 
+@test "a bare command name is looked up in the sandbox's PATH, never the caller's" {
+	run -0 pisb exec ex --sh 'mkdir -p /opt/callerpath && printf "#!/bin/sh\necho found\n" >/opt/callerpath/pisb-t20 && chmod +x /opt/callerpath/pisb-t20'
+	PATH="/opt/callerpath:$PATH" run -127 --separate-stderr pisb exec ex -- pisb-t20
+	[[ $stderr == *"pisb-t20"* ]]
+	run -0 pisb exec ex --env PATH=/opt/callerpath:/usr/bin:/bin -- pisb-t20
+	[ "$output" = found ]
+}
+
 @test "SIGINT and SIGTERM reach the sandboxed process group" {
 	pisb exec ex -- rm -f /tmp/int-ready
 	pisb exec ex --sh 'trap "echo got-int; exit 3" INT; touch /tmp/int-ready; sleep 31 & wait' > "$BATS_TEST_TMPDIR/out" &
@@ -209,6 +217,26 @@ setup() {
 	run -0 pisb exec ex -- cat /tmp/bg-alive
 	[ "$output" = alive ]
 	pisb exec ex -- pkill -f 'sleep 30[12]' || true
+}
+
+@test "what an exec leaves running belongs to the sandbox: every process of its pid namespace has its parent inside" {
+	run -0 pisb exec ex -- sh -c 'sleep 1234 &'
+	init=$(pisb inspect ex | jq -r .controller.initPid)
+	ns=$(readlink "/proc/$init/ns/pid")
+	n=0
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/ns/pid" 2>/dev/null)" = "$ns" ] || continue
+		[ "${p#/proc/}" != "$init" ] || continue
+		ppid=$(awk '$1 == "PPid:" { print $2 }' "$p/status" 2>/dev/null) || continue
+		[ -n "$ppid" ] || continue
+		# a parent outside (the host's init) would keep the sandbox's stop
+		# waiting until it reaps the process
+		[ "$(readlink "/proc/$ppid/ns/pid")" = "$ns" ]
+		n=$((n + 1))
+	done
+	# the sleep and the process draining its output
+	[ "$n" -ge 2 ]
+	run -0 pisb exec ex -- pkill -f 'sleep 1234'
 }
 
 @test "a dev server started with & keeps serving after exec returned" {

@@ -75,6 +75,16 @@ setup() {
 	kill "$hostpid"
 }
 
+@test "the init holds nothing of the host: no environment, no command line path, only stdio and its socket" {
+	run -0 pisb exec iso --sh 'tr "\0" "\n" </proc/1/environ | wc -l; tr "\0" " " </proc/1/cmdline; echo; ls /proc/1/fd | sort -n | tr "\n" " "'
+	[ "$(sed -n 1p <<<"$output")" = 0 ]
+	[ "$(sed -n 2p <<<"$output")" = "pisb-init " ]
+	[ "$(sed -n 3p <<<"$output")" = "0 1 2 3 " ]
+	# the controller's environment is the host's: the init's is empty
+	ctl=$(pisb inspect iso | jq -r .controller.pid)
+	[ -n "$(tr "\0" "\n" <"/proc/$ctl/environ")" ]
+}
+
 @test "no network but loopback: host loopback and outside addresses are unreachable" {
 	python3 -c 'import socket,time; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(30)' > "$BATS_TEST_TMPDIR/port" &
 	srv=$!

@@ -27,6 +27,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -363,7 +365,13 @@ static void do_stop(struct ctl *c)
 	}
 	pisb_trace("stop: init reaped");
 	pisb_cgroup_close(&c->cg);
-	pisb_cgroup_remove(c->rt.cgroup);
+	/* gone: "stopped" names no cgroup, and the stop's caller has none
+	 * to remove again; one that could not be removed stays named, for
+	 * the caller and the next start to try */
+	if (pisb_cgroup_remove(c->rt.cgroup) == 0) {
+		free(c->rt.cgroup);
+		c->rt.cgroup = NULL;
+	}
 	pisb_trace("stop: cgroup removed");
 	c->rt.init.pid = 0;
 	c->rt.resume.pid = 0;
@@ -477,6 +485,22 @@ static bool idir_gone(struct ctl *c)
 	return now.st_ino != c->idir_st.st_ino || now.st_dev != c->idir_st.st_dev;
 }
 
+/* pisb-init, beside the binary we run from (bin/, or the libexec dir) */
+static char *init_program(void)
+{
+	char self[PATH_MAX], *slash;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n <= 0)
+		return NULL;
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (!slash)
+		return NULL;
+	*slash = '\0';
+	return xasprintf("%s/pisb-init", self);
+}
+
 static int open_target(struct pisb_state *st, const char *name, struct pisb_err *e)
 {
 	if (pisb_str_starts(name, "@prep/")) {
@@ -493,7 +517,7 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 {
 	struct ctl c;
 	_cleanup_close_ int lock = -1;
-	_cleanup_free_ char *lower = NULL, *disk = NULL, *pbound = NULL;
+	_cleanup_free_ char *lower = NULL, *disk = NULL, *pbound = NULL, *initp = init_program();
 	bool disk_mounted = false;
 	_cleanup_buf_ struct pisb_buf intent = PISB_BUF_INIT;
 	bool fresh = false, prepare = false;
@@ -658,6 +682,7 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 	b.tmp_mib = (unsigned)c.cfg->memory_gib * 512;
 	b.ids = c.ids;
 	b.log_fd = 2;
+	b.init_path = initp;
 	for (int i = 0; i < 16; i++)
 		b.cgroup_dirfds[i] = i <= PISB_CG_MAX ? c.cg.dirfds[i] : -1;
 	pisb_trace("controller: image layers");
@@ -714,6 +739,8 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 		goto out_failed;
 	pisb_trace("controller: status written (running)");
 	logf_("running");
+	/* idle from here on: what the start freed goes back to the system */
+	malloc_trim(0);
 
 	while (!c.stopping) {
 		struct pollfd p[4 + PISB_SVC_MAX_FDS];

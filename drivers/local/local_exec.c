@@ -483,7 +483,12 @@ static void relay_finish(struct relay *r)
 
 /* What the command left running keeps the pipes: a process inside the
  * sandbox (its pid namespace and cgroup: stopping the sandbox ends it) reads
- * and discards until they close, so that it never gets EPIPE. */
+ * and discards until they close, so that it never gets EPIPE.  It is a
+ * grandchild whose parent, inside the sandbox, leaves at once: orphaned
+ * there, it is the sandbox init's to reap.  A child of ours would pass to
+ * the host's init when we exit, and the sandbox's stop would wait until
+ * that one reaped it (pid 1 of a pid namespace exits only when every
+ * process of the namespace is reaped). */
 static void drain_in_sandbox(struct relay *r, bool privileged)
 {
 	int fds[2], n = 0;
@@ -495,10 +500,15 @@ static void drain_in_sandbox(struct relay *r, bool privileged)
 	if (!n)
 		return;
 	pid = fork();
+	if (pid > 0)
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
 	if (pid == 0) {
 		struct pisb_err ie = PISB_ERR_INIT;
 		int keep[2] = { fds[0], n > 1 ? fds[1] : fds[0] };
 
+		if (fork() != 0)
+			_exit(0);
 		setsid();
 		prctl(PR_SET_DUMPABLE, 0);
 		pisb_sandbox_become_root(privileged, &ie);

@@ -980,6 +980,7 @@ out:
 	fclose(f);
 }
 
+static void blank_cmdline(void);
 static volatile sig_atomic_t init_got_chld;
 static void on_chld(int s) { (void)s; init_got_chld = 1; }
 
@@ -1019,6 +1020,32 @@ static void init_loop(int sock)
 	}
 }
 
+/* Become the init program exe (pisb-init), the controller's socket at fd 3,
+ * with an empty environment (the controller's is the host's).  Returns
+ * only if it could not; the socket is at fd 3 then too. */
+static void exec_init(int sock, int exe)
+{
+	char *argv[] = { "pisb-init", NULL }, *envp[] = { NULL };
+	int x = fcntl(exe, F_DUPFD_CLOEXEC, 4);
+
+	if (x < 0)
+		return;
+	if (sock == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(sock, 3) < 0) {
+		close(x);
+		return;
+	}
+	pisb_close_from(4, x);
+	if (pisb_write_all(3, "R", 1) < 0)
+		_exit(1);
+	/* the binary's fd closes on the exec: nothing of the host stays */
+	syscall(SYS_execveat, x, "", argv, envp, AT_EMPTY_PATH);
+	close(x);
+	prctl(PR_SET_NAME, "pisb-init");
+	blank_cmdline();
+	init_loop(3);
+	_exit(0);
+}
+
 /* The init is a fork of the controller: blank the inherited command line
  * (it names host paths) so the sandbox sees only "pisb-init". */
 static void blank_cmdline(void)
@@ -1047,7 +1074,7 @@ static void blank_cmdline(void)
 }
 
 /* The init, pid 1 of the new pid ns, cwd = the new root. */
-static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int sock)
+static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int sock, int exe)
 {
 	char ws[4096];
 
@@ -1094,6 +1121,8 @@ static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int s
 			if (dup2(null, fd) < 0)
 				child_fail(sock, "stdio of /dev/null");
 	}
+	if (exe >= 0)
+		exec_init(sock, exe);
 	pisb_close_from(3, sock);
 	prctl(PR_SET_NAME, "pisb-init");
 	blank_cmdline();
@@ -1122,11 +1151,17 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 	const int rest = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
 			 CLONE_NEWUTS | CLONE_NEWCGROUP;
 	pid_t init;
-	int lower, disk, go[2];
+	int lower, disk, go[2], exe;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (b->log_fd >= 0)
 		dup2(b->log_fd, 2);
+	/* the init program, opened while we still have the caller's ids and
+	 * the host's tree; exec'ed from the fd once the sandbox is built */
+	exe = b->init_path ? open(b->init_path, O_PATH | O_CLOEXEC) : -1;
+	if (b->init_path && exe < 0)
+		fprintf(stderr, "warning: open '%s': %s; the init is a fork of the controller\n",
+			b->init_path, strerror(errno));
 	/* Into the sandbox's cgroups first, so that the init and all it forks
 	 * are inside.  We move ourselves, with the caller's credentials (the
 	 * user namespace is not made yet, so the cgroup files are still ours
@@ -1178,7 +1213,7 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 		if (read(go[0], &c, 1) != 1)
 			_exit(1);
 		close(go[0]);
-		init_main(b, sock);
+		init_main(b, sock, exe);
 	}
 	{
 		char msg[1 + sizeof(init)];

@@ -87,6 +87,10 @@ struct pisb_boot {
 	bool docker;         /* docker: true: <disk>/docker at /var/lib/docker,
 	                      * the cgroup hierarchies under /sys/fs/cgroup */
 	int log_fd;          /* init's stderr, or -1 */
+	/* the init program (pisb-init, absolute), exec'ed as pid 1 so that
+	 * the sandbox does not keep a copy of the controller's memory; NULL,
+	 * or one that cannot be run: the fork of the controller stays init */
+	const char *init_path;
 	int cgroup_dirfds[16];/* cgroup dirs the init starts in (-1 ends) */
 	/* project.mode bind / bind-ro: the host project (absolute) at the
 	 * workspace, live; its secrets (project.h) under empty read-only

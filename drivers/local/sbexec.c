@@ -118,6 +118,12 @@ static void __attribute__((noreturn)) exec_child(const struct pisb_spawn *s, int
 		dprintf(2, "pisb: cannot enter directory '%s': %s\n", s->cwd, strerror(en));
 		_exit(PISB_EXIT_NOEXEC);
 	}
+	/* a bare name is looked up in the command's PATH (its environment,
+	 * inside the sandbox), not in ours: execvpe searches the caller's */
+	unsetenv("PATH");
+	for (char *const *v = s->envp; v && *v; v++)
+		if (!strncmp(*v, "PATH=", 5))
+			setenv("PATH", *v + 5, 1);
 	execvpe(s->argv[0], s->argv, s->envp);
 	en = errno;
 	/* the pipe is CLOEXEC: it is still open only if exec failed */
