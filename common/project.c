@@ -366,9 +366,13 @@ static int dest_dir(int wsfd, const char *rel, bool own, uid_t uid, gid_t gid, s
 	return fd;
 }
 
-static int hash_fd(int fd, char out[65], long long *size)
+/* The copier's read buffer: one per thread, on the heap.  Not a
+ * _Thread_local array: that is a TLS segment every pisb process (the idle
+ * controller too) would carry and zero at start. */
+#define COPY_BUF (1 << 17)
+
+static int hash_fd(int fd, char *buf, char out[65], long long *size)
 {
-	static _Thread_local char buf[1 << 17];
 	struct pisb_sha256 c;
 	unsigned char d[32];
 	long long n = 0;
@@ -376,7 +380,7 @@ static int hash_fd(int fd, char out[65], long long *size)
 
 	pisb_sha256_init(&c);
 	for (;;) {
-		ssize_t r = pread(fd, buf, sizeof(buf), off);
+		ssize_t r = pread(fd, buf, COPY_BUF, off);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
@@ -406,9 +410,8 @@ static void hash_mem(const void *p, size_t n, char out[65])
 }
 
 /* The kernel copies (reflink or in-kernel where it can), else read/write. */
-static int copy_data(int in, int out, long long size)
+static int copy_data(int in, int out, char *buf, long long size)
 {
-	static _Thread_local char buf[1 << 17];
 	long long done = 0;
 	off_t ioff = 0, ooff = 0;
 
@@ -426,7 +429,7 @@ static int copy_data(int in, int out, long long size)
 		done += r;
 	}
 	while (done < size) {
-		ssize_t r = pread(in, buf, sizeof(buf), ioff);
+		ssize_t r = pread(in, buf, COPY_BUF, ioff);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -453,11 +456,13 @@ struct copier {
 	/* the last parent directory, host and workspace side */
 	char *parent;
 	int hpfd, wpfd;
+	char *buf;                /* COPY_BUF bytes, this thread's */
 };
 
 static void copier_release(struct copier *c)
 {
 	free(c->parent);
+	free(c->buf);
 	if (c->hpfd >= 0)
 		close(c->hpfd);
 	if (c->wpfd >= 0)
@@ -543,11 +548,11 @@ static int copy_one(struct copier *c, const char *rel, struct pisb_manifest *m,
 		out = openat(c->wpfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (out < 0)
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "create '%s' in the workspace", rel);
-		if (copy_data(in, out, st2.st_size) < 0)
+		if (copy_data(in, out, c->buf, st2.st_size) < 0)
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "copy '%s'", rel);
 		/* verified: the digest of what is now in the workspace is the
 		 * digest of what the host file holds */
-		if (hash_fd(in, hs, &hn) < 0 || hash_fd(out, ws, &wn) < 0)
+		if (hash_fd(in, c->buf, hs, &hn) < 0 || hash_fd(out, c->buf, ws, &wn) < 0)
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "read back '%s'", rel);
 		if (strcmp(hs, ws) || hn != wn)
 			return pisb_err_set(e, PISB_EXIT_FAIL,
@@ -641,6 +646,7 @@ static void *copy_thread(void *arg)
 
 	c.parent = NULL;
 	c.hpfd = c.wpfd = -1;
+	c.buf = xmalloc(COPY_BUF);
 	while (!__atomic_load_n(&j->failed, __ATOMIC_RELAXED)) {
 		size_t i = __atomic_fetch_add(&j->next, COPY_CHUNK, __ATOMIC_RELAXED);
 		if (i >= j->n)
@@ -703,7 +709,7 @@ int pisb_project_copy(const char *dir, const struct pisb_project_config *pc, int
 {
 	_cleanup_strv_ struct pisb_strv files = PISB_STRV_INIT;
 	_cleanup_close_ int hostfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	struct copier c = { dir, -1, wsfd, own, uid, gid, NULL, -1, -1 };
+	struct copier c = { dir, -1, wsfd, own, uid, gid, NULL, -1, -1, NULL };
 	int r = 0;
 
 	memset(s, 0, sizeof(*s));

@@ -129,6 +129,7 @@ struct pack {
 	unsigned char buf[1 << 20];
 	size_t n;
 	int err;
+	unsigned char in[1 << 16];   /* pack_file's reads */
 };
 
 static void pack_flush(struct pack *p)
@@ -225,7 +226,7 @@ static void blob_end(struct pack *p, struct blob *z)
  * the pack fails). */
 static int pack_file(struct pack *p, int wsfd, const char *rel)
 {
-	static _Thread_local unsigned char buf[1 << 16];
+	unsigned char *buf = p->in;
 	_cleanup_close_ int fd = pisb_open_beneath(wsfd, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
 	struct stat st;
 	struct blob z;
@@ -239,7 +240,7 @@ static int pack_file(struct pack *p, int wsfd, const char *rel)
 	}
 	blob_begin(p, &z, (size_t)st.st_size);
 	while (off < st.st_size) {
-		size_t want = st.st_size - off < (off_t)sizeof(buf) ? (size_t)(st.st_size - off) : sizeof(buf);
+		size_t want = st.st_size - off < (off_t)sizeof(p->in) ? (size_t)(st.st_size - off) : sizeof(p->in);
 		ssize_t r = pread(fd, buf, want, off);
 		if (r < 0 && errno == EINTR)
 			continue;

@@ -53,3 +53,13 @@ setup() { pisb_test_setup; }
 	[[ $output == *PISB-EXEC* || $output == *pisb-exec* ]]
 	run -2 pisb help nosuchverb
 }
+
+@test "no pisb binary carries more than 4 KiB of thread-local storage" {
+	# every process zeroes its TLS at start and keeps it: two 128 KiB
+	# _Thread_local buffers once cost every idle controller 256 KiB
+	for b in "$PISB_BIN_DIR"/pisb*; do
+		tls=$(readelf -lW "$b" | awk '$1 == "TLS" { print $6 }')
+		echo "$b: $((${tls:-0})) bytes of TLS"
+		[ "$((${tls:-0}))" -le 4096 ]
+	done
+}
