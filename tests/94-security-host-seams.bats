@@ -393,3 +393,22 @@ init_stdio='for f in 0 1 2; do readlink /proc/1/fd/$f 2>/dev/null || echo unread
 	rm -rf "$st"
 	[ "$output" = alive ]
 }
+
+@test "the init's binary is the sandbox's own sealed copy: root inside cannot chmod or write a user's own build through /proc/1/exe" {
+	st=$(mktemp -d /tmp/pisb-user94.XXXXXX); chown pisbtest "$st" 2>/dev/null || skip "machine lacks: the test user pisbtest"
+	# the user's own build: root inside maps to its owner
+	cp -a "$PISB_BIN_DIR" "$st/bin"
+	chown -R pisbtest "$st/bin"
+	chmod 755 "$st" "$st/bin"
+	mode=$(stat -c %a "$st/bin/pisb-init")
+	sum=$(sha256sum <"$st/bin/pisb-init")
+	own() { runuser -u pisbtest -- env PATH="$PATH" PISB_EXEC_PATH="$st/bin" HOME=/tmp "$st/bin/pisb" --state-dir "$st/s" "$@"; }
+	run -0 own create u
+	run -0 own exec u --sh 'readlink /proc/1/exe; chmod 777 /proc/1/exe 2>/dev/null; chmod 000 /proc/1/exe 2>/dev/null; printf x | dd of=/proc/1/exe conv=notrunc 2>/dev/null && echo WROTE; echo done'
+	own destroy u --confirm u >/dev/null
+	[[ ${lines[0]} == "/memfd:pisb-init"* ]]
+	[ "${lines[-1]}" = done ]
+	[[ $output != *WROTE* ]]
+	[ "$(stat -c %a "$st/bin/pisb-init")" = "$mode" ]
+	[ "$(sha256sum <"$st/bin/pisb-init")" = "$sum" ]
+}

@@ -25,8 +25,10 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -1020,6 +1022,43 @@ static void init_loop(int sock)
 	}
 }
 
+/* The init program as a sealed memfd copy of path, to exec from.  Not
+ * the file itself: the sandbox sees its pid 1's binary at /proc/1/exe,
+ * and where the caller owns bin/ (an unprivileged user's own build), root
+ * inside maps to that owner and could chmod the host file through that
+ * link (a write is refused while it runs: ETXTBSY).  The copy is the
+ * sandbox's own, sealed, and names no host path. */
+static int init_copy(const char *path)
+{
+	_cleanup_close_ int in = open(path, O_RDONLY | O_CLOEXEC);
+	int fd, saved;
+	struct stat st;
+	off_t off = 0;
+
+	if (in < 0 || fstat(in, &st) < 0)
+		return -1;
+	fd = memfd_create("pisb-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -1;
+	while (off < st.st_size) {
+		ssize_t n = sendfile(fd, in, &off, (size_t)(st.st_size - off));
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			goto fail;
+		}
+	}
+	if (fchmod(fd, 0555) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		goto fail;
+	return fd;
+fail:
+	saved = errno ? errno : EIO;
+	close(fd);
+	errno = saved;
+	return -1;
+}
+
 /* Become the init program exe (pisb-init), the controller's socket at fd 3,
  * with an empty environment (the controller's is the host's).  Returns
  * only if it could not; the socket is at fd 3 then too. */
@@ -1158,9 +1197,9 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 		dup2(b->log_fd, 2);
 	/* the init program, opened while we still have the caller's ids and
 	 * the host's tree; exec'ed from the fd once the sandbox is built */
-	exe = b->init_path ? open(b->init_path, O_PATH | O_CLOEXEC) : -1;
+	exe = b->init_path ? init_copy(b->init_path) : -1;
 	if (b->init_path && exe < 0)
-		fprintf(stderr, "warning: open '%s': %s; the init is a fork of the controller\n",
+		fprintf(stderr, "warning: copy '%s': %s; the init is a fork of the controller\n",
 			b->init_path, strerror(errno));
 	/* Into the sandbox's cgroups first, so that the init and all it forks
 	 * are inside.  We move ourselves, with the caller's credentials (the
