@@ -4,7 +4,7 @@
 # are denied, and create's failure there pointing at 'pisb doctor'.
 load helpers
 
-NAMES='["state-dir","binaries","userns","overlayfs","local-boot","cgroups","loop","kvm","qemu","docker","sbx","drivers"]'
+NAMES='["state-dir","binaries","userns","overlayfs","local-boot","cgroups","loop","kvm","qemu","qemu-img","docker","sbx","drivers"]'
 
 setup() {
 	pisb_test_setup
@@ -30,7 +30,7 @@ denied_userns() {
 @test "doctor prints one PASS/WARN/FAIL line per check, fixes under the others" {
 	run --separate-stderr pisb doctor
 	[ "$status" -eq 0 ] || [ "$status" -eq 1 ]
-	for c in state-dir binaries userns overlayfs local-boot cgroups loop kvm qemu docker sbx; do
+	for c in state-dir binaries userns overlayfs local-boot cgroups loop kvm qemu qemu-img docker sbx; do
 		grep -Eq "^(PASS|WARN|FAIL)  $c " <<<"$output" || { echo "no line for $c"; false; }
 	done
 	# every WARN/FAIL line is followed by a fix line, PASS lines never are
