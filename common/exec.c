@@ -123,15 +123,11 @@ void pisb_exec_prune(int edir, bool (*is_handle)(const char *name))
 {
 	struct ent { char name[48]; long long t; } *v = NULL;
 	size_t n = 0, cap = 0;
-	int fd = openat(edir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = pisb_opendirat(edir, ".");
 	struct dirent *de;
 
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	if (!d)
 		return;
-	}
 	while ((de = readdir(d))) {
 		char p[320];
 		struct stat sb;

@@ -574,15 +574,11 @@ static void sweep_leftovers(int dirfd, const char *base)
 {
 	_cleanup_free_ char *prefix = xasprintf(".%s.pisb-", base);
 	size_t pl = strlen(prefix);
-	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = pisb_opendirat(dirfd, ".");
 	struct dirent *de;
 
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	if (!d)
 		return;
-	}
 	while ((de = readdir(d))) {
 		_cleanup_close_ int tf = -1;
 		struct stat a, b;

@@ -127,15 +127,11 @@ static int cmp_str(const void *a, const void *b)
 static void read_names_with(int dirfd, const char *path, const char *prefix,
 			    struct pisb_strv *out)
 {
-	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = pisb_opendirat(dirfd, path);
 	struct dirent *de;
 
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	if (!d)
 		return;
-	}
 	while ((de = readdir(d)))
 		if (prefix ? pisb_str_starts(de->d_name, prefix) : de->d_name[0] != '.')
 			pisb_strv_push(out, de->d_name);

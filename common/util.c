@@ -273,6 +273,19 @@ int pisb_open_beneath(int dirfd, const char *path, int flags)
 	return fd;
 }
 
+DIR *pisb_opendirat(int dirfd, const char *path)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+	if (!d && fd >= 0) {
+		int saved = errno;
+		close(fd);
+		errno = saved;
+	}
+	return d;
+}
+
 int pisb_read_fd(int fd, struct pisb_buf *b, size_t max)
 {
 	for (;;) {

@@ -6,6 +6,7 @@
 #ifndef PISB_UTIL_H
 #define PISB_UTIL_H
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -72,10 +73,14 @@ static inline int pisb_steal_fd(int *fd) { int r = *fd; *fd = -1; return r; }
 /* Full reads and writes, retrying EINTR and short transfers. */
 ssize_t pisb_write_all(int fd, const void *p, size_t n);
 ssize_t pisb_read_all(int fd, void *p, size_t n);
-/* Read a whole fd (at most max bytes; -1 and E2BIG past it) into b. */
 /* openat2(dirfd, path, flags | O_CLOEXEC) beneath dirfd, never through a
  * symlink or a magic link; EINTR/EAGAIN retried.  The fd, or -1 (errno). */
 int pisb_open_beneath(int dirfd, const char *path, int flags);
+/* The directory path (relative to dirfd; "." for dirfd itself) to read
+ * with readdir, not through a symlink; NULL (errno) when it cannot be
+ * opened.  closedir() closes its fd. */
+DIR *pisb_opendirat(int dirfd, const char *path);
+/* Read a whole fd (at most max bytes; -1 and E2BIG past it) into b. */
 int pisb_read_fd(int fd, struct pisb_buf *b, size_t max);
 /* Read a file relative to dirfd (AT_FDCWD for cwd) into b. */
 int pisb_read_file_at(int dirfd, const char *path, struct pisb_buf *b, size_t max);

@@ -181,19 +181,15 @@ static bool login_skip(const char *kv)
 /* Remove the captured environments of earlier runs. */
 static void forget_other_runs(int idir, const char *gen)
 {
-	int fd = openat(idir, "shellenv", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = pisb_opendirat(idir, "shellenv");
 	struct dirent *de;
 
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	if (!d)
 		return;
-	}
 	while ((de = readdir(d))) {
 		const char *dash = strchr(de->d_name, '-');
 		if (de->d_name[0] != '.' && dash && strcmp(dash + 1, gen))
-			unlinkat(fd, de->d_name, 0);
+			unlinkat(dirfd(d), de->d_name, 0);
 	}
 	closedir(d);
 }

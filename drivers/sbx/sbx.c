@@ -718,12 +718,10 @@ static void watch_arm(struct pisb_state *st, struct sbx_inst *t)
  * dir uses. */
 static char *pick_name(struct pisb_state *st, pid_t owner, struct pisb_strv *taken)
 {
-	_cleanup_close_ int fd = openat(st->fd, "instances", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = pisb_opendirat(st->fd, "instances");
 	struct dirent *de;
 
 	if (d) {
-		fd = -1;
 		while ((de = readdir(d))) {
 			_cleanup_close_ int idir = -1;
 			struct pisb_record rec;
