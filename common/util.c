@@ -273,6 +273,21 @@ int pisb_open_beneath(int dirfd, const char *path, int flags)
 	return fd;
 }
 
+int pisb_pipe_nb_reader(int p[2])
+{
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -1;
+	/* O_NONBLOCK is per open file: the write end's is cleared alone */
+	if (fcntl(p[1], F_SETFL, 0) < 0) {
+		int saved = errno;
+		close(p[0]);
+		close(p[1]);
+		errno = saved;
+		return -1;
+	}
+	return 0;
+}
+
 DIR *pisb_opendirat(int dirfd, const char *path)
 {
 	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);

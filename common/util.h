@@ -80,6 +80,9 @@ int pisb_open_beneath(int dirfd, const char *path, int flags);
  * with readdir, not through a symlink; NULL (errno) when it cannot be
  * opened.  closedir() closes its fd. */
 DIR *pisb_opendirat(int dirfd, const char *path);
+/* A close-on-exec pipe whose read end (p[0]) does not block and whose
+ * write end (p[1]) does: a writer we run waits, our reader never does. */
+int pisb_pipe_nb_reader(int p[2]);
 /* Read a whole fd (at most max bytes; -1 and E2BIG past it) into b. */
 int pisb_read_fd(int fd, struct pisb_buf *b, size_t max);
 /* Read a file relative to dirfd (AT_FDCWD for cwd) into b. */

@@ -67,10 +67,9 @@ int pisb_hooklog_open(struct pisb_hooklog *h)
 	h->r = h->w = -1;
 	h->bucket.rate = PISB_HOOKLOG_RATE;
 	h->bucket.burst = PISB_HOOKLOG_BURST;
-	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
-		return -1;
 	/* only the hooks' side blocks */
-	fcntl(p[1], F_SETFL, 0);
+	if (pisb_pipe_nb_reader(p) < 0)
+		return -1;
 	h->r = p[0];
 	h->w = p[1];
 	return 0;

@@ -825,10 +825,9 @@ static int open_out(struct svc *v)
 
 	if (v->out_r >= 0)
 		return 0;
-	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
-		return -1;
 	/* only the service's side blocks */
-	fcntl(p[1], F_SETFL, 0);
+	if (pisb_pipe_nb_reader(p) < 0)
+		return -1;
 	v->out_r = p[0];
 	v->out_w = p[1];
 	return 0;
