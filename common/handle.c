@@ -336,9 +336,15 @@ int pisb_handle_kill(int idir, const char *name, const struct pisb_handle_ops *o
 	if (hdir < 0)
 		return -1;
 	if (pisb_lock_is_held(hdir, "lock")) {
-		if (ops->kill_inside)
+		if (ops->kill_inside) {
 			ops->kill_inside(ops->arg, handle);
-		if (pisb_read_file_at(hdir, "pid", &pb, 32) == 0 && pb.s && atoi(pb.s) > 1) {
+			/* the command is gone inside: its supervisor records
+			 * how it ended before anything signals the supervisor
+			 * (a TERM in between was recorded instead, under load) */
+			wait_for(hdir, 2000);
+		}
+		if (pisb_lock_is_held(hdir, "lock") &&
+		    pisb_read_file_at(hdir, "pid", &pb, 32) == 0 && pb.s && atoi(pb.s) > 1) {
 			pid_t sp = (pid_t)atoi(pb.s);
 			/* TERM (the supervisor sends it on), the hard signal
 			 * after 2 s, then SIGKILL */
