@@ -32,8 +32,8 @@ setup_file() {
 teardown_file() {
 	pisb destroy vm1 --confirm vm1 >/dev/null 2>&1 || true
 	# the template test's, should it have failed half-way
-	for n in ta tb ia ib ic; do pisb destroy $n --confirm $n >/dev/null 2>&1 || true; done
-	pisb destroy tv --template --confirm tv >/dev/null 2>&1 || true
+	for n in ta tb ia ib ic itc; do pisb destroy $n --confirm $n >/dev/null 2>&1 || true; done
+	for n in tv it; do pisb destroy $n --template --confirm $n >/dev/null 2>&1 || true; done
 }
 
 # The boot snapshot of vm1's size (vm.c: <state>/vmsnap/<MiB>m-<cpus>c-<accel>).
@@ -243,6 +243,15 @@ setup() {
 	run -0 pisb destroy ia --confirm ia
 	run -0 pisb destroy ib --confirm ib
 	[ -f "$base" ]
+	# a template of the image: its copy boots the same base, with the template's setup
+	{ cat "$BATS_TEST_TMPDIR/img.yaml"; printf 'setup:\n  - echo tmpl > /etc/tmark\n'; } > "$BATS_TEST_TMPDIR/imgt.yaml"
+	run -0 --separate-stderr pisb prepare it -f "$BATS_TEST_TMPDIR/imgt.yaml"
+	run -0 --separate-stderr pisb create itc --template it --driver vm
+	[ "$(stat -c %i "$PI_SANDBOX_HOME/instances/itc/root.img")" = "$ino" ]
+	run -0 pisb exec itc -- sh -c 'cat /etc/marker /etc/tmark; test -e /usr || echo no-usr'
+	[ "$output" = $'from-image\ntmpl\nno-usr' ]
+	run -0 pisb destroy itc --confirm itc
+	run -0 pisb destroy it --template --confirm it
 	# a tarball: unpacked as data (libarchive), a base of its own
 	tar --numeric-owner -C "$r" -czf "$BATS_TEST_TMPDIR/root.tgz" .
 	printf 'version: 1\ndriver: vm\nimage: %s\nresources: { cpus: 1, memoryGiB: 1 }\ndiskGiB: 2\n' "$BATS_TEST_TMPDIR/root.tgz" > "$BATS_TEST_TMPDIR/tgz.yaml"
