@@ -6,16 +6,19 @@
  *
  * Stage 1 (in the initramfs, /pisb-initramfs exists): mount /proc /sys
  * /dev, load the modules, mount the persistent disk /dev/vda (ext4) and
- * the host's read-only userland (virtiofs, tag pisb-host), and make the
- * root an overlay of the two (lower: the host's, upper: the disk's
- * upper/); copy itself to /run/pisb/agent (tmpfs), move the disk and the
- * share under /run/pisb/, switch root and exec itself from there.
+ * the host's read-only userland (virtiofs, tag pisb-host) or, with
+ * pisb.root=pisb-image (image: PATH), the read-only ext4 disk of that
+ * serial, and make the root an overlay of the two (lower: the host's or
+ * the image's, upper: the disk's upper/); copy itself to /run/pisb/agent
+ * (tmpfs), move the disk and the share under /run/pisb/, switch root and
+ * exec itself from there.
  * Stage 2 (PID 1 on the overlay root): hostname, loopback up (there is no
  * other network device), the pids cgroup, the workspace, then one server
  * per virtio-serial port org.pisb.agent.N (vm_proto.h), respawned if it
  * dies; PID 1 reaps orphans.
  *
- * Kernel command line: pisb.name=NAME pisb.ws=/workspace pisb.pids=N;
+ * Kernel command line: pisb.name=NAME pisb.ws=/workspace pisb.pids=N
+ * [pisb.root=pisb-image];
  * or pisb.snap=1 for the boot snapshot's template (see await_boot), whose
  * restores get those arguments from the host in a BOOT frame instead.
  */
@@ -228,6 +231,32 @@ static int mount_host(const char *at)
 	return -1;
 }
 
+/* The /dev/vdX whose virtio serial is serial, into dev; false if none
+ * (yet). */
+static bool find_serial(const char *serial, char *dev, size_t cap)
+{
+	for (char c = 'a'; c <= 'd'; c++) {
+		char p[64], buf[64];
+		ssize_t n;
+		int fd;
+		snprintf(p, sizeof(p), "/sys/block/vd%c/serial", c);
+		fd = open(p, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		if (!strcmp(buf, serial)) {
+			snprintf(dev, cap, "/dev/vd%c", c);
+			return true;
+		}
+	}
+	return false;
+}
+
 static size_t await_boot(char *args, size_t cap);
 
 static void __attribute__((noreturn)) stage1(void)
@@ -251,12 +280,28 @@ static void __attribute__((noreturn)) stage1(void)
 	}
 	for (i = 0; i < 600 && access("/dev/vda", F_OK) < 0; i++)
 		sleep_ms(50);
-	/* the root: an overlay of the host's userland (read-only, lower)
-	 * and the persistent disk /dev/vda (ext4: upper/ and work/) */
-	if (mount("/dev/vda", "/disk", "ext4", 0, "noinit_itable") < 0)
-		die("mount the disk /dev/vda");
-	if (mount_host("/lower") < 0)
-		die("mount the host's userland (virtiofs '" PISB_HOST_TAG "')");
+	/* the root: an overlay of the host's userland, or with pisb.root=
+	 * PISB_VM_IMAGE_SERIAL the sandbox's rootfs image (read-only, lower),
+	 * and the persistent disk (ext4: upper/ and work/) */
+	{
+		const char *root = cmdline_arg("root");
+		char img[16] = "", disk[16] = "/dev/vda";
+		if (root && !strcmp(root, PISB_VM_IMAGE_SERIAL)) {
+			for (i = 0; i < 600 && !find_serial(PISB_VM_IMAGE_SERIAL, img, sizeof(img)); i++)
+				sleep_ms(50);
+			if (!img[0]) {
+				errno = ENODEV;
+				die("find the image's disk (serial " PISB_VM_IMAGE_SERIAL ")");
+			}
+			if (!strcmp(img, "/dev/vda"))
+				snprintf(disk, sizeof(disk), "/dev/vdb");
+		}
+		if (mount(disk, "/disk", "ext4", 0, "noinit_itable") < 0)
+			die("mount the disk");
+		if (img[0] ? mount(img, "/lower", "ext4", MS_RDONLY | MS_NODEV, NULL) < 0
+			   : mount_host("/lower") < 0)
+			die(img[0] ? "mount the image's disk" : "mount the host's userland (virtiofs '" PISB_HOST_TAG "')");
+	}
 	mkdir("/disk/upper", 0755);
 	mkdir("/disk/work", 0700);
 	if (mount("overlay", "/newroot", "overlay", 0,

@@ -32,8 +32,8 @@ setup_file() {
 teardown_file() {
 	pisb destroy vm1 --confirm vm1 >/dev/null 2>&1 || true
 	# the template test's, should it have failed half-way
-	for n in ta tb; do pisb destroy $n --confirm $n >/dev/null 2>&1 || true; done
-	pisb destroy tv --template --confirm tv >/dev/null 2>&1 || true
+	for n in ta tb ia ib ic itc; do pisb destroy $n --confirm $n >/dev/null 2>&1 || true; done
+	for n in tv it; do pisb destroy $n --template --confirm $n >/dev/null 2>&1 || true; done
 }
 
 # The boot snapshot of vm1's size (vm.c: <state>/vmsnap/<MiB>m-<cpus>c-<accel>).
@@ -198,6 +198,70 @@ setup() {
 	mv -f /etc/.shadow.pisb55 /etc/shadow
 	run -0 pisb exec vm1 --sh 'umount /etc/shadow 2>/dev/null; wc -c < /etc/shadow; wc -c < /run/pisb/host/etc/shadow'
 	[ "$output" = "$(printf '0\n0')" ]
+}
+
+@test "image: DIR: the guest's root is the image (one read-only ext4 base, reused); nothing of the host's; instances write apart" {
+	command -v busybox >/dev/null || skip "machine lacks: busybox (apt-get install busybox-static)"
+	r="$BATS_TEST_TMPDIR/rootfs"
+	mkdir -p "$r/bin" "$r/etc" "$r/root"
+	cp "$(command -v busybox)" "$r/bin/busybox"
+	for c in sh cat echo test readlink; do ln -s busybox "$r/bin/$c"; done
+	echo from-image > "$r/etc/marker"
+	# attack: a link out of the image to a host file (mke2fs reads the tree)
+	ln -s "$BATS_FILE_TMPDIR/host-only-file" "$r/etc/leak"
+	printf 'version: 1\ndriver: vm\nimage: %s\nresources: { cpus: 1, memoryGiB: 1 }\ndiskGiB: 2\n' "$r" > "$BATS_TEST_TMPDIR/img.yaml"
+	run -0 --separate-stderr pisb create ia -f "$BATS_TEST_TMPDIR/img.yaml"
+	[[ $stderr == *"image: PATH boots cold"* ]]
+	base=$(echo "$PI_SANDBOX_HOME"/images/*/root.ext4)
+	[ -f "$base" ]
+	[ "$(stat -c %a "$base")" = 444 ]
+	ino=$(stat -c %i "$base")
+	[ "$(stat -c %i "$PI_SANDBOX_HOME/instances/ia/root.img")" = "$ino" ]
+	run -0 pisb exec ia -- cat /etc/marker
+	[ "$output" = from-image ]
+	# the image's /bin/sh (busybox); no host /usr, no python3, no host file
+	run -0 pisb exec ia -- sh -c 'readlink /bin/sh; test -e /usr || echo no-usr; test -e /usr/bin/python3 || echo no-python3'
+	[ "$output" = $'busybox\nno-usr\nno-python3' ]
+	run -1 --separate-stderr pisb exec ia -- cat /etc/leak
+	[[ $output != *"host secret"* ]]
+	[[ $stderr != *"host secret"* ]]
+	run -0 pisb exec ia -- readlink /etc/leak
+	[ "$output" = "$BATS_FILE_TMPDIR/host-only-file" ]
+	run -0 pisb exec ia -- sh -c 'echo written-in-ia > /etc/marker; cat /etc/marker'
+	[ "$output" = written-in-ia ]
+	# a second create reuses the base: the same file, not built again
+	run -0 --separate-stderr pisb create ib -f "$BATS_TEST_TMPDIR/img.yaml"
+	[ "$(stat -c %i "$base")" = "$ino" ]
+	[ "$(stat -c %i "$PI_SANDBOX_HOME/instances/ib/root.img")" = "$ino" ]
+	run -0 pisb exec ib -- cat /etc/marker
+	[ "$output" = from-image ]
+	run -0 pisb exec ia -- cat /etc/marker
+	[ "$output" = written-in-ia ]
+	[ "$(cat "$r/etc/marker")" = from-image ]
+	run -0 pisb inspect ib
+	jq -e '.vm.boot == "cold"' <<<"$output"
+	run -0 pisb destroy ia --confirm ia
+	run -0 pisb destroy ib --confirm ib
+	[ -f "$base" ]
+	# a template of the image: its copy boots the same base, with the template's setup
+	{ cat "$BATS_TEST_TMPDIR/img.yaml"; printf 'setup:\n  - echo tmpl > /etc/tmark\n'; } > "$BATS_TEST_TMPDIR/imgt.yaml"
+	run -0 --separate-stderr pisb prepare it -f "$BATS_TEST_TMPDIR/imgt.yaml"
+	run -0 --separate-stderr pisb create itc --template it --driver vm
+	[ "$(stat -c %i "$PI_SANDBOX_HOME/instances/itc/root.img")" = "$ino" ]
+	run -0 pisb exec itc -- sh -c 'cat /etc/marker /etc/tmark; test -e /usr || echo no-usr'
+	[ "$output" = $'from-image\ntmpl\nno-usr' ]
+	run -0 pisb destroy itc --confirm itc
+	run -0 pisb destroy it --template --confirm it
+	# a tarball: unpacked as data (libarchive), a base of its own
+	tar --numeric-owner -C "$r" -czf "$BATS_TEST_TMPDIR/root.tgz" .
+	printf 'version: 1\ndriver: vm\nimage: %s\nresources: { cpus: 1, memoryGiB: 1 }\ndiskGiB: 2\n' "$BATS_TEST_TMPDIR/root.tgz" > "$BATS_TEST_TMPDIR/tgz.yaml"
+	run -0 --separate-stderr pisb create ic -f "$BATS_TEST_TMPDIR/tgz.yaml"
+	[ "$(stat -c %i "$PI_SANDBOX_HOME/instances/ic/root.img")" != "$ino" ]
+	run -0 pisb exec ic -- sh -c 'cat /etc/marker; test -e /usr || echo no-usr'
+	[ "$output" = $'from-image\nno-usr' ]
+	run -1 pisb exec ic -- cat /etc/leak
+	[[ $output != *"host secret"* ]]
+	run -0 pisb destroy ic --confirm ic
 }
 
 @test "the guest workspace holds .sandbox.yaml; .agents/setup runs, under the setup deadline" {

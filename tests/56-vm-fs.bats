@@ -459,6 +459,10 @@ push_tree() {
 	# the base moved: nothing left to apply
 	run -0 pisb diff vp --json
 	jq -e '.changes == []' <<<"$output"
+	# stopped: diff starts nothing, and the message names the sandbox once
+	run -0 --separate-stderr pisb stop vp
+	run -5 --separate-stderr pisb diff vp
+	[ "$stderr" = "fatal: sandbox 'vp' is not running (driver vm: its workspace is read from inside it, and diff starts nothing; start it with 'pisb start vp')" ]
 	run -0 pisb destroy vp --confirm vp
 }
 

@@ -578,6 +578,7 @@ struct boot {
 	bool restored;                   /* booted from the boot snapshot */
 	bool overlay;                    /* the disk is disk.qcow2, on a template's */
 	bool prep;                       /* a template being prepared (staging/) */
+	bool image;                      /* image: PATH: root.img is the lower, no share */
 	char *boot_note;                 /* how the snapshot was, or why not */
 };
 
@@ -674,8 +675,9 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 	/* tsc=reliable no_timer_check: no clocksource watchdog or timer
 	 * check at boot (cuts a cold boot under TCG, see issue #14) */
 	if (mode == VM_COLD)
-		pisb_strv_pushf(av, VM_CMDLINE " pisb.name=%s pisb.ws=%s pisb.pids=%d",
-				bt->name, bt->cfg->workspace, bt->cfg->pids);
+		pisb_strv_pushf(av, VM_CMDLINE " pisb.name=%s pisb.ws=%s pisb.pids=%d%s",
+				bt->name, bt->cfg->workspace, bt->cfg->pids,
+				bt->image ? " pisb.root=" PISB_VM_IMAGE_SERIAL : "");
 	else
 		pisb_strv_push(av, VM_SNAP_CMDLINE);
 	pisb_strv_push(av, "-chardev");
@@ -688,6 +690,14 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 				bt->overlay ? "disk.qcow2,format=qcow2" : "disk.img,format=raw");
 		pisb_strv_push(av, "-device");
 		pisb_strv_pushf(av, "virtio-blk-%s,drive=disk0", bus);
+		/* image: PATH: the rootfs image, read-only (vm_image.c); the
+		 * agent finds it by its serial */
+		if (bt->image) {
+			pisb_strv_push(av, "-drive");
+			pisb_strv_push(av, "file=root.img,format=raw,if=none,id=root0,readonly=on");
+			pisb_strv_push(av, "-device");
+			pisb_strv_pushf(av, "virtio-blk-%s,drive=root0,serial=" PISB_VM_IMAGE_SERIAL, bus);
+		}
 	} else {
 		pisb_strv_push(av, "-device");
 		pisb_strv_push(av, "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1");
@@ -711,10 +721,12 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 	}
 	/* the host's userland, read-only (virtiofsd, see launch_virtiofsd) */
 	if (mode == VM_COLD) {
-		pisb_strv_push(av, "-chardev");
-		pisb_strv_push(av, "socket,id=vfs0,path=" VM_VFS_SOCK);
-		pisb_strv_push(av, "-device");
-		pisb_strv_pushf(av, "vhost-user-fs-%s,chardev=vfs0,tag=" VM_VFS_TAG ",queue-size=1024", bus);
+		if (!bt->image) {
+			pisb_strv_push(av, "-chardev");
+			pisb_strv_push(av, "socket,id=vfs0,path=" VM_VFS_SOCK);
+			pisb_strv_push(av, "-device");
+			pisb_strv_pushf(av, "vhost-user-fs-%s,chardev=vfs0,tag=" VM_VFS_TAG ",queue-size=1024", bus);
+		}
 	} else {
 		pisb_strv_push(av, "-chardev");
 		pisb_strv_pushf(av, "socket,id=qmp,fd=%d,server=on,wait=off", qmp_fd);
@@ -967,6 +979,8 @@ static pid_t launch_qemu(const struct boot *bt, bool kvm, enum vm_mode mode, int
 static pid_t launch(const struct boot *bt, bool kvm, int in_fd)
 {
 	stop_virtiofsd();
+	if (bt->image)   /* nothing of the host's is shared in */
+		return launch_qemu(bt, kvm, VM_COLD, bt->idir, NULL, -1, -1);
 	vfs_pid = launch_virtiofsd(bt);
 	if (vfs_pid < 0)
 		return -1;
@@ -1545,7 +1559,11 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 					 bt->a.kernel);
 		}
 	}
-	q = snap_wanted(kvm) ? try_restore(bt, kvm) : -1;
+	/* the boot snapshot hot-plugs the host's share: an image's guest
+	 * boots cold (its root is never a snapshot's) */
+	if (bt->image)
+		bt->boot_note = xstrdup("image: PATH boots cold (the boot snapshot is made for image: host only)");
+	q = snap_wanted(kvm) && !bt->image ? try_restore(bt, kvm) : -1;
 	if (q < 0 && !bt->restored)
 		q = launch(bt, kvm, -1);
 	if (q > 0 && !bt->restored && kvm && !(forced && !strcmp(forced, "kvm")) &&
@@ -1706,6 +1724,7 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 		goto out;
 	bt.dir = xasprintf("%s/%s", st->path, rel);
 	bt.overlay = faccessat(idir, "disk.qcow2", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	bt.image = faccessat(idir, "root.img", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 	bt.prep = pisb_str_starts(rel, "staging/");
 	snprintf(what, sizeof(what), "sandbox '%s' (its VM)", name);
 	bt.ctl = pisb_lock_acquire(idir, "controller.lock", true, 0, what, e);
@@ -1829,9 +1848,6 @@ static int refuse_unsupported(const struct pisb_config *cfg, struct pisb_err *e)
 	if (cfg->nallowed_hosts)
 		return pisb_err_set(e, PISB_EXIT_USAGE,
 				    "network.allowedHosts: a vm sandbox has no network device at all; use driver local for an egress allowlist");
-	if (cfg->image && strcmp(cfg->image, "host"))
-		return pisb_err_set(e, PISB_EXIT_USAGE,
-				    "image: the vm driver shares the host's userland (image: host); rootfs images are not supported yet (omit image, or use driver local)");
 	if (check_host_fit(cfg, e) < 0)
 		return -1;
 	if (strpbrk(cfg->workspace, " \t\n"))
@@ -2062,7 +2078,7 @@ static int make(struct pisb_state *st, const struct pisb_config *cfg, const char
 	bool tmpl = o->prepare, published = false, booted;
 	const char *what = tmpl ? "template" : "sandbox";
 	struct vm_assets a;
-	_cleanup_free_ char *stg = NULL, *dest = NULL, *live = NULL;
+	_cleanup_free_ char *stg = NULL, *dest = NULL, *live = NULL, *cache = NULL;
 	_cleanup_close_ int sdir = -1, lock = -1, idir = -1, tlock = -1;
 	struct pisb_record rec;
 	struct pisb_runtime rt;
@@ -2090,6 +2106,11 @@ static int make(struct pisb_state *st, const struct pisb_config *cfg, const char
 	if (o->template_ ? vm_template_overlay(st, sdir, stg, o->template_, a.qemu_img, e) < 0
 			 : new_disk(st, sdir, stg, cfg, o, &a, e) < 0)
 		goto out;
+	/* image: PATH: its cached base, linked in as root.img (a
+	 * template's copy got its template's in vm_template_overlay) */
+	if (!o->template_ && cfg->image && strcmp(cfg->image, "host") &&
+	    vm_image_root(st, sdir, cfg->image, a.mke2fs, &cache, e) < 0)
+		goto out;
 	memset(&rec, 0, sizeof(rec));
 	rec.name = (char *)o->name;
 	rec.driver = "vm";
@@ -2099,6 +2120,7 @@ static int make(struct pisb_state *st, const struct pisb_config *cfg, const char
 	rec.owner.pid = o->owner_pid;
 	rec.owner.start = o->owner_pid > 0 ? pisb_proc_start(o->owner_pid) : 0;
 	rec.session_id = (char *)o->session_id;
+	rec.image_cache = cache;
 	if (pisb_record_save(sdir, &rec, e) < 0)
 		goto out;
 	memset(&rt, 0, sizeof(rt));

@@ -101,8 +101,10 @@ static void guest_msg(struct pisb_buf *b)
 	pisb_buf_addc(b, '\0');
 }
 
-/* sb's workspace when it runs; else the local driver's message (exit 5). */
-static const char *running_ws(struct pisb_sandbox *sb, struct pisb_err *e)
+/* sb's workspace when it runs; else the local driver's message (exit 5),
+ * or, not named (project_archive: its caller names the sandbox), the same
+ * without the sandbox's name in front. */
+static const char *running_ws_named(struct pisb_sandbox *sb, bool named, struct pisb_err *e)
 {
 	const struct pisb_config *cfg = pisb_sandbox_config(sb, e);
 	const struct pisb_runtime *rt;
@@ -110,17 +112,26 @@ static const char *running_ws(struct pisb_sandbox *sb, struct pisb_err *e)
 	if (!cfg || !(rt = pisb_sandbox_runtime(sb, e)))
 		return NULL;
 	if (pisb_vm_status(sb->idir, rt) != PISB_ST_RUNNING) {
-		pisb_err_set(e, PISB_EXIT_BACKEND, "sandbox '%s' is not running (start it with 'pisb start %s')",
-			     sb->name, sb->name);
+		if (named)
+			pisb_err_set(e, PISB_EXIT_BACKEND, "sandbox '%s' is not running (start it with 'pisb start %s')",
+				     sb->name, sb->name);
+		else
+			pisb_err_set(e, PISB_EXIT_BACKEND, "not running (start it with 'pisb start %s')", sb->name);
 		return NULL;
 	}
 	return cfg->workspace && cfg->workspace[0] == '/' ? cfg->workspace : "/workspace";
 }
 
+static const char *running_ws(struct pisb_sandbox *sb, struct pisb_err *e)
+{
+	return running_ws_named(sb, true, e);
+}
+
 /* Run argv in the guest (env: PATH, then env) with stdin from in_fd (-1:
- * none), the reply into rp; *code the guest's exit status. */
-static int run_in(struct pisb_sandbox *sb, char *const *argv, const char *env1, int in_fd,
-		  struct reply *rp, int *code, struct pisb_err *e)
+ * none), the reply into rp; *code the guest's exit status.  named: errors
+ * start with the sandbox's name. */
+static int run_in_named(struct pisb_sandbox *sb, bool named, char *const *argv, const char *env1,
+			int in_fd, struct reply *rp, int *code, struct pisb_err *e)
 {
 	char *env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", (char *)env1, NULL };
 	struct vm_run run = { argv, env, "/", in_fd, -1, -1, true, false, 0, false };
@@ -128,9 +139,15 @@ static int run_in(struct pisb_sandbox *sb, char *const *argv, const char *env1, 
 	if (!rp->max)
 		rp->max = REPLY_MAX;
 	if (vm_run_sink(sb->idir, &run, sink, rp, code, e) < 0)
-		return pisb_err_prefix(e, "sandbox '%s'", sb->name);
+		return named ? pisb_err_prefix(e, "sandbox '%s'", sb->name) : -1;
 	guest_msg(&rp->err);
 	return 0;
+}
+
+static int run_in(struct pisb_sandbox *sb, char *const *argv, const char *env1, int in_fd,
+		  struct reply *rp, int *code, struct pisb_err *e)
+{
+	return run_in_named(sb, true, argv, env1, in_fd, rp, code, e);
 }
 
 /* Run `agent fs ARGS` in the guest with stdin from in_fd (-1: none). */
@@ -590,7 +607,8 @@ static const char pull_script[] =
 #define PULL_SLACK (1LL << 30)
 
 /* The guest's tar of abs onto fd, at most max bytes; hex its SHA-256 as
- * the host received it. */
+ * the host received it.  no_git: for the project's archive, whose errors
+ * do not name the sandbox (driver.h: diff does). */
 static int guest_tar(struct pisb_sandbox *sb, const char *abs, bool no_git, long long max,
 		     int fd, char hex[65], struct pisb_err *e)
 {
@@ -604,14 +622,17 @@ static int guest_tar(struct pisb_sandbox *sb, const char *abs, bool no_git, long
 	rp.outfd = fd;
 	rp.sha = &sha;
 	rp.max = (size_t)(max + PULL_SLACK);
-	if (run_in(sb, (char *[]){ "/bin/sh", "-c", (char *)pull_script, "sh", (char *)abs,
-				   no_git ? "1" : "0", NULL }, NULL, -1, &rp, &code, e) < 0)
+	if (run_in_named(sb, !no_git, (char *[]){ "/bin/sh", "-c", (char *)pull_script, "sh", (char *)abs,
+						   no_git ? "1" : "0", NULL }, NULL, -1, &rp, &code, e) < 0)
 		return -1;
 	if (code == PISB_EXIT_FAIL || code == PISB_EXIT_NOTFOUND)
 		return pisb_err_set(e, code, "%s", rp.err.len > 1 ? rp.err.s : "pull failed in the guest");
 	if (code != 0)
-		return pisb_err_set(e, PISB_EXIT_FAIL, "archiving '%s' in sandbox '%s' failed (exit %d)%s%s",
-				    abs, sb->name, code, rp.err.len > 1 ? ": " : "", rp.err.len > 1 ? rp.err.s : "");
+		return no_git ? pisb_err_set(e, PISB_EXIT_FAIL, "archiving '%s' failed (exit %d)%s%s", abs, code,
+					     rp.err.len > 1 ? ": " : "", rp.err.len > 1 ? rp.err.s : "")
+			      : pisb_err_set(e, PISB_EXIT_FAIL, "archiving '%s' in sandbox '%s' failed (exit %d)%s%s",
+					     abs, sb->name, code, rp.err.len > 1 ? ": " : "",
+					     rp.err.len > 1 ? rp.err.s : "");
 	pisb_sha256_final(&sha, d);
 	pisb_sha256_hex(d, hex);
 	if (lseek(fd, 0, SEEK_SET) < 0)
@@ -647,7 +668,7 @@ int pisb_vm_fs_pull(struct pisb_sandbox *sb, const char *path, const char *hostd
  * out; the digest is the host's of what it received */
 int pisb_vm_fs_project_archive(struct pisb_sandbox *sb, int fd, char sha[65], struct pisb_err *e)
 {
-	const char *ws = running_ws(sb, e);
+	const char *ws = running_ws_named(sb, false, e);
 
 	if (!ws)
 		return pisb_err_prefix(e, "read the workspace");

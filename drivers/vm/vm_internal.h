@@ -105,6 +105,15 @@ int vm_template_hold(struct pisb_state *st, const char *tname, const struct pisb
 int vm_template_overlay(struct pisb_state *st, int sdir, const char *stg, const char *tname,
 			const char *qemu_img, struct pisb_err *e);
 
+/* vm_image.c.  image: PATH: the rootfs (image.h's cache: a tarball
+ * unpacked as data by libarchive, or a directory) made once into a
+ * read-only ext4 file images/KEY-0/root.ext4 with mke2fs, then linked into
+ * the staging dir sdir as root.img (the guest's lower layer, read-only;
+ * its writes go to the instance's own disk).  *cache: the cache's name
+ * (the record's imageCache, so that gc keeps it; caller frees). */
+int vm_image_root(struct pisb_state *st, int sdir, const char *image, const char *mke2fs,
+		  char **cache, struct pisb_err *e);
+
 struct pisb_proc_id;
 void vm_run_setup(int idir, const struct pisb_config *cfg);
 int vm_run_resume(int idir, const struct pisb_config *cfg, struct pisb_proc_id *bg,

@@ -50,6 +50,9 @@
 #define PISB_VM_FS_EDIT_MAX (64 << 20)
 /* the virtiofs tag of the host's read-only userland */
 #define PISB_HOST_TAG "pisb-host"
+/* image: PATH: the serial of the read-only rootfs image's virtio-blk disk,
+ * and the value of the kernel argument pisb.root that asks for it */
+#define PISB_VM_IMAGE_SERIAL "pisb-image"
 
 enum {
 	PISB_VM_EXEC = 1,

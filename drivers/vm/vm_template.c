@@ -95,6 +95,13 @@ int vm_template_overlay(struct pisb_state *st, int sdir, const char *stg, const 
 				    tname, out.s && out.len ? out.s : code == -1 ? strerror(xe) : "failed");
 	if (fchmodat(sdir, "disk.qcow2", 0600, 0) < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "chmod '%s'", img);
+	/* a template of image: PATH: its copies boot the same root */
+	{
+		_cleanup_free_ char *root = xasprintf("templates/%s/root.img", tname);
+		if (faccessat(st->fd, root, F_OK, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    linkat(st->fd, root, sdir, "root.img", 0) < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "link template '%s''s root.img", tname);
+	}
 	return 0;
 }
 
