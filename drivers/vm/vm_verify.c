@@ -137,6 +137,7 @@ int pisb_vm_verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, str
 	char tok[33], envname[32], canary[2][512], probe_path[96];
 	char *penv[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 	bool complete, host_clean;
+	const char *root;
 	int code = -1, n = 0, nfail = 0, ret = -1;
 
 	if (vm_open_running(sb, &cfg, e) < 0)
@@ -162,6 +163,10 @@ int pisb_vm_verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, str
 		}
 	}
 	complete = code == 0 && line_of(&a.out, "end", &endl);
+	/* what the guest's root stands on: the host's userland over virtiofs,
+	 * or an image's read-only disk (image: PATH) */
+	root = faccessat(sb->idir, "root.img", F_OK, AT_SYMLINK_NOFOLLOW) == 0
+	       ? "the image's read-only root disk" : "the host's userland share";
 	/* the host's own look: a share write that got through lands here */
 	host_clean = access(probe_path, F_OK) < 0 && errno == ENOENT;
 	if (!host_clean)
@@ -192,8 +197,8 @@ int pisb_vm_verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, str
 	else if (complete && line_of(&a.out, "share", &share))
 		add(c, &n, "host-share", !strcmp(share.s, "readonly"),
 		    !strcmp(share.s, "readonly")
-			    ? xstrdup("the host's userland share (/run/pisb/host) stays read-only after the guest remounts it read-write; nothing reached the host")
-			    : xasprintf("the guest could write into the host's userland share ('%s'); nothing of it is on the host", share.s));
+			    ? xasprintf("%s (/run/pisb/host) stays read-only after the guest remounts it read-write; nothing reached the host", root)
+			    : xasprintf("the guest could write into %s ('%s'); nothing of it is on the host", root, share.s));
 	else
 		add(c, &n, "host-share", false, xasprintf("no answer from the guest (exit %d)", code));
 
