@@ -6,6 +6,11 @@
 # writes 32 MiB: create (setup runs) against create --template of a
 # template prepared once with that setup (a qcow2 overlay, setup not run
 # again), both to the first exec, interleaved.  VMBOOT_ROUNDS (default 3).
+# Then one running vm sandbox against one running local sandbox: exec round
+# trip, write and read of 64 KiB (hyperfine -N, both in each invocation,
+# VMBOOT_RUNS runs each, default 30), and idle memory (RSS and PSS of the
+# vm's QEMU + virtiofsd + pisb supervisor, against the local controller +
+# init as bench/lifecycle.sh measures it) and how many fit in MemTotal.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 rounds=${VMBOOT_ROUNDS:-3}
@@ -13,7 +18,16 @@ section "vm boot (median of $rounds interleaved rounds; goal: snapshot create->f
 if ! command -v qemu-system-x86_64 >/dev/null; then cannot_run vm "no qemu-system-x86_64" "vm create->first exec"; exit 0; fi
 cfg=$(mktemp /tmp/pisb-vmboot.XXXXXX.yaml)
 tcfg=$(mktemp /tmp/pisb-vmboot.XXXXXX.yaml)
-trap 'rm -f "$cfg" "$tcfg"' EXIT
+big=$(mktemp /tmp/pisb-vmboot.XXXXXX.64k)
+# every sandbox and the template this script makes, whatever way it ends
+cleanup() {
+	local n
+	for n in $(pisb list -q 2>/dev/null | grep '^vmb-'); do pisb destroy "$n" --confirm "$n" -q >/dev/null 2>&1; done
+	pisb destroy vmb-tpl --template --confirm vmb-tpl -q >/dev/null 2>&1
+	rm -f "$cfg" "$tcfg" "$big"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 printf 'version: 1\ndriver: vm\nresources: { cpus: 1, memoryGiB: 1 }\ndiskGiB: 2\n' > "$cfg"
 ms() { date +%s%3N; }
 # one measure: MODE(cold|snap) WHAT(create|start) NAME -> ms on stdout
@@ -53,20 +67,68 @@ result "vm create->first exec (snapshot)" "$s1" "cold boot" "$c1" ms
 result "vm start->first exec (snapshot)" "$s2" "cold boot" "$c2" ms
 
 # templates: setup every time against a template's copy-on-write disk
-printf 'version: 1\ndriver: vm\nresources: { cpus: 1, memoryGiB: 1 }\ndiskGiB: 2\nsetup:\n  - dd if=/dev/urandom of=/root/blob bs=1M count=32 status=none\n' > "$tcfg"
-if ! command -v qemu-img >/dev/null; then cannot_run "create --template" "no qemu-img (qemu-utils)" "vm create --template->first exec"; exit 0; fi
-t0=$(ms)
-pisb prepare vmb-tpl -f "$tcfg" -q >/dev/null 2>&1 || { cannot_run "create --template" "pisb prepare failed" "vm create --template->first exec"; exit 0; }
-line "prepare the template (setup once)" "$(( $(ms) - t0 )) ms"
-declare -a tf tt
-for ((r = 0; r < rounds; r++)); do
+templates() {
+	printf 'version: 1\ndriver: vm\nresources: { cpus: 1, memoryGiB: 1 }\ndiskGiB: 2\nsetup:\n  - dd if=/dev/urandom of=/root/blob bs=1M count=32 status=none\n' > "$tcfg"
+	if ! command -v qemu-img >/dev/null; then cannot_run "create --template" "no qemu-img (qemu-utils)" "vm create --template->first exec"; return; fi
 	t0=$(ms)
-	pisb create vmb-f$r -f "$tcfg" -q >/dev/null 2>&1 && pisb exec vmb-f$r -- true && tf+=("$(( $(ms) - t0 ))") || tf+=(NaN)
-	t0=$(ms)
-	pisb create vmb-t$r --template vmb-tpl -f "$cfg" -q >/dev/null 2>&1 && pisb exec vmb-t$r -- test -s /root/blob && tt+=("$(( $(ms) - t0 ))") || tt+=(NaN)
-	line "round $r (load $(cut -d' ' -f1 /proc/loadavg))" "create with setup ${tf[r]}, create --template ${tt[r]} ms"
-	pisb destroy vmb-f$r --confirm vmb-f$r -q >/dev/null 2>&1
-	pisb destroy vmb-t$r --confirm vmb-t$r -q >/dev/null 2>&1
-done
-pisb destroy vmb-tpl --template --confirm vmb-tpl -q >/dev/null 2>&1
-row "vm create --template->first exec" "$(med "${tt[@]}")" "create + setup (32 MiB)" "$(med "${tf[@]}")"
+	pisb prepare vmb-tpl -f "$tcfg" -q >/dev/null 2>&1 || { cannot_run "create --template" "pisb prepare failed" "vm create --template->first exec"; return; }
+	line "prepare the template (setup once)" "$(( $(ms) - t0 )) ms"
+	declare -a tf tt
+	for ((r = 0; r < rounds; r++)); do
+		t0=$(ms)
+		pisb create vmb-f$r -f "$tcfg" -q >/dev/null 2>&1 && pisb exec vmb-f$r -- true && tf+=("$(( $(ms) - t0 ))") || tf+=(NaN)
+		t0=$(ms)
+		pisb create vmb-t$r --template vmb-tpl -f "$cfg" -q >/dev/null 2>&1 && pisb exec vmb-t$r -- test -s /root/blob && tt+=("$(( $(ms) - t0 ))") || tt+=(NaN)
+		line "round $r (load $(cut -d' ' -f1 /proc/loadavg))" "create with setup ${tf[r]}, create --template ${tt[r]} ms"
+		pisb destroy vmb-f$r --confirm vmb-f$r -q >/dev/null 2>&1
+		pisb destroy vmb-t$r --confirm vmb-t$r -q >/dev/null 2>&1
+	done
+	pisb destroy vmb-tpl --template --confirm vmb-tpl -q >/dev/null 2>&1
+	row "vm create --template->first exec" "$(med "${tt[@]}")" "create + setup (32 MiB)" "$(med "${tf[@]}")"
+}
+templates
+
+# vm against local, both running: exec, 64 KiB write and read, idle memory
+vm_vs_local() {
+	local runs=${VMBOOT_RUNS:-30} vx vl r0 r1 r2 what
+	section "vm against local, one running sandbox each (hyperfine -N, median of $runs runs each, 3 interleaved rounds; load $(cut -d' ' -f1 /proc/loadavg))"
+	if ! why=$(why_not pisb create vmb-x -f "$cfg" -q) || ! why=$(why_not pisb exec vmb-x -- true); then
+		cannot_run "vm sandbox" "$why" "vm pisb exec -- true"; return; fi
+	if ! why=$(why_not pisb create vmb-l --driver local -q) || ! why=$(why_not pisb exec vmb-l -- true); then
+		cannot_run "local sandbox" "$why" "vm pisb exec -- true"; return; fi
+	base64 -w 100 /dev/urandom | head -c 65536 >"$big"
+	pisb write vmb-x bench64k --from "$big" -q && pisb write vmb-l bench64k --from "$big" -q || {
+		cannot_run "write" "pisb write failed" "vm pisb write 64 KiB"; return; }
+	# (hyperfine 1.15 has no --input: --from gives the content as stdin would, by its fd)
+	for what in "exec -- true|exec %s -- true" "write 64 KiB|write %s bench64k --from $big" "read 64 KiB|read %s bench64k"; do
+		local label=${what%%|*} fmt=${what#*|}
+		# shellcheck disable=SC2059
+		read -r vx vl r0 r1 r2 <<<"$(BENCH_RUNS=$((runs * 3)) paired_ms 3 "pisb $(printf "$fmt" vmb-x)" "pisb $(printf "$fmt" vmb-l)")"
+		BENCH_RESULTS='' row "vm pisb $label" "$vx" "local pisb $label" "$vl"
+		result "vm pisb $label" "$vx" "local pisb $label" "$vl" ms -
+		line "  ratio vm/local by round" "$(awk -v a="$r0" -v b="$r1" -v c="$r2" 'BEGIN { printf "%.2f-%.2f-%.2fx (min-median-max)", a, b, c }')"
+	done
+	# idle memory: the vm's supervisor (pisb's host-side process) and every
+	# process under it (QEMU, virtiofsd and its sandboxed child), RSS and PSS
+	sleep 2
+	local sup lctl linit p vrss=0 vpss=0 lrss lpss total nv nl procs=""
+	sup=$(pisb inspect vmb-x | jq -r .controller.pid)
+	for p in $(ps -e -o pid=,ppid= | awk -v r="$sup" '{ up[$1] = $2 } END { for (x in up) { y = x; while (y != r && (y in up) && y > 1) y = up[y]; if (y == r) print x } }'); do
+		procs+=" $(cat "/proc/$p/comm" 2>/dev/null)"
+		vrss=$(( vrss + $(kib "$p" Rss) )) vpss=$(( vpss + $(kib "$p" Pss) ))
+	done
+	lctl=$(pisb inspect vmb-l | jq -r .controller.pid); linit=$(pisb inspect vmb-l | jq -r .controller.initPid)
+	lrss=$(( $(kib "$lctl" Rss) + $(kib "$linit" Rss) )) lpss=$(( $(kib "$lctl" Pss) + $(kib "$linit" Pss) ))
+	total=$(awk '$1 == "MemTotal:" { print $2 }' /proc/meminfo)
+	nv=$(( vpss > 0 ? total / vpss : 0 )) nl=$(( lpss > 0 ? total / lpss : 0 ))
+	line "idle vm ($(pisb inspect vmb-x | jq -r '"\(.vm.memoryMiB) MiB, \(.vm.accel)"'))" "RSS $vrss KiB, PSS $vpss KiB:$procs"
+	line "idle local (controller + init)" "RSS $lrss KiB, PSS $lpss KiB"
+	line "idle sandboxes in MemTotal by PSS" "vm $nv, local $nl (MemTotal $total KiB)"
+	result "vm idle memory PSS per sandbox (QEMU + virtiofsd + supervisor, 1 GiB)" "$vpss" "local (controller + init)" "$lpss" KiB -
+	result "vm idle memory RSS per sandbox (QEMU + virtiofsd + supervisor, 1 GiB)" "$vrss" "local (controller + init)" "$lrss" KiB -
+	result "vm idle sandboxes in MemTotal (by PSS)" "$nv" "local" "$nl" count -
+}
+kib() { [ -r "/proc/$1/smaps_rollup" ] || { echo 0; return; }; awk -v k="$2:" '$1 == k { s += $2 } END { print s + 0 }' "/proc/$1/smaps_rollup"; }
+vm_vs_local
+pisb destroy vmb-x --confirm vmb-x -q >/dev/null 2>&1
+pisb destroy vmb-l --confirm vmb-l -q >/dev/null 2>&1
