@@ -358,6 +358,9 @@ init_stdio='for f in 0 1 2; do readlink /proc/1/fd/$f 2>/dev/null || echo unread
 	run -0 pisb stop flood
 	run -0 pisb start flood
 	ctl=$(pisb inspect flood | jq -r .controller.pid)
+	# start waits for the resume script, which only forks the writer: its
+	# exec of yes can come a moment later
+	for _ in $(seq 100); do pisb exec flood -- pgrep -x yes >/dev/null && break; sleep 0.1; done
 	run -0 pisb exec flood -- pgrep -x yes
 	sleep 5
 	ctl_log_bounded "$d"
@@ -385,6 +388,7 @@ init_stdio='for f in 0 1 2; do readlink /proc/1/fd/$f 2>/dev/null || echo unread
 	[ "$output" = tried ]
 	run -0 as_user pisb --state-dir "$st/s" stop u
 	run -0 as_user pisb --state-dir "$st/s" start u
+	for _ in $(seq 100); do as_user pisb --state-dir "$st/s" exec u -- pgrep -x yes >/dev/null && break; sleep 0.1; done
 	run -0 as_user pisb --state-dir "$st/s" exec u -- pgrep -x yes
 	sleep 5
 	ctl_log_bounded "$st/s/instances/u"
