@@ -115,15 +115,11 @@ static int cmp_name(const void *a, const void *b)
  * with an overlay whose record does not load. */
 static void template_users(struct pisb_state *st, const char *tname, struct pisb_strv *users)
 {
-	int fd = openat(st->fd, "instances", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = pisb_opendirat(st->fd, "instances");
 	struct dirent *de;
 
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	if (!d)
 		return;
-	}
 	while ((de = readdir(d))) {
 		struct pisb_err ig = PISB_ERR_INIT;
 		_cleanup_close_ int idir = -1;
