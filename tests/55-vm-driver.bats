@@ -210,7 +210,8 @@ setup() {
 	# attack: a link out of the image to a host file (mke2fs reads the tree)
 	ln -s "$BATS_FILE_TMPDIR/host-only-file" "$r/etc/leak"
 	printf 'version: 1\ndriver: vm\nimage: %s\nresources: { cpus: 1, memoryGiB: 1 }\ndiskGiB: 2\n' "$r" > "$BATS_TEST_TMPDIR/img.yaml"
-	run -0 --separate-stderr pisb create ia -f "$BATS_TEST_TMPDIR/img.yaml"
+	run --separate-stderr pisb create ia -f "$BATS_TEST_TMPDIR/img.yaml"
+	[ "$status" -eq 0 ] || { echo "create ia: exit $status: $stderr"; false; }
 	[[ $stderr == *"image: PATH boots cold"* ]]
 	base=$(echo "$PI_SANDBOX_HOME"/images/*/root.ext4)
 	[ -f "$base" ]

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -159,18 +160,36 @@ out:
 }
 
 /* Import a tarball, or a directory (streamed through tar), into `into`. */
+/* tar ended badly: say why, with the first of what it wrote on stderr */
+static int tar_failed(const char *path, int errfd, int st, struct pisb_err *e)
+{
+	char msg[512];
+	ssize_t n = errfd >= 0 ? pread(errfd, msg, sizeof(msg) - 1, 0) : -1;
+
+	msg[n > 0 ? n : 0] = 0;
+	msg[strcspn(msg, "\n")] = 0;
+	if (*msg)
+		return pisb_err_set(e, PISB_EXIT_FAIL, "image '%s': tar could not read the directory: %s",
+				    path, msg);
+	return pisb_err_set(e, PISB_EXIT_FAIL, "image '%s': tar could not read the directory (%s %d)",
+			    path, WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+}
+
 static int import(const char *path, bool dir, const struct pisb_ids *ids, int into,
 		  struct pisb_err *e)
 {
 	struct archive *src = archive_read_new();
 	_cleanup_close_ int cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	int p[2] = { -1, -1 }, r = -1, st;
+	_cleanup_close_ int errfd = -1;
+	int p[2] = { -1, -1 }, r = -1, st = 0;
 	pid_t tar = -1;
 
 	archive_read_support_filter_all(src);
 	archive_read_support_format_all(src);
 	if (dir) {
-		if (pipe2(p, O_CLOEXEC) < 0) {
+		/* tar's complaints, to name them if it fails */
+		errfd = memfd_create("pisb-tar-stderr", MFD_CLOEXEC);
+		if (errfd < 0 || pipe2(p, O_CLOEXEC) < 0) {
 			pisb_err_sys(e, PISB_EXIT_FAIL, "pipe");
 			goto out;
 		}
@@ -181,6 +200,7 @@ static int import(const char *path, bool dir, const struct pisb_ids *ids, int in
 		}
 		if (tar == 0) {
 			dup2(p[1], 1);
+			dup2(errfd, 2);
 			execlp("tar", "tar", "--numeric-owner", "-C", path, "-cf", "-", ".", (char *)NULL);
 			_exit(127);
 		}
@@ -208,7 +228,7 @@ out:
 	if (p[1] >= 0)
 		close(p[1]);
 	if (tar > 0 && (waitpid(tar, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) && r == 0)
-		r = pisb_err_set(e, PISB_EXIT_FAIL, "image '%s': tar could not read the directory", path);
+		r = tar_failed(path, errfd, st, e);
 	return r;
 }
 
