@@ -326,6 +326,22 @@ int pisb_runtime_save_volatile(int idir, const struct pisb_runtime *r, struct pi
 	return runtime_save(idir, r, false, e);
 }
 
+int pisb_runtime_note_setup_error(int idir, char *why, struct pisb_err *e)
+{
+	struct pisb_runtime rt;
+	int r;
+
+	if (pisb_runtime_load(idir, &rt, e) < 0) {
+		free(why);
+		return -1;
+	}
+	free(rt.setup_error);
+	rt.setup_error = why;
+	r = pisb_runtime_save(idir, &rt, e);
+	pisb_runtime_release(&rt);
+	return r;
+}
+
 void pisb_record_release(struct pisb_record *r)
 {
 	free(r->name);

@@ -71,6 +71,9 @@ struct pisb_runtime {
 void pisb_runtime_release(struct pisb_runtime *r);
 int pisb_runtime_load(int idir, struct pisb_runtime *r, struct pisb_err *e);
 int pisb_runtime_save(int idir, const struct pisb_runtime *r, struct pisb_err *e);
+/* status.json's setupError := why (taken, freed in any case), kept
+ * durably: setup failed, the sandbox runs anyway. */
+int pisb_runtime_note_setup_error(int idir, char *why, struct pisb_err *e);
 /* Without fsync: for the states a power loss ends anyway (starting,
  * running); stopped and failed are saved with pisb_runtime_save. */
 int pisb_runtime_save_volatile(int idir, const struct pisb_runtime *r, struct pisb_err *e);

@@ -906,17 +906,10 @@ static void run_setup(int sdir, struct os_conn *c, const struct pisb_config *cfg
 						 : xasprintf(".agents/setup exited with %d", code);
 	}
 	if (failed) {
-		struct pisb_runtime rt;
 		struct pisb_err ig = PISB_ERR_INIT;
 		os_log(sdir, "setup failed: %s (the sandbox runs anyway)", failed);
-		if (pisb_runtime_load(sdir, &rt, &ig) == 0) {
-			free(rt.setup_error);
-			rt.setup_error = failed;
-			failed = NULL;
-			pisb_runtime_save(sdir, &rt, &ig);
-			pisb_runtime_release(&rt);
-		}
-		free(failed);
+		if (pisb_runtime_note_setup_error(sdir, failed, &ig) < 0)
+			os_log(sdir, "could not record the setup failure: %s", ig.msg);
 	}
 }
 

@@ -123,20 +123,13 @@ void vm_run_setup(int idir, const struct pisb_config *cfg)
 		else if (code)
 			failed = xasprintf("%s exited with %d", what, code);
 	}
+	if (failed) {
+		struct pisb_err ig = PISB_ERR_INIT;
+		if (pisb_runtime_note_setup_error(idir, failed, &ig) < 0)
+			log_line(&log, "pisb: setup: could not record its failure: %s\n", ig.msg);
+	}
 	if (log.fd >= 0)
 		close(log.fd);
-	if (failed) {
-		struct pisb_runtime rt;
-		struct pisb_err ig = PISB_ERR_INIT;
-		if (pisb_runtime_load(idir, &rt, &ig) == 0) {
-			free(rt.setup_error);
-			rt.setup_error = failed;
-			failed = NULL;
-			pisb_runtime_save(idir, &rt, &ig);
-			pisb_runtime_release(&rt);
-		}
-		free(failed);
-	}
 }
 
 /* ---- resume ---- */
