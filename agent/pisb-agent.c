@@ -184,9 +184,11 @@ static const char *cmdline_arg(const char *key)
 
 /* ---- stage 1: the initramfs ---- */
 
-static void load_modules(void)
+/* the modules a list names (/modules/order: before the boot snapshot's
+ * point; /modules/late: after it), in its order */
+static void load_modules(const char *list)
 {
-	FILE *f = fopen("/modules/order", "re");
+	FILE *f = fopen(list, "re");
 	char line[256], path[300];
 
 	if (!f)
@@ -268,7 +270,7 @@ static void __attribute__((noreturn)) stage1(void)
 	mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
-	load_modules();
+	load_modules("/modules/order");
 	/* the boot snapshot's template (pisb.snap=1): the host saves the VM
 	 * here, before it has a disk or a share; every restore continues
 	 * from this point once the host has sent its BOOT frame, with the
@@ -278,6 +280,7 @@ static void __attribute__((noreturn)) stage1(void)
 		if (snap && !strcmp(snap, "1"))
 			nargs = await_boot(args, sizeof(args));
 	}
+	load_modules("/modules/late");
 	for (i = 0; i < 600 && access("/dev/vda", F_OK) < 0; i++)
 		sleep_ms(50);
 	/* the root: an overlay of the host's userland, or with pisb.root=

@@ -110,10 +110,18 @@ vm_vs_local() {
 		line "  ratio vm/local by round" "$(awk -v a="$r0" -v b="$r1" -v c="$r2" 'BEGIN { printf "%.2f-%.2f-%.2fx (min-median-max)", a, b, c }')"
 	done
 	# idle memory: the vm's supervisor (pisb's host-side process) and every
-	# process under it (QEMU, virtiofsd and its sandboxed child), RSS and PSS
-	sleep 2
-	local sup lctl linit p vrss=0 vpss=0 lrss lpss total nv nl procs=""
+	# process under it (QEMU, virtiofsd and its sandboxed child), RSS and PSS,
+	# once the guest has handed back its free pages (free page reporting:
+	# QEMU's PSS falls for a few seconds after a boot or restore)
+	local sup lctl linit p vrss=0 vpss=0 lrss lpss total nv nl procs="" q prev=0 now waited=0
 	sup=$(pisb inspect vmb-x | jq -r .controller.pid)
+	q=$(pgrep -f "qemu-system.* -name pisb-vmb-x " | head -1)
+	while [ -n "$q" ] && [ "$waited" -lt 30 ]; do
+		sleep 1; waited=$((waited + 1)); now=$(kib "$q" Pss)
+		[ "$now" -ge $((prev - prev / 100)) ] && [ "$prev" -gt 0 ] && break
+		prev=$now
+	done
+	line "idle vm: QEMU's PSS settled after" "${waited} s (free page reporting)"
 	for p in $(ps -e -o pid=,ppid= | awk -v r="$sup" '{ up[$1] = $2 } END { for (x in up) { y = x; while (y != r && (y in up) && y > 1) y = up[y]; if (y == r) print x } }'); do
 		procs+=" $(cat "/proc/$p/comm" 2>/dev/null)"
 		vrss=$(( vrss + $(kib "$p" Rss) )) vpss=$(( vpss + $(kib "$p" Pss) ))

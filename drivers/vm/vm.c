@@ -65,6 +65,10 @@
 
 static const char *const vm_modules[] = { "virtio_pci", "virtio_mmio", "virtio_blk",
 	"virtio_console", "virtio_rng", "virtiofs", "overlay", NULL };
+/* loaded after the boot snapshot's point (modules/late): the balloon's
+ * free page reporting skips pages it reported before, so a guest that
+ * reported before the snapshot would never hand back a restored copy's */
+static const char *const vm_late_modules[] = { "virtio_balloon", NULL };
 
 /* ---- what the host can honour ---- */
 
@@ -477,11 +481,18 @@ static int build_initrd(int idir, const struct vm_assets *a, uint64_t *hash, str
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT, list = PISB_BUF_INIT;
 	static const char *const dirs[] = { "dev", "proc", "sys", "modules", "newroot", "disk", "lower", NULL };
 	unsigned ino = 0;
+	size_t early;
 
 	scan_modules(a->modules, "kernel", &names, &paths);
 	for (size_t i = 0; vm_modules[i]; i++)
 		if (add_module(a->modules, vm_modules[i], &names, &paths, &order, 0, e) < 0)
 			return -1;
+	early = order.n;
+	for (size_t i = 0; vm_late_modules[i]; i++) {
+		/* optional: a kernel without it keeps all its memory */
+		struct pisb_err ig = PISB_ERR_INIT;
+		add_module(a->modules, vm_late_modules[i], &names, &paths, &order, 0, &ig);
+	}
 	cpio_add(&b, &ino, ".", S_IFDIR | 0755, NULL, 0, 0, 0);
 	for (size_t i = 0; dirs[i]; i++)
 		cpio_add(&b, &ino, dirs[i], S_IFDIR | 0755, NULL, 0, 0, 0);
@@ -497,9 +508,14 @@ static int build_initrd(int idir, const struct vm_assets *a, uint64_t *hash, str
 		dst = xasprintf("modules/%s", base);
 		if (cpio_file(&b, &ino, dst, src, e) < 0)
 			return -1;
+		if (i == early) {
+			cpio_add(&b, &ino, "modules/order", S_IFREG | 0644, list.s, list.len, 0, 0);
+			pisb_buf_reset(&list);
+		}
 		pisb_buf_addf(&list, "%s\n", base);
 	}
-	cpio_add(&b, &ino, "modules/order", S_IFREG | 0644, list.s, list.len, 0, 0);
+	cpio_add(&b, &ino, early == order.n ? "modules/order" : "modules/late", S_IFREG | 0644, list.s,
+		 list.len, 0, 0);
 	cpio_add(&b, &ino, "TRAILER!!!", 0, NULL, 0, 0, 0);
 	*hash = 1469598103934665603ull;
 	for (size_t i = 0; i < b.len; i++)
@@ -708,6 +724,11 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 	pisb_strv_push(av, "rng-random,id=rng0,filename=/dev/urandom");
 	pisb_strv_push(av, "-device");
 	pisb_strv_pushf(av, "virtio-rng-%s,rng=rng0", bus);
+	/* free page reporting: the guest hands back the pages it has free
+	 * (QEMU punches them out of the memfd); a guest restored from the
+	 * boot snapshot starts with all of its memory populated */
+	pisb_strv_push(av, "-device");
+	pisb_strv_pushf(av, "virtio-balloon-%s,free-page-reporting=on", bus);
 	pisb_strv_push(av, "-device");
 	pisb_strv_pushf(av, "virtio-serial-%s,id=vser0,max_ports=8", bus);
 	for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++) {
