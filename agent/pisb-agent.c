@@ -280,7 +280,12 @@ static void __attribute__((noreturn)) stage1(void)
 		if (snap && !strcmp(snap, "1"))
 			nargs = await_boot(args, sizeof(args));
 	}
-	load_modules("/modules/late");
+	/* beside the boot, not before it: stage 2 (PID 1 after the exec)
+	 * reaps this child as it reaps every other */
+	if (fork() == 0) {
+		load_modules("/modules/late");
+		_exit(0);
+	}
 	for (i = 0; i < 600 && access("/dev/vda", F_OK) < 0; i++)
 		sleep_ms(50);
 	/* the root: an overlay of the host's userland, or with pisb.root=

@@ -115,6 +115,23 @@ setup() {
 	jq -e '.limits.pids == 64 and .limits.enforced.pids == true' <<<"$output"
 }
 
+@test "the guest hands its free memory back: free page reporting is on, and QEMU's guest memory shrinks below half of it" {
+	run -0 pisb exec vm1 -- sh -c 'ls /sys/bus/virtio/drivers/virtio_balloon | grep -c "^virtio"'
+	[ "$output" = 1 ]
+	q=$(pgrep -f 'qemu-system.* -name pisb-vm1 ' | head -1)
+	[ -n "$q" ]
+	# 1 GiB of guest memory, in QEMU's memfd (a restore from the boot
+	# snapshot populates all of it); the guest reports what is free
+	shmem=""
+	for _ in $(seq 120); do
+		shmem=$(awk '$1 == "Pss_Shmem:" { print $2 }' "/proc/$q/smaps_rollup")
+		[ "$shmem" -lt 524288 ] && break
+		sleep 0.5
+	done
+	echo "QEMU Pss_Shmem: $shmem KiB"
+	[ "$shmem" -lt 524288 ]
+}
+
 @test "KVM that is PVM: doctor says what it needs, and the driver goes to TCG at once, saying why" {
 	pvm=false
 	if [ -e /sys/module/kvm_pvm ] && ! grep -qwE 'vmx|svm' /proc/cpuinfo; then pvm=true; fi
