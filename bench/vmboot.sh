@@ -115,7 +115,7 @@ vm_vs_local() {
 	# QEMU's PSS falls for a few seconds after a boot or restore)
 	local sup lctl linit p vrss=0 vpss=0 lrss lpss total nv nl procs="" q prev=0 now waited=0
 	sup=$(pisb inspect vmb-x | jq -r .controller.pid)
-	q=$(pgrep -f "qemu-system.* -name pisb-vmb-x " | head -1)
+	q=$(pgrep -P "$sup" -f qemu-system)
 	while [ -n "$q" ] && [ "$waited" -lt 30 ]; do
 		sleep 1; waited=$((waited + 1)); now=$(kib "$q" Pss)
 		[ "$now" -ge $((prev - prev / 100)) ] && [ "$prev" -gt 0 ] && break
