@@ -200,6 +200,15 @@ static void note_dir(struct gc *g, int dirfd, const char *who)
 /* Remove handles in idir/exec that are orphaned: all of them when gen is
  * NULL (a stopped sandbox), else those of another generation.  A handle
  * whose runner still holds its lock is kept. */
+/* A handle named after the run that made it (GEN-XXXXXXXX, the local
+ * driver's), not after its driver (vm-XXXXXXXX) */
+static bool generation_handle(const char *h)
+{
+	size_t n = strspn(h, "0123456789abcdef");
+
+	return n >= 8 && h[n] == '-';
+}
+
 static void sweep_handles(struct gc *g, int idir, const char *name, const char *gen)
 {
 	_cleanup_strv_ struct pisb_strv hs = PISB_STRV_INIT;
@@ -217,6 +226,9 @@ static void sweep_handles(struct gc *g, int idir, const char *name, const char *
 
 		if (gen && !strncmp(h, gen, gl) && h[gl] == '-')
 			continue; /* the current run's: pisb exec-status serves it */
+		if (gen && !generation_handle(h))
+			continue; /* a driver's ("vm-…"): they live as long as the
+				   * run, which prunes them itself */
 		if (pisb_lock_is_held(edir, lk)) {
 			add(&g->r->kept, "handle", what, "its runner still holds the handle's lock");
 			continue;

@@ -32,7 +32,7 @@ setup_file() {
 teardown_file() {
 	pisb destroy vm1 --confirm vm1 >/dev/null 2>&1 || true
 	# the template test's, should it have failed half-way
-	for n in ta tb ia ib ic itc; do pisb destroy $n --confirm $n >/dev/null 2>&1 || true; done
+	for n in ta tb ia ib ic itc gco gcq; do pisb destroy $n --confirm $n >/dev/null 2>&1 || true; done
 	for n in tv it; do pisb destroy $n --template --confirm $n >/dev/null 2>&1 || true; done
 }
 
@@ -464,6 +464,12 @@ teardown() {
 	jq -e '.running == false and .exitCode == 143' <<<"$output"
 	run -0 pisb exec-status vm1 "$h" --json
 	jq -e '.running == false and .exitCode == 143 and .output == ""' <<<"$output"
+	# gc keeps a running VM's handles, finished ones too (they go with the VM)
+	run -0 --separate-stderr pisb gc --json
+	jq -e '.kept[] | select(.name == "vm1") | .reason == "running"' <<<"$output"
+	[ -d "$PI_SANDBOX_HOME/instances/vm1/exec/$h" ]
+	run -0 pisb exec-status vm1 "$h" --json
+	jq -e '.running == false and .exitCode == 143' <<<"$output"
 	run -3 pisb exec-status vm1 vm-00000000
 	# nothing is left running in the guest
 	run -0 pisb exec vm1 --sh 'ps -eo args | grep -c "[s]leep 60" || true'
@@ -488,6 +494,43 @@ tpl_yaml() {
 	resume:
 	  - echo copy-resumed > /root/copy-resumed
 	EOF
+}
+
+@test "gc: a vm sandbox whose owner process is gone is powered off and destroyed; one whose QEMU died is marked stopped" {
+	sleep 1000 3>&- & owner=$!
+	printf 'version: 1\ndriver: vm\nresources: { cpus: 2, memoryGiB: 1 }\ndiskGiB: 2\n' > "$BATS_TEST_TMPDIR/gc.yaml"
+	run -0 pisb create gco -f "$BATS_TEST_TMPDIR/gc.yaml" --owner-pid "$owner" -q
+	run -0 pisb create gcq -f "$BATS_TEST_TMPDIR/gc.yaml" -q
+	run -0 pisb inspect gco
+	jq -e '.ownerPid == '"$owner"' and .ownerAlive and .status == "running"' <<<"$output"
+	sup=$(jq -r .controller.pid <<<"$output")
+	q=$(jq -r .controller.initPid <<<"$output")
+	grep -q qemu-system "/proc/$q/cmdline"
+	# gcq's QEMU dies: interrupted
+	run -0 pisb inspect gcq
+	kill -9 "$(jq -r .controller.initPid <<<"$output")"
+	for _ in $(seq 100); do [ "$(pisb inspect gcq | jq -r .status)" = interrupted ] && break; sleep 0.1; done
+	run -0 pisb inspect gcq
+	jq -e '.status == "interrupted"' <<<"$output"
+	kill "$owner"
+	wait "$owner" 2>/dev/null || true
+	run -0 --separate-stderr pisb gc --json
+	jq -e '.removed[] | select(.name == "gco") | .kind == "sandbox" and (.reason | test("owner pid '"$owner"' is gone"))' <<<"$output"
+	jq -e '.cleaned[] | select(.name == "gcq") | .reason | test("interrupted")' <<<"$output"
+	jq -e '.kept[] | select(.name == "vm1") | .reason == "running"' <<<"$output"
+	[ ! -e "$PI_SANDBOX_HOME/instances/gco" ]
+	run -3 pisb inspect gco
+	for _ in $(seq 100); do kill -0 "$q" 2>/dev/null || kill -0 "$sup" 2>/dev/null || break; sleep 0.1; done
+	! kill -0 "$q" 2>/dev/null
+	! kill -0 "$sup" 2>/dev/null
+	run -0 pisb inspect gcq
+	jq -e '.status == "stopped"' <<<"$output"
+	# with --hours 0, the stopped one goes too
+	run -0 --separate-stderr pisb gc --hours 0 --json
+	jq -e '.removed[] | select(.name == "gcq") | .reason | test("stopped for")' <<<"$output"
+	[ ! -e "$PI_SANDBOX_HOME/instances/gcq" ]
+	run -0 pisb inspect vm1
+	jq -e '.status == "running"' <<<"$output"
 }
 
 @test "templates: prepare keeps the set-up disk read-only; each create --template has a copy-on-write disk of its own" {

@@ -125,7 +125,6 @@ static const struct pisb_refusal refusals[] = {
 	{ PISB_V_SVC, "a VM has no network device, so no services" },
 	{ PISB_V_PREVIEW, "a VM has no network device, so no previews" },
 	{ PISB_V_DOCKER, "no docker daemon of its own; pisb docker needs a sbx sandbox (driver: sbx) and never falls back to the host's docker daemon" },
-	{ PISB_V_GC, "pisb gc leaves a vm sandbox to 'pisb destroy'" },
 	{ PISB_V_RENEW, "a vm sandbox does not expire" },
 	{ 0, NULL },
 };
@@ -133,7 +132,7 @@ static const struct pisb_refusal refusals[] = {
 const struct pisb_driver pisb_driver_vm = {
 	.name = "vm",
 	.summary = "a QEMU virtual machine per sandbox with pisb's guest agent (KVM, else TCG)",
-	.caps = PISB_DRV_TEMPLATES,
+	.caps = PISB_DRV_TEMPLATES | PISB_DRV_GC_SWEEP,
 	.refusals = refusals,
 	.fs_how = &fs_how,
 	.doctor = pisb_vm_doctor,
