@@ -418,9 +418,9 @@ push_tree() {
 	[[ ${#stderr} -lt 400 ]]
 }
 
-# ---- the project: create --project (copy), diff, apply ----
+# ---- the project: create --project (copy), diff, apply, sync ----
 
-@test "create --project on vm: the copy (no secrets) in the guest; diff shows the guest's changes; apply writes them into the host dir" {
+@test "create --project on vm: the copy (no secrets) in the guest; diff shows the guest's changes; apply writes them into the host dir; sync brings host edits in" {
 	P=$BATS_TEST_TMPDIR/proj
 	mkdir -p "$P/sub"
 	printf 'one\ntwo\n' > "$P/a.txt"
@@ -459,6 +459,21 @@ push_tree() {
 	# the base moved: nothing left to apply
 	run -0 pisb diff vp --json
 	jq -e '.changes == []' <<<"$output"
+	# sync: host edits since the base go in, the guest's own stay, a file
+	# both changed is a conflict (exit 4), left as the guest has it
+	printf 'host edit\n' > "$P/sub/u.txt"
+	printf 'host edit of n\n' > "$P/n.txt"
+	run -0 pisb exec vp --sh 'printf "guest edit\n" > n.txt; printf "guest only\n" > g.txt'
+	run -4 --separate-stderr pisb sync vp --json
+	jq -e '.written == 1 and .conflicts == ["n.txt"]' <<<"$output"
+	run -0 pisb read vp sub/u.txt
+	[ "$output" = "host edit" ]
+	run -0 pisb read vp n.txt
+	[ "$output" = "guest edit" ]
+	run -0 pisb read vp g.txt
+	[ "$output" = "guest only" ]
+	run -0 --separate-stderr pisb diff vp --json
+	jq -e '[.changes[] | [.path, .conflict]] == [["g.txt", false], ["n.txt", true]]' <<<"$output"
 	# stopped: diff starts nothing, and the message names the sandbox once
 	run -0 --separate-stderr pisb stop vp
 	run -5 --separate-stderr pisb diff vp
