@@ -164,10 +164,12 @@ static int do_action(int argc, char **argv)
 	/* av.v[0] is the verb: pisb_dispatch_exec wants argv[0] as a slot for the binary */
 	{
 		char **full = xcalloc(av.n + 2, sizeof(char *));
+		int r;
 		full[0] = NULL;
 		for (size_t i = 0; i < av.n; i++)
 			full[i + 1] = av.v[i];
-		return pisb_dispatch_exec(v->binary, full);
+		r = pisb_serve(v, (int)av.n + 1, full);
+		return r >= 0 ? r : pisb_dispatch_exec(v->binary, full);
 	}
 fail:
 	pisb_buf_release(&in);

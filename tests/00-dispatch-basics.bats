@@ -83,6 +83,11 @@ setup() { pisb_test_setup; }
 	done
 	run -3 --separate-stderr pisb exec nosuch -- true
 	[ "$stderr" = "fatal: no such sandbox 'nosuch'" ]
+	# and from pisb action
+	run -0 --separate-stderr pisb action '{"action":"list"}'
+	[ "$output" = "[]" ]
+	run -3 --separate-stderr pisb action '{"action":"inspect","name":"nosuch"}'
+	jq -e '.error.code == "not-found" and .error.exit == 3' <<<"$output"
 	# the same messages and codes as the binary itself, --help and --version too
 	run -0 pisb exec --help
 	[ "$output" = "$(pisb-exec exec --help)" ]
