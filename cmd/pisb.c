@@ -4,8 +4,8 @@
  * straight through to the owning binary.  The hottest verbs (list,
  * inspect, exec, exec-status, exec-kill) it runs in its own process
  * instead, as their binary would (pisb_serve.c).  `pisb action JSON` turns
- * one JSON action object into the flag form (common/action.c) and execs
- * that.
+ * one JSON action object into the flag form (common/action.c) and runs
+ * that the same way.
  */
 #include "pisb_cmd.h"
 #include "action.h"
