@@ -51,13 +51,16 @@ static const struct {
 /* the command being served, for the hand-off: its binary, its arguments,
  * and the signal state it came with */
 static const char *owner;
+static pid_t owner_pid;
 static char **owner_argv;
 static sigset_t owner_mask;
 static struct sigaction owner_pipe;
 
 void pisb_serve_handoff(const char *why)
 {
-	if (!owner) {
+	/* only the process that runs the verb starts it over: never a child
+	 * it forked (that would run the command twice) */
+	if (!owner || getpid() != owner_pid) {
 		fprintf(stderr, "fatal: pisb cannot load %s: it is linked static\n", why);
 		_exit(PISB_EXIT_PISB);
 	}
@@ -87,6 +90,7 @@ int pisb_serve(const struct pisb_verb *v, int argc, char **argv)
 	if (!h)
 		return -1;
 	owner = v->binary;
+	owner_pid = getpid();
 	owner_argv = xcalloc((size_t)argc + 1, sizeof(char *));
 	memcpy(owner_argv, argv, (size_t)argc * sizeof(char *));
 	sigprocmask(SIG_SETMASK, NULL, &owner_mask);
