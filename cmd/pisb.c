@@ -1,10 +1,13 @@
 /* pisb - the dispatcher: `pisb VERB ...` execs the binary that owns VERB.
  *
  * It never forks, so signals, the exit status and the terminal pass
- * straight through to the owning binary.  `pisb action JSON` turns one JSON
- * action object into the flag form (common/action.c) and execs that.
+ * straight through to the owning binary.  The hottest verbs (list,
+ * inspect, exec, exec-status, exec-kill) it runs in its own process
+ * instead, as their binary would (pisb_serve.c).  `pisb action JSON` turns
+ * one JSON action object into the flag form (common/action.c) and runs
+ * that the same way.
  */
-#include "front.h"
+#include "pisb_cmd.h"
 #include "action.h"
 
 #include <errno.h>
@@ -43,8 +46,7 @@ static void try_exec_list(const char *list, const char *bin, char **argv)
 	}
 }
 
-/* Exec bin with argv (argv[0] is replaced by bin). Returns only on failure. */
-static int exec_binary(const char *bin, char **argv)
+int pisb_dispatch_exec(const char *bin, char **argv)
 {
 	char self[PATH_MAX];
 	ssize_t n;
@@ -159,13 +161,15 @@ static int do_action(int argc, char **argv)
 	}
 	if (pisb_action_argv(text, len, &av, &v, &e) < 0)
 		goto fail;
-	/* av.v[0] is the verb: exec_binary wants argv[0] as a slot for the binary */
+	/* av.v[0] is the verb: pisb_dispatch_exec wants argv[0] as a slot for the binary */
 	{
 		char **full = xcalloc(av.n + 2, sizeof(char *));
+		int r;
 		full[0] = NULL;
 		for (size_t i = 0; i < av.n; i++)
 			full[i + 1] = av.v[i];
-		return exec_binary(v->binary, full);
+		r = pisb_serve(v, (int)av.n + 1, full);
+		return r >= 0 ? r : pisb_dispatch_exec(v->binary, full);
 	}
 fail:
 	pisb_buf_release(&in);
@@ -237,5 +241,10 @@ int main(int argc, char **argv)
 		list_verbs(stderr);
 		return PISB_EXIT_USAGE;
 	}
-	return exec_binary(v->binary, argv);
+	{
+		int r = pisb_serve(v, argc, argv);
+		if (r >= 0)
+			return r;
+	}
+	return pisb_dispatch_exec(v->binary, argv);
 }

@@ -1,6 +1,7 @@
 /* archive_lazy.c - see archive_lazy.h. */
 #define PISB_ARCHIVE_LAZY_IMPL
 #include "archive_lazy.h"
+#include "dl.h"
 #include "err.h"
 
 #include <dlfcn.h>
@@ -15,10 +16,10 @@ static char why[512];
 
 static void load(void)
 {
-	void *h = dlopen("libarchive.so.13", RTLD_NOW | RTLD_LOCAL);
+	void *h = pisb_dlopen("libarchive.so.13", RTLD_NOW | RTLD_LOCAL);
 
 	if (!h)
-		h = dlopen("libarchive.so", RTLD_NOW | RTLD_LOCAL);
+		h = pisb_dlopen("libarchive.so", RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		snprintf(why, sizeof(why), "cannot load libarchive (%s): install libarchive13", dlerror());
 		return;

@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 
 #include "curl_lazy.h"
+#include "dl.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -53,7 +54,7 @@ static void load(void)
 	void *h = NULL;
 
 	for (int i = 0; names[i] && !h; i++)
-		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+		h = pisb_dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		snprintf(why, sizeof(why), "cannot load libcurl (%s): install libcurl4", dlerror());
 		table = &failing;

@@ -63,3 +63,41 @@ setup() { pisb_test_setup; }
 		[ "$((${tls:-0}))" -le 4096 ]
 	done
 }
+
+@test "pisb runs list, inspect, exec, exec-status and exec-kill itself, as their binaries would" {
+	# a stand-in for every binary, first on the exec path: what pisb execs says so
+	fake="$BATS_TEST_TMPDIR/fake"
+	mkdir -p "$fake"
+	for b in pisb-create pisb-exec; do
+		printf '#!/bin/sh\necho "exec %s $*"\nexit 42\n' "$b" >"$fake/$b"
+		chmod +x "$fake/$b"
+	done
+	export PISB_EXEC_PATH="$fake:$PISB_EXEC_PATH"
+	run -0 --separate-stderr pisb list --json
+	[ "$output" = "[]" ]
+	run -3 --separate-stderr pisb inspect nosuch
+	[ "$stderr" = "fatal: no such sandbox 'nosuch'" ]
+	for v in exec-status exec-kill; do
+		run -3 --separate-stderr pisb "$v" nosuch h1
+		[ "$stderr" = "fatal: no such sandbox 'nosuch'" ]
+	done
+	run -3 --separate-stderr pisb exec nosuch -- true
+	[ "$stderr" = "fatal: no such sandbox 'nosuch'" ]
+	# and from pisb action
+	run -0 --separate-stderr pisb action '{"action":"list"}'
+	[ "$output" = "[]" ]
+	run -3 --separate-stderr pisb action '{"action":"inspect","name":"nosuch"}'
+	jq -e '.error.code == "not-found" and .error.exit == 3' <<<"$output"
+	# the same messages and codes as the binary itself, --help and --version too
+	run -0 pisb exec --help
+	[ "$output" = "$(pisb-exec exec --help)" ]
+	run -0 pisb list --version
+	[ "$output" = "$(pisb-create list --version)" ]
+	run -2 --separate-stderr pisb list --no-such-option
+	[ "$stderr" = "$(pisb-create list --no-such-option 2>&1)" ]
+	# the other verbs still go to their binary
+	run -42 pisb create x
+	[ "$output" = "exec pisb-create create x" ]
+	run -42 pisb shell x
+	[ "$output" = "exec pisb-exec shell x" ]
+}

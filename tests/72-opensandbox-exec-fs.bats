@@ -28,6 +28,25 @@ teardown() {
 	[ "$output" = "two  spaces 'quoted' \$HOME" ]
 }
 
+@test "pisb hands a remote sandbox's exec and list to pisb-exec and pisb-create, which load libcurl" {
+	# pisb serves exec and list itself, linked static; libcurl it cannot
+	# load, so the command starts over in the owning binary (cmd/pisb_serve.c)
+	wrap="$BATS_TEST_TMPDIR/wrap"
+	mkdir -p "$wrap"
+	for b in pisb-create pisb-exec; do
+		printf '#!/bin/sh\necho "%s $*" >>"%s/log"\nexec "%s/%s" "$@"\n' "$b" "$wrap" "$PISB_BIN_DIR" "$b" >"$wrap/$b"
+		chmod +x "$wrap/$b"
+	done
+	export PISB_EXEC_PATH="$wrap:$PISB_EXEC_PATH"
+	run -3 --separate-stderr pisb exec box -- sh -c 'echo out; echo err >&2; exit 3'
+	[ "$output" = out ]
+	[ "$stderr" = err ]
+	run -0 --separate-stderr pisb list --json
+	jq -e 'map(select(.name == "box"))[0].driver == "opensandbox"' <<<"$output"
+	run -0 cat "$wrap/log"
+	[ "$output" = "$(printf 'pisb-exec exec box -- sh -c echo out; echo err >&2; exit 3\npisb-create list --json')" ]
+}
+
 @test "exec: --sh, --cwd (workspace-relative or absolute) and --env" {
 	run -0 pisb exec box --sh 'echo "$0"; pwd'
 	[ "$output" = "$(printf '/bin/sh\n/workspace')" ]

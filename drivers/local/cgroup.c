@@ -412,7 +412,7 @@ static bool alone(void)
  * calling thread alone and skips that lock; it is the whole process when
  * the process has one thread, which `one` says (no thread of ours can
  * start another meanwhile: we are it).  v2 has no tasks file. */
-static int enter(int at, const char *dir, bool one)
+static int enter(int at, const char *dir, bool one, bool v1)
 {
 	char path[512];
 	_cleanup_close_ int fd = -1;
@@ -422,7 +422,10 @@ static int enter(int at, const char *dir, bool one)
 		fd = openat(at, path, O_WRONLY | O_CLOEXEC);
 		if (fd >= 0)
 			return pisb_write_all(fd, "0", 1) < 0 ? -1 : 0;
-		if (errno != ENOENT)
+		/* every v1 cgroup has tasks: without it there is no cgroup
+		 * (a hierarchy the sandbox has none in), so no cgroup.procs
+		 * to look up either: ENOENT */
+		if (errno != ENOENT || v1)
 			return -1;
 	}
 	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
@@ -434,7 +437,7 @@ static int enter(int at, const char *dir, bool one)
 
 int pisb_cgroup_enter(int dirfd)
 {
-	return enter(dirfd, ".", alone());
+	return enter(dirfd, ".", alone(), false);
 }
 
 int pisb_cgroup_join(const char *rel, struct pisb_err *e)
@@ -452,7 +455,7 @@ int pisb_cgroup_join(const char *rel, struct pisb_err *e)
 			snprintf(path, sizeof(path), CG_ROOT "/%s", rel);
 		else
 			snprintf(path, sizeof(path), CG_ROOT "/%s/%s", v1_ctrls[i], rel);
-		if (enter(AT_FDCWD, path, one) < 0) {
+		if (enter(AT_FDCWD, path, one, ver == 1) < 0) {
 			if (errno == ENOENT)
 				continue;
 			return pisb_err_sys(e, PISB_EXIT_PISB, "join cgroup '%s'", path);

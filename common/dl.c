@@ -1,0 +1,9 @@
+/* dl.c - see dl.h. */
+#include "dl.h"
+
+#include <dlfcn.h>
+
+void *pisb_dlopen(const char *file, int mode)
+{
+	return dlopen(file, mode);
+}
