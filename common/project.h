@@ -145,6 +145,11 @@ int pisb_project_bound(int idir, char **dir, bool *ro);
 int pisb_project_mask(int top, int srcdir, const struct pisb_project_config *pc,
 		      struct pisb_err *e);
 int pisb_project_mask_sources(int dir, struct pisb_err *e);
+/* A user namespace with these maps ("INSIDE OUTSIDE COUNT\n" lines, as
+ * /proc/PID/uid_map takes them; setgroups denied), for an idmapped mount
+ * (MOUNT_ATTR_IDMAP): its fd, or -1 (errno).  Needs the rights to write
+ * such maps (root, for any map). */
+int pisb_idmap_userns(const char *uid_map, const char *gid_map);
 
 /* The project directory recorded for sandbox idir (caller frees), or NULL
  * with e (3: the sandbox has no project; 1: it is bound, nothing to apply). */

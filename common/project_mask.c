@@ -6,14 +6,17 @@
 #include "project.h"
 #include "config.h"
 #include "err.h"
+#include "util.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MASK_DEPTH 64
@@ -128,4 +131,60 @@ int pisb_project_mask_sources(int dir, struct pisb_err *e)
 	if (mkdirat(dir, PISB_PROJECT_HIDDEN_DIR, 0555) < 0 && errno != EEXIST)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "make the empty directory secrets are hidden under");
 	return 0;
+}
+
+static int write_str(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int r;
+
+	if (fd < 0)
+		return -1;
+	r = pisb_write_all(fd, s, strlen(s)) < 0 ? -1 : 0;
+	close(fd);
+	return r;
+}
+
+int pisb_idmap_userns(const char *uid_map, const char *gid_map)
+{
+	int p[2], fd = -1;
+	char path[64], c;
+	pid_t h;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	h = fork();
+	if (h == 0) {
+		close(p[1]);
+		if (unshare(CLONE_NEWUSER) < 0)
+			_exit(1);
+		(void)!read(p[0], &c, 1);   /* until the parent is done */
+		_exit(0);
+	}
+	close(p[0]);
+	if (h < 0)
+		goto out;
+	for (int i = 0; i < 2000; i++) {   /* until it has its own user ns */
+		struct stat a, b;
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)h);
+		if (stat(path, &a) == 0 && stat("/proc/self/ns/user", &b) == 0 && a.st_ino != b.st_ino)
+			break;
+		usleep(1000);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)h);
+	if (write_str(path, uid_map) < 0)
+		goto out;
+	snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)h);
+	write_str(path, "deny");
+	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)h);
+	if (write_str(path, gid_map) < 0)
+		goto out;
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)h);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+out:
+	close(p[1]);
+	if (h > 0)
+		while (waitpid(h, NULL, 0) < 0 && errno == EINTR) {
+		}
+	return fd;
 }

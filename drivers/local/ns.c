@@ -690,47 +690,11 @@ static void hidden_sources(int disk, int sock)
 /* A user namespace mapped as the sandbox's (for an idmapped mount): its fd. */
 static int ids_userns(const struct pisb_ids *ids)
 {
-	int p[2], fd = -1;
-	char path[64], map[128], c;
-	pid_t h;
+	char um[64], gm[64];
 
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -1;
-	h = fork();
-	if (h == 0) {
-		close(p[1]);
-		if (unshare(CLONE_NEWUSER) < 0)
-			_exit(1);
-		(void)!read(p[0], &c, 1);   /* until the parent is done */
-		_exit(0);
-	}
-	close(p[0]);
-	if (h < 0)
-		goto out;
-	for (int i = 0; i < 2000; i++) {   /* until it has its own user ns */
-		struct stat a, b;
-		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)h);
-		if (stat(path, &a) == 0 && stat("/proc/self/ns/user", &b) == 0 && a.st_ino != b.st_ino)
-			break;
-		usleep(1000);
-	}
-	snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)ids->uid_base, ids->count);
-	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)h);
-	if (write_file(path, map) < 0)
-		goto out;
-	snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)ids->gid_base, ids->count);
-	snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)h);
-	write_file(path, "deny");
-	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)h);
-	if (write_file(path, map) < 0)
-		goto out;
-	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)h);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-out:
-	close(p[1]);
-	if (h > 0)
-		waitpid(h, NULL, 0);
-	return fd;
+	snprintf(um, sizeof(um), "0 %u %u\n", (unsigned)ids->uid_base, ids->count);
+	snprintf(gm, sizeof(gm), "0 %u %u\n", (unsigned)ids->gid_base, ids->count);
+	return pisb_idmap_userns(um, gm);
 }
 
 /* The project's own private mount namespace and the disk it is bound into,
