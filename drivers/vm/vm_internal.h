@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct pisb_err;
 struct pisb_buf;
@@ -144,8 +145,8 @@ int vm_project_load(int idir, struct vm_project *p, struct pisb_err *e);
 /* virtiofsd for p on the listening socket sock (the instance at path inst,
  * fd idir): its pid, or -1. */
 struct pisb_project_config;
-int vm_project_virtiofsd(const char *virtiofsd, const char *inst, int idir, int sock,
-			 const struct vm_project *p, const struct pisb_project_config *pc);
+pid_t vm_project_virtiofsd(const char *virtiofsd, const char *inst, int idir, int sock,
+			   const struct vm_project *p, const struct pisb_project_config *pc);
 /* QEMU's arguments for the device (a cold boot; a restore hot-plugs it) */
 void vm_project_qemu_args(struct pisb_strv *av, const char *bus);
 

@@ -139,7 +139,7 @@ static int build_view(const char *inst, const struct vm_project *p,
 	return pisb_project_mask(top, vfd, pc, e);
 }
 
-int vm_project_virtiofsd(const char *virtiofsd, const char *inst, int idir, int sock,
+pid_t vm_project_virtiofsd(const char *virtiofsd, const char *inst, int idir, int sock,
 			   const struct vm_project *p, const struct pisb_project_config *pc)
 {
 	pid_t parent = getpid(), pid;
