@@ -238,6 +238,16 @@ exec_until() {
 	[ ! -e "$PI_SANDBOX_HOME/instances/px" ]
 }
 
+@test "a project that cannot be served (sysfs: no idmapped mounts) fails create with the reason (5); nothing left, the boot snapshot kept" {
+	snap=$(ls -d "$PI_SANDBOX_HOME"/vmsnap/1024m-1c-*)
+	before=$(stat -c %i:%Y "$snap/inputs")
+	run -5 --separate-stderr pisb create px -f "$VP_TMP/r.yaml" --project /sys/kernel/mm
+	[[ $stderr == *"virtiofsd (the project '/sys/kernel/mm' for the guest) exited"*"idmapped mount"* ]]
+	[ ! -e "$PI_SANDBOX_HOME/instances/px" ]
+	run -1 pgrep -f "$PI_SANDBOX_HOME/instances/px/"
+	[ "$(stat -c %i:%Y "$snap/inputs")" = "$before" ]
+}
+
 @test "bind: stop and a cold start keep the binding; a secret made while stopped is hidden; the guest writes again" {
 	pisb stop pb
 	owner_writes "$VP_TMP/rw/.env.local" 'NEW=secret\n'

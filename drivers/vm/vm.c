@@ -1397,6 +1397,10 @@ static void snap_drop(const struct boot *bt, bool kvm)
 /* A bound project's share, hot-plugged into the third root port. */
 static int restore_project(struct qmp *m, char **why)
 {
+	if (exited(proj_pid)) {
+		*why = xstrdup("the project's virtiofsd exited (see " VM_PROJECT_LOG ")");
+		return -1;
+	}
 	if (qmp_cmd(m, "{\"execute\":\"chardev-add\",\"arguments\":{\"id\":\"vfs1\",\"backend\":{\"type\":\"socket\",\"data\":{\"server\":false,\"addr\":{\"type\":\"unix\",\"data\":{\"path\":\"" VM_PROJECT_SOCK "\"}}}}}}",
 		    -1, NULL, NULL, why) < 0)
 		return -1;
@@ -1538,6 +1542,16 @@ static pid_t try_restore(struct boot *bt, bool kvm)
 	if (q > 0) {
 		kill(q, SIGKILL);
 		waitpid(q, &status, 0);
+	}
+	/* a virtiofsd that is gone (a project that cannot be served, say)
+	 * is no fault of the snapshot's: it stays, and the cold boot's
+	 * supervision reports the daemon's reason */
+	if (exited(vfs_pid) || exited(proj_pid)) {
+		free(bt->boot_note);
+		bt->boot_note = xasprintf("the boot snapshot could not be restored (%s; a virtiofsd exited): cold boot",
+					  why ? why : "cannot start QEMU");
+		free(why);
+		return -1;
 	}
 	snap_drop(bt, kvm);
 	free(bt->boot_note);
