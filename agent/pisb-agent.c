@@ -18,7 +18,8 @@
  * dies; PID 1 reaps orphans.
  *
  * Kernel command line: pisb.name=NAME pisb.ws=/workspace pisb.pids=N
- * [pisb.root=pisb-image];
+ * [pisb.root=pisb-image] [pisb.proj=rw|ro (a bound project, virtiofs tag
+ * pisb-proj, mounted at the workspace)];
  * or pisb.snap=1 for the boot snapshot's template (see await_boot), whose
  * restores get those arguments from the host in a BOOT frame instead.
  */
@@ -219,12 +220,11 @@ static void __attribute__((noreturn)) die(const char *what)
 	_exit(1);
 }
 
-/* Mount the host's userland (virtiofs tag pisb-host), read-only; the
- * device may still be probing. */
-static int mount_host(const char *at)
+/* Mount the virtiofs share tag at at; the device may still be probing. */
+static int mount_tag(const char *tag, const char *at, unsigned long flags)
 {
 	for (int i = 0; i < 400; i++) {
-		if (mount(PISB_HOST_TAG, at, "virtiofs", MS_RDONLY | MS_NODEV, NULL) == 0)
+		if (mount(tag, at, "virtiofs", flags, NULL) == 0)
 			return 0;
 		if (errno != ENOENT && errno != ENODEV && errno != ENXIO && errno != EINVAL)
 			return -1;
@@ -261,6 +261,32 @@ static bool find_serial(const char *serial, char *dev, size_t cap)
 
 static size_t await_boot(char *args, size_t cap);
 
+/* pisb.proj=rw|ro: the host's project (virtiofs tag pisb-proj) at the
+ * workspace of the new root, read-only for ro (the host enforces it
+ * too); without it the guest does not come up: the workspace is never
+ * silently the disk's instead. */
+static void mount_project(void)
+{
+	const char *proj = cmdline_arg("proj");
+	char at[600];
+	unsigned long fl = MS_NOSUID | MS_NODEV;
+
+	if (!proj)
+		return;
+	fl |= !strcmp(proj, "ro") ? MS_RDONLY : 0;
+	{
+		const char *ws = cmdline_arg("ws");
+		if (!ws || ws[0] != '/') {
+			errno = EINVAL;
+			die("pisb.proj without pisb.ws");
+		}
+		snprintf(at, sizeof(at), "/newroot%s", ws);
+	}
+	mkdirs(at, 0755);
+	if (mount_tag(PISB_PROJECT_TAG, at, fl) < 0)
+		die("mount the project (virtiofs '" PISB_PROJECT_TAG "')");
+}
+
 static void __attribute__((noreturn)) stage1(void)
 {
 	static char args[2048];
@@ -279,6 +305,14 @@ static void __attribute__((noreturn)) stage1(void)
 		const char *snap = cmdline_arg("snap");
 		if (snap && !strcmp(snap, "1"))
 			nargs = await_boot(args, sizeof(args));
+	}
+	/* a restore's arguments, for cmdline_arg in stage 1 too */
+	if (nargs) {
+		int fd;
+		mkdirs("/run/pisb", 0755);
+		fd = open(PISB_BOOT_ARGS, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0 || write_all(fd, args, nargs) < 0 || close(fd) < 0)
+			die("write " PISB_BOOT_ARGS);
 	}
 	/* beside the boot, not before it: stage 2 (PID 1 after the exec)
 	 * reaps this child as it reaps every other */
@@ -307,7 +341,7 @@ static void __attribute__((noreturn)) stage1(void)
 		if (mount(disk, "/disk", "ext4", 0, "noinit_itable") < 0)
 			die("mount the disk");
 		if (img[0] ? mount(img, "/lower", "ext4", MS_RDONLY | MS_NODEV, NULL) < 0
-			   : mount_host("/lower") < 0)
+			   : mount_tag(PISB_HOST_TAG, "/lower", MS_RDONLY | MS_NODEV) < 0)
 			die(img[0] ? "mount the image's disk" : "mount the host's userland (virtiofs '" PISB_HOST_TAG "')");
 	}
 	mkdir("/disk/upper", 0755);
@@ -331,6 +365,7 @@ static void __attribute__((noreturn)) stage1(void)
 	mkdirs("/newroot/run/pisb/host", 0755);
 	if (copy_file("/init", "/newroot/run/pisb/agent", 0755) < 0)
 		die("copy the agent to /run");
+	mount_project();
 	if (nargs) {
 		int fd = open("/newroot" PISB_BOOT_ARGS, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (fd < 0 || write_all(fd, args, nargs) < 0 || close(fd) < 0)

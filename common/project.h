@@ -119,7 +119,7 @@ int pisb_project_seed_remote(struct pisb_sandbox *sb, const char *dir,
  * (caller frees) says why it did not (git missing in the image), or NULL. */
 int pisb_project_git_init(struct pisb_sandbox *sb, char **note, struct pisb_err *e);
 
-/* project.mode bind / bind-ro (the local driver): nothing is copied;
+/* project.mode bind / bind-ro (the local and vm drivers): nothing is copied;
  * project/info.json {"dir","mode","createdAt"} tells the driver, at each
  * start, to mount dir at the workspace (ns.h).  No base, so diff, apply
  * and sync say "nothing to apply".  Host-side pisb never reads dir's .git
@@ -128,6 +128,28 @@ int pisb_project_bind_record(int idir, const char *dir, bool ro, struct pisb_err
 /* 1 and *dir (caller frees), *ro when sandbox idir has a bound project,
  * else 0. */
 int pisb_project_bound(int idir, char **dir, bool *ro);
+/* The covers of a bound project (project_mask.c), privileged (mounts),
+ * in a mount namespace that only the sandbox's view of the project lives
+ * in: over every secret path (pisb_project_secret, unless pc says
+ * secrets: include) the empty file PISB_PROJECT_HIDDEN_FILE or the empty
+ * directory PISB_PROJECT_HIDDEN_DIR of srcdir (made by
+ * pisb_project_mask_sources), and every .git bound on itself; each cover
+ * read-only, nosuid, nodev.  top: the project's mount (a directory fd).
+ * Nothing is followed (a symlink resolves in the sandbox's view); a
+ * directory the caller cannot read is left as it is.  The sandbox sees an
+ * empty read-only file or directory and cannot remove the cover: it is a
+ * mount of a namespace it does not own (local: locked by a less
+ * privileged user namespace; vm: virtiofsd's, on the host). */
+#define PISB_PROJECT_HIDDEN_FILE "pisb-hidden-file"
+#define PISB_PROJECT_HIDDEN_DIR "pisb-hidden-dir"
+int pisb_project_mask(int top, int srcdir, const struct pisb_project_config *pc,
+		      struct pisb_err *e);
+int pisb_project_mask_sources(int dir, struct pisb_err *e);
+/* A user namespace with these maps ("INSIDE OUTSIDE COUNT\n" lines, as
+ * /proc/PID/uid_map takes them; setgroups denied), for an idmapped mount
+ * (MOUNT_ATTR_IDMAP): its fd, or -1 (errno).  Needs the rights to write
+ * such maps (root, for any map). */
+int pisb_idmap_userns(const char *uid_map, const char *gid_map);
 
 /* The project directory recorded for sandbox idir (caller frees), or NULL
  * with e (3: the sandbox has no project; 1: it is bound, nothing to apply). */

@@ -162,9 +162,9 @@ verb_argv() {
 	run -2 --separate-stderr pisb validate -f "$BATS_TEST_TMPDIR/d.yaml"
 	[[ $stderr == *"docker: is for the local driver only (driver is sbx, whose sandboxes always have their own daemon)" ]]
 	mkdir -p "$BATS_TEST_TMPDIR/p"
-	printf 'version: 1\ndriver: vm\nproject: {mode: bind-ro}\n' > "$BATS_TEST_TMPDIR/p.yaml"
+	printf 'version: 1\ndriver: sbx\nproject: {mode: bind-ro}\n' > "$BATS_TEST_TMPDIR/p.yaml"
 	run -2 --separate-stderr pisb create px -f "$BATS_TEST_TMPDIR/p.yaml" --project "$BATS_TEST_TMPDIR/p"
-	[ "$stderr" = "fatal: project.mode: bind-ro is built for the local driver only; use copy" ]
+	[ "$stderr" = "fatal: project.mode: bind-ro is built for the local and vm drivers only; use copy" ]
 	[ ! -e "$PI_SANDBOX_HOME/instances/px" ]
 }
 

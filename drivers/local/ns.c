@@ -433,6 +433,16 @@ static void child_fail(int sock, const char *what)
 	_exit(1);
 }
 
+/* The same for a library error (its message says errno already). */
+static void child_fail_err(int sock, const struct pisb_err *e)
+{
+	char msg[2100];
+	int n = snprintf(msg, sizeof(msg), "E%s", e->msg);
+	if (n > 0)
+		pisb_write_all(sock, msg, (size_t)n);
+	_exit(1);
+}
+
 static int mkdir_p(const char *path, mode_t mode)
 {
 	char tmp[4096];
@@ -656,85 +666,23 @@ static void loopback_up(int sock)
 static int write_file(const char *path, const char *s);
 /* ---- project.mode bind / bind-ro ---- */
 
-/* Over the project's secret paths (project.h) an empty read-only file or
- * directory of the disk's, and every .git bound read-only on itself; dfd
- * is a directory of the project's mount, rel its path in the project.
- * Nothing is followed: each target is opened O_NOFOLLOW and mounted on
- * through its fd.  A directory that cannot be read is left as it is (the
- * sandbox cannot read it either). */
-static void hide_walk(int dfd, const char *rel, int disk, const struct pisb_project_config *pc,
-		      int depth, int sock)
+/* The secrets and .git of the project mounted at top covered
+ * (project.h's pisb_project_mask), the covers' sources on the disk. */
+static void hide_walk(int top, int disk, const struct pisb_project_config *pc, int sock)
 {
-	DIR *d;
-	struct dirent *de;
-	int fd = dup(dfd);
+	struct pisb_err e = PISB_ERR_INIT;
 
-	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	while ((de = readdir(d))) {
-		char r[4096], tgt[64], src[64];
-		struct stat sb;
-		bool git, secret;
-		int t;
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(r, sizeof(r), "%s%s%s", rel, *rel ? "/" : "", de->d_name);
-		git = !strcmp(de->d_name, ".git");
-		secret = !pc || !pc->secrets_include
-			? pisb_project_secret(r, de->d_name, pc ? pc->secret_patterns : NULL,
-					      pc ? pc->nsecret_patterns : 0)
-			: false;
-		if (!git && !secret && de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)
-			continue;
-		t = openat(dfd, de->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		if (t < 0 || fstat(t, &sb) < 0 || !(S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode))) {
-			if (t >= 0)
-				close(t);
-			continue;   /* a symlink resolves inside the sandbox's view */
-		}
-		snprintf(tgt, sizeof(tgt), "/proc/self/fd/%d", t);
-		if (secret || git) {
-			if (secret)
-				snprintf(src, sizeof(src), "/proc/self/fd/%d/%s", disk,
-					 S_ISDIR(sb.st_mode) ? "pisb-hidden-dir" : "pisb-hidden-file");
-			else
-				snprintf(src, sizeof(src), "%s", tgt);
-			int m = -1;
-			if (mount(src, tgt, NULL, MS_BIND | (git ? MS_REC : 0), NULL) < 0)
-				child_fail(sock, secret ? "hide a secret of the project" : "bind the project's .git read-only");
-			/* the new mount, on top: by name again (t is the one below) */
-			m = openat(dfd, de->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-			snprintf(tgt, sizeof(tgt), "/proc/self/fd/%d", m);
-			if (m < 0 ||
-			    mount(NULL, tgt, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
-				child_fail(sock, "make a mask of the project read-only");
-			close(m);
-		} else if (depth < 64) {
-			int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub >= 0) {
-				hide_walk(sub, r, disk, pc, depth + 1, sock);
-				close(sub);
-			}
-		}
-		close(t);
-	}
-	closedir(d);
+	if (pisb_project_mask(top, disk, pc, &e) < 0)
+		child_fail_err(sock, &e);
 }
 
 /* The empty file and directory the secrets are hidden under, on the disk. */
 static void hidden_sources(int disk, int sock)
 {
-	int fd = openat(disk, "pisb-hidden-file", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0444);
+	struct pisb_err e = PISB_ERR_INIT;
 
-	if (fd < 0 || ftruncate(fd, 0) < 0)
-		child_fail(sock, "make the empty file secrets are hidden under");
-	close(fd);
-	if (mkdirat(disk, "pisb-hidden-dir", 0555) < 0 && errno != EEXIST)
-		child_fail(sock, "make the empty directory secrets are hidden under");
+	if (pisb_project_mask_sources(disk, &e) < 0)
+		child_fail_err(sock, &e);
 	if (mkdirat(disk, "project", 0755) < 0 && errno != EEXIST)
 		child_fail(sock, "mkdir project");
 }
@@ -742,47 +690,11 @@ static void hidden_sources(int disk, int sock)
 /* A user namespace mapped as the sandbox's (for an idmapped mount): its fd. */
 static int ids_userns(const struct pisb_ids *ids)
 {
-	int p[2], fd = -1;
-	char path[64], map[128], c;
-	pid_t h;
+	char um[64], gm[64];
 
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -1;
-	h = fork();
-	if (h == 0) {
-		close(p[1]);
-		if (unshare(CLONE_NEWUSER) < 0)
-			_exit(1);
-		(void)!read(p[0], &c, 1);   /* until the parent is done */
-		_exit(0);
-	}
-	close(p[0]);
-	if (h < 0)
-		goto out;
-	for (int i = 0; i < 2000; i++) {   /* until it has its own user ns */
-		struct stat a, b;
-		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)h);
-		if (stat(path, &a) == 0 && stat("/proc/self/ns/user", &b) == 0 && a.st_ino != b.st_ino)
-			break;
-		usleep(1000);
-	}
-	snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)ids->uid_base, ids->count);
-	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)h);
-	if (write_file(path, map) < 0)
-		goto out;
-	snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)ids->gid_base, ids->count);
-	snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)h);
-	write_file(path, "deny");
-	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)h);
-	if (write_file(path, map) < 0)
-		goto out;
-	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)h);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-out:
-	close(p[1]);
-	if (h > 0)
-		waitpid(h, NULL, 0);
-	return fd;
+	snprintf(um, sizeof(um), "0 %u %u\n", (unsigned)ids->uid_base, ids->count);
+	snprintf(gm, sizeof(gm), "0 %u %u\n", (unsigned)ids->gid_base, ids->count);
+	return pisb_idmap_userns(um, gm);
 }
 
 /* The project's own private mount namespace and the disk it is bound into,
@@ -835,7 +747,7 @@ static void project_prepare(const struct pisb_boot *b, int sock)
 	top = openat(disk, "project", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (top < 0)
 		child_fail(sock, "open the project");
-	hide_walk(top, "", disk, b->project_cfg, 0, sock);
+	hide_walk(top, disk, b->project_cfg, sock);
 	close(top);
 	setfsuid(0);
 	setfsgid(0);
@@ -867,7 +779,7 @@ static void project_nest(const struct pisb_boot *b, int sock)
 	top = openat(disk, "project", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (top < 0)
 		child_fail(sock, "open the project");
-	hide_walk(top, "", disk, b->project_cfg, 0, sock);
+	hide_walk(top, disk, b->project_cfg, sock);
 	close(top);
 	close(disk);
 	if (unshare(CLONE_NEWUSER) < 0 || write_file("/proc/self/setgroups", "deny") < 0 ||

@@ -595,6 +595,8 @@ struct boot {
 	bool overlay;                    /* the disk is disk.qcow2, on a template's */
 	bool prep;                       /* a template being prepared (staging/) */
 	bool image;                      /* image: PATH: root.img is the lower, no share */
+	struct vm_project proj;          /* project.mode bind/bind-ro (vm_project.c) */
+	int proj_sock;                   /* its virtiofsd's listening socket */
 	char *boot_note;                 /* how the snapshot was, or why not */
 };
 
@@ -649,6 +651,12 @@ static bool use_microvm(bool kvm)
 	return m && !strcmp(m, "microvm");
 }
 
+/* The agent's argument for a bound project (vm_project.c), or "". */
+static const char *proj_arg(const struct boot *bt)
+{
+	return !bt->proj.dir ? "" : bt->proj.ro ? " pisb.proj=ro" : " pisb.proj=rw";
+}
+
 /* The argv of QEMU.  A template and its restores differ only in the
  * chardevs' backends and -incoming: the devices, memory and ROMs of a
  * restore must be the template's, so the disk and the share are not
@@ -691,9 +699,9 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 	/* tsc=reliable no_timer_check: no clocksource watchdog or timer
 	 * check at boot (cuts a cold boot under TCG, see issue #14) */
 	if (mode == VM_COLD)
-		pisb_strv_pushf(av, VM_CMDLINE " pisb.name=%s pisb.ws=%s pisb.pids=%d%s",
+		pisb_strv_pushf(av, VM_CMDLINE " pisb.name=%s pisb.ws=%s pisb.pids=%d%s%s",
 				bt->name, bt->cfg->workspace, bt->cfg->pids,
-				bt->image ? " pisb.root=" PISB_VM_IMAGE_SERIAL : "");
+				bt->image ? " pisb.root=" PISB_VM_IMAGE_SERIAL : "", proj_arg(bt));
 	else
 		pisb_strv_push(av, VM_SNAP_CMDLINE);
 	pisb_strv_push(av, "-chardev");
@@ -719,6 +727,9 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 		pisb_strv_push(av, "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1");
 		pisb_strv_push(av, "-device");
 		pisb_strv_push(av, "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2");
+		/* a bound project's share (restore_finish) */
+		pisb_strv_push(av, "-device");
+		pisb_strv_push(av, "pcie-root-port,id=rp3,bus=pcie.0,chassis=3,slot=3");
 	}
 	pisb_strv_push(av, "-object");
 	pisb_strv_push(av, "rng-random,id=rng0,filename=/dev/urandom");
@@ -748,6 +759,8 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 			pisb_strv_push(av, "-device");
 			pisb_strv_pushf(av, "vhost-user-fs-%s,chardev=vfs0,tag=" VM_VFS_TAG ",queue-size=1024", bus);
 		}
+		if (bt->proj.dir)
+			vm_project_qemu_args(av, bus);
 	} else {
 		pisb_strv_push(av, "-chardev");
 		pisb_strv_pushf(av, "socket,id=qmp,fd=%d,server=on,wait=off", qmp_fd);
@@ -940,15 +953,22 @@ static pid_t launch_virtiofsd(const struct boot *bt)
 }
 
 static pid_t vfs_pid = -1;   /* the supervisor's virtiofsd */
+static pid_t proj_pid = -1;  /* and its bound project's (vm_project.c) */
+
+static void reap(pid_t *pid)
+{
+	if (*pid > 0) {
+		kill(*pid, SIGKILL);
+		while (waitpid(*pid, NULL, 0) < 0 && errno == EINTR) {
+		}
+	}
+	*pid = -1;
+}
 
 static void stop_virtiofsd(void)
 {
-	if (vfs_pid > 0) {
-		kill(vfs_pid, SIGKILL);
-		while (waitpid(vfs_pid, NULL, 0) < 0 && errno == EINTR) {
-		}
-	}
-	vfs_pid = -1;
+	reap(&vfs_pid);
+	reap(&proj_pid);
 }
 
 /* QEMU in mode; its log is qemu.log in logdir, its working directory cwd
@@ -1005,6 +1025,10 @@ static pid_t launch(const struct boot *bt, bool kvm, int in_fd)
 	vfs_pid = launch_virtiofsd(bt);
 	if (vfs_pid < 0)
 		return -1;
+	if (bt->proj.dir &&
+	    (proj_pid = vm_project_virtiofsd(bt->a.virtiofsd, bt->dir, bt->idir, bt->proj_sock,
+					     &bt->proj, &bt->cfg->project)) < 0)
+		return -1;
 	if (in_fd >= 0)
 		return launch_qemu(bt, kvm, VM_RESTORE, bt->idir, NULL, bt->qmp_sock, in_fd);
 	return launch_qemu(bt, kvm, VM_COLD, bt->idir, NULL, -1, -1);
@@ -1024,7 +1048,7 @@ static pid_t launch(const struct boot *bt, bool kvm, int in_fd)
  * PISB_VM_SNAPSHOT=0 turns it off. */
 
 /* bump it when the template's devices change (qemu_argv) */
-#define VM_SNAP_FORMAT "pisb-vmsnap 1"
+#define VM_SNAP_FORMAT "pisb-vmsnap 2"
 #define VM_SNAP_LOCK_MS 600000
 #define VM_QMP_MS 30000
 
@@ -1391,6 +1415,20 @@ static void snap_drop(const struct boot *bt, bool kvm)
 		unlinkat(sdir, "inputs", 0);
 }
 
+/* A bound project's share, hot-plugged into the third root port. */
+static int restore_project(struct qmp *m, char **why)
+{
+	if (exited(proj_pid)) {
+		*why = xstrdup("the project's virtiofsd exited (see " VM_PROJECT_LOG ")");
+		return -1;
+	}
+	if (qmp_cmd(m, "{\"execute\":\"chardev-add\",\"arguments\":{\"id\":\"vfs1\",\"backend\":{\"type\":\"socket\",\"data\":{\"server\":false,\"addr\":{\"type\":\"unix\",\"data\":{\"path\":\"" VM_PROJECT_SOCK "\"}}}}}}",
+		    -1, NULL, NULL, why) < 0)
+		return -1;
+	return qmp_cmd(m, "{\"execute\":\"device_add\",\"arguments\":{\"driver\":\"vhost-user-fs-pci\",\"id\":\"vfsp\",\"chardev\":\"vfs1\",\"tag\":\"" PISB_PROJECT_TAG "\",\"queue-size\":1024,\"bus\":\"rp3\"}}",
+		       -1, NULL, NULL, why);
+}
+
 /* After QEMU q started restoring: wait until the state is in, hot-plug
  * the disk (rp1) and the share (rp2), run the VM, and hand the agent its
  * arguments.  0, or -1 and *why (the caller kills q). */
@@ -1446,6 +1484,7 @@ static int restore_finish(const struct boot *bt, pid_t q, char **why)
 		    -1, NULL, NULL, why) < 0 ||
 	    qmp_cmd(&m, "{\"execute\":\"device_add\",\"arguments\":{\"driver\":\"vhost-user-fs-pci\",\"id\":\"vfs\",\"chardev\":\"vfs0\",\"tag\":\"" VM_VFS_TAG "\",\"queue-size\":1024,\"bus\":\"rp2\"}}",
 		    -1, NULL, NULL, why) < 0 ||
+	    (bt->proj.dir && restore_project(&m, why) < 0) ||
 	    qmp_cmd(&m, "{\"execute\":\"cont\"}", -1, NULL, NULL, why) < 0)
 		goto out;
 	t1 = pisb_mono_ms();
@@ -1453,8 +1492,9 @@ static int restore_finish(const struct boot *bt, pid_t q, char **why)
 	 * memory, the template's clock and random pool included */
 	pisb_random_hex(seed, 48);
 	clock_gettime(CLOCK_REALTIME, &now);
-	args = xasprintf("pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.time=%lld.%09ld pisb.seed=%s",
-			 bt->name, bt->cfg->workspace, bt->cfg->pids, (long long)now.tv_sec, now.tv_nsec, seed);
+	args = xasprintf("pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.time=%lld.%09ld pisb.seed=%s%s",
+			 bt->name, bt->cfg->workspace, bt->cfg->pids, (long long)now.tv_sec, now.tv_nsec, seed,
+			 proj_arg(bt));
 	if (vm_boot_args(bt->idir, args, 60000) < 0) {
 		*why = xstrdup("the restored agent did not take its arguments");
 	} else {
@@ -1523,6 +1563,16 @@ static pid_t try_restore(struct boot *bt, bool kvm)
 	if (q > 0) {
 		kill(q, SIGKILL);
 		waitpid(q, &status, 0);
+	}
+	/* a virtiofsd that is gone (a project that cannot be served, say)
+	 * is no fault of the snapshot's: it stays, and the cold boot's
+	 * supervision reports the daemon's reason */
+	if (exited(vfs_pid) || exited(proj_pid)) {
+		free(bt->boot_note);
+		bt->boot_note = xasprintf("the boot snapshot could not be restored (%s; a virtiofsd exited): cold boot",
+					  why ? why : "cannot start QEMU");
+		free(why);
+		return -1;
 	}
 	snap_drop(bt, kvm);
 	free(bt->boot_note);
@@ -1614,6 +1664,16 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 	kvm_deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_KVM_BOOT_MS", VM_KVM_BOOT_MS);
 	for (;;) {
 		bool died = waitpid(q, &status, WNOHANG) == q;
+		if (!died && proj_pid > 0 && waitpid(proj_pid, &status, WNOHANG) == proj_pid) {
+			_cleanup_free_ char *why = last_line_of(bt->idir, VM_PROJECT_LOG);
+			_cleanup_free_ char *msg = xasprintf("virtiofsd (the project '%s' for the guest) exited while the guest booted (" VM_PROJECT_LOG ": %s)",
+							     bt->proj.dir, why);
+			proj_pid = -1;
+			kill(q, SIGKILL);
+			waitpid(q, &status, 0);
+			report(bt, false, msg);
+			_exit(1);
+		}
 		if (!died && vfs_pid > 0 && waitpid(vfs_pid, &status, WNOHANG) == vfs_pid) {
 			_cleanup_free_ char *why = last_line_of(bt->idir, "virtiofsd.log");
 			_cleanup_free_ char *msg = xasprintf("virtiofsd (the host's userland for the guest) exited while the guest booted (virtiofsd.log: %s)", why);
@@ -1697,15 +1757,20 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 		}
 		if (w == q || (w < 0 && errno != EINTR))
 			break;
-		if (w == vfs_pid) {
-			/* the guest's userland is gone: its file system calls
-			 * would hang for ever, so the VM goes too (interrupted) */
+		if (w == vfs_pid || w == proj_pid) {
+			/* the guest's userland (or its project) is gone: its
+			 * file system calls would hang for ever, so the VM goes
+			 * too (interrupted) */
 			int log = openat(bt->idir, "qemu.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
 			if (log >= 0) {
-				dprintf(log, "pisb: virtiofsd exited (status %d): stopping the VM\n", status);
+				dprintf(log, "pisb: virtiofsd%s exited (status %d): stopping the VM\n",
+					w == proj_pid ? " (the project's)" : "", status);
 				close(log);
 			}
-			vfs_pid = -1;
+			if (w == vfs_pid)
+				vfs_pid = -1;
+			else
+				proj_pid = -1;
 			kill(q, SIGKILL);
 		}
 	}
@@ -1733,6 +1798,7 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 	bt.ctl = -1;
 	bt.vfs_sock = -1;
 	bt.qmp_sock = -1;
+	bt.proj_sock = -1;
 	bt.state_path = st->path;
 	for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++)
 		bt.socks[i] = -1;
@@ -1741,7 +1807,8 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 		return 0;
 	if (check_host_fit(cfg, e) < 0)
 		return -1;
-	if (find_assets(&bt.a, false, false, e) < 0 || build_initrd(idir, &bt.a, &bt.initrd_hash, e) < 0)
+	if (find_assets(&bt.a, false, false, e) < 0 || build_initrd(idir, &bt.a, &bt.initrd_hash, e) < 0 ||
+	    vm_project_load(idir, &bt.proj, e) < 0)
 		goto out;
 	bt.dir = xasprintf("%s/%s", st->path, rel);
 	bt.overlay = faccessat(idir, "disk.qcow2", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
@@ -1764,6 +1831,12 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 		pisb_err_sys(e, PISB_EXIT_FAIL, "mkdir 'share'");
 		goto out;
 	}
+	if (bt.proj.dir && (((bt.proj_sock = listen_at(idir, VM_PROJECT_SOCK, 1, e)) < 0) ||
+			    (mkdirat(idir, "pview", 0700) < 0 && errno != EEXIST))) {
+		if (bt.proj_sock >= 0)
+			pisb_err_sys(e, PISB_EXIT_FAIL, "mkdir 'pview'");
+		goto out;
+	}
 	{
 		int fd = openat(idir, "console.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 		int fq = openat(idir, "qemu.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -1783,7 +1856,7 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 		goto out;
 	}
 	if (child == 0) {
-		int null, keep[5 + 1 + PISB_VM_EXEC_PORTS], n = 0, fd = 3;
+		int null, keep[6 + 1 + PISB_VM_EXEC_PORTS], n = 0, fd = 3;
 		setsid();
 		if (fork() != 0)
 			_exit(0);
@@ -1800,7 +1873,10 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 			keep[n++] = fcntl(bt.socks[i], F_DUPFD_CLOEXEC, 200);
 		keep[n++] = fcntl(bt.vfs_sock, F_DUPFD_CLOEXEC, 200);
 		keep[n++] = fcntl(bt.qmp_sock, F_DUPFD_CLOEXEC, 200);
+		keep[n++] = bt.proj_sock >= 0 ? fcntl(bt.proj_sock, F_DUPFD_CLOEXEC, 200) : -1;
 		for (int i = 0; i < n; i++) {
+			if (keep[i] < 0)
+				continue;
 			dup3(keep[i], fd + i, O_CLOEXEC);
 		}
 		pisb_close_from(fd + n, -1);
@@ -1811,6 +1887,7 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 			bt.socks[i] = fd + 3 + i;
 		bt.vfs_sock = fd + 4 + PISB_VM_EXEC_PORTS;
 		bt.qmp_sock = fd + 5 + PISB_VM_EXEC_PORTS;
+		bt.proj_sock = bt.proj_sock >= 0 ? fd + 6 + PISB_VM_EXEC_PORTS : -1;
 		supervise(&bt);
 	}
 	close(p[1]);
@@ -1824,6 +1901,9 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 	bt.vfs_sock = -1;
 	close(bt.qmp_sock);
 	bt.qmp_sock = -1;
+	if (bt.proj_sock >= 0)
+		close(bt.proj_sock);
+	bt.proj_sock = -1;
 	close(bt.ctl);
 	bt.ctl = -1;
 	pisb_read_fd(p[0], &msg, 64 << 10);
@@ -1852,9 +1932,12 @@ out:
 		close(bt.vfs_sock);
 	if (bt.qmp_sock >= 0)
 		close(bt.qmp_sock);
+	if (bt.proj_sock >= 0)
+		close(bt.proj_sock);
 	if (bt.ctl >= 0)
 		close(bt.ctl);
 	assets_release(&bt.a);
+	vm_project_release(&bt.proj);
 	free(bt.dir);
 	return ret;
 }
@@ -1889,6 +1972,11 @@ static int seed_project(struct pisb_state *st, const char *name, const struct pi
 	    pisb_project_seed_remote(&sb, dir, &cfg->project, &s, e) < 0)
 		return pisb_err_prefix(e, "project '%s'", dir);
 	return 0;
+}
+
+static bool project_bound(const struct pisb_config *cfg)
+{
+	return cfg->project.mode == PISB_PROJECT_BIND || cfg->project.mode == PISB_PROJECT_BIND_RO;
 }
 
 /* A template's copy: the configuration given to create, written into the
@@ -2132,6 +2220,9 @@ static int make(struct pisb_state *st, const struct pisb_config *cfg, const char
 	if (!o->template_ && cfg->image && strcmp(cfg->image, "host") &&
 	    vm_image_root(st, sdir, cfg->image, a.mke2fs, &cache, e) < 0)
 		goto out;
+	/* bind, bind-ro: the project is mounted at every boot, nothing copied */
+	if (o->project && project_bound(cfg) && vm_project_record(sdir, o->project, cfg, e) < 0)
+		goto out;
 	memset(&rec, 0, sizeof(rec));
 	rec.name = (char *)o->name;
 	rec.driver = "vm";
@@ -2173,11 +2264,14 @@ static int make(struct pisb_state *st, const struct pisb_config *cfg, const char
 	if (o->template_) {
 		/* setup ran on the template; the first boot of its copy is a
 		 * start: the resume hooks */
-		if (guest_config(st, o, e) < 0 || (o->project && seed_project(st, o->name, cfg, o->project, e) < 0))
+		/* (a bound project is the workspace: its .sandbox.yaml stays
+		 * the host's business, as with the local driver) */
+		if ((!project_bound(cfg) && guest_config(st, o, e) < 0) ||
+		    (o->project && !project_bound(cfg) && seed_project(st, o->name, cfg, o->project, e) < 0))
 			goto out;
 		resume(idir, cfg);
 	} else {
-		if (o->project && seed_project(st, o->name, cfg, o->project, e) < 0)
+		if (o->project && !project_bound(cfg) && seed_project(st, o->name, cfg, o->project, e) < 0)
 			goto out;
 		vm_run_setup(idir, cfg);
 	}

@@ -28,6 +28,10 @@
  *                    mount point of its read-only view of the host's
  *                    /usr /bin /lib* /sbin /etc (secrets masked), in
  *                    virtiofsd's own mount namespace; virtiofsd.log
+ *   project.sock     (0600) with project.mode bind/bind-ro: the
+ *                    project's virtiofsd socket; pview/ the mount point
+ *                    of its view (vm_project.c), in that virtiofsd's own
+ *                    mount namespace; project-virtiofsd.log
  *   controller.lock  held by the host-side supervisor (and QEMU) while
  *                    the VM lives: running = held
  *   agentN.sock      (0600) host ends of the virtio-serial ports, N 0..4:
@@ -48,8 +52,8 @@
  * The boot snapshot (vm.c, <state>/vmsnap/): a template VM booted to the
  * agent's stage 1 with no disk and no share, saved once per (kernel,
  * initramfs, QEMU binary, memory, vCPUs, accelerator) and restored by
- * every boot, the disk and the share then hot-plugged (q35: two PCIe
- * root ports).  Any failure boots cold with a note; PISB_VM_SNAPSHOT=0
+ * every boot, the disk and the share then hot-plugged (q35: three PCIe
+ * root ports, the third for a bound project's share).  Any failure boots cold with a note; PISB_VM_SNAPSHOT=0
  * turns it off.
  *
  * The machine is q35 (PCI virtio devices) with KVM and under TCG;

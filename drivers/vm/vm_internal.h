@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct pisb_err;
 struct pisb_buf;
@@ -118,5 +119,35 @@ struct pisb_proc_id;
 void vm_run_setup(int idir, const struct pisb_config *cfg);
 int vm_run_resume(int idir, const struct pisb_config *cfg, struct pisb_proc_id *bg,
 		  struct pisb_err *e);
+
+/* vm_project.c.  project.mode bind / bind-ro: the project served by a
+ * virtiofsd of its own (tag PISB_PROJECT_TAG, socket VM_PROJECT_SOCK,
+ * log VM_PROJECT_LOG, its view under <instance>/pview in its own mount
+ * namespace), mounted by the agent at the workspace (pisb.proj=rw|ro).
+ * The guest's root is the project's owner on the host (an idmapped
+ * mount), so bind refuses a project owned by uid or gid 0. */
+#define VM_PROJECT_SOCK "project.sock"
+#define VM_PROJECT_LOG "project-virtiofsd.log"
+struct vm_project {
+	char *dir;                /* the host project, NULL: none bound */
+	bool ro;
+	unsigned uid, gid;        /* its owner, at boot */
+};
+void vm_project_release(struct vm_project *p);
+/* dir can be bound (a directory; for bind, not owned by uid or gid 0):
+ * 0 and its owner, else -1 (2 root-owned, 3 missing). */
+int vm_project_check(const char *dir, bool ro, unsigned *uid, unsigned *gid, struct pisb_err *e);
+/* create: checked, then project/info.json in the staging dir sdir. */
+int vm_project_record(int sdir, const char *dir, const struct pisb_config *cfg, struct pisb_err *e);
+/* boot: the project recorded for instance idir, checked again; p->dir
+ * NULL when none. */
+int vm_project_load(int idir, struct vm_project *p, struct pisb_err *e);
+/* virtiofsd for p on the listening socket sock (the instance at path inst,
+ * fd idir): its pid, or -1. */
+struct pisb_project_config;
+pid_t vm_project_virtiofsd(const char *virtiofsd, const char *inst, int idir, int sock,
+			   const struct vm_project *p, const struct pisb_project_config *pc);
+/* QEMU's arguments for the device (a cold boot; a restore hot-plugs it) */
+void vm_project_qemu_args(struct pisb_strv *av, const char *bus);
 
 #endif

@@ -50,6 +50,8 @@
 #define PISB_VM_FS_EDIT_MAX (64 << 20)
 /* the virtiofs tag of the host's read-only userland */
 #define PISB_HOST_TAG "pisb-host"
+/* the virtiofs tag of a bound project (project.mode bind, bind-ro) */
+#define PISB_PROJECT_TAG "pisb-proj"
 /* image: PATH: the serial of the read-only rootfs image's virtio-blk disk,
  * and the value of the kernel argument pisb.root that asks for it */
 #define PISB_VM_IMAGE_SERIAL "pisb-image"
