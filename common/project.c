@@ -790,6 +790,25 @@ int pisb_project_info_save(int idir, const char *dir, const struct pisb_project_
 	return pisb_atomic_write(idir, "project/info.json", js.s, js.len, 0600, e);
 }
 
+int pisb_project_bind_owner(const char *dir, bool ro, unsigned *uid, unsigned *gid,
+			    struct pisb_err *e)
+{
+	struct stat sb;
+
+	if (stat(dir, &sb) < 0)
+		return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
+				    "project '%s'", dir);
+	if (!S_ISDIR(sb.st_mode))
+		return pisb_err_set(e, PISB_EXIT_USAGE, "project '%s': not a directory", dir);
+	if (!ro && (sb.st_uid == 0 || sb.st_gid == 0))
+		return pisb_err_set(e, PISB_EXIT_USAGE,
+				    "project.mode bind: '%s' is owned by root (uid %u, gid %u); the sandbox's root writes the project as its owner, never as host root: chown it to a user, or use bind-ro or copy",
+				    dir, (unsigned)sb.st_uid, (unsigned)sb.st_gid);
+	*uid = sb.st_uid;
+	*gid = sb.st_gid;
+	return 0;
+}
+
 int pisb_project_bind_record(int idir, const char *dir, bool ro, struct pisb_err *e)
 {
 	_cleanup_buf_ struct pisb_buf js = PISB_BUF_INIT;

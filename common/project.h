@@ -125,6 +125,13 @@ int pisb_project_git_init(struct pisb_sandbox *sb, char **note, struct pisb_err 
  * and sync say "nothing to apply".  Host-side pisb never reads dir's .git
  * or runs git there: the sandbox can write into dir. */
 int pisb_project_bind_record(int idir, const char *dir, bool ro, struct pisb_err *e);
+/* dir can be bound by a sandbox whose root writes it as its owner (the
+ * vm driver's; the local driver's as root): a directory and, for bind,
+ * not owned by uid or gid 0 (a setuid or setgid bit set inside would be
+ * host root's).  0 and its owner's ids, else -1 (2 root-owned, 3
+ * missing). */
+int pisb_project_bind_owner(const char *dir, bool ro, unsigned *uid, unsigned *gid,
+			    struct pisb_err *e);
 /* 1 and *dir (caller frees), *ro when sandbox idir has a bound project,
  * else 0. */
 int pisb_project_bound(int idir, char **dir, bool *ro);

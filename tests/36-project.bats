@@ -552,6 +552,9 @@ make_bound() {
 	printf 'inside a secret dir\n' >"$R/d.pem/x"
 	ln -s /etc/shadow "$R/shadow"
 	printf 'project:\n  mode: %s\n' "$1" >"$BATS_TEST_TMPDIR/m.yaml"
+	# a user's project: as root, the sandbox's root writes it as its owner
+	# (a root-owned one is refused for bind)
+	chown -R 4242:4343 "$R"
 }
 
 @test "bind: the host project is the workspace, live both ways; secrets and the host's /etc/shadow hidden; .git read-only" {
@@ -594,6 +597,46 @@ make_bound() {
 	run -1 --separate-stderr pisb sync "$N"
 	[[ $stderr == *"nothing to apply (bind mode)"* ]]
 	jq -e '.mode == "bind"' "$PI_SANDBOX_HOME/instances/$N/project/info.json"
+}
+
+@test "attack: bind as root: what the sandbox's root writes is the project owner's, never host root's (setuid, setgid, chown, mknod)" {
+	make_bound bind
+	printf 'root file\n' >"$R/r.txt"
+	chown 0:0 "$R/r.txt"
+	run -0 --separate-stderr pisb create "$N" -f "$BATS_TEST_TMPDIR/m.yaml" --project "$R"
+	# inside, the owner is root and host root's file is nobody's
+	run -0 pisb exec "$N" -- stat -c '%u:%g %n' a.txt r.txt
+	[ "$output" = $'0:0 a.txt
+65534:65534 r.txt' ]
+	run -0 pisb exec "$N" -- sh -c 'cp /bin/sh s && chown 0:0 s && chmod 6755 s && stat -c %a s'
+	[ "$output" = 6755 ]
+	# on the host: the owner's setuid and setgid, not root's
+	[ "$(stat -c '%u:%g %a' "$R/s")" = "4242:4343 6755" ]
+	run -1 pisb exec "$N" -- chown 1000 a.txt
+	run -1 pisb exec "$N" -- mknod n c 1 3
+	[ ! -e "$R/n" ]
+	# host root's file: "other"'s rights only
+	run -2 pisb exec "$N" -- sh -c 'echo x >> r.txt'
+	[ "$(cat "$R/r.txt")" = "root file" ]
+	run -0 pisb exec "$N" -- sh -c 'echo new > new.txt'
+	[ "$(stat -c %u:%g "$R/new.txt")" = 4242:4343 ]
+	# the owner changed to root while stopped: start refuses
+	run -0 pisb stop "$N"
+	chown 0 "$R"
+	run -1 --separate-stderr pisb start "$N"
+	[[ $stderr == *"owned by root"* ]]
+}
+
+@test "bind as root: a project owned by root is refused (2) and nothing is made; bind-ro takes it" {
+	make_bound bind
+	chown -R 0:0 "$R"
+	run -2 --separate-stderr pisb create "$N" -f "$BATS_TEST_TMPDIR/m.yaml" --project "$R"
+	[[ $stderr == *"'$R' is owned by root (uid 0, gid 0)"*"never as host root"* ]]
+	[ ! -e "$PI_SANDBOX_HOME/instances/$N" ]
+	printf 'project:\n  mode: bind-ro\n' >"$BATS_TEST_TMPDIR/m.yaml"
+	run -0 --separate-stderr pisb create "$N" -f "$BATS_TEST_TMPDIR/m.yaml" --project "$R"
+	run -0 pisb exec "$N" -- cat a.txt
+	[ "$output" = hi ]
 }
 
 @test "bind: stop/start keeps the bind; a secret made on the host while stopped is hidden at start" {

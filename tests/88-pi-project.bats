@@ -39,7 +39,8 @@ teardown() {
 	os_fake_stop
 }
 
-g() { git -C "$PROJ" -c user.email=t@example.com -c user.name=t "$@"; }
+# (safe.directory: a bind test gives the project to another user)
+g() { git -C "$PROJ" -c safe.directory="$PROJ" -c user.email=t@example.com -c user.name=t "$@"; }
 
 # script STEPS_JSON: the scripted model's steps, into $SCRIPT
 script() {
@@ -211,6 +212,9 @@ script() {
 
 @test "project.mode bind: the note says the project is mounted, edits are on the host at once, /sandbox diff and apply say there is nothing to apply" {
 	printf 'version: 1\ndriver: local\nproject: {mode: bind}\n' > "$PROJ/.pi/sandbox.yaml"
+	# as root, the sandbox's root writes the project as its owner: a user's
+	# project (a root-owned one is refused for bind)
+	[ "$(id -u)" != 0 ] || chown -R 4242:4343 "$PROJ"
 	script '[
 	 {"tools":[{"name":"edit","args":{"path":"a.txt","edits":[{"oldText":"beta","newText":"BETA"}]}}]},
 	 {"tools":[{"name":"bash","args":{"command":"cat .env; echo status=$?"}}]},

@@ -116,8 +116,16 @@ static int seed_project(int sdir, const struct pisb_config *cfg, const char *dir
 	_cleanup_close_ int wsfd = -1;
 	struct pisb_project_stats s;
 
-	if (cfg->project.mode == PISB_PROJECT_BIND || cfg->project.mode == PISB_PROJECT_BIND_RO)
-		return pisb_project_bind_record(sdir, dir, cfg->project.mode == PISB_PROJECT_BIND_RO, e);
+	if (cfg->project.mode == PISB_PROJECT_BIND || cfg->project.mode == PISB_PROJECT_BIND_RO) {
+		bool ro = cfg->project.mode == PISB_PROJECT_BIND_RO;
+		unsigned u, g;
+		/* as root (ids.count > 1) the sandbox's root is the project's
+		 * owner through an idmapped mount (ns.c); else it is the
+		 * calling user, who owns what it writes anyway */
+		if (ids->count > 1 && pisb_project_bind_owner(dir, ro, &u, &g, e) < 0)
+			return -1;
+		return pisb_project_bind_record(sdir, dir, ro, e);
+	}
 	if (pisb_mkdirs_at(sdir, ws, 0755, e) < 0)
 		return -1;
 	chown_base(sdir, ws, ids);

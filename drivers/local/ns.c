@@ -687,13 +687,25 @@ static void hidden_sources(int disk, int sock)
 		child_fail(sock, "mkdir project");
 }
 
-/* A user namespace mapped as the sandbox's (for an idmapped mount): its fd. */
-static int ids_userns(const struct pisb_ids *ids)
+/* A user namespace for the project's idmapped mount: the project owner's
+ * uid and gid on disk are the sandbox's root (uid_base, gid_base), and no
+ * other id is mapped.  What the sandbox's root writes is the owner's,
+ * a setuid or setgid bit it sets is the owner's, a chown to any other id
+ * fails; files of other users show as the overflow id, with "other"'s
+ * rights only.  Its fd, or -1 with errno. */
+static int owner_userns(const char *project, bool ro, const struct pisb_ids *ids)
 {
+	struct pisb_err e = PISB_ERR_INIT;
+	unsigned u, g;
 	char um[64], gm[64];
 
-	snprintf(um, sizeof(um), "0 %u %u\n", (unsigned)ids->uid_base, ids->count);
-	snprintf(gm, sizeof(gm), "0 %u %u\n", (unsigned)ids->gid_base, ids->count);
+	/* checked at create; again here: the owner may have changed since */
+	if (pisb_project_bind_owner(project, ro, &u, &g, &e) < 0) {
+		errno = EPERM;
+		return -1;
+	}
+	snprintf(um, sizeof(um), "%u %u 1\n", u, (unsigned)ids->uid_base);
+	snprintf(gm, sizeof(gm), "%u %u 1\n", g, (unsigned)ids->gid_base);
 	return pisb_idmap_userns(um, gm);
 }
 
@@ -714,9 +726,10 @@ static int project_disk(const struct pisb_boot *b, int sock)
 
 /* Privileged (pisb as root), before the sandbox's user namespace: in a
  * mount namespace of our own, still the host's user namespace, the
- * project idmapped as the sandbox's ids (a host file of uid 0 is root's
- * inside, its new files are uid 0 on the host) at <disk>/project, read-only
- * for bind-ro, its secrets hidden and its .git read-only.  The sandbox's
+ * project idmapped with its owner as the sandbox's root (owner_userns: its
+ * new files are the owner's on the host, never host root's) at
+ * <disk>/project, read-only for bind-ro, its secrets hidden and its .git
+ * read-only.  The sandbox's
  * mount namespace, made from this one by a less privileged user namespace,
  * gets all of these locked: root inside can neither remount them writable
  * nor unmount a mask. */
@@ -726,8 +739,10 @@ static void project_prepare(const struct pisb_boot *b, int sock)
 	int disk, tree, uns, top;
 
 	disk = project_disk(b, sock);
-	if ((uns = ids_userns(&b->ids)) < 0)
-		child_fail(sock, "a user namespace for the project's id mapping");
+	if ((uns = owner_userns(b->project, b->project_ro, &b->ids)) < 0)
+		child_fail(sock, errno == EPERM
+			   ? "project.mode bind: the project is owned by root now (chown it to a user, or use bind-ro or copy)"
+			   : "a user namespace for the project's id mapping");
 	tree = (int)syscall(SYS_open_tree, AT_FDCWD, b->project, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (tree < 0)
 		child_fail(sock, b->project);

@@ -134,9 +134,6 @@ struct vm_project {
 	unsigned uid, gid;        /* its owner, at boot */
 };
 void vm_project_release(struct vm_project *p);
-/* dir can be bound (a directory; for bind, not owned by uid or gid 0):
- * 0 and its owner, else -1 (2 root-owned, 3 missing). */
-int vm_project_check(const char *dir, bool ro, unsigned *uid, unsigned *gid, struct pisb_err *e);
 /* create: checked, then project/info.json in the staging dir sdir. */
 int vm_project_record(int sdir, const char *dir, const struct pisb_config *cfg, struct pisb_err *e);
 /* boot: the project recorded for instance idir, checked again; p->dir

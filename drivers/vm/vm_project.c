@@ -21,7 +21,7 @@
  * chown to 0 gives the file to the owner, and a chown to any other id
  * fails (unmapped).  A setuid bit the guest sets is the owner's, never
  * host root's; so a project owned by uid or gid 0 is refused in bind mode
- * (vm_project_check).  Files of other host users show as the overflow id
+ * (pisb_project_bind_owner).  Files of other host users show as the overflow id
  * (nobody) and virtiofsd's root gets no capability over them (the kernel
  * grants capabilities only over mapped ids): the guest has the owner's
  * rights, and "other"'s over the rest.  virtiofsd runs without
@@ -60,23 +60,6 @@ void vm_project_release(struct vm_project *p)
 	memset(p, 0, sizeof(*p));
 }
 
-int vm_project_check(const char *dir, bool ro, unsigned *uid, unsigned *gid, struct pisb_err *e)
-{
-	struct stat sb;
-
-	if (stat(dir, &sb) < 0)
-		return pisb_err_sys(e, errno == ENOENT ? PISB_EXIT_NOTFOUND : PISB_EXIT_FAIL,
-				    "project '%s'", dir);
-	if (!S_ISDIR(sb.st_mode))
-		return pisb_err_set(e, PISB_EXIT_USAGE, "project '%s': not a directory", dir);
-	if (!ro && (sb.st_uid == 0 || sb.st_gid == 0))
-		return pisb_err_set(e, PISB_EXIT_USAGE,
-				    "project.mode bind: '%s' is owned by root (uid %u, gid %u); on the vm driver the guest's root writes the project as its owner, never as host root: chown it to a user, or use bind-ro or copy",
-				    dir, (unsigned)sb.st_uid, (unsigned)sb.st_gid);
-	*uid = sb.st_uid;
-	*gid = sb.st_gid;
-	return 0;
-}
 
 int vm_project_record(int sdir, const char *dir, const struct pisb_config *cfg, struct pisb_err *e)
 {
@@ -84,7 +67,7 @@ int vm_project_record(int sdir, const char *dir, const struct pisb_config *cfg, 
 	unsigned u;
 	unsigned g;
 
-	if (vm_project_check(dir, ro, &u, &g, e) < 0)
+	if (pisb_project_bind_owner(dir, ro, &u, &g, e) < 0)
 		return -1;
 	return pisb_project_bind_record(sdir, dir, ro, e);
 }
@@ -94,7 +77,7 @@ int vm_project_load(int idir, struct vm_project *p, struct pisb_err *e)
 	memset(p, 0, sizeof(*p));
 	if (pisb_project_bound(idir, &p->dir, &p->ro) <= 0)
 		return 0;
-	if (vm_project_check(p->dir, p->ro, &p->uid, &p->gid, e) < 0) {
+	if (pisb_project_bind_owner(p->dir, p->ro, &p->uid, &p->gid, e) < 0) {
 		vm_project_release(p);
 		return -1;
 	}
