@@ -2045,7 +2045,8 @@ static void resume(int idir, const struct pisb_config *cfg)
 static const char *const prep_leftovers[] = {
 	"status.json", "initrd.cpio", "virtiofs.sock", "virtiofsd.log", "qmp.sock", "console.log",
 	"qemu.log", "controller.lock", "agent0.sock", "agent1.sock", "agent2.sock", "agent3.sock",
-	"agent4.sock", "agent5.sock", "control.sock", "net.log", "previews.json", "agent0.lock", "agent1.lock", "agent2.lock", "agent3.lock", "agent4.lock", NULL,
+	"agent4.sock", "agent5.sock", "control.sock", "net.log", "previews.json", "agent0.lock",
+	"agent1.lock", "agent2.lock", "agent3.lock", "agent4.lock", "agent5.lock", NULL,
 };
 
 /* prepare: setup succeeded, the guest powered off cleanly (its disk
