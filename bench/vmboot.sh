@@ -135,13 +135,12 @@ vm_vs_local() {
 # http.server in each sandbox (vm: streams over the agent's net port;
 # local: the controller's splice relay), interleaved, median of 5
 preview_vs_local() {
-	local n u tv=() tl=() t0 hv hl mv ml
+	local n tv=() tl=() t0 hv hl mv ml
+	# each exec waits for its server: once it listens it has left the
+	# exec's process group, which the exec's end kills
 	for n in vmb-x vmb-l; do
-		pisb exec "$n" --sh 'head -c 67108864 /dev/zero > /workspace/p64m && setsid -f python3 -m http.server 8100 --bind 127.0.0.1 --directory /workspace >/dev/null 2>&1 </dev/null' ||
+		pisb exec "$n" --sh 'head -c 67108864 /dev/zero > /workspace/p64m && setsid -f python3 -m http.server 8100 --bind 127.0.0.1 --directory /workspace >/dev/null 2>&1 </dev/null; for i in $(seq 1 600); do python3 -c "import socket; socket.create_connection((\"127.0.0.1\", 8100)).close()" 2>/dev/null && exit 0; sleep 0.2; done; exit 1' ||
 			{ cannot_run "preview" "cannot start a server in $n" "vm preview 64 MiB download"; return; }
-	done
-	for n in vmb-x vmb-l; do
-		for _ in $(seq 1 100); do pisb exec "$n" -- python3 -c "import socket; socket.create_connection(('127.0.0.1', 8100)).close()" 2>/dev/null && break; sleep 0.2; done
 	done
 	hv=$(pisb svc vmb-x preview 8100 --json | jq -r '.services[0].hostPort')
 	hl=$(pisb svc vmb-l preview 8100 --json | jq -r '.services[0].hostPort')

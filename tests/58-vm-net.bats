@@ -18,6 +18,8 @@ setup_file() {
 	EOF2
 	pisb create net1 -f "$BATS_FILE_TMPDIR/vm.yaml" > "$BATS_FILE_TMPDIR/create.out" 2> "$BATS_FILE_TMPDIR/create.err" ||
 		echo "create failed: $?" >> "$BATS_FILE_TMPDIR/create.err"
+	pisb write net1 /root/wait-port.py < "$BATS_TEST_DIRNAME/fixtures/vmnet/wait-port.py" >/dev/null 2>&1 ||
+		echo "create failed: cannot write wait-port.py" >> "$BATS_FILE_TMPDIR/create.err"
 }
 
 teardown_file() {
@@ -38,23 +40,17 @@ setup() {
 
 # guest_server PORT CMD...: run CMD in the guest in a session of its own
 # (it outlives the exec, and holds none of the agent's four command ports
-# as an exec handle would), wait until something listens on
-# 127.0.0.1:PORT there
+# as an exec handle would); the exec waits until something listens on
+# 127.0.0.1:PORT there, so that CMD has left the exec's process group
+# (which the agent kills when the exec ends) before it ends
 guest_server() {
 	local port=$1
 	shift
-	pisb exec net1 --sh "setsid -f $* > /dev/null 2>&1 < /dev/null"
-	listening "$port"
+	pisb exec net1 --sh "setsid -f $* > /dev/null 2>&1 < /dev/null; python3 /root/wait-port.py $port"
 }
 
 listening() {
-	local port=$1
-	for _ in $(seq 1 300); do
-		pisb exec net1 -- python3 -c "import socket; socket.create_connection(('127.0.0.1', $port)).close()" 2>/dev/null && return 0
-		sleep 0.2
-	done
-	echo "nothing listens on guest port $port"
-	return 1
+	pisb exec net1 -- python3 /root/wait-port.py "$1"
 }
 
 # preview PORT: the preview's host port, into HP
@@ -224,17 +220,14 @@ CLIENT() { python3 "$BATS_TEST_DIRNAME/fixtures/svc/client.py" "$@"; }
 @test "preview.auth: token holds on a vm sandbox: 403 before anything reaches the guest" {
 	printf 'version: 1\ndriver: vm\nresources: { cpus: 1, memoryGiB: 1 }\ndiskGiB: 2\npreview:\n  auth: token\n' > "$BATS_TEST_TMPDIR/tok.yaml"
 	run -0 pisb create tok1 -f "$BATS_TEST_TMPDIR/tok.yaml"
-	pisb exec tok1 --sh 'echo secret-page > /workspace/p.txt; setsid -f python3 -m http.server 8000 --bind 127.0.0.1 --directory /workspace > /workspace/http.log 2>&1 < /dev/null'
+	pisb write tok1 /root/wait-port.py < "$FX/wait-port.py"
+	pisb exec tok1 --sh 'echo secret-page > /workspace/p.txt; setsid -f python3 -m http.server 8000 --bind 127.0.0.1 --directory /workspace > /workspace/http.log 2>&1 < /dev/null; python3 /root/wait-port.py 8000'
 	run -0 pisb svc tok1 preview 8000 --json
 	url=$(jq -r '.services[0].url' <<<"$output")
 	[[ $url =~ ^http://127\.0\.0\.1:([0-9]+)/\?pisb_token=([0-9a-f]{32})$ ]]
 	hp=${BASH_REMATCH[1]}
 	token=${BASH_REMATCH[2]}
 	[ "$token" = "$(cat "$PI_SANDBOX_HOME/instances/tok1/preview.token")" ]
-	for _ in $(seq 1 300); do
-		pisb exec tok1 -- python3 -c "import socket; socket.create_connection(('127.0.0.1', 8000)).close()" 2>/dev/null && break
-		sleep 0.2
-	done
 	run -0 curl -sS -m 60 -w ' %{http_code}' "http://127.0.0.1:$hp/p.txt"
 	[[ $output == *"needs its token"*" 403" ]]
 	# nothing reached the guest's server
