@@ -122,7 +122,7 @@ $(BIN)/%: $(OUT)/cmd/%.o $(FRONT) $(LIBA)
 # --gc-sections drops the host-side parts of those files.
 AGENT_CFLAGS := -O2 -g0 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -fno-strict-aliasing \
 		-ffunction-sections -fdata-sections $(DRIVERS:%=-iquote drivers/%) -iquote common
-AGENT_SRC := agent/pisb-agent.c agent/agent_fs.c $(addprefix common/,fs.c edit.c glob.c \
+AGENT_SRC := agent/pisb-agent.c agent/agent_fs.c drivers/vm/vm_mux.c $(addprefix common/,fs.c edit.c glob.c \
 	     ignore.c search.c rx.c lit.c utf16.c util.c err.c json.c)
 $(BIN)/pisb-agent: $(AGENT_SRC) agent/agent_fs.h $(LIB_HDR)
 	@mkdir -p $(BIN)

@@ -25,11 +25,14 @@
  */
 #include "vm_proto.h"
 #include "agent_fs.h"
+#include "vm_mux.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -884,6 +887,61 @@ static void session(struct port *p, uint32_t sid, const unsigned char *pl, uint3
 	}
 }
 
+
+/* ---- the net port: TCP streams to 127.0.0.1 in the guest (vm_mux.h) ---- */
+
+/* NOPEN: a non-blocking connect to 127.0.0.1:port; the guest has no other
+ * address, and the host names only a port */
+static int net_connect(void *arg, unsigned port, bool *pending)
+{
+	struct sockaddr_in a;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+
+	(void)arg;
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_port = htons((uint16_t)port);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		if (errno != EINPROGRESS) {
+			close(fd);
+			return -1;
+		}
+		*pending = true;
+	}
+	return fd;
+}
+
+static void __attribute__((noreturn)) net_serve(int fd)
+{
+	static struct pisb_mux m;
+	static struct pollfd p[PISB_MUX_MAX_STREAMS + 1];
+	bool said = false;
+
+	signal(SIGPIPE, SIG_IGN);
+	pisb_mux_init(&m, fd, false);
+	m.connect = net_connect;
+	for (;;) {
+		int n = pisb_mux_pollfds(&m, p, PISB_MUX_MAX_STREAMS + 1);
+		if (!said) {
+			/* a new server: the host drops streams of the one before */
+			pisb_mux_hello(&m);
+			said = true;
+		}
+		if (poll(p, (nfds_t)n, -1) < 0)
+			continue;
+		if (pisb_mux_poll(&m, p, n) < 0) {
+			/* no host connected (read gives 0 until one is): every
+			 * stream is gone; look again shortly */
+			said = false;
+			sleep_ms(50);
+		}
+	}
+}
+
 static void __attribute__((noreturn)) serve(int n)
 {
 	static struct port p;
@@ -900,6 +958,8 @@ static void __attribute__((noreturn)) serve(int n)
 		logmsg("open %s: %s", dev, strerror(errno));
 		_exit(4);
 	}
+	if (n == PISB_VM_NET_PORT)
+		net_serve(p.fd);
 	for (;;) {
 		int type;
 		uint32_t sid, len;
@@ -1006,7 +1066,7 @@ static size_t await_boot(char *args, size_t cap)
 static void __attribute__((noreturn)) stage2(void)
 {
 	const char *name = cmdline_arg("name");
-	pid_t servers[1 + PISB_VM_EXEC_PORTS];
+	pid_t servers[PISB_VM_PORTS];
 	int i;
 
 	mkdirs("/dev/pts", 0755);
@@ -1033,17 +1093,17 @@ static void __attribute__((noreturn)) stage2(void)
 	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
 	for (i = 0; i < 200; i++) {
 		char dev[300];
-		if (find_port(PISB_VM_EXEC_PORTS, dev, sizeof(dev)) == 0 && access(dev, F_OK) == 0)
+		if (find_port(PISB_VM_NET_PORT, dev, sizeof(dev)) == 0 && access(dev, F_OK) == 0)
 			break;
 		sleep_ms(50);
 	}
-	for (i = 0; i <= PISB_VM_EXEC_PORTS; i++)
+	for (i = 0; i < PISB_VM_PORTS; i++)
 		servers[i] = 0;
 	logmsg("ready");
 	for (;;) {
 		int st;
 		pid_t w;
-		for (i = 0; i <= PISB_VM_EXEC_PORTS; i++) {
+		for (i = 0; i < PISB_VM_PORTS; i++) {
 			if (servers[i] > 0)
 				continue;
 			servers[i] = fork();
@@ -1057,7 +1117,7 @@ static void __attribute__((noreturn)) stage2(void)
 			sleep_ms(100);
 			continue;
 		}
-		for (i = 0; i <= PISB_VM_EXEC_PORTS; i++) {
+		for (i = 0; i < PISB_VM_PORTS; i++) {
 			if (servers[i] == w) {
 				servers[i] = 0;
 				sleep_ms(200);

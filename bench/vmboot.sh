@@ -10,7 +10,8 @@
 # trip, write and read of 64 KiB (hyperfine -N, both in each invocation,
 # VMBOOT_RUNS runs each, default 30), and idle memory (RSS and PSS of the
 # vm's QEMU + virtiofsd + pisb supervisor, against the local controller +
-# init as bench/lifecycle.sh measures it) and how many fit in MemTotal.
+# init as bench/lifecycle.sh measures it) and how many fit in MemTotal;
+# and preview throughput, vm against local (64 MiB through each's preview).
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 rounds=${VMBOOT_ROUNDS:-3}
@@ -109,6 +110,7 @@ vm_vs_local() {
 		result "vm pisb $label" "$vx" "local pisb $label" "$vl" ms -
 		line "  ratio vm/local by round" "$(awk -v a="$r0" -v b="$r1" -v c="$r2" 'BEGIN { printf "%.2f-%.2f-%.2fx (min-median-max)", a, b, c }')"
 	done
+	preview_vs_local
 	# idle memory: the vm's supervisor (pisb's host-side process) and every
 	# process under it (QEMU, virtiofsd and its sandboxed child), RSS and PSS,
 	# once the guest has handed back its free pages (free page reporting:
@@ -136,6 +138,27 @@ vm_vs_local() {
 	result "vm idle memory PSS per sandbox (QEMU + virtiofsd + supervisor, 1 GiB)" "$vpss" "local (controller + init)" "$lpss" KiB -
 	result "vm idle memory RSS per sandbox (QEMU + virtiofsd + supervisor, 1 GiB)" "$vrss" "local (controller + init)" "$lrss" KiB -
 	result "vm idle sandboxes in MemTotal (by PSS)" "$nv" "local" "$nl" count -
+}
+# preview throughput: 64 MiB downloaded through a preview of a python3
+# http.server in each sandbox (vm: streams over the agent's net port;
+# local: the controller's splice relay), interleaved, median of 5
+preview_vs_local() {
+	local n tv=() tl=() t0 hv hl mv ml
+	# each exec waits for its server: once it listens it has left the
+	# exec's process group, which the exec's end kills
+	for n in vmb-x vmb-l; do
+		pisb exec "$n" --sh 'head -c 67108864 /dev/zero > /workspace/p64m && setsid -f python3 -m http.server 8100 --bind 127.0.0.1 --directory /workspace >/dev/null 2>&1 </dev/null; for i in $(seq 1 600); do python3 -c "import socket; socket.create_connection((\"127.0.0.1\", 8100)).close()" 2>/dev/null && exit 0; sleep 0.2; done; exit 1' ||
+			{ cannot_run "preview" "cannot start a server in $n" "vm preview 64 MiB download"; return; }
+	done
+	hv=$(pisb svc vmb-x preview 8100 --json | jq -r '.services[0].hostPort')
+	hl=$(pisb svc vmb-l preview 8100 --json | jq -r '.services[0].hostPort')
+	for _ in 1 2 3 4 5; do
+		t0=$(ms); curl -sS -o /dev/null "http://127.0.0.1:$hv/p64m"; tv+=($(( $(ms) - t0 )))
+		t0=$(ms); curl -sS -o /dev/null "http://127.0.0.1:$hl/p64m"; tl+=($(( $(ms) - t0 )))
+	done
+	mv=$(med "${tv[@]}") ml=$(med "${tl[@]}")
+	row "vm preview 64 MiB download" "$mv" "local preview 64 MiB" "$ml"
+	line "  throughput" "$(awk -v a="$mv" -v b="$ml" 'BEGIN { printf "vm %.0f MB/s, local %.0f MB/s", 67.108864 / a * 1000, 67.108864 / b * 1000 }')"
 }
 kib() { [ -r "/proc/$1/smaps_rollup" ] || { echo 0; return; }; awk -v k="$2:" '$1 == k { s += $2 } END { print s + 0 }' "/proc/$1/smaps_rollup"; }
 vm_vs_local

@@ -1785,9 +1785,7 @@ void pisb_services_poll(struct pisb_services *s, struct pollfd *p, size_t n)
 
 /* ---------- lifecycle ---------- */
 
-/* The preview token of the instance (preview.token, 0600, made once so
- * that preview URLs stay the same across stop and start), or NULL. */
-static char *preview_token(int idir)
+char *pisb_preview_token(int idir)
 {
 	struct pisb_buf b = PISB_BUF_INIT;
 	struct pisb_err ig = PISB_ERR_INIT;
@@ -1829,7 +1827,7 @@ struct pisb_services *pisb_services_new(struct pisb_state *st, int idir,
 	s->rt = rt;
 	s->relay = pisb_relay_new();
 	if (cfg->preview_token) {
-		s->token = preview_token(idir);
+		s->token = pisb_preview_token(idir);
 		if (s->token)
 			s->gate = pisb_gate_new(s->relay, gate_admit, s);
 		else   /* fail closed: previews stay shut */

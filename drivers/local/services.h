@@ -80,6 +80,10 @@ char *pisb_services_previews_json(struct pisb_services *s);
 
 /* A timestamped line in the controller's log (its stderr, controller.log):
  * the controller's own record, the one place besides reports that prints. */
+/* The preview token of the instance (preview.token, 0600, made once so
+ * that preview URLs stay the same across stop and start; the vm driver's
+ * previews use it too), or NULL (errno set). */
+char *pisb_preview_token(int idir);
 void pisb_svc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -29,6 +29,7 @@
 #include "hostmask.h"
 #include "fs.h"
 #include "vm_fs.h"
+#include "vm_net.h"
 
 #include <dirent.h>
 #include <sched.h>
@@ -586,7 +587,7 @@ struct boot {
 	struct vm_assets a;
 	char *dir;                       /* the instance dir's path */
 	int idir, ctl, report;
-	int socks[1 + PISB_VM_EXEC_PORTS];
+	int socks[PISB_VM_PORTS];
 	int vfs_sock;                    /* virtiofsd's listening socket */
 	int qmp_sock;                    /* QEMU's QMP (restores only) */
 	const char *state_path;          /* for the boot snapshot */
@@ -742,7 +743,7 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 	pisb_strv_pushf(av, "virtio-balloon-%s,free-page-reporting=on", bus);
 	pisb_strv_push(av, "-device");
 	pisb_strv_pushf(av, "virtio-serial-%s,id=vser0,max_ports=8", bus);
-	for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++) {
+	for (int i = 0; i < PISB_VM_PORTS; i++) {
 		pisb_strv_push(av, "-chardev");
 		if (mode == VM_TEMPLATE)
 			pisb_strv_pushf(av, "null,id=agent%d", i);
@@ -1001,7 +1002,7 @@ static pid_t launch_qemu(const struct boot *bt, bool kvm, enum vm_mode mode, int
 			dup2(log, 2);
 		}
 		if (mode != VM_TEMPLATE)
-			for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++)
+			for (int i = 0; i < PISB_VM_PORTS; i++)
 				fcntl(bt->socks[i], F_SETFD, 0);
 		if (qmp_fd >= 0)
 			fcntl(qmp_fd, F_SETFD, 0);
@@ -1596,6 +1597,26 @@ static void report(const struct boot *bt, bool ok, const char *msg)
 	close(bt->report);
 }
 
+/* The previews' relay (vm_net.h) of a running VM, (re)started: after the
+ * boot (died < 0), or when it exited with status died; a template being
+ * prepared has none; after 5 restarts, none either.  Its pid, or -1. */
+static pid_t net_up(const struct boot *bt, int died)
+{
+	static int restarts;
+
+	if (bt->prep || (died >= 0 && ++restarts > 5))
+		return -1;
+	if (died >= 0) {
+		int log = openat(bt->idir, "qemu.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+		if (log >= 0) {
+			dprintf(log, "pisb: the preview relay exited (status %d, see net.log): starting it again\n", died);
+			close(log);
+		}
+		pisb_sleep_ms(500);
+	}
+	return vm_net_start(bt->idir, bt->name, bt->cfg);
+}
+
 static void __attribute__((noreturn)) supervise(struct boot *bt)
 {
 	const char *forced = getenv("PISB_VM_ACCEL");
@@ -1604,7 +1625,7 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 	struct pisb_err ig = PISB_ERR_INIT;
 	bool kvm;
 	int64_t deadline, kvm_deadline;
-	pid_t q;
+	pid_t q, net = -1;
 	int status;
 
 	signal(SIGHUP, SIG_IGN);
@@ -1732,6 +1753,7 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 	rt.started_at = pisb_now_ms() / 1000;
 	pisb_runtime_save(bt->idir, &rt, &ig);
 	pisb_runtime_release(&rt);
+	net = net_up(bt, -1);
 	report(bt, true, note);
 	/* the sandbox runs as long as QEMU does; status.json is left as it is
 	 * (a VM that died unasked shows "interrupted", see pisb_vm_status) */
@@ -1757,6 +1779,8 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 		}
 		if (w == q || (w < 0 && errno != EINTR))
 			break;
+		if (w == net)
+			net = net_up(bt, status);
 		if (w == vfs_pid || w == proj_pid) {
 			/* the guest's userland (or its project) is gone: its
 			 * file system calls would hang for ever, so the VM goes
@@ -1774,6 +1798,7 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 			kill(q, SIGKILL);
 		}
 	}
+	vm_net_stop(net);
 	stop_virtiofsd();
 	_exit(0);
 }
@@ -1800,7 +1825,7 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 	bt.qmp_sock = -1;
 	bt.proj_sock = -1;
 	bt.state_path = st->path;
-	for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++)
+	for (int i = 0; i < PISB_VM_PORTS; i++)
 		bt.socks[i] = -1;
 	*booted = false;
 	if (pisb_lock_is_held(idir, "controller.lock"))
@@ -1818,7 +1843,7 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 	bt.ctl = pisb_lock_acquire(idir, "controller.lock", true, 0, what, e);
 	if (bt.ctl < 0)
 		goto out;
-	for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++) {
+	for (int i = 0; i < PISB_VM_PORTS; i++) {
 		char sock[32];
 		snprintf(sock, sizeof(sock), "agent%d.sock", i);
 		if ((bt.socks[i] = listen_at(idir, sock, 8, e)) < 0)
@@ -1856,7 +1881,7 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 		goto out;
 	}
 	if (child == 0) {
-		int null, keep[6 + 1 + PISB_VM_EXEC_PORTS], n = 0, fd = 3;
+		int null, keep[6 + PISB_VM_PORTS], n = 0, fd = 3;
 		setsid();
 		if (fork() != 0)
 			_exit(0);
@@ -1869,7 +1894,7 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 		keep[n++] = fcntl(idir, F_DUPFD_CLOEXEC, 200);
 		keep[n++] = fcntl(bt.ctl, F_DUPFD_CLOEXEC, 200);
 		keep[n++] = fcntl(p[1], F_DUPFD_CLOEXEC, 200);
-		for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++)
+		for (int i = 0; i < PISB_VM_PORTS; i++)
 			keep[n++] = fcntl(bt.socks[i], F_DUPFD_CLOEXEC, 200);
 		keep[n++] = fcntl(bt.vfs_sock, F_DUPFD_CLOEXEC, 200);
 		keep[n++] = fcntl(bt.qmp_sock, F_DUPFD_CLOEXEC, 200);
@@ -1883,17 +1908,17 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 		bt.idir = fd;
 		bt.ctl = fd + 1;
 		bt.report = fd + 2;
-		for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++)
+		for (int i = 0; i < PISB_VM_PORTS; i++)
 			bt.socks[i] = fd + 3 + i;
-		bt.vfs_sock = fd + 4 + PISB_VM_EXEC_PORTS;
-		bt.qmp_sock = fd + 5 + PISB_VM_EXEC_PORTS;
-		bt.proj_sock = bt.proj_sock >= 0 ? fd + 6 + PISB_VM_EXEC_PORTS : -1;
+		bt.vfs_sock = fd + 3 + PISB_VM_PORTS;
+		bt.qmp_sock = fd + 4 + PISB_VM_PORTS;
+		bt.proj_sock = bt.proj_sock >= 0 ? fd + 5 + PISB_VM_PORTS : -1;
 		supervise(&bt);
 	}
 	close(p[1]);
 	p[1] = -1;
 	waitpid(child, NULL, 0);
-	for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++) {
+	for (int i = 0; i < PISB_VM_PORTS; i++) {
 		close(bt.socks[i]);
 		bt.socks[i] = -1;
 	}
@@ -1925,7 +1950,7 @@ out:
 		close(p[0]);
 	if (p[1] >= 0)
 		close(p[1]);
-	for (int i = 0; i <= PISB_VM_EXEC_PORTS; i++)
+	for (int i = 0; i < PISB_VM_PORTS; i++)
 		if (bt.socks[i] >= 0)
 			close(bt.socks[i]);
 	if (bt.vfs_sock >= 0)
@@ -1948,7 +1973,7 @@ static int refuse_unsupported(const struct pisb_config *cfg, struct pisb_err *e)
 {
 	if (cfg->nservices)
 		return pisb_err_set(e, PISB_EXIT_USAGE,
-				    "services: the vm driver does not run services yet (a vm sandbox has no network and no previews); use driver local");
+				    "services: the vm driver does not run services yet (previews of guest ports work: pisb svc NAME preview PORT); use driver local");
 	if (cfg->nallowed_hosts)
 		return pisb_err_set(e, PISB_EXIT_USAGE,
 				    "network.allowedHosts: a vm sandbox has no network device at all; use driver local for an egress allowlist");
@@ -2129,7 +2154,8 @@ static void resume(int idir, const struct pisb_config *cfg)
 static const char *const prep_leftovers[] = {
 	"status.json", "initrd.cpio", "virtiofs.sock", "virtiofsd.log", "qmp.sock", "console.log",
 	"qemu.log", "controller.lock", "agent0.sock", "agent1.sock", "agent2.sock", "agent3.sock",
-	"agent4.sock", "agent0.lock", "agent1.lock", "agent2.lock", "agent3.lock", "agent4.lock", NULL,
+	"agent4.sock", "agent5.sock", "control.sock", "net.log", "previews.json", "agent0.lock",
+	"agent1.lock", "agent2.lock", "agent3.lock", "agent4.lock", "agent5.lock", NULL,
 };
 
 /* prepare: setup succeeded, the guest powered off cleanly (its disk

@@ -34,8 +34,11 @@
  *                    mount namespace; project-virtiofsd.log
  *   controller.lock  held by the host-side supervisor (and QEMU) while
  *                    the VM lives: running = held
- *   agentN.sock      (0600) host ends of the virtio-serial ports, N 0..4:
- *                    0 lifecycle (ping, poweroff), 1..4 one command each
+ *   agentN.sock      (0600) host ends of the virtio-serial ports, N 0..5:
+ *                    0 lifecycle (ping, poweroff), 1..4 one command each,
+ *                    5 the net port (previews' streams, vm_mux.h)
+ *   control.sock, previews.json, net.log  the previews' relay, a child
+ *                    of the supervisor while the VM runs (vm_net.h)
  *   agentN.lock      held by the pisb process using port N
  *   console.log      the guest's serial console;  qemu.log  QEMU's stderr
  *   qmp.sock         (0600) QEMU's QMP socket (used by a restore)
@@ -58,7 +61,8 @@
  *
  * The machine is q35 (PCI virtio devices) with KVM and under TCG;
  * PISB_VM_MACHINE=microvm asks for microvm (virtio-mmio), untested.
- * There is no network device: the guest has loopback only.
+ * There is no network device: the guest has loopback only; previews reach
+ * its 127.0.0.1 through the net port (vm_net.h).
  */
 #ifndef PISB_VM_H
 #define PISB_VM_H

@@ -30,7 +30,18 @@
  *   126 cannot run, 127 not found);  PONG.
  *
  * Ports are named org.pisb.agent.N: port 0 is for PING and POWEROFF
- * (lifecycle), ports 1..PISB_VM_EXEC_PORTS run one command at a time each.
+ * (lifecycle), ports 1..PISB_VM_EXEC_PORTS run one command at a time each,
+ * port PISB_VM_NET_PORT carries TCP streams (vm_mux.h: sid is the stream
+ * id, odd when the host opened the stream, even when the guest did), both
+ * ways:
+ *   NOPEN    u16le port: connect to 127.0.0.1:port (host to guest only,
+ *            for now; the guest's direction, for the egress proxy, will
+ *            name a host-side service, never a host address)
+ *   NDATA    bytes (at most PISB_MUX_CHUNK, within the credit window)
+ *   NEOF     no more data this way (half-close)
+ *   NRST     u8 why (vm_mux.h): the stream is gone
+ *   NCREDIT  u32le bytes written out on this side: the sender may send
+ *            that many more
  */
 #ifndef PISB_VM_PROTO_H
 #define PISB_VM_PROTO_H
@@ -42,8 +53,10 @@
 #define PISB_VM_HDR 16
 #define PISB_VM_MAX_FRAME (1u << 20)
 #define PISB_VM_EXEC_PORTS 4
+#define PISB_VM_NET_PORT (PISB_VM_EXEC_PORTS + 1)
+#define PISB_VM_PORTS (PISB_VM_NET_PORT + 1)
 #define PISB_VM_PORT_PREFIX "org.pisb.agent."
-#define PISB_VM_AGENT_VERSION "pisb-agent 3"
+#define PISB_VM_AGENT_VERSION "pisb-agent 4"
 /* The file verbs run `PISB_VM_FS_AGENT fs VERB ARGS...` in the guest
  * (agent/agent_fs.c; its reply format: drivers/vm/vm_fs.c). */
 #define PISB_VM_FS_AGENT "/run/pisb/agent"
@@ -64,6 +77,11 @@ enum {
 	PISB_VM_POWEROFF = 5,
 	PISB_VM_BOOT = 6,
 	PISB_VM_WINSZ = 7,
+	PISB_VM_NOPEN = 0x10,
+	PISB_VM_NDATA = 0x11,
+	PISB_VM_NEOF = 0x12,
+	PISB_VM_NRST = 0x13,
+	PISB_VM_NCREDIT = 0x14,
 	PISB_VM_STDOUT = 0x81,
 	PISB_VM_STDERR = 0x82,
 	PISB_VM_EXIT = 0x83,

@@ -1,0 +1,27 @@
+/* vm_net.h - a vm sandbox's previews: the relay process (vm_net.c) that
+ * its supervisor (vm.c) starts once the guest answers and stops with QEMU.
+ *
+ * Files in instances/NAME/ (besides vm.h's):
+ *   control.sock   (0600) requests as the local controller's
+ *                  (pisb_control_call): ping, svc.preview
+ *   previews.json  (0600) the previews: guest port, host port (sticky
+ *                  across stop and start), title, description
+ *   net.log        the relay's own messages (start, listeners, what the
+ *                  guest sent that was dropped), a line per event, the
+ *                  drops said at most every 5 s
+ *   agent5.lock    held by the relay: the net port is its alone
+ */
+#ifndef PISB_VM_NET_H
+#define PISB_VM_NET_H
+
+#include <sys/types.h>
+
+struct pisb_config;
+
+/* Fork the relay (a child of the caller, which must reap it); returns
+ * once status.json shows the previews (at most 10 s), its pid, or -1. */
+pid_t vm_net_start(int idir, const char *name, const struct pisb_config *cfg);
+/* SIGTERM and reap. */
+void vm_net_stop(pid_t pid);
+
+#endif
