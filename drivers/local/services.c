@@ -622,7 +622,7 @@ static int assign_port(struct pisb_services *s, struct svc *v, struct pisb_err *
 	return 0;
 }
 
-static int bind_host(int port)
+int pisb_preview_listen(int port)
 {
 	struct sockaddr_in a;
 	int fd, one = 1;
@@ -663,10 +663,10 @@ static void open_listener(struct pisb_services *s, struct svc *v)
 			bool used = false;
 			for (size_t i = 0; i < s->n; i++)
 				used |= s->v[i]->host_port == p;
-			if (!used && (v->lfd = bind_host(p)) >= 0)
+			if (!used && (v->lfd = pisb_preview_listen(p)) >= 0)
 				v->host_port = p;
 		}
-		if (v->lfd < 0 && (v->lfd = bind_host(0)) >= 0) {
+		if (v->lfd < 0 && (v->lfd = pisb_preview_listen(0)) >= 0) {
 			struct sockaddr_in a;
 			socklen_t l = sizeof(a);
 			getsockname(v->lfd, (struct sockaddr *)&a, &l);
@@ -675,7 +675,7 @@ static void open_listener(struct pisb_services *s, struct svc *v)
 		if (v->lfd >= 0)
 			persist(s);
 	} else {
-		v->lfd = bind_host(v->host_port);
+		v->lfd = pisb_preview_listen(v->host_port);
 	}
 	if (v->lfd < 0) {
 		char *msg = v->host_port

@@ -84,6 +84,9 @@ char *pisb_services_previews_json(struct pisb_services *s);
  * that preview URLs stay the same across stop and start; the vm driver's
  * previews use it too), or NULL (errno set). */
 char *pisb_preview_token(int idir);
+/* A preview's listener: host 127.0.0.1:port (0: any free port),
+ * non-blocking, close-on-exec; the fd, or -1 with errno. */
+int pisb_preview_listen(int port);
 void pisb_svc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

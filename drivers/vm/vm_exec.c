@@ -28,7 +28,7 @@
 
 /* ---- connections and frames ---- */
 
-static int sock_connect(int idir, int port)
+int vm_agent_connect(int idir, int port)
 {
 	struct sockaddr_un sa;
 	int fd;
@@ -145,7 +145,7 @@ int vm_conn_open(int idir, int port, int wait_ms, struct vm_conn *c, struct pisb
 	for (;;) {
 		uint32_t sid = vm_sid();
 		int64_t until = pisb_mono_ms() + VM_PORT_PING_MS;
-		c->fd = sock_connect(idir, port);
+		c->fd = vm_agent_connect(idir, port);
 		if (c->fd < 0) {
 			pisb_err_sys(e, PISB_EXIT_BACKEND, "connect to the guest agent (agent%d.sock)", port);
 			vm_conn_close(c);

@@ -30,6 +30,9 @@ struct vm_conn {
 /* Connect to agentN.sock holding agentN.lock.  port < 0: the first free
  * command port (1..PISB_VM_EXEC_PORTS), else wait for one.  wait_ms as
  * pisb_lock_acquire. */
+/* A connection to the agent's port (its socket agentN.sock in idir, the
+ * one QEMU's chardev listens on): the fd, or -1 with errno. */
+int vm_agent_connect(int idir, int port);
 int vm_conn_open(int idir, int port, int wait_ms, struct vm_conn *c, struct pisb_err *e);
 void vm_conn_close(struct vm_conn *c);
 int vm_send(struct vm_conn *c, int type, uint32_t sid, const void *data, size_t len);

@@ -12,6 +12,7 @@
  * it; the guest names no host address, path or command, only answers for
  * streams the host opened.  The relay ends when QEMU closes the port.
  */
+#include "vm_internal.h"
 #include "vm_net.h"
 #include "vm_mux.h"
 #include "vm_proto.h"
@@ -158,29 +159,6 @@ out:
 
 /* ---- listeners ---- */
 
-static int bind_host(int port)
-{
-	struct sockaddr_in a;
-	int fd, one = 1;
-
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	/* previews are for this machine only: never another address */
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((uint16_t)port);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 511) < 0) {
-		int en = errno;
-		close(fd);
-		errno = en;
-		return -1;
-	}
-	return fd;
-}
-
 static void open_listener(struct net *n, struct preview *p)
 {
 	if (p->lfd >= 0)
@@ -195,13 +173,13 @@ static void open_listener(struct net *n, struct preview *p)
 			port = NET_PORT_LO + (int)(strtoul(hex, NULL, 16) % (NET_PORT_HI - NET_PORT_LO + 1));
 			for (size_t i = 0; i < n->npv; i++)
 				used |= n->pv[i].host_port == port;
-			if (!used && (p->lfd = bind_host(port)) >= 0)
+			if (!used && (p->lfd = pisb_preview_listen(port)) >= 0)
 				p->host_port = port;
 		}
 		if (p->lfd >= 0)
 			persist(n);
 	} else {
-		p->lfd = bind_host(p->host_port);
+		p->lfd = pisb_preview_listen(p->host_port);
 	}
 	free(p->lerr);
 	p->lerr = NULL;
@@ -538,24 +516,6 @@ static int listen_control(struct net *n)
 	return fd;
 }
 
-static int connect_port(int idir)
-{
-	struct sockaddr_un sa;
-	int fd;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/agent%d.sock", idir, PISB_VM_NET_PORT);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 static int net_loop(struct net *n)
 {
 	static struct pollfd p[NET_POLL_MAX];
@@ -623,7 +583,7 @@ static void __attribute__((noreturn)) net_main(int idir, const char *name, const
 	/* the net port is ours alone while the VM runs */
 	lock = pisb_lock_acquire(idir, "agent5.lock", true, 5000, "the VM's net port", &e);
 	for (int tries = 0; lock >= 0 && port < 0 && tries < 50; tries++) {
-		port = connect_port(idir);
+		port = vm_agent_connect(idir, PISB_VM_NET_PORT);
 		if (port < 0)
 			pisb_sleep_ms(100);
 	}
