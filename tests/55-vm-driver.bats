@@ -525,7 +525,10 @@ tpl_yaml() {
 	! kill -0 "$sup" 2>/dev/null
 	run -0 pisb inspect gcq
 	jq -e '.status == "stopped"' <<<"$output"
-	# with --hours 0, the stopped one goes too
+	# with --hours 0, the stopped one goes too: once it has been stopped
+	# for more than 0 s (stoppedAt is in seconds; gc just marked it)
+	st=$(jq -r .stoppedAt "$PI_SANDBOX_HOME/instances/gcq/status.json")
+	for _ in $(seq 50); do [ "$(date +%s)" -gt "$st" ] && break; sleep 0.1; done
 	run -0 --separate-stderr pisb gc --hours 0 --json
 	jq -e '.removed[] | select(.name == "gcq") | .reason | test("stopped for")' <<<"$output"
 	[ ! -e "$PI_SANDBOX_HOME/instances/gcq" ]
