@@ -68,6 +68,23 @@ row "vm create->first exec (snapshot)" "$s1" "cold boot" "$c1"
 row "vm start->first exec (snapshot)" "$s2" "cold boot" "$c2"
 result "vm create->first exec (snapshot), absolute" "$s1" - "" ms "<1000"
 
+# where a snapshot create's time goes: one create traced (PISB_TRACE marks
+# of pisb-create and the VM's supervisor), each phase's ms since the one
+# before and since the start, then the first exec
+breakdown() {
+	local tr t0
+	tr=$(mktemp /tmp/pisb-vmboot.XXXXXX.trace)
+	t0=$(date +%s%6N)
+	PISB_TRACE=$tr pisb create vmb-tr -f "$cfg" -q >/dev/null 2>&1 && pisb exec vmb-tr -- true &&
+		echo "pisb-trace $(date +%s%6N) - exec: first command answered" >>"$tr"
+	printf '\n  vm create -> first exec (snapshot), phase by phase (PISB_TRACE marks, one create, load %s):\n' "$(cut -d' ' -f1 /proc/loadavg)"
+	sort -n -k2,2 "$tr" | awk -v t0="$t0" '{ w = $4; for (i = 5; i <= NF; i++) w = w " " $i
+		printf "    %7.1f ms  +%7.1f  %s\n", ($2 - t0) / 1000, ($2 - (p ? p : t0)) / 1000, w; p = $2 }'
+	pisb destroy vmb-tr --confirm vmb-tr -q >/dev/null 2>&1
+	rm -f "$tr"
+}
+breakdown
+
 # templates: setup every time against a template's copy-on-write disk
 templates() {
 	printf 'version: 1\ndriver: vm\nresources: { cpus: 1, memoryGiB: 1 }\ndiskGiB: 2\nsetup:\n  - dd if=/dev/urandom of=/root/blob bs=1M count=32 status=none\n' > "$tcfg"

@@ -558,6 +558,11 @@ int pisb_instance_open(const struct pisb_state *st, const char *kind,
 	return fd;
 }
 
+int pisb_control_listen(int idir, int backlog)
+{
+	return pisb_unix_listen_at(idir, "control.sock", backlog, SOCK_NONBLOCK);
+}
+
 int pisb_control_connect(int idir)
 {
 	struct sockaddr_un sa;

@@ -132,6 +132,9 @@ enum pisb_status pisb_instance_status(int idir, const struct pisb_runtime *r);
  * status.json does not name.  Scans /proc: for the fallback path only. */
 int pisb_instance_lock_holders(int dirfd, const char *file, pid_t *pids, int max);
 
+/* Listen on idir/control.sock (replacing a stale one), mode 0600,
+ * nonblocking; -1 on failure (errno set). */
+int pisb_control_listen(int idir, int backlog);
 /* Connect to the controller's socket; -1 on failure (errno set). */
 int pisb_control_connect(int idir);
 /* Send one JSON request line, read one JSON reply line (timeout_ms). */

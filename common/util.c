@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -554,4 +557,31 @@ void pisb_trace(const char *what)
 	t = getenv("PISB_TRACE_STOP");
 	if (t && !strcmp(t, what))
 		raise(SIGSTOP);
+}
+
+int pisb_unix_listen_at(int dirfd, const char *name, int backlog, int sockflags)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	mode_t old;
+	int fd, saved;
+
+	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dirfd, name) >=
+	    sizeof(sa.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	unlinkat(dirfd, name, 0);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | sockflags, 0);
+	if (fd < 0)
+		return -1;
+	old = umask(0177);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(fd, backlog) == 0) {
+		umask(old);
+		return fd;
+	}
+	saved = errno;
+	umask(old);
+	close(fd);
+	errno = saved;
+	return -1;
 }

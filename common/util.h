@@ -73,6 +73,10 @@ static inline int pisb_steal_fd(int *fd) { int r = *fd; *fd = -1; return r; }
 /* Full reads and writes, retrying EINTR and short transfers. */
 ssize_t pisb_write_all(int fd, const void *p, size_t n);
 ssize_t pisb_read_all(int fd, void *p, size_t n);
+/* A unix stream socket listening on dirfd/name (any old one replaced),
+ * mode 0600, through /proc/self/fd (short whatever dirfd's path);
+ * sockflags: SOCK_NONBLOCK or 0.  The fd, or -1 (errno). */
+int pisb_unix_listen_at(int dirfd, const char *name, int backlog, int sockflags);
 /* openat2(dirfd, path, flags | O_CLOEXEC) beneath dirfd, never through a
  * symlink or a magic link; EINTR/EAGAIN retried.  The fd, or -1 (errno). */
 int pisb_open_beneath(int dirfd, const char *path, int flags);

@@ -25,7 +25,7 @@ setup_file() {
 	EOF
 	echo "host secret" > "$BATS_FILE_TMPDIR/host-only-file"
 	# .agents/setup sleeps past a setup deadline shortened from 20 minutes
-	PISB_VM_SETUP_MS=60000 pisb create vm1 -f "$BATS_FILE_TMPDIR/vm.yaml" > "$BATS_FILE_TMPDIR/create.out" 2> "$BATS_FILE_TMPDIR/create.err" ||
+	PISB_TRACE="$BATS_FILE_TMPDIR/trace" PISB_VM_SETUP_MS=60000 pisb create vm1 -f "$BATS_FILE_TMPDIR/vm.yaml" > "$BATS_FILE_TMPDIR/create.out" 2> "$BATS_FILE_TMPDIR/create.err" ||
 		echo "create failed: $?" >> "$BATS_FILE_TMPDIR/create.err"
 }
 
@@ -79,6 +79,30 @@ setup() {
 	for s in "$PI_SANDBOX_HOME"/instances/vm1/agent*.sock; do
 		[ "$(stat -c %a "$s")" = 600 ]
 	done
+}
+
+@test "PISB_TRACE: create and the VM's supervisor append their phases, each process's in order" {
+	t=$BATS_FILE_TMPDIR/trace
+	run -1 grep -vE '^pisb-trace [0-9]{16} [0-9]+ [a-z]+: .+$' "$t"
+	for m in 'create: config parsed' 'vm: disk made (mke2fs)' 'vm: boot asked' 'vm: supervisor start' \
+		'vm: boot snapshot made' 'vm: QEMU started (restore)' 'vm: restored, disk and shares hot-plugged' \
+		'vm: the agent took its arguments' 'vm: the agent answers' 'vm: running recorded, relay started' \
+		'vm: booted' 'vm: setup run' 'create: reported'; do
+		grep -q " $m\$" "$t" || { echo "no mark: $m"; false; }
+	done
+	# the supervisor's marks are its own (inspect's controller pid); the
+	# cold boot's are absent (the snapshot was restored)
+	sup=$(pisb inspect vm1 | jq -r .controller.pid)
+	grep -q "^pisb-trace [0-9]* $sup vm: the agent answers\$" "$t"
+	run -1 grep -q ' vm: QEMU started (cold boot)$' "$t"
+	for p in $(cut -d' ' -f3 "$t" | sort -u); do
+		awk -v p="$p" '$3 == p { print $2 }' "$t" > "$BATS_TEST_TMPDIR/ts"
+		sort -n -c "$BATS_TEST_TMPDIR/ts"
+	done
+	# the create waited for the boot: booted after the agent answered
+	a=$(grep ' vm: the agent answers$' "$t" | cut -d' ' -f2)
+	b=$(grep ' vm: booted$' "$t" | cut -d' ' -f2)
+	[ "$b" -ge "$a" ]
 }
 
 @test "what the host cannot honour is refused up front, naming the key, before QEMU starts" {

@@ -264,7 +264,7 @@ exec_until() {
 
 @test "bind: project.secrets: include shows the secrets" {
 	printf 'version: 1\ndriver: vm\nresources: { cpus: 1, memoryGiB: 1 }\ndiskGiB: 2\nproject:\n  mode: bind-ro\n  secrets: include\n' > "$BATS_TEST_TMPDIR/s.yaml"
-	run -0 --separate-stderr pisb create ps -f "$BATS_TEST_TMPDIR/s.yaml" --project "$VP_TMP/ro"
+	run_ok pisb create ps -f "$BATS_TEST_TMPDIR/s.yaml" --project "$VP_TMP/ro"
 	run -0 pisb exec ps -- cat .env
 	[ "$output" = "TOKEN=host-secret" ]
 	pisb destroy ps --confirm ps
@@ -273,8 +273,8 @@ exec_until() {
 @test "create --template with bind: the copy's workspace is the project; its config stays off the host project" {
 	command -v qemu-img >/dev/null || skip "machine lacks: qemu-img (install qemu-utils)"
 	printf 'version: 1\ndriver: vm\nresources: { cpus: 1, memoryGiB: 1 }\ndiskGiB: 2\nsetup:\n  - echo from-template > /root/tfile\n' > "$BATS_TEST_TMPDIR/t.yaml"
-	run -0 --separate-stderr pisb prepare tp -f "$BATS_TEST_TMPDIR/t.yaml"
-	run -0 --separate-stderr pisb create pt --template tp -f "$VP_TMP/b.yaml" --project "$VP_TMP/rw"
+	run_ok pisb prepare tp -f "$BATS_TEST_TMPDIR/t.yaml"
+	run_ok pisb create pt --template tp -f "$VP_TMP/b.yaml" --project "$VP_TMP/rw"
 	run -0 pisb exec pt -- sh -c 'cat /root/tfile; cat a.txt; wc -c < .env; echo from-copy > c.txt'
 	[ "$output" = "$(printf 'from-template\nhi\n0')" ]
 	[ "$(cat "$VP_TMP/rw/c.txt")" = from-copy ]

@@ -25,6 +25,14 @@ require_cmd() {
 	command -v "$1" >/dev/null || skip "machine lacks: $1"
 }
 
+# run_ok CMD...: bats' run (stderr apart) that must exit 0, and that says
+# how it failed when it did not: its status and stderr (run -0 names only
+# the status), for the failures that come once in many runs
+run_ok() {
+	run --separate-stderr "$@"
+	[ "$status" -eq 0 ] || { printf '`%s` exited %s; its stderr:\n%s\n' "$*" "$status" "$stderr"; return 1; }
+}
+
 # Run a command as an unprivileged test user (created by .ci/run, or here).
 as_user() {
 	local u=${PISB_TEST_USER:-pisbtest}

@@ -259,22 +259,10 @@ static void run_resume(struct ctl *c)
 
 static int bind_control(struct ctl *c, struct pisb_err *e)
 {
-	struct sockaddr_un sa;
-	int fd;
-
-	unlinkat(c->idir, "control.sock", 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/control.sock", c->idir);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "socket");
-	umask(077);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0) {
-		close(fd);
+	c->lsock = pisb_control_listen(c->idir, 64);
+	if (c->lsock < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "bind control.sock");
-	}
-	c->lsock = fd;
+	umask(077); /* what the controller makes from now on is private */
 	return 0;
 }
 

@@ -620,7 +620,33 @@ static char *last_line_of(int idir, const char *file)
 	start = end;
 	while (start > b.s && start[-1] != '\n')
 		start--;
+	/* the guest writes console.log: no control character of its
+	 * reaches a message */
+	for (char *c = start; c < end; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
 	return xstrndup(start, (size_t)(end - start));
+}
+
+/* What the guest's console says of a failed boot: the agent's own fatal
+ * line when it wrote one (it reboots right after, so the last line is the
+ * kernel's "Restarting system"), else the last line. */
+static char *console_reason(int idir)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	char *at = NULL, *end;
+
+	if (pisb_read_file_at(idir, "console.log", &b, 1 << 20) < 0 || !b.len)
+		return xstrdup("no message");
+	for (char *p = strstr(b.s, "pisb-agent: fatal: "); p; p = strstr(p + 1, "pisb-agent: fatal: "))
+		at = p;
+	if (!at)
+		return last_line_of(idir, "console.log");
+	end = at + strcspn(at, "\r\n");
+	for (char *c = at; c < end; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	return xstrndup(at, (size_t)(end - at));
 }
 
 /* Why QEMU failed: its first "error" line since the last launch. */
@@ -915,15 +941,16 @@ static int vfs_build(const char *dir, const char *share)
 }
 
 /* virtiofsd on the listening socket bt->vfs_sock, serving the share. */
-static pid_t launch_virtiofsd(const struct boot *bt)
+pid_t vm_virtiofsd(const char *virtiofsd, int idir, const char *logname, int sock, const char *source,
+		   bool project, int (*prep)(void *arg, struct pisb_err *e), void *arg)
 {
 	pid_t parent = getpid(), pid;
-	int log = openat(bt->idir, "virtiofsd.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int log = openat(idir, logname, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 
 	pid = fork();
 	if (pid == 0) {
-		_cleanup_free_ char *share = xasprintf("%s/share", bt->dir);
-		_cleanup_free_ char *src = xasprintf("source=%s", share);
+		struct pisb_err e = PISB_ERR_INIT;
+		_cleanup_free_ char *src = xasprintf("source=%s", source);
 		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
@@ -933,24 +960,44 @@ static pid_t launch_virtiofsd(const struct boot *bt)
 			dup2(log, 1);
 			dup2(log, 2);
 		}
-		if (vfs_build(bt->dir, share) < 0) {
-			dprintf(2, "pisb: build the read-only share '%s': %s\n", share, strerror(errno));
+		if (prep(arg, &e) < 0) {
+			dprintf(2, "pisb: %s\n", e.msg);
 			_exit(1);
 		}
-		if (dup2(bt->vfs_sock, 3) < 0)
+		if (dup2(sock, 3) < 0)
 			_exit(1);
-		char *argv[] = { bt->a.virtiofsd, "--fd=3", "-o", src, "-o", "cache=auto",
+		char *argv[] = { (char *)virtiofsd, "--fd=3", "-o", src, "-o", "cache=auto",
 				 "-o", "sandbox=namespace", "-o", "log_level=warn",
 				 /* no thread pool: its threads call
 				  * sched_getaffinity, which virtiofsd's own
 				  * seccomp filter kills (SIGSYS) */
-				 "--thread-pool-size=0", NULL };
+				 "--thread-pool-size=0",
+				 /* a project: no device nodes, no file capabilities */
+				 project ? "-o" : NULL, "modcaps=-mknod:-setfcap", NULL };
 		execv(argv[0], argv);
 		_exit(127);
 	}
 	if (log >= 0)
 		close(log);
 	return pid;
+}
+
+static int share_prep(void *arg, struct pisb_err *e)
+{
+	const struct boot *bt = arg;
+	_cleanup_free_ char *share = xasprintf("%s/share", bt->dir);
+
+	if (vfs_build(bt->dir, share) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "build the read-only share '%s'", share);
+	return 0;
+}
+
+static pid_t launch_virtiofsd(const struct boot *bt)
+{
+	_cleanup_free_ char *share = xasprintf("%s/share", bt->dir);
+
+	return vm_virtiofsd(bt->a.virtiofsd, bt->idir, "virtiofsd.log", bt->vfs_sock, share, false,
+			    share_prep, (void *)bt);
 }
 
 static pid_t vfs_pid = -1;   /* the supervisor's virtiofsd */
@@ -1207,24 +1254,10 @@ static int qmp_open(struct qmp *m, int dirfd, const char *name, pid_t qemu, char
  * with BACKLOG. */
 static int listen_at(int dirfd, const char *name, int backlog, struct pisb_err *e)
 {
-	struct sockaddr_un sa;
-	mode_t old;
-	int fd;
+	int fd = pisb_unix_listen_at(dirfd, name, backlog, 0);
 
-	unlinkat(dirfd, name, 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dirfd, name);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "socket");
-	old = umask(0177);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, backlog) < 0) {
-		umask(old);
-		close(fd);
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "listen on '%s'", name);
-	}
-	umask(old);
 	return fd;
 }
 
@@ -1489,6 +1522,7 @@ static int restore_finish(const struct boot *bt, pid_t q, char **why)
 	    qmp_cmd(&m, "{\"execute\":\"cont\"}", -1, NULL, NULL, why) < 0)
 		goto out;
 	t1 = pisb_mono_ms();
+	pisb_trace("vm: restored, disk and shares hot-plugged");
 	/* the clock and a fresh seed: every restore starts from the same
 	 * memory, the template's clock and random pool included */
 	pisb_random_hex(seed, 48);
@@ -1500,6 +1534,7 @@ static int restore_finish(const struct boot *bt, pid_t q, char **why)
 		*why = xstrdup("the restored agent did not take its arguments");
 	} else {
 		int log = openat(bt->idir, "qemu.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+		pisb_trace("vm: the agent took its arguments");
 		if (log >= 0) {
 			dprintf(log, "pisb: restored and hot-plugged in %lld ms, the agent took its arguments %lld ms later\n",
 				(long long)(t1 - t0), (long long)(pisb_mono_ms() - t1));
@@ -1544,9 +1579,12 @@ static pid_t try_restore(struct boot *bt, bool kvm)
 	int64_t t0 = pisb_mono_ms();
 	char *why = NULL;
 	bool built;
-	int fd = snap_get(bt, kvm, &built, &why), status;
+	int fd, status;
 	pid_t q;
 
+	pisb_trace("vm: restore asked");
+	fd = snap_get(bt, kvm, &built, &why);
+	pisb_trace(built ? "vm: boot snapshot made" : "vm: boot snapshot found");
 	if (fd < 0) {
 		bt->boot_note = xasprintf("no boot snapshot (%s): cold boot", why ? why : "unknown error");
 		free(why);
@@ -1557,6 +1595,7 @@ static pid_t try_restore(struct boot *bt, bool kvm)
 					  (double)(pisb_mono_ms() - t0) / 1000);
 	q = launch(bt, kvm, fd);
 	close(fd);
+	pisb_trace("vm: QEMU started (restore)");
 	if (q > 0 && restore_finish(bt, q, &why) == 0) {
 		bt->restored = true;
 		return q;
@@ -1655,9 +1694,12 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 	 * boots cold (its root is never a snapshot's) */
 	if (bt->image)
 		bt->boot_note = xstrdup("image: PATH boots cold (the boot snapshot is made for image: host only)");
+	pisb_trace("vm: supervisor start");
 	q = snap_wanted(kvm) && !bt->image ? try_restore(bt, kvm) : -1;
-	if (q < 0 && !bt->restored)
+	if (q < 0 && !bt->restored) {
 		q = launch(bt, kvm, -1);
+		pisb_trace("vm: QEMU started (cold boot)");
+	}
 	if (q > 0 && !bt->restored && kvm && !(forced && !strcmp(forced, "kvm")) &&
 	    pisb_wait_timeout(q, &status, VM_KVM_GRACE_MS) == q) {
 		_cleanup_free_ char *why = qemu_reason(bt->idir);
@@ -1731,15 +1773,19 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 		}
 		if (died) {
 			_cleanup_free_ char *why = qemu_reason(bt->idir);
-			_cleanup_free_ char *con = last_line_of(bt->idir, "console.log");
-			_cleanup_free_ char *msg = xasprintf("QEMU exited while the guest booted (qemu.log: %s; console.log: %s)", why, con);
+			_cleanup_free_ char *con = console_reason(bt->idir);
+			_cleanup_free_ char *pj = bt->proj.dir ? last_line_of(bt->idir, VM_PROJECT_LOG) : NULL;
+			_cleanup_free_ char *msg = xasprintf("QEMU exited while the guest booted (qemu.log: %s; console.log: %s%s%s)",
+							     why, con, pj ? "; " VM_PROJECT_LOG ": " : "", pj ? pj : "");
 			report(bt, false, msg);
 			_exit(1);
 		}
-		if (vm_ping(bt->idir, 1000) == 0)
+		if (vm_ping(bt->idir, 1000) == 0) {
+			pisb_trace("vm: the agent answers");
 			break;
+		}
 		if (pisb_mono_ms() > deadline) {
-			_cleanup_free_ char *con = last_line_of(bt->idir, "console.log");
+			_cleanup_free_ char *con = console_reason(bt->idir);
 			_cleanup_free_ char *msg = xasprintf("the guest agent did not answer within %d s (console.log: %s)",
 							     pisb_env_ms("PISB_VM_BOOT_TIMEOUT_MS", VM_BOOT_TIMEOUT_MS) / 1000, con);
 			kill(q, SIGKILL);
@@ -1754,6 +1800,7 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 	pisb_runtime_save(bt->idir, &rt, &ig);
 	pisb_runtime_release(&rt);
 	net = net_up(bt, -1);
+	pisb_trace("vm: running recorded, relay started");
 	report(bt, true, note);
 	/* the sandbox runs as long as QEMU does; status.json is left as it is
 	 * (a VM that died unasked shows "interrupted", see pisb_vm_status) */
@@ -1830,6 +1877,7 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 	*booted = false;
 	if (pisb_lock_is_held(idir, "controller.lock"))
 		return 0;
+	pisb_trace("vm: boot asked");
 	if (check_host_fit(cfg, e) < 0)
 		return -1;
 	if (find_assets(&bt.a, false, false, e) < 0 || build_initrd(idir, &bt.a, &bt.initrd_hash, e) < 0 ||
@@ -1871,6 +1919,7 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 			close(fq);
 	}
 	mark(idir, "starting");
+	pisb_trace("vm: initramfs and sockets ready");
 	if (pipe2(p, O_CLOEXEC) < 0) {
 		pisb_err_sys(e, PISB_EXIT_PISB, "pipe");
 		goto out;
@@ -1933,6 +1982,7 @@ static int boot(struct pisb_state *st, const char *name, const char *rel, int id
 	bt.ctl = -1;
 	pisb_read_fd(p[0], &msg, 64 << 10);
 	if (msg.s && pisb_str_starts(msg.s, "ok\n")) {
+		pisb_trace("vm: booted");
 		*booted = true;
 		ret = 0;
 	} else {
@@ -2047,8 +2097,8 @@ static int new_disk(struct pisb_state *st, int sdir, const char *stg, const stru
 	if (code != 0)
 		return pisb_err_set(e, PISB_EXIT_BACKEND, "make the disk with mke2fs: %s",
 				    out.s && out.len ? out.s : code == -1 ? strerror(xe) : "failed");
-	if (fchmodat(sdir, "disk.img", 0600, 0) < 0) {
-	}
+	if (fchmodat(sdir, "disk.img", 0600, 0) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "make the disk private (chmod 600 '%s')", img);
 	pisb_rm_rf_at(sdir, "fsroot", &(struct pisb_err)PISB_ERR_INIT);
 	return 0;
 }
@@ -2241,6 +2291,7 @@ static int make(struct pisb_state *st, const struct pisb_config *cfg, const char
 	if (o->template_ ? vm_template_overlay(st, sdir, stg, o->template_, a.qemu_img, e) < 0
 			 : new_disk(st, sdir, stg, cfg, o, &a, e) < 0)
 		goto out;
+	pisb_trace(o->template_ ? "vm: copy-on-write disk made" : "vm: disk made (mke2fs)");
 	/* image: PATH: its cached base, linked in as root.img (a
 	 * template's copy got its template's in vm_template_overlay) */
 	if (!o->template_ && cfg->image && strcmp(cfg->image, "host") &&
@@ -2296,10 +2347,13 @@ static int make(struct pisb_state *st, const struct pisb_config *cfg, const char
 		    (o->project && !project_bound(cfg) && seed_project(st, o->name, cfg, o->project, e) < 0))
 			goto out;
 		resume(idir, cfg);
+		pisb_trace("vm: resume hooks run");
 	} else {
 		if (o->project && !project_bound(cfg) && seed_project(st, o->name, cfg, o->project, e) < 0)
 			goto out;
+		pisb_trace("vm: project seeded");
 		vm_run_setup(idir, cfg);
+		pisb_trace("vm: setup run");
 	}
 	if (tmpl && publish_template(st, idir, live, dest, cfg, o->name, e) < 0)
 		goto out;

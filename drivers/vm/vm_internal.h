@@ -145,6 +145,13 @@ int vm_project_load(int idir, struct vm_project *p, struct pisb_err *e);
 /* virtiofsd for p on the listening socket sock (the instance at path inst,
  * fd idir): its pid, or -1. */
 struct pisb_project_config;
+/* virtiofsd serving source on sock (the listening socket QEMU connects
+ * to), its output in idir/log, killed with its parent; prep runs first in
+ * the child (the share's mounts), its failure message on the log.  project:
+ * a bound project's share (no device nodes, no file capabilities).  The
+ * child's pid, or -1. */
+pid_t vm_virtiofsd(const char *virtiofsd, int idir, const char *log, int sock, const char *source,
+		   bool project, int (*prep)(void *arg, struct pisb_err *e), void *arg);
 pid_t vm_project_virtiofsd(const char *virtiofsd, const char *inst, int idir, int sock,
 			   const struct vm_project *p, const struct pisb_project_config *pc);
 /* QEMU's arguments for the device (a cold boot; a restore hot-plugs it) */

@@ -493,29 +493,6 @@ static void say_drops(struct net *n)
 
 /* ---- the process ---- */
 
-static int listen_control(struct net *n)
-{
-	struct sockaddr_un sa;
-	mode_t old;
-	int fd;
-
-	unlinkat(n->idir, "control.sock", 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/control.sock", n->idir);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	old = umask(0177);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
-		umask(old);
-		close(fd);
-		return -1;
-	}
-	umask(old);
-	return fd;
-}
-
 static int net_loop(struct net *n)
 {
 	static struct pollfd p[NET_POLL_MAX];
@@ -587,7 +564,7 @@ static void __attribute__((noreturn)) net_main(int idir, const char *name, const
 		if (port < 0)
 			pisb_sleep_ms(100);
 	}
-	if (lock < 0 || port < 0 || (n.ctl = listen_control(&n)) < 0) {
+	if (lock < 0 || port < 0 || (n.ctl = pisb_control_listen(idir, 16)) < 0) {
 		logf_(&n, "net: cannot start: %s", lock < 0 ? e.msg : strerror(errno));
 		_exit(1);
 	}

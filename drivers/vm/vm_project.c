@@ -122,47 +122,28 @@ static int build_view(const char *inst, const struct vm_project *p,
 	return pisb_project_mask(top, vfd, pc, e);
 }
 
+struct view_args {
+	const char *inst;
+	const struct vm_project *p;
+	const struct pisb_project_config *pc;
+};
+
+static int view_prep(void *arg, struct pisb_err *e)
+{
+	const struct view_args *v = arg;
+
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "a mount namespace for the project");
+	return build_view(v->inst, v->p, v->pc, e);
+}
+
 pid_t vm_project_virtiofsd(const char *virtiofsd, const char *inst, int idir, int sock,
 			   const struct vm_project *p, const struct pisb_project_config *pc)
 {
-	pid_t parent = getpid(), pid;
-	int log = openat(idir, VM_PROJECT_LOG, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	struct view_args v = { inst, p, pc };
+	_cleanup_free_ char *src = xasprintf("%s/pview/root", inst);
 
-	pid = fork();
-	if (pid == 0) {
-		struct pisb_err e = PISB_ERR_INIT;
-		_cleanup_free_ char *src = xasprintf("source=%s/pview/root", inst);
-		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(1);
-		dup2(null, 0);
-		if (log >= 0) {
-			dup2(log, 1);
-			dup2(log, 2);
-		}
-		if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
-			dprintf(2, "pisb: a mount namespace for the project: %s\n", strerror(errno));
-			_exit(1);
-		}
-		if (build_view(inst, p, pc, &e) < 0) {
-			dprintf(2, "pisb: %s\n", e.msg);
-			_exit(1);
-		}
-		if (dup2(sock, 3) < 0)
-			_exit(1);
-		char *argv[] = { (char *)virtiofsd, "--fd=3", "-o", src, "-o", "cache=auto",
-				 "-o", "sandbox=namespace", "-o", "log_level=warn",
-				 /* no device nodes, no file capabilities */
-				 "-o", "modcaps=-mknod:-setfcap",
-				 /* see launch_virtiofsd (vm.c) */
-				 "--thread-pool-size=0", NULL };
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	if (log >= 0)
-		close(log);
-	return pid;
+	return vm_virtiofsd(virtiofsd, idir, VM_PROJECT_LOG, sock, src, true, view_prep, &v);
 }
 
 void vm_project_qemu_args(struct pisb_strv *av, const char *bus)
