@@ -753,6 +753,36 @@ tpl_yaml() {
 	[ "$output" = kept ]
 }
 
+@test "a restored guest that dies before its agent answers is booted once more, cold, saying why" {
+	pisb stop vm1
+	t=$BATS_TEST_TMPDIR/trace
+	# the supervisor stops itself once the restored agent took its
+	# arguments; its QEMU is killed there, as a guest that fails in stage 1
+	PISB_TRACE=$t PISB_TRACE_STOP='vm: the agent took its arguments' pisb start vm1 \
+		> "$BATS_TEST_TMPDIR/out" 2> "$BATS_TEST_TMPDIR/err" &
+	st=$!
+	for _ in $(seq 600); do
+		grep -q ' vm: the agent took its arguments$' "$t" 2>/dev/null && break
+		sleep 0.1
+	done
+	sup=$(grep ' vm: the agent took its arguments$' "$t" | cut -d' ' -f3)
+	[ -n "$sup" ]
+	q=""
+	for c in $(pgrep -P "$sup"); do
+		case $(cat "/proc/$c/comm") in qemu-system*) q=$c ;; esac
+	done
+	[ -n "$q" ]
+	kill -9 "$q"
+	kill -CONT "$sup"
+	wait "$st"
+	grep -q "the restored guest died before its agent answered" "$BATS_TEST_TMPDIR/err"
+	run -0 pisb inspect vm1
+	jq -e '.status == "running" and .vm.boot == "cold" and (.vm.bootNote | test("restored guest died.*cold boot"))' <<<"$output"
+	grep -q ' vm: QEMU started (cold boot)$' "$t"
+	run -0 pisb exec vm1 -- cat /root/setup-mark
+	[ "$output" = setup-ran ]
+}
+
 @test "a QEMU killed with SIGKILL shows as interrupted; start boots it again" {
 	run -0 pisb inspect vm1
 	qpid=$(jq -r .controller.initPid <<<"$output")

@@ -1771,6 +1771,33 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 			deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_BOOT_TIMEOUT_MS", VM_BOOT_TIMEOUT_MS);
 			continue;
 		}
+		if (died && bt->restored) {
+			/* a restored guest that dies before its agent answers
+			 * (stage 1 failed on the hot-plugged devices): once
+			 * more, cold, like every other failure of the snapshot
+			 * path, the reason kept in bootNote and qemu.log */
+			_cleanup_free_ char *con = console_reason(bt->idir);
+			int log = openat(bt->idir, "qemu.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+			if (log >= 0) {
+				dprintf(log, "pisb: the restored guest died before its agent answered (console.log: %s): cold boot\n", con);
+				close(log);
+			}
+			free(bt->boot_note);
+			bt->boot_note = xasprintf("the restored guest died before its agent answered (console.log: %s): cold boot", con);
+			bt->restored = false;
+			q = launch(bt, kvm, -1);
+			pisb_trace("vm: QEMU started (cold boot)");
+			if (q < 0) {
+				report(bt, false, "cannot start QEMU (fork failed)");
+				_exit(1);
+			}
+			rt.init.pid = q;
+			rt.init.start = pisb_proc_start(q);
+			extra_json(bt, kvm, note, &rt);
+			pisb_runtime_save(bt->idir, &rt, &ig);
+			deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_BOOT_TIMEOUT_MS", VM_BOOT_TIMEOUT_MS);
+			continue;
+		}
 		if (died) {
 			_cleanup_free_ char *why = qemu_reason(bt->idir);
 			_cleanup_free_ char *con = console_reason(bt->idir);
