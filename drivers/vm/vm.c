@@ -1656,6 +1656,29 @@ static pid_t net_up(const struct boot *bt, int died)
 	return vm_net_start(bt->idir, bt->name, bt->cfg);
 }
 
+/* A boot that went wrong, once more: QEMU cold (kvm or not), recorded
+ * in status.json, the boot's deadline restarted.  QEMU's pid. */
+static pid_t boot_again_cold(struct boot *bt, bool kvm, const char *note, struct pisb_runtime *rt,
+			     int64_t *deadline)
+{
+	struct pisb_err ig = PISB_ERR_INIT;
+	pid_t q;
+
+	bt->restored = false;
+	q = launch(bt, kvm, -1);
+	pisb_trace("vm: QEMU started (cold boot)");
+	if (q < 0) {
+		report(bt, false, "cannot start QEMU (fork failed)");
+		_exit(1);
+	}
+	rt->init.pid = q;
+	rt->init.start = pisb_proc_start(q);
+	extra_json(bt, kvm, note, rt);
+	pisb_runtime_save(bt->idir, rt, &ig);
+	*deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_BOOT_TIMEOUT_MS", VM_BOOT_TIMEOUT_MS);
+	return q;
+}
+
 static void __attribute__((noreturn)) supervise(struct boot *bt)
 {
 	const char *forced = getenv("PISB_VM_ACCEL");
@@ -1758,17 +1781,7 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 				    : xasprintf("KVM is not usable here (the guest did not answer within %d s): fell back to TCG (software emulation, much slower)",
 						pisb_env_ms("PISB_VM_KVM_BOOT_MS", VM_KVM_BOOT_MS) / 1000);
 			kvm = false;
-			bt->restored = false;
-			q = launch(bt, false, -1);
-			if (q < 0) {
-				report(bt, false, "cannot start QEMU (fork failed)");
-				_exit(1);
-			}
-			rt.init.pid = q;
-			rt.init.start = pisb_proc_start(q);
-			extra_json(bt, kvm, note, &rt);
-			pisb_runtime_save(bt->idir, &rt, &ig);
-			deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_BOOT_TIMEOUT_MS", VM_BOOT_TIMEOUT_MS);
+			q = boot_again_cold(bt, kvm, note, &rt, &deadline);
 			continue;
 		}
 		if (died && bt->restored) {
@@ -1784,18 +1797,7 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 			}
 			free(bt->boot_note);
 			bt->boot_note = xasprintf("the restored guest died before its agent answered (console.log: %s): cold boot", con);
-			bt->restored = false;
-			q = launch(bt, kvm, -1);
-			pisb_trace("vm: QEMU started (cold boot)");
-			if (q < 0) {
-				report(bt, false, "cannot start QEMU (fork failed)");
-				_exit(1);
-			}
-			rt.init.pid = q;
-			rt.init.start = pisb_proc_start(q);
-			extra_json(bt, kvm, note, &rt);
-			pisb_runtime_save(bt->idir, &rt, &ig);
-			deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_BOOT_TIMEOUT_MS", VM_BOOT_TIMEOUT_MS);
+			q = boot_again_cold(bt, kvm, note, &rt, &deadline);
 			continue;
 		}
 		if (died) {
