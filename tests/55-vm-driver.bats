@@ -147,8 +147,9 @@ setup() {
 	q=$(pgrep -P "$(jq -r .controller.pid <<<"$output")" -f qemu-system)
 	[ -n "$q" ]
 	[ "$(readlink "/proc/$q/cwd")" = "$PI_SANDBOX_HOME/instances/vm1" ]
-	# 1 GiB of guest memory, in QEMU's memfd (a restore from the boot
-	# snapshot populates all of it); the guest reports what is free
+	# 1 GiB of guest memory, in QEMU's memfds (a restore populates the
+	# snapshot's 256 MiB, a cold boot all of it); the guest reports what
+	# is free
 	shmem=""
 	for _ in $(seq 120); do
 		shmem=$(awk '$1 == "Pss_Shmem:" { print $2 }' "/proc/$q/smaps_rollup")
@@ -157,6 +158,22 @@ setup() {
 	done
 	echo "QEMU Pss_Shmem: $shmem KiB"
 	[ "$shmem" -lt 524288 ]
+}
+
+@test "a restored guest has all of its memory: the snapshot's 256 MiB and the rest plugged in (virtio-mem)" {
+	run -0 pisb inspect vm1
+	jq -e '.vm.boot == "snapshot" and .vm.memoryMiB == 1024' <<<"$output"
+	q=$(pgrep -P "$(jq -r .controller.pid <<<"$output")" -f qemu-system)
+	[ -n "$q" ]
+	[ "$(readlink "/proc/$q/cwd")" = "$PI_SANDBOX_HOME/instances/vm1" ]
+	tr '\0' ' ' < "/proc/$q/cmdline" | grep -q -- '-m 256M,maxmem=1024M '
+	run -0 pisb exec vm1 -- sh -c 'ls /sys/bus/virtio/drivers/virtio_mem | grep -c "^virtio"'
+	[ "$output" = 1 ]
+	# what the guest can use is its 1 GiB less the kernel's (a cold boot
+	# of 1 GiB shows 972 MiB here)
+	run -0 pisb exec vm1 -- awk '$1 == "MemTotal:" { print $2 }' /proc/meminfo
+	echo "MemTotal: $output kB"
+	[ "$output" -gt 870000 ]
 }
 
 @test "KVM that is PVM: doctor says what it needs, and the driver goes to TCG at once, saying why" {
