@@ -1859,7 +1859,7 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 			report(bt, false, msg);
 			_exit(1);
 		}
-		if (vm_ping(bt->idir, 1000) == 0) {
+		if (vm_ping(bt->idir, 300) == 0) {
 			pisb_trace("vm: the agent answers");
 			break;
 		}
@@ -1872,7 +1872,7 @@ static void __attribute__((noreturn)) supervise(struct boot *bt)
 			report(bt, false, msg);
 			_exit(1);
 		}
-		pisb_sleep_ms(200);
+		pisb_sleep_ms(10);
 	}
 	snprintf(rt.state, sizeof(rt.state), "running");
 	rt.started_at = pisb_now_ms() / 1000;
