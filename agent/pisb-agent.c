@@ -9,11 +9,12 @@
  * the host's read-only userland (virtiofs, tag pisb-host) or, with
  * pisb.root=pisb-image (image: PATH), the read-only ext4 disk of that
  * serial, and make the root an overlay of the two (lower: the host's or
- * the image's, upper: the disk's upper/); copy itself to /run/pisb/agent
+ * the image's, upper: the disk's upper/); bind itself at /run/pisb/agent
  * (tmpfs), move the disk and the share under /run/pisb/, switch root and
- * exec itself from there.
- * Stage 2 (PID 1 on the overlay root): hostname, loopback up (there is no
- * other network device), the pids cgroup, the workspace, then one server
+ * exec itself from there.  (Loopback up and /dev/pts come before the boot
+ * snapshot's point.)
+ * Stage 2 (PID 1 on the overlay root): hostname, /dev/shm, the pids
+ * cgroup, the workspace, then one server
  * per virtio-serial port org.pisb.agent.N (vm_proto.h), respawned if it
  * dies; PID 1 reaps orphans.
  *
@@ -107,32 +108,6 @@ static int write_all(int fd, const void *p, size_t n)
 		n -= (size_t)w;
 	}
 	return 0;
-}
-
-static int copy_file(const char *from, const char *to, mode_t mode)
-{
-	char tmp[256], buf[65536];
-	int in, out;
-	ssize_t r;
-
-	snprintf(tmp, sizeof(tmp), "%s.new", to);
-	in = open(from, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
-		return -1;
-	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	if (out < 0) {
-		close(in);
-		return -1;
-	}
-	while ((r = read(in, buf, sizeof(buf))) > 0)
-		if (write_all(out, buf, (size_t)r) < 0)
-			break;
-	close(in);
-	if (r != 0 || fsync(out) < 0 || close(out) < 0) {
-		unlink(tmp);
-		return -1;
-	}
-	return rename(tmp, to);
 }
 
 static void mkdirs(const char *path, mode_t mode)
@@ -290,6 +265,8 @@ static void mount_project(void)
 		die("mount the project (virtiofs '" PISB_PROJECT_TAG "')");
 }
 
+static void lo_up(void);
+
 static void __attribute__((noreturn)) stage1(void)
 {
 	static char args[2048];
@@ -300,6 +277,11 @@ static void __attribute__((noreturn)) stage1(void)
 	mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
 	load_modules("/modules/order");
+	/* what every guest has, made before the boot snapshot's point (the
+	 * mounts move into the new root with /dev) */
+	mkdirs("/dev/pts", 0755);
+	mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "gid=5,mode=620,ptmxmode=666");
+	lo_up();
 	/* the boot snapshot's template (pisb.snap=1): the host saves the VM
 	 * here, before it has a disk or a share; every restore continues
 	 * from this point once the host has sent its BOOT frame, with the
@@ -366,8 +348,14 @@ static void __attribute__((noreturn)) stage1(void)
 		die("mount /run");
 	mkdirs("/newroot/run/pisb/disk", 0700);
 	mkdirs("/newroot/run/pisb/host", 0755);
-	if (copy_file("/init", "/newroot/run/pisb/agent", 0755) < 0)
-		die("copy the agent to /run");
+	/* the agent itself, bound from the initramfs (which stays beneath
+	 * the new root): nothing copied */
+	{
+		int fd = open("/newroot/run/pisb/agent", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+		if (fd < 0 || close(fd) < 0 ||
+		    mount("/init", "/newroot/run/pisb/agent", NULL, MS_BIND, NULL) < 0)
+			die("put the agent in /run");
+	}
 	mount_project();
 	if (nargs) {
 		int fd = open("/newroot" PISB_BOOT_ARGS, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -1069,10 +1057,6 @@ static void __attribute__((noreturn)) stage2(void)
 	pid_t servers[PISB_VM_PORTS];
 	int i;
 
-	mkdirs("/dev/pts", 0755);
-	mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "gid=5,mode=620,ptmxmode=666");
-	mkdirs("/dev/shm", 01777);
-	mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 	if (name) {
 		char line[80];
 		sethostname(name, strlen(name));
@@ -1083,12 +1067,22 @@ static void __attribute__((noreturn)) stage2(void)
 			close(fd);
 		}
 	}
+	/* /dev/shm: half the sandbox's memory (pisb.mem, MiB), whatever a
+	 * restored guest has plugged in so far (vm.c); (cmdline_arg's
+	 * answer lasts until its next call: name is used by now) */
+	{
+		const char *mem = cmdline_arg("mem");
+		char opt[64] = "mode=1777";
+		if (mem && atoi(mem) > 0)
+			snprintf(opt, sizeof(opt), "mode=1777,size=%dm", atoi(mem) / 2);
+		mkdirs("/dev/shm", 01777);
+		mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opt);
+	}
 	{
 		const char *ws = cmdline_arg("ws");
 		if (ws && ws[0] == '/')
 			mkdirs(ws, 0755);
 	}
-	lo_up();
 	pids_setup(cmdline_arg("pids"));
 	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
 	for (i = 0; i < 200; i++) {

@@ -29,7 +29,7 @@ setup_file() {
 }
 
 teardown_file() {
-	for n in pb pr ps px pt; do pisb destroy $n --confirm $n >/dev/null 2>&1 || true; done
+	for n in pb pr ps px pt pa; do pisb destroy $n --confirm $n >/dev/null 2>&1 || true; done
 	pisb destroy tp --template --confirm tp >/dev/null 2>&1 || true
 	rm -rf "$VP_TMP"
 }
@@ -268,6 +268,17 @@ exec_until() {
 	run -0 pisb exec ps -- cat .env
 	[ "$output" = "TOKEN=host-secret" ]
 	pisb destroy ps --confirm ps
+}
+
+@test "bind: the project's .agents/setup runs at create (a config without setup lines still looks for it)" {
+	mkdir -p "$BATS_TEST_TMPDIR/ag/.agents"
+	printf '#!/bin/sh\necho "ran in $(pwd)" > /root/agents-mark\n' > "$BATS_TEST_TMPDIR/ag/.agents/setup"
+	chmod +x "$BATS_TEST_TMPDIR/ag/.agents/setup"
+	chown -hR "$OWNER:$OWNER" "$BATS_TEST_TMPDIR/ag"
+	run_ok pisb create pa -f "$VP_TMP/b.yaml" --project "$BATS_TEST_TMPDIR/ag"
+	run -0 pisb exec pa -- cat /root/agents-mark
+	[ "$output" = "ran in /workspace" ]
+	pisb destroy pa --confirm pa
 }
 
 @test "create --template with bind: the copy's workspace is the project; its config stays off the host project" {

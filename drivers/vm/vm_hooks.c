@@ -94,7 +94,7 @@ static void hook_env(const struct pisb_config *cfg, struct pisb_strv *env)
 
 /* ---- setup ---- */
 
-void vm_run_setup(int idir, const struct pisb_config *cfg)
+void vm_run_setup(int idir, const struct pisb_config *cfg, bool look)
 {
 	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT;
 	struct vm_log log = { idir, log_open(idir) };
@@ -107,7 +107,7 @@ void vm_run_setup(int idir, const struct pisb_config *cfg)
 	char *failed = NULL;
 
 	hook_env(cfg, &env);
-	for (size_t i = 0; i <= cfg->nsetup && !failed; i++) {
+	for (size_t i = 0; i < cfg->nsetup + look && !failed; i++) {
 		const char *line = i < cfg->nsetup ? cfg->setup[i] : agents;
 		char *argv[] = { "/bin/sh", i < cfg->nsetup ? "-lc" : "-c", (char *)line, NULL };
 		struct vm_run r = { argv, env.v, cfg->workspace, -1, -1, -1, false, false, deadline, false };

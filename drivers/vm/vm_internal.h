@@ -119,7 +119,9 @@ int vm_image_root(struct pisb_state *st, int sdir, const char *image, const char
 		  char **cache, struct pisb_err *e);
 
 struct pisb_proc_id;
-void vm_run_setup(int idir, const struct pisb_config *cfg);
+/* look: look for the workspace's .agents/setup too (false: the
+ * workspace is new and nothing in it can be one, see vm.c) */
+void vm_run_setup(int idir, const struct pisb_config *cfg, bool look);
 int vm_run_resume(int idir, const struct pisb_config *cfg, struct pisb_proc_id *bg,
 		  struct pisb_err *e);
 
