@@ -684,6 +684,13 @@ static const char *proj_arg(const struct boot *bt)
 	return !bt->proj.dir ? "" : bt->proj.ro ? " pisb.proj=ro" : " pisb.proj=rw";
 }
 
+/* network.allowedHosts: the agent listens on the guest's 127.0.0.1:3128
+ * for the host's egress proxy (vm_net.c) */
+static const char *egress_arg(const struct boot *bt)
+{
+	return bt->cfg->nallowed_hosts ? " pisb.egress=1" : "";
+}
+
 /* The argv of QEMU.  A template and its restores differ only in the
  * chardevs' backends and -incoming: the devices, memory and ROMs of a
  * restore must be the template's, so the disk and the share are not
@@ -726,9 +733,9 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 	/* tsc=reliable no_timer_check: no clocksource watchdog or timer
 	 * check at boot (cuts a cold boot under TCG, see issue #14) */
 	if (mode == VM_COLD)
-		pisb_strv_pushf(av, VM_CMDLINE " pisb.name=%s pisb.ws=%s pisb.pids=%d%s%s",
+		pisb_strv_pushf(av, VM_CMDLINE " pisb.name=%s pisb.ws=%s pisb.pids=%d%s%s%s",
 				bt->name, bt->cfg->workspace, bt->cfg->pids,
-				bt->image ? " pisb.root=" PISB_VM_IMAGE_SERIAL : "", proj_arg(bt));
+				bt->image ? " pisb.root=" PISB_VM_IMAGE_SERIAL : "", proj_arg(bt), egress_arg(bt));
 	else
 		pisb_strv_push(av, VM_SNAP_CMDLINE);
 	pisb_strv_push(av, "-chardev");
@@ -1527,9 +1534,9 @@ static int restore_finish(const struct boot *bt, pid_t q, char **why)
 	 * memory, the template's clock and random pool included */
 	pisb_random_hex(seed, 48);
 	clock_gettime(CLOCK_REALTIME, &now);
-	args = xasprintf("pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.time=%lld.%09ld pisb.seed=%s%s",
+	args = xasprintf("pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.time=%lld.%09ld pisb.seed=%s%s%s",
 			 bt->name, bt->cfg->workspace, bt->cfg->pids, (long long)now.tv_sec, now.tv_nsec, seed,
-			 proj_arg(bt));
+			 proj_arg(bt), egress_arg(bt));
 	if (vm_boot_args(bt->idir, args, 60000) < 0) {
 		*why = xstrdup("the restored agent did not take its arguments");
 	} else {
@@ -2053,9 +2060,6 @@ static int refuse_unsupported(const struct pisb_config *cfg, struct pisb_err *e)
 	if (cfg->nservices)
 		return pisb_err_set(e, PISB_EXIT_USAGE,
 				    "services: the vm driver does not run services yet (previews of guest ports work: pisb svc NAME preview PORT); use driver local");
-	if (cfg->nallowed_hosts)
-		return pisb_err_set(e, PISB_EXIT_USAGE,
-				    "network.allowedHosts: a vm sandbox has no network device at all; use driver local for an egress allowlist");
 	if (check_host_fit(cfg, e) < 0)
 		return -1;
 	if (strpbrk(cfg->workspace, " \t\n"))
