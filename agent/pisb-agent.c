@@ -935,7 +935,7 @@ static int egress_listen(void)
 	a.sin_family = AF_INET;
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	a.sin_port = htons(PISB_VM_EGRESS_PORT);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 128) < 0) {
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 512) < 0) {
 		logmsg("egress: listen on 127.0.0.1:%d: %s", PISB_VM_EGRESS_PORT, strerror(errno));
 		close(fd);
 		return -1;
@@ -945,7 +945,7 @@ static int egress_listen(void)
 
 static void egress_accept(struct pisb_mux *m, int lfd)
 {
-	for (int k = 0; k < 16 && !pisb_mux_full(m); k++) {
+	for (int k = 0; k < 16 && pisb_mux_opened(m) < PISB_MUX_GUEST_OPEN_MAX && !pisb_mux_full(m); k++) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
 
 		if (fd < 0)
@@ -973,7 +973,8 @@ static void __attribute__((noreturn)) net_serve(int fd)
 			pisb_mux_hello(&m);
 			said = true;
 		}
-		if (lfd >= 0 && !pisb_mux_full(&m)) {
+		/* more wait in the backlog until a stream ends */
+		if (lfd >= 0 && pisb_mux_opened(&m) < PISB_MUX_GUEST_OPEN_MAX && !pisb_mux_full(&m)) {
 			l = n;
 			p[n++] = (struct pollfd){ lfd, POLLIN, 0 };
 		}

@@ -275,14 +275,19 @@ static int connected(struct pisb_mux *m, struct pisb_mux_stream *s)
 
 /* ---- frames from the peer: hostile input ---- */
 
-/* how many open streams the peer opened (ids of its parity) */
-static size_t peer_streams(const struct pisb_mux *m)
+size_t pisb_mux_opened(const struct pisb_mux *m)
 {
 	size_t k = 0;
 
 	for (size_t i = 0; i < m->n; i++)
-		k += (m->s[i]->id & 1) == (m->host ? 0u : 1u);
+		k += (m->s[i]->id & 1) == (m->host ? 1u : 0u);
 	return k;
+}
+
+/* how many open streams the peer opened (ids of its parity) */
+static size_t peer_streams(const struct pisb_mux *m)
+{
+	return m->n - pisb_mux_opened(m);
 }
 
 static void on_open(struct pisb_mux *m, uint32_t id, const unsigned char *p, uint32_t len)

@@ -49,6 +49,10 @@
 #define PISB_MUX_OUT_HIGH (1024u * 1024)      /* stop reading local sockets */
 #define PISB_MUX_MAX_STREAMS 256
 #define PISB_MUX_MAX_PEER_STREAMS 64          /* host: guest-opened at once */
+/* the agent opens at most this many at once (the rest wait in its
+ * listen backlog): below the host's bound, whose count lags by the
+ * frames in flight */
+#define PISB_MUX_GUEST_OPEN_MAX 48
 
 /* RST's payload: u8 why */
 enum { PISB_MUX_RST_RESET = 0, PISB_MUX_RST_REFUSED = 1, PISB_MUX_RST_PROTOCOL = 2 };
@@ -113,6 +117,8 @@ void pisb_mux_release(struct pisb_mux *m);
 struct pisb_mux_stream *pisb_mux_open(struct pisb_mux *m, int fd, unsigned port,
 				      const void *head, size_t hlen);
 bool pisb_mux_full(const struct pisb_mux *m);
+/* How many open streams this side opened. */
+size_t pisb_mux_opened(const struct pisb_mux *m);
 /* Say that this end (re)started: an RST of stream 0, on which the peer
  * drops every stream it had. */
 void pisb_mux_hello(struct pisb_mux *m);
