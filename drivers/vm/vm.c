@@ -1643,14 +1643,16 @@ static void report(const struct boot *bt, bool ok, const char *msg)
 	close(bt->report);
 }
 
-/* The previews' relay (vm_net.h) of a running VM, (re)started: after the
- * boot (died < 0), or when it exited with status died; a template being
- * prepared has none; after 5 restarts, none either.  Its pid, or -1. */
+/* The previews' and the egress proxy's relay (vm_net.h) of a running VM,
+ * (re)started: after the boot (died < 0), or when it exited with status
+ * died; a template being prepared has none unless its setup needs the
+ * proxy (network.allowedHosts); after 5 restarts, none either.  Its pid,
+ * or -1. */
 static pid_t net_up(const struct boot *bt, int died)
 {
 	static int restarts;
 
-	if (bt->prep || (died >= 0 && ++restarts > 5))
+	if ((bt->prep && !bt->cfg->nallowed_hosts) || (died >= 0 && ++restarts > 5))
 		return -1;
 	if (died >= 0) {
 		int log = openat(bt->idir, "qemu.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
@@ -2237,7 +2239,7 @@ static void resume(int idir, const struct pisb_config *cfg)
 static const char *const prep_leftovers[] = {
 	"status.json", "initrd.cpio", "virtiofs.sock", "virtiofsd.log", "qmp.sock", "console.log",
 	"qemu.log", "controller.lock", "agent0.sock", "agent1.sock", "agent2.sock", "agent3.sock",
-	"agent4.sock", "agent5.sock", "control.sock", "net.log", "previews.json", "agent0.lock",
+	"agent4.sock", "agent5.sock", "control.sock", "net.log", "net.log.1", "previews.json", "agent0.lock",
 	"agent1.lock", "agent2.lock", "agent3.lock", "agent4.lock", "agent5.lock", NULL,
 };
 
