@@ -43,6 +43,8 @@ setup_file() {
 teardown_file() {
 	pisb destroy egr1 --confirm egr1 >/dev/null 2>&1 || true
 	pisb destroy egr0 --confirm egr0 >/dev/null 2>&1 || true
+	pisb destroy egt --confirm egt >/dev/null 2>&1 || true
+	pisb destroy egtpl --template --confirm egtpl >/dev/null 2>&1 || true
 	kill "$(cat "$BATS_FILE_TMPDIR/outside.pid")" "$(cat "$BATS_FILE_TMPDIR/outside2.pid")" 2>/dev/null || true
 }
 
@@ -181,6 +183,27 @@ wait_log() {
 	[ "$(jq -c .refused <<<"$output")" = "[2,4,6,8]" ]
 	[ "$(jq -c .datafrom <<<"$output")" = "[]" ]
 	run -0 pisb destroy egr0 --confirm egr0
+}
+
+@test "a template's setup reaches the proxy while it is prepared; a sandbox made from it has its own" {
+	cat > "$BATS_TEST_TMPDIR/tpl.yaml" <<-EOF2
+	version: 1
+	driver: vm
+	resources: { cpus: 1, memoryGiB: 1 }
+	diskGiB: 2
+	network:
+	  allowedHosts: ["localhost:$HP", "127.0.0.1:$HP"]
+	setup:
+	  - env -u NO_PROXY -u no_proxy curl -sS -m 60 -o /root/fetched.txt http://localhost:$HP/hello.txt
+	EOF2
+	run -0 --separate-stderr pisb prepare egtpl -f "$BATS_TEST_TMPDIR/tpl.yaml"
+	run -0 --separate-stderr pisb create egt --template egtpl --driver vm
+	run -0 pisb exec egt -- cat /root/fetched.txt
+	[ "$output" = "hello from outside" ]
+	run -0 pisb exec egt -- sh -c "unset NO_PROXY no_proxy; curl -sS -m 60 http://127.0.0.1:$HP/hello.txt"
+	[ "$output" = "hello from outside" ]
+	run -0 pisb destroy egt --confirm egt
+	run -0 pisb destroy egtpl --template --confirm egtpl
 }
 
 @test "after stop and start the proxy is back" {
