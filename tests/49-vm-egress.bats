@@ -197,9 +197,12 @@ wait_log() {
 	  - env -u NO_PROXY -u no_proxy curl -sS -m 60 -o /root/fetched.txt http://localhost:$HP/hello.txt
 	EOF2
 	run -0 --separate-stderr pisb prepare egtpl -f "$BATS_TEST_TMPDIR/tpl.yaml"
-	run -0 --separate-stderr pisb create egt --template egtpl --driver vm
+	# the configuration is the one given (a template keeps only its disk)
+	run -0 --separate-stderr pisb create egt --template egtpl -f "$BATS_TEST_TMPDIR/tpl.yaml"
 	run -0 pisb exec egt -- cat /root/fetched.txt
 	[ "$output" = "hello from outside" ]
+	run -0 pisb exec egt -- sh -c 'echo "$HTTP_PROXY"'
+	[ "$output" = "http://127.0.0.1:3128" ]
 	run -0 pisb exec egt -- sh -c "unset NO_PROXY no_proxy; curl -sS -m 60 http://127.0.0.1:$HP/hello.txt"
 	[ "$output" = "hello from outside" ]
 	run -0 pisb destroy egt --confirm egt

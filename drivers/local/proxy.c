@@ -1,7 +1,6 @@
 /* proxy.c - the egress proxy: CONNECT tunnels and absolute-URI forwarding
  * for allowed hosts, 403 for the rest (proxy.h). */
 #include "proxy.h"
-#include "config.h"
 #include "proc.h"
 #include "relay.h"
 #include "services.h"
@@ -243,20 +242,6 @@ struct pisb_proxy *pisb_proxy_new(int lfd, char *const *allowed, size_t nallowed
 	p->sandbox = xstrdup(sandbox);
 	p->relay = relay;
 	return p;
-}
-
-void pisb_proxy_env(const struct pisb_config *cfg, struct pisb_strv *out)
-{
-	if (!cfg->nallowed_hosts)
-		return;
-	/* the proxy on the sandbox's own loopback: the local controller's
-	 * socket in its namespace, the vm agent's listener in the guest */
-	pisb_strv_push(out, "HTTP_PROXY=http://127.0.0.1:3128");
-	pisb_strv_push(out, "HTTPS_PROXY=http://127.0.0.1:3128");
-	pisb_strv_push(out, "http_proxy=http://127.0.0.1:3128");
-	pisb_strv_push(out, "https_proxy=http://127.0.0.1:3128");
-	pisb_strv_push(out, "NO_PROXY=localhost,127.0.0.1,::1");
-	pisb_strv_push(out, "no_proxy=localhost,127.0.0.1,::1");
 }
 
 void pisb_proxy_set_log(struct pisb_proxy *p, void (*log)(void *arg, const char *line), void *arg)

@@ -29,8 +29,6 @@
 
 struct pisb_relay;
 struct pisb_proxy;
-struct pisb_config;
-struct pisb_strv;
 
 #define PISB_PROXY_PORT 3128
 
@@ -46,10 +44,6 @@ void pisb_proxy_take(struct pisb_proxy *p, int fd);
 /* Where the "egress: ..." lines go (one line, no newline); by default
  * the controller's log (pisb_svc_log). */
 void pisb_proxy_set_log(struct pisb_proxy *p, void (*log)(void *arg, const char *line), void *arg);
-/* The environment that points a sandbox's programs at the proxy
- * (HTTP_PROXY, HTTPS_PROXY, NO_PROXY, and lowercase), when cfg has
- * network.allowedHosts; nothing otherwise.  Local and vm alike. */
-void pisb_proxy_env(const struct pisb_config *cfg, struct pisb_strv *out);
 int pisb_proxy_pollfds(struct pisb_proxy *p, struct pollfd *pf, int max,
 		       int *timeout_ms);
 void pisb_proxy_poll(struct pisb_proxy *p, struct pollfd *pf, int n);

@@ -5,7 +5,6 @@
 #include "err.h"
 #include "instance.h"
 #include "ns.h"
-#include "proxy.h"
 #include "proc.h"
 #include "util.h"
 
@@ -33,7 +32,7 @@ void pisb_sandbox_env(const struct pisb_config *cfg, const char *term,
 	pisb_strv_push(out, "SHELL=/bin/sh");
 	pisb_strv_push(out, "TMPDIR=/tmp");
 	pisb_strv_pushf(out, "PISB_WORKSPACE=%s", cfg->workspace);
-	pisb_proxy_env(cfg, out);
+	pisb_config_proxy_env(cfg, out);
 	for (size_t i = 0; i < cfg->env.n; i++)
 		pisb_strv_pushf(out, "%s=%s", cfg->env.v[i].key, cfg->env.v[i].val);
 	for (size_t i = 0; i < nextra; i++) {

@@ -14,7 +14,6 @@
 #include "err.h"
 #include "instance.h"
 #include "proc.h"
-#include "proxy.h"
 #include "util.h"
 
 #include <errno.h>
@@ -90,7 +89,7 @@ static void hook_env(const struct pisb_config *cfg, struct pisb_strv *env)
 {
 	pisb_strv_push(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 	pisb_strv_push(env, "HOME=/root");
-	pisb_proxy_env(cfg, env);
+	pisb_config_proxy_env(cfg, env);
 	for (size_t i = 0; i < cfg->env.n; i++)
 		pisb_strv_pushf(env, "%s=%s", cfg->env.v[i].key, cfg->env.v[i].val);
 }
