@@ -8,12 +8,16 @@
 #               host's loopback; vm: guest curl -> agent's 127.0.0.1:3128 ->
 #               virtio-serial mux -> host relay's proxy -> server; local:
 #               sandbox curl -> controller's proxy -> server
-#   throughput  a SIZE_MB download the same way (median of ROUNDS), MB/s
+#   throughput  a SIZE_MB download the same way (median of ROUNDS), MB/s;
+#               beside it the guest's own ceiling: SIZE_MB through a pipe
+#               inside the guest (head | cat), which no egress path can beat
 #
 # The server is tests/fixtures/svc/server.py (/blob, /slow?ms=0) on host
 # 127.0.0.1.  Needs pisb on PATH, python3, curl, jq, what the vm driver
 # needs (QEMU, the assets); the vm runs under TCG when the host has no
 # usable KVM, which shows in every vm number.  Prints one line per measure.
+# Run by hand (not in make bench's list): bench/vmegress.sh; the vm boots
+# take the same lock as the vm test suites when flock is there.
 # REQS (default 50), ROUNDS (default 3), SIZE_MB (default 100) tune it.
 set -euo pipefail
 
@@ -21,6 +25,7 @@ REQS=${REQS:-50}
 ROUNDS=${ROUNDS:-3}
 SIZE_MB=${SIZE_MB:-100}
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/bench/lib.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/pisb-bench-vmegress.XXXXXX")
 chmod 700 "$work"
 export PI_SANDBOX_HOME=$work/state
@@ -67,7 +72,12 @@ for b in eloc evm; do
 		in_box "$b" "curl -sS -o /dev/null -w '%{speed_download}\n' 'http://127.0.0.1:$port/blob?mb=$SIZE_MB'"
 	done | awk '{print $1 / 1e6}' | median)
 done
+floor=$(pisb exec evm -- sh -c "s=\$(date +%s%N); head -c $((SIZE_MB * 1000000)) /dev/zero | cat > /dev/null; e=\$(date +%s%N); echo \$(( (e - s) / 1000000 ))")
+floor=$(awk -v ms="$floor" -v mb="$SIZE_MB" 'BEGIN{print (ms > 0 ? mb * 1000 / ms : 0)}')
 printf 'egress latency     vm %.2f ms   local %.2f ms   (median of %d small requests, fresh connections; ratio %.1fx)\n' \
 	"${lat[evm]}" "${lat[eloc]}" "$REQS" "$(awk -v a="${lat[evm]}" -v b="${lat[eloc]}" 'BEGIN{print (b > 0 ? a / b : 0)}')"
 printf 'egress throughput  vm %.1f MB/s   local %.1f MB/s   (%d MB download, median of %d; ratio %.2f)\n' \
 	"${tput[evm]}" "${tput[eloc]}" "$SIZE_MB" "$ROUNDS" "$(awk -v a="${tput[evm]}" -v b="${tput[eloc]}" 'BEGIN{print (b > 0 ? a / b : 0)}')"
+printf 'guest pipe ceiling %.1f MB/s   (%d MB through head | cat inside the vm guest)\n' "$floor" "$SIZE_MB"
+result "vm egress latency (small request, proxy)" "${lat[evm]}" "local egress" "${lat[eloc]}" ms -
+result "vm egress throughput ($SIZE_MB MB)" "${tput[evm]}" "local egress" "${tput[eloc]}" MB/s -
