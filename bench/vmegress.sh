@@ -26,6 +26,7 @@ ROUNDS=${ROUNDS:-3}
 SIZE_MB=${SIZE_MB:-100}
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/bench/lib.sh"
+export PATH=$top/bin:$PATH
 work=$(mktemp -d "${TMPDIR:-/tmp}/pisb-bench-vmegress.XXXXXX")
 chmod 700 "$work"
 export PI_SANDBOX_HOME=$work/state
