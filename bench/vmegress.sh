@@ -13,7 +13,7 @@
 #               inside the guest (head | cat), which no egress path can beat
 #
 # The server is tests/fixtures/svc/server.py (/blob, /slow?ms=0) on host
-# 127.0.0.1.  Needs pisb on PATH, python3, curl, jq, what the vm driver
+# 127.0.0.1.  Runs this tree's bin/; needs python3, curl, jq, what the vm driver
 # needs (QEMU, the assets); the vm runs under TCG when the host has no
 # usable KVM, which shows in every vm number.  Prints one line per measure.
 # Run by hand (not in make bench's list): bench/vmegress.sh; the vm boots
