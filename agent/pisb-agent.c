@@ -903,30 +903,80 @@ static int net_connect(void *arg, unsigned port, bool *pending)
 	return fd;
 }
 
+/* With network.allowedHosts (pisb.egress=1): the proxy's port in the
+ * guest, 127.0.0.1:3128 (HTTP(S)_PROXY of every command); each connection
+ * becomes a stream the host hands to its egress proxy, which checks the
+ * allowlist (nothing is decided here).  -1 without. */
+static int egress_listen(void)
+{
+	const char *on = cmdline_arg("egress");
+	struct sockaddr_in a;
+	int fd, one = 1;
+
+	if (!on || strcmp(on, "1"))
+		return -1;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_port = htons(PISB_VM_EGRESS_PORT);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 512) < 0) {
+		logmsg("egress: listen on 127.0.0.1:%d: %s", PISB_VM_EGRESS_PORT, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void egress_accept(struct pisb_mux *m, int lfd)
+{
+	for (int k = 0; k < 16 && pisb_mux_opened(m) < PISB_MUX_GUEST_OPEN_MAX && !pisb_mux_full(m); k++) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
+
+		if (fd < 0)
+			return;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (!pisb_mux_open(m, fd, PISB_VM_EGRESS_PORT, NULL, 0))
+			close(fd);
+	}
+}
+
 static void __attribute__((noreturn)) net_serve(int fd)
 {
 	static struct pisb_mux m;
-	static struct pollfd p[PISB_MUX_MAX_STREAMS + 1];
+	static struct pollfd p[PISB_MUX_MAX_STREAMS + 2];
 	bool said = false;
+	int lfd = egress_listen();
 
 	signal(SIGPIPE, SIG_IGN);
 	pisb_mux_init(&m, fd, false);
 	m.connect = net_connect;
 	for (;;) {
-		int n = pisb_mux_pollfds(&m, p, PISB_MUX_MAX_STREAMS + 1);
+		int n = pisb_mux_pollfds(&m, p, PISB_MUX_MAX_STREAMS + 1), l = -1;
 		if (!said) {
 			/* a new server: the host drops streams of the one before */
 			pisb_mux_hello(&m);
 			said = true;
 		}
+		/* more wait in the backlog until a stream ends */
+		if (lfd >= 0 && pisb_mux_opened(&m) < PISB_MUX_GUEST_OPEN_MAX && !pisb_mux_full(&m)) {
+			l = n;
+			p[n++] = (struct pollfd){ lfd, POLLIN, 0 };
+		}
 		if (poll(p, (nfds_t)n, -1) < 0)
 			continue;
-		if (pisb_mux_poll(&m, p, n) < 0) {
+		if (pisb_mux_poll(&m, p, l >= 0 ? l : n) < 0) {
 			/* no host connected (read gives 0 until one is): every
 			 * stream is gone; look again shortly */
 			said = false;
 			sleep_ms(50);
+			continue;
 		}
+		if (l >= 0 && (p[l].revents & POLLIN))
+			egress_accept(&m, lfd);
 	}
 }
 

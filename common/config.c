@@ -2162,6 +2162,18 @@ struct pisb_config *pisb_config_default(void)
 	return c;
 }
 
+void pisb_config_proxy_env(const struct pisb_config *c, struct pisb_strv *out)
+{
+	if (!c->nallowed_hosts)
+		return;
+	pisb_strv_push(out, "HTTP_PROXY=http://127.0.0.1:3128");
+	pisb_strv_push(out, "HTTPS_PROXY=http://127.0.0.1:3128");
+	pisb_strv_push(out, "http_proxy=http://127.0.0.1:3128");
+	pisb_strv_push(out, "https_proxy=http://127.0.0.1:3128");
+	pisb_strv_push(out, "NO_PROXY=localhost,127.0.0.1,::1");
+	pisb_strv_push(out, "no_proxy=localhost,127.0.0.1,::1");
+}
+
 void pisb_config_free(struct pisb_config *c)
 {
 	if (!c)

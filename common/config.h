@@ -189,6 +189,14 @@ int pisb_yaml_to_json(const char *buf, size_t len, const char *name, struct pisb
 /* The built-in default config (local driver, host image, small profile). */
 struct pisb_config *pisb_config_default(void);
 void pisb_config_free(struct pisb_config *c);
+/* The environment that points a sandbox's programs at its egress proxy
+ * on the sandbox's own 127.0.0.1:3128 (HTTP_PROXY, HTTPS_PROXY, NO_PROXY
+ * for loopback, and their lower-case forms) when c has
+ * network.allowedHosts; nothing otherwise.  Every driver that runs the
+ * proxy (local: the controller's socket in the sandbox's namespace; vm:
+ * the agent's listener in the guest) gives its commands this. */
+struct pisb_strv;
+void pisb_config_proxy_env(const struct pisb_config *c, struct pisb_strv *out);
 
 /* Normalised config as one JSON object. */
 void pisb_config_json(const struct pisb_config *c, struct pisb_jw *w);

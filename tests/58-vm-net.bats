@@ -62,13 +62,7 @@ preview() {
 
 put() { pisb write net1 "$2" < "$FX/$1"; }
 
-relay_pid() {
-	local sup p
-	sup=$(jq -r .controller.pid "$PI_SANDBOX_HOME/instances/net1/status.json")
-	for p in $(pgrep -P "$sup"); do
-		if ls -l "/proc/$p/fd" 2>/dev/null | grep -q 'net\.log'; then echo "$p"; return; fi
-	done
-}
+relay_pid() { vm_relay_pid net1; }
 
 @test "HTTP through a preview to a server the guest started; inspect shows it" {
 	# the server is an exec handle's command

@@ -91,14 +91,17 @@ start_agent() {
 
 @test "the net port's stream layer survives random streams within its bounds (fuzz, both ends)" {
 	require_cmd cc
-	# vm_mux.c (the previews' streams, host and guest side) instrumented
+	# vm_mux.c (the previews' and the egress proxy's streams, host and
+	# guest side) instrumented
 	cc -std=gnu11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 		-iquote "$TOP/common" -iquote "$TOP/drivers/vm" -o "$BATS_TEST_TMPDIR/fuzz-mux" \
 		"$TOP/tests/fuzz/vm-mux.c" "$TOP/drivers/vm/vm_mux.c"
 	run -0 --separate-stderr "$BATS_TEST_TMPDIR/fuzz-mux" 30
 	[ "$output" = "30 streams ok" ]
-	# it did reach the paths that drop and reset, and opened guest streams
+	# it did reach the paths that drop and reset, opened guest streams,
+	# and the host took some of the guest's opens and refused others
 	[[ $stderr =~ dropped\ [1-9][0-9]*,\ resets\ [1-9][0-9]*,\ local\ sockets\ [1-9] ]]
+	[[ $stderr =~ guest\ opens\ taken\ [1-9][0-9]*,\ refused\ [1-9] ]]
 }
 
 @test "a command port that never answers: pisb exec gives up after PISB_VM_PORT_MS, naming the port" {

@@ -40,6 +40,16 @@ as_user() {
 	runuser -u "$u" -- env PATH="$PATH" PISB_EXEC_PATH="$PISB_EXEC_PATH" HOME="$(getent passwd "$u" | cut -d: -f6)" "$@"
 }
 
+# vm_relay_pid NAME: the pid of vm sandbox NAME's relay (drivers/vm/vm_net.c),
+# the supervisor's child that holds net.log
+vm_relay_pid() {
+	local sup p
+	sup=$(jq -r .controller.pid "$PI_SANDBOX_HOME/instances/$1/status.json")
+	for p in $(pgrep -P "$sup"); do
+		if ls -l "/proc/$p/fd" 2>/dev/null | grep -q 'net\.log'; then echo "$p"; return; fi
+	done
+}
+
 # vm_prereqs: what the vm driver needs that this machine lacks (empty: all there)
 vm_prereqs() {
 	command -v qemu-system-x86_64 >/dev/null || { echo "qemu-system-x86_64 (install qemu-system-x86)"; return; }

@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,24 @@ struct pisb_proxy {
 	struct pend *head;
 	size_t npend;
 	int64_t pause_until;    /* out of fds: stop accepting for a moment */
+	void (*log)(void *arg, const char *line);
+	void *log_arg;
 };
+
+static void plog(struct pisb_proxy *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void plog(struct pisb_proxy *p, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (p->log)
+		p->log(p->log_arg, line);
+	else
+		pisb_svc_log("%s", line);
+}
 
 /* An allowedHosts entry: its host part (without brackets, trailing dot
  * dropped) into h, and its port (0: none given). */
@@ -224,6 +242,12 @@ struct pisb_proxy *pisb_proxy_new(int lfd, char *const *allowed, size_t nallowed
 	p->sandbox = xstrdup(sandbox);
 	p->relay = relay;
 	return p;
+}
+
+void pisb_proxy_set_log(struct pisb_proxy *p, void (*log)(void *arg, const char *line), void *arg)
+{
+	p->log = log;
+	p->log_arg = arg;
 }
 
 static void pend_free(struct pisb_proxy *p, struct pend *q, bool close_client)
@@ -444,7 +468,7 @@ static void parse_head(struct pisb_proxy *p, struct pend *q)
 				    "of sandbox '%s' (outbound network is blocked by default; add '%s' to "
 				    "network.allowedHosts in the sandbox's YAML to allow it)\n",
 				    q->host, p->sandbox, q->host);
-		pisb_svc_log("egress: denied %s %s:%d (%s)", q->tunnel ? "CONNECT" : method, q->host,
+		plog(p, "egress: denied %s %s:%d (%s)", q->tunnel ? "CONNECT" : method, q->host,
 			     q->port, other_port ? "port not allowed" : "not in network.allowedHosts");
 		answer(p, q, 403, "Forbidden", msg);
 		free(msg);
@@ -539,7 +563,7 @@ static void resolved(struct pisb_proxy *p, struct pend *q)
 	memcpy(&rc, s, sizeof(int));
 	if (rc) {
 		char *msg = xasprintf("pisb egress proxy: cannot resolve '%s': %s\n", q->host, gai_strerror(rc));
-		pisb_svc_log("egress: cannot resolve '%s': %s", q->host, gai_strerror(rc));
+		plog(p, "egress: cannot resolve '%s': %s", q->host, gai_strerror(rc));
 		answer(p, q, 502, "Bad Gateway", msg);
 		free(msg);
 		return;
@@ -573,7 +597,7 @@ static void connected(struct pisb_proxy *p, struct pend *q)
 	pisb_buf_add(&to_b, q->buf + q->head_len, q->len - q->head_len);
 	o.to_b = to_b.s;
 	o.to_b_len = to_b.len;
-	pisb_svc_log("egress: %s %s:%d", q->tunnel ? "CONNECT" : "forward", q->host, q->port);
+	plog(p, "egress: %s %s:%d", q->tunnel ? "CONNECT" : "forward", q->host, q->port);
 	pisb_relay_add(p->relay, q->fd, q->ufd, &o);
 	q->fd = q->ufd = -1;
 	pisb_buf_release(&to_b);
@@ -626,7 +650,7 @@ static void try_connect(struct pisb_proxy *p, struct pend *q)
 		char *msg = xasprintf("pisb: egress to '%s' is denied: it resolves to %s, %s, which sandbox '%s' "
 				      "may reach only if network.allowedHosts names that address literally\n",
 				      q->host, shown, refused, p->sandbox);
-		pisb_svc_log("egress: denied %s:%d (resolves to %s, %s)", q->host, q->port, shown, refused);
+		plog(p, "egress: denied %s:%d (resolves to %s, %s)", q->host, q->port, shown, refused);
 		answer(p, q, 403, "Forbidden", msg);
 		free(msg);
 		return;
@@ -634,7 +658,7 @@ static void try_connect(struct pisb_proxy *p, struct pend *q)
 	{
 		char *msg = xasprintf("pisb egress proxy: cannot connect to %s:%d: %s\n", q->host, q->port,
 				      strerror(q->last_err ? q->last_err : EHOSTUNREACH));
-		pisb_svc_log("egress: cannot connect to %s:%d: %s", q->host, q->port,
+		plog(p, "egress: cannot connect to %s:%d: %s", q->host, q->port,
 			     strerror(q->last_err ? q->last_err : EHOSTUNREACH));
 		answer(p, q, 502, "Bad Gateway", msg);
 		free(msg);
@@ -683,7 +707,9 @@ int pisb_proxy_pollfds(struct pisb_proxy *p, struct pollfd *pf, int max,
 	p->lidx = -1;
 	if (max < 1)
 		return 0;
-	if (now >= p->pause_until) {
+	if (p->lfd < 0) {
+		/* fed by pisb_proxy_take only */
+	} else if (now >= p->pause_until) {
 		pf[n] = (struct pollfd){ p->lfd, POLLIN, 0 };
 		p->lidx = n++;
 	} else if (p->pause_until - now < *timeout_ms || *timeout_ms < 0) {
@@ -710,35 +736,41 @@ int pisb_proxy_pollfds(struct pisb_proxy *p, struct pollfd *pf, int max,
 	return n;
 }
 
+void pisb_proxy_take(struct pisb_proxy *p, int fd)
+{
+	struct pend *q;
+
+	if (p->npend >= MAX_PENDING) {
+		static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n"
+					   "Content-Length: 29\r\n\r\npisb egress proxy: too busy\r\n";
+		pisb_relay_reject(p->relay, fd, busy, sizeof(busy) - 1, NULL);
+		return;
+	}
+	q = xcalloc(1, sizeof(*q));
+	q->fd = fd;
+	q->rfd = q->ufd = -1;
+	q->idx = -1;
+	q->buf = xmalloc(HEAD_MAX);
+	q->state = P_HEAD;
+	q->deadline = pisb_mono_ms() + HEAD_TIMEOUT_MS;
+	q->next = p->head;
+	if (p->head)
+		p->head->prev = q;
+	p->head = q;
+	p->npend++;
+}
+
 static void accept_all(struct pisb_proxy *p)
 {
 	for (int k = 0; k < 64; k++) {
 		int fd = accept4(p->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		struct pend *q;
 
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
 				p->pause_until = pisb_mono_ms() + 100;
 			return;
 		}
-		if (p->npend >= MAX_PENDING) {
-			static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n"
-						   "Content-Length: 29\r\n\r\npisb egress proxy: too busy\r\n";
-			pisb_relay_reject(p->relay, fd, busy, sizeof(busy) - 1, NULL);
-			continue;
-		}
-		q = xcalloc(1, sizeof(*q));
-		q->fd = fd;
-		q->rfd = q->ufd = -1;
-		q->idx = -1;
-		q->buf = xmalloc(HEAD_MAX);
-		q->state = P_HEAD;
-		q->deadline = pisb_mono_ms() + HEAD_TIMEOUT_MS;
-		q->next = p->head;
-		if (p->head)
-			p->head->prev = q;
-		p->head = q;
-		p->npend++;
+		pisb_proxy_take(p, fd);
 	}
 }
 

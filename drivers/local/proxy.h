@@ -14,6 +14,11 @@
  * Names resolve with getaddrinfo() in a short-lived child, so a slow DNS
  * server never blocks the controller's loop.  Established connections are
  * handed to the relay (relay.h).
+ *
+ * The vm driver's relay (drivers/vm/vm_net.c) runs the same proxy without
+ * a listening socket: each stream the guest opens to its own
+ * 127.0.0.1:3128 arrives as one end of a socketpair (pisb_proxy_take), and
+ * the allowlist is checked here, on the host, as for a local sandbox.
  */
 #ifndef PISB_PROXY_H
 #define PISB_PROXY_H
@@ -27,11 +32,18 @@ struct pisb_proxy;
 
 #define PISB_PROXY_PORT 3128
 
-/* lfd: the listening socket (owned from now on).  allowed: exact host
+/* lfd: the listening socket (owned from now on), or -1: connections come
+ * from pisb_proxy_take only.  allowed: exact host
  * names or "*.domain" (borrowed; must outlive the proxy). */
 struct pisb_proxy *pisb_proxy_new(int lfd, char *const *allowed, size_t nallowed,
 				  const char *sandbox, struct pisb_relay *relay);
 void pisb_proxy_free(struct pisb_proxy *p);
+/* A client connection (non-blocking; owned from now on), as if accepted
+ * on lfd: at most 256 wait for their request at once, the rest get 503. */
+void pisb_proxy_take(struct pisb_proxy *p, int fd);
+/* Where the "egress: ..." lines go (one line, no newline); by default
+ * the controller's log (pisb_svc_log). */
+void pisb_proxy_set_log(struct pisb_proxy *p, void (*log)(void *arg, const char *line), void *arg);
 int pisb_proxy_pollfds(struct pisb_proxy *p, struct pollfd *pf, int max,
 		       int *timeout_ms);
 void pisb_proxy_poll(struct pisb_proxy *p, struct pollfd *pf, int n);

@@ -32,15 +32,7 @@ void pisb_sandbox_env(const struct pisb_config *cfg, const char *term,
 	pisb_strv_push(out, "SHELL=/bin/sh");
 	pisb_strv_push(out, "TMPDIR=/tmp");
 	pisb_strv_pushf(out, "PISB_WORKSPACE=%s", cfg->workspace);
-	if (cfg->nallowed_hosts) {
-		/* the controller's proxy inside the sandbox's own loopback */
-		pisb_strv_push(out, "HTTP_PROXY=http://127.0.0.1:3128");
-		pisb_strv_push(out, "HTTPS_PROXY=http://127.0.0.1:3128");
-		pisb_strv_push(out, "http_proxy=http://127.0.0.1:3128");
-		pisb_strv_push(out, "https_proxy=http://127.0.0.1:3128");
-		pisb_strv_push(out, "NO_PROXY=localhost,127.0.0.1,::1");
-		pisb_strv_push(out, "no_proxy=localhost,127.0.0.1,::1");
-	}
+	pisb_config_proxy_env(cfg, out);
 	for (size_t i = 0; i < cfg->env.n; i++)
 		pisb_strv_pushf(out, "%s=%s", cfg->env.v[i].key, cfg->env.v[i].val);
 	for (size_t i = 0; i < nextra; i++) {

@@ -703,6 +703,13 @@ static const char *proj_arg(const struct boot *bt)
 	return !bt->proj.dir ? "" : bt->proj.ro ? " pisb.proj=ro" : " pisb.proj=rw";
 }
 
+/* network.allowedHosts: the agent listens on the guest's 127.0.0.1:3128
+ * for the host's egress proxy (vm_net.c) */
+static const char *egress_arg(const struct boot *bt)
+{
+	return bt->cfg->nallowed_hosts ? " pisb.egress=1" : "";
+}
+
 /* The argv of QEMU.  A template and its restores differ only in the
  * chardevs' backends and -incoming: the devices, memory and ROMs of a
  * restore must be the template's, so the disk and the share are not
@@ -763,9 +770,9 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 	/* tsc=reliable no_timer_check: no clocksource watchdog or timer
 	 * check at boot (cuts a cold boot under TCG, see issue #14) */
 	if (mode == VM_COLD)
-		pisb_strv_pushf(av, VM_CMDLINE " pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.mem=%d%s%s",
+		pisb_strv_pushf(av, VM_CMDLINE " pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.mem=%d%s%s%s",
 				bt->name, bt->cfg->workspace, bt->cfg->pids, bt->cfg->memory_gib * 1024,
-				bt->image ? " pisb.root=" PISB_VM_IMAGE_SERIAL : "", proj_arg(bt));
+				bt->image ? " pisb.root=" PISB_VM_IMAGE_SERIAL : "", proj_arg(bt), egress_arg(bt));
 	else
 		pisb_strv_push(av, VM_SNAP_CMDLINE);
 	pisb_strv_push(av, "-chardev");
@@ -1605,10 +1612,9 @@ static int restore_finish(const struct boot *bt, pid_t q, char **why)
 	 * memory, the template's clock and random pool included */
 	pisb_random_hex(seed, 48);
 	clock_gettime(CLOCK_REALTIME, &now);
-	args = xasprintf("pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.mem=%d pisb.time=%lld.%09ld pisb.seed=%s%s",
+	args = xasprintf("pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.mem=%d pisb.time=%lld.%09ld pisb.seed=%s%s%s",
 			 bt->name, bt->cfg->workspace, bt->cfg->pids, bt->cfg->memory_gib * 1024,
-			 (long long)now.tv_sec, now.tv_nsec, seed,
-			 proj_arg(bt));
+			 (long long)now.tv_sec, now.tv_nsec, seed, proj_arg(bt), egress_arg(bt));
 	if (vm_boot_args(bt->idir, args, 60000) < 0) {
 		*why = xstrdup("the restored agent did not take its arguments");
 	} else {
@@ -1715,14 +1721,16 @@ static void report(const struct boot *bt, bool ok, const char *msg)
 	close(bt->report);
 }
 
-/* The previews' relay (vm_net.h) of a running VM, (re)started: after the
- * boot (died < 0), or when it exited with status died; a template being
- * prepared has none; after 5 restarts, none either.  Its pid, or -1. */
+/* The previews' and the egress proxy's relay (vm_net.h) of a running VM,
+ * (re)started: after the boot (died < 0), or when it exited with status
+ * died; a template being prepared has none unless its setup needs the
+ * proxy (network.allowedHosts); after 5 restarts, none either.  Its pid,
+ * or -1. */
 static pid_t net_up(const struct boot *bt, int died)
 {
 	static int restarts;
 
-	if (bt->prep || (died >= 0 && ++restarts > 5))
+	if ((bt->prep && !bt->cfg->nallowed_hosts) || (died >= 0 && ++restarts > 5))
 		return -1;
 	if (died >= 0) {
 		int log = openat(bt->idir, "qemu.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
@@ -2132,9 +2140,6 @@ static int refuse_unsupported(const struct pisb_config *cfg, struct pisb_err *e)
 	if (cfg->nservices)
 		return pisb_err_set(e, PISB_EXIT_USAGE,
 				    "services: the vm driver does not run services yet (previews of guest ports work: pisb svc NAME preview PORT); use driver local");
-	if (cfg->nallowed_hosts)
-		return pisb_err_set(e, PISB_EXIT_USAGE,
-				    "network.allowedHosts: a vm sandbox has no network device at all; use driver local for an egress allowlist");
 	if (check_host_fit(cfg, e) < 0)
 		return -1;
 	if (strpbrk(cfg->workspace, " \t\n"))
@@ -2312,7 +2317,7 @@ static void resume(int idir, const struct pisb_config *cfg)
 static const char *const prep_leftovers[] = {
 	"status.json", "initrd.cpio", "virtiofs.sock", "virtiofsd.log", "qmp.sock", "console.log",
 	"qemu.log", "controller.lock", "agent0.sock", "agent1.sock", "agent2.sock", "agent3.sock",
-	"agent4.sock", "agent5.sock", "control.sock", "net.log", "previews.json", "agent0.lock",
+	"agent4.sock", "agent5.sock", "control.sock", "net.log", "net.log.1", "previews.json", "agent0.lock",
 	"agent1.lock", "agent2.lock", "agent3.lock", "agent4.lock", "agent5.lock", NULL,
 };
 

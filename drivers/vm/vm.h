@@ -78,8 +78,8 @@ struct pisb_lc_opts;
 struct pisb_exec_req;
 
 
-/* create: refuse what a VM without network cannot do (services,
- * network.allowedHosts, a rootfs image) and what the host
+/* create: refuse what a VM without a network device cannot do yet
+ * (services) and what the host
  * cannot honour (more vCPUs or memory than it has: exit 2), find the
  * assets, make the disk, publish the instance, boot, run setup[] and
  * .agents/setup within 20 minutes (a failure is kept in setupError),

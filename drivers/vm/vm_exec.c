@@ -569,6 +569,7 @@ void vm_build(const struct pisb_config *cfg, const struct pisb_exec_req *r, stru
 	pisb_strv_push(env, "LOGNAME=root");
 	pisb_strv_push(env, "SHELL=/bin/sh");
 	pisb_strv_pushf(env, "TERM=%s", term && *term ? term : "dumb");
+	pisb_config_proxy_env(cfg, env);
 	for (size_t i = 0; i < cfg->env.n; i++)
 		pisb_strv_pushf(env, "%s=%s", cfg->env.v[i].key, cfg->env.v[i].val);
 	for (size_t i = 0; i < r->nenv; i++)

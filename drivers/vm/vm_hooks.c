@@ -83,11 +83,13 @@ static int log_sink(void *arg, int type, const void *p, size_t n, struct pisb_er
 	return 0;
 }
 
-/* The guest environment of the hooks: PATH, HOME, the config's env. */
+/* The guest environment of the hooks: PATH, HOME, the egress proxy's,
+ * the config's env. */
 static void hook_env(const struct pisb_config *cfg, struct pisb_strv *env)
 {
 	pisb_strv_push(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 	pisb_strv_push(env, "HOME=/root");
+	pisb_config_proxy_env(cfg, env);
 	for (size_t i = 0; i < cfg->env.n; i++)
 		pisb_strv_pushf(env, "%s=%s", cfg->env.v[i].key, cfg->env.v[i].val);
 }

@@ -158,6 +158,7 @@ void pisb_mux_reset_all(struct pisb_mux *m)
 		stream_free(m, m->s[m->n - 1]);
 	m->rx_len = 0;
 	m->tx_off = m->tx_len = 0;
+	m->peer_next = 0;
 }
 
 void pisb_mux_hello(struct pisb_mux *m)
@@ -274,20 +275,45 @@ static int connected(struct pisb_mux *m, struct pisb_mux_stream *s)
 
 /* ---- frames from the peer: hostile input ---- */
 
+size_t pisb_mux_opened(const struct pisb_mux *m)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < m->n; i++)
+		k += (m->s[i]->id & 1) == (m->host ? 1u : 0u);
+	return k;
+}
+
+/* how many open streams the peer opened (ids of its parity) */
+static size_t peer_streams(const struct pisb_mux *m)
+{
+	return m->n - pisb_mux_opened(m);
+}
+
 static void on_open(struct pisb_mux *m, uint32_t id, const unsigned char *p, uint32_t len)
 {
 	struct pisb_mux_stream *s;
 	bool pending = false;
 	unsigned port;
-	int fd;
+	int fd = -1;
 
-	/* only the other side's ids, each once; the host takes no opens yet */
-	if (m->host || len != 2 || (id & 1) == 0 || find(m, id) || !m->connect) {
+	/* only the other side's ids, each once, in increasing order */
+	if (len != 2 || (id & 1) != (m->host ? 0u : 1u) || id < m->peer_next || find(m, id) ||
+	    !(m->host ? (void *)m->accept : (void *)m->connect)) {
 		m->dropped++;
 		return;
 	}
+	m->peer_next = (uint64_t)id + 2;
 	port = (unsigned)p[0] | (unsigned)p[1] << 8;
-	fd = port ? m->connect(m->arg, port, &pending) : -1;
+	if (m->host) {
+		/* the guest opens: bounded, and only what accept takes */
+		if (peer_streams(m) < PISB_MUX_MAX_PEER_STREAMS && !pisb_mux_full(m))
+			fd = m->accept(m->arg, port);
+		if (fd < 0)
+			m->refused_opens++;
+	} else if (port) {
+		fd = m->connect(m->arg, port, &pending);
+	}
 	if (fd < 0 || !(s = stream_new(m, id, fd))) {
 		unsigned char w = PISB_MUX_RST_REFUSED;
 		if (fd >= 0)
@@ -328,9 +354,11 @@ static void on_frame(struct pisb_mux *m, int type, uint32_t id, const unsigned c
 		return;
 	}
 	if (type == PISB_VM_NRST && id == 0) {
-		/* the peer (re)started its end: none of our streams is known there */
+		/* the peer (re)started its end: none of our streams is known
+		 * there, and its ids start again */
 		while (m->n)
 			stream_free(m, m->s[m->n - 1]);
+		m->peer_next = 0;
 		return;
 	}
 	if (!(s = find(m, id))) {
@@ -347,7 +375,7 @@ static void on_frame(struct pisb_mux *m, int type, uint32_t id, const unsigned c
 			write_local(m, s);
 		break;
 	case PISB_VM_NRST:
-		if (!s->got_data && m->refused)
+		if (!s->got_data && m->refused && (id & 1) == (m->host ? 1u : 0u))
 			m->refused(m->arg, s, len ? p[0] : PISB_MUX_RST_RESET);
 		stream_free(m, s);
 		break;

@@ -6,11 +6,18 @@
  *
  * A stream joins a local socket (host: a connection accepted on a preview
  * port; guest: a connection to 127.0.0.1:PORT) with the peer's.  Its id
- * is picked by the side that opens it: odd ids by the host, even ids by
- * the guest (reserved for the egress proxy's direction, not used yet);
- * ids are never reused while the mux lives.  A frame for an id this side
- * does not know is dropped without an answer, so that noise from the peer
- * never makes us write (no amplification).
+ * is picked by the side that opens it: odd ids by the host (previews: the
+ * guest connects to the port the host names), even ids by the guest (the
+ * egress proxy: a connection to the agent's 127.0.0.1:3128 in the guest,
+ * which the host hands to its proxy, drivers/local/proxy.h).  Each side
+ * opens its ids in increasing order and never reuses one while the mux
+ * lives; an open of an id of the wrong parity, one not above the last, or
+ * one already open is dropped.  The host takes at most
+ * PISB_MUX_MAX_PEER_STREAMS guest-opened streams at once, and only to the
+ * port its accept callback takes (the proxy's): more, or another port,
+ * are answered RST (refused).  A frame for an id this side does not know
+ * is dropped without an answer, so that noise from the peer never makes
+ * us write (no amplification).
  *
  * Flow control: each side may send at most PISB_MUX_WINDOW bytes of data
  * on a stream that the other side has not given back with CREDIT; it
@@ -41,6 +48,11 @@
 #define PISB_MUX_CHUNK (64u * 1024)           /* largest DATA payload */
 #define PISB_MUX_OUT_HIGH (1024u * 1024)      /* stop reading local sockets */
 #define PISB_MUX_MAX_STREAMS 256
+#define PISB_MUX_MAX_PEER_STREAMS 64          /* host: guest-opened at once */
+/* the agent opens at most this many at once (the rest wait in its
+ * listen backlog): below the host's bound, whose count lags by the
+ * frames in flight */
+#define PISB_MUX_GUEST_OPEN_MAX 48
 
 /* RST's payload: u8 why */
 enum { PISB_MUX_RST_RESET = 0, PISB_MUX_RST_REFUSED = 1, PISB_MUX_RST_PROTOCOL = 2 };
@@ -63,7 +75,11 @@ struct pisb_mux;
 /* The guest's side: connect to 127.0.0.1:port (non-blocking); the fd, or
  * -1.  *pending: the connect is still in progress. */
 typedef int pisb_mux_connect_fn(void *arg, unsigned port, bool *pending);
-/* A stream was reset by the peer before it sent any data (the host's
+/* The host's side: the guest opened a stream to port (its 127.0.0.1:port
+ * was connected to); the fd that stands for it here (non-blocking, owned
+ * by the mux from now on), or -1 to refuse it. */
+typedef int pisb_mux_accept_fn(void *arg, unsigned port);
+/* A stream this side opened was reset by the peer before it sent any data (the host's
  * relay answers the client 502): why is PISB_MUX_RST_*; the fd is still
  * open and is closed after the call. */
 typedef void pisb_mux_refused_fn(void *arg, struct pisb_mux_stream *s, int why);
@@ -81,7 +97,10 @@ struct pisb_mux {
 	int port_idx;
 	uint64_t dropped;          /* frames or bytes dropped as noise */
 	uint64_t resets;           /* streams reset for breaking the protocol */
+	uint64_t refused_opens;    /* host: guest opens refused (port, bound) */
+	uint64_t peer_next;        /* the lowest id the peer may open next */
 	pisb_mux_connect_fn *connect;
+	pisb_mux_accept_fn *accept;
 	pisb_mux_refused_fn *refused;
 	void *arg;
 };
@@ -91,12 +110,15 @@ struct pisb_mux {
 void pisb_mux_init(struct pisb_mux *m, int port, bool host);
 /* Close every stream and free the buffers (not the port). */
 void pisb_mux_release(struct pisb_mux *m);
-/* Host: a stream for fd (owned from now on) to the guest's 127.0.0.1:port;
- * head (may be NULL) is sent first.  NULL when PISB_MUX_MAX_STREAMS are
+/* A stream for fd (owned from now on) to the peer: host, to the guest's
+ * 127.0.0.1:port; guest, to the host's accept callback for port.  head
+ * (may be NULL) is sent first.  NULL when PISB_MUX_MAX_STREAMS are
  * open (fd is then still the caller's). */
 struct pisb_mux_stream *pisb_mux_open(struct pisb_mux *m, int fd, unsigned port,
 				      const void *head, size_t hlen);
 bool pisb_mux_full(const struct pisb_mux *m);
+/* How many open streams this side opened. */
+size_t pisb_mux_opened(const struct pisb_mux *m);
 /* Say that this end (re)started: an RST of stream 0, on which the peer
  * drops every stream it had. */
 void pisb_mux_hello(struct pisb_mux *m);

@@ -7,10 +7,19 @@
  *    svc.preview), as the local driver's controller does,
  *  - turns each connection accepted on a preview port (after the token
  *    gate, preview.auth: token) into a stream on the agent's net port
- *    (vm_mux.h), which the agent connects to 127.0.0.1:PORT in the guest.
+ *    (vm_mux.h), which the agent connects to 127.0.0.1:PORT in the guest,
+ *  - with network.allowedHosts, runs the local driver's egress proxy
+ *    (proxy.h) for the guest: each stream the guest opens (a connection
+ *    to the agent's 127.0.0.1:3128, the guest's HTTP(S)_PROXY) becomes
+ *    one end of a socketpair whose other end the proxy takes as a client,
+ *    exactly as the local controller takes one accepted in the sandbox's
+ *    namespace; the allowlist is checked here, never in the guest.
  * Everything the guest writes on the net port is hostile: vm_mux.c bounds
- * it; the guest names no host address, path or command, only answers for
- * streams the host opened.  The relay ends when QEMU closes the port.
+ * it (PISB_MUX_MAX_PEER_STREAMS guest-opened streams at once); the guest
+ * names no host address, path or command: it answers for streams the host
+ * opened, and what it opens reaches the proxy and nothing else (another
+ * port, or any open without allowedHosts, is refused).  The relay ends
+ * when QEMU closes the port.
  */
 #include "vm_internal.h"
 #include "vm_net.h"
@@ -23,6 +32,7 @@
 #include "json.h"
 #include "lock.h"
 #include "proc.h"
+#include "proxy.h"
 #include "relay.h"
 #include "services.h"
 #include "state.h"
@@ -50,7 +60,12 @@
 #define NET_REQ_MAX 65536
 #define NET_PORT_LO 20000   /* as the local driver's: below the ephemeral range */
 #define NET_PORT_HI 32767
-#define NET_POLL_MAX (1 + NET_MAX_CLIENTS + NET_MAX_PREVIEWS + PISB_GATE_MAX + 512 + PISB_MUX_MAX_STREAMS + 1)
+#define NET_PROXY_FDS 256    /* the proxy's pollfds: its pending requests (it bounds them) */
+#define NET_POLL_MAX (1 + NET_MAX_CLIENTS + NET_MAX_PREVIEWS + PISB_GATE_MAX + NET_PROXY_FDS + 512 + PISB_MUX_MAX_STREAMS + 1)
+#define NET_LOG_MAX (1024 * 1024)   /* net.log, then net.log.1 */
+#define NET_EGRESS_LINES 20  /* egress lines a second in net.log; the rest counted */
+
+_Static_assert(PISB_VM_EGRESS_PORT == PISB_PROXY_PORT, "the guest's proxy port is the local sandbox's");
 
 struct preview {
 	int port, host_port, lfd;
@@ -72,11 +87,16 @@ struct net {
 	struct preview pv[NET_MAX_PREVIEWS];
 	size_t npv;
 	char *token;
-	struct pisb_relay *relay;   /* answers only (the gate's, 502s) */
+	struct pisb_relay *relay;   /* the gate's and the proxy's answers, egress connections */
 	struct pisb_gate *gate;
+	struct pisb_proxy *proxy;   /* network.allowedHosts, or NULL */
 	struct pisb_mux mux;
-	uint64_t said_dropped, said_resets;
+	uint64_t said_dropped, said_resets, said_refused, said_quiet;
 	int64_t said_at;
+	long long log_size;
+	int64_t egress_sec;         /* the second egress lines are counted in */
+	int egress_lines;
+	uint64_t egress_quiet;      /* egress lines not written (over the rate) */
 };
 
 static void logf_(struct net *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -96,7 +116,37 @@ static void logf_(struct net *n, const char *fmt, ...)
 	if ((size_t)k > sizeof(line) - 2)
 		k = (int)sizeof(line) - 2;
 	line[k++] = '\n';
-	pisb_write_all(n->log, line, (size_t)k);
+	/* bounded: what the guest makes us say goes on at most
+	 * 2 * NET_LOG_MAX bytes (net.log and net.log.1) */
+	if (n->log_size + k > NET_LOG_MAX && n->log_size > 0) {
+		int fd;
+		renameat(n->idir, "net.log", n->idir, "net.log.1");
+		fd = openat(n->idir, "net.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd >= 0) {
+			dup3(fd, n->log, O_CLOEXEC);
+			close(fd);
+		}
+		n->log_size = 0;
+	}
+	if (pisb_write_all(n->log, line, (size_t)k) == (ssize_t)k)
+		n->log_size += k;
+}
+
+/* the proxy's "egress: ..." lines, NET_EGRESS_LINES a second at most */
+static void egress_log(void *arg, const char *line)
+{
+	struct net *n = arg;
+	int64_t sec = pisb_mono_ms() / 1000;
+
+	if (sec != n->egress_sec) {
+		n->egress_sec = sec;
+		n->egress_lines = 0;
+	}
+	if (n->egress_lines++ >= NET_EGRESS_LINES) {
+		n->egress_quiet++;
+		return;
+	}
+	logf_(n, "%s", line);
 }
 
 /* ---- previews.json: sticky host ports, titles ---- */
@@ -442,6 +492,22 @@ static void refused(void *arg, struct pisb_mux_stream *s, int why)
 		(void)!send(s->fd, msg, (size_t)k, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+/* A stream the guest opened (vm_mux.h): to the proxy's port, with
+ * network.allowedHosts, a socketpair whose other end the proxy takes as
+ * a client; anything else is refused (-1). */
+static int egress_accept(void *arg, unsigned port)
+{
+	struct net *n = arg;
+	int sv[2];
+
+	if (!n->proxy || port != PISB_PROXY_PORT)
+		return -1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
+		return -1;
+	pisb_proxy_take(n->proxy, sv[1]);
+	return sv[0];
+}
+
 static void stream_to(struct net *n, struct preview *p, int fd, const char *head, size_t len)
 {
 	if (!pisb_mux_open(&n->mux, fd, (unsigned)p->port, head, len))
@@ -481,13 +547,20 @@ static void say_drops(struct net *n)
 {
 	int64_t now = pisb_mono_ms();
 
-	if ((n->mux.dropped == n->said_dropped && n->mux.resets == n->said_resets) || now - n->said_at < 5000)
+	if ((n->mux.dropped == n->said_dropped && n->mux.resets == n->said_resets &&
+	     n->mux.refused_opens == n->said_refused && n->egress_quiet == n->said_quiet) ||
+	    now - n->said_at < 5000)
 		return;
 	logf_(n, "net: dropped from the guest: %llu bytes of noise and frames for streams it was not given, "
-	      "%llu streams reset for breaking the window",
-	      (unsigned long long)n->mux.dropped, (unsigned long long)n->mux.resets);
+	      "%llu streams reset for breaking the window, %llu streams it opened refused (not the proxy's "
+	      "port, no network.allowedHosts, or more than %d at once); %llu egress lines not logged",
+	      (unsigned long long)n->mux.dropped, (unsigned long long)n->mux.resets,
+	      (unsigned long long)n->mux.refused_opens, PISB_MUX_MAX_PEER_STREAMS,
+	      (unsigned long long)n->egress_quiet);
 	n->said_dropped = n->mux.dropped;
 	n->said_resets = n->mux.resets;
+	n->said_refused = n->mux.refused_opens;
+	n->said_quiet = n->egress_quiet;
 	n->said_at = now;
 }
 
@@ -498,7 +571,7 @@ static int net_loop(struct net *n)
 	static struct pollfd p[NET_POLL_MAX];
 
 	for (;;) {
-		int k = 0, tmo = 1000, ctl_at, cl_at, pv_at, gate_at, relay_at, mux_at, r;
+		int k = 0, tmo = 1000, ctl_at, cl_at, pv_at, gate_at, proxy_at, relay_at, mux_at, r;
 
 		ctl_at = k;
 		p[k++] = (struct pollfd){ n->ctl, POLLIN, 0 };
@@ -511,6 +584,9 @@ static int net_loop(struct net *n)
 		gate_at = k;
 		if (n->gate)
 			k += pisb_gate_pollfds(n->gate, p + k, NET_POLL_MAX - k, &tmo);
+		proxy_at = k;
+		if (n->proxy)
+			k += pisb_proxy_pollfds(n->proxy, p + k, NET_PROXY_FDS, &tmo);
 		relay_at = k;
 		k += pisb_relay_pollfds(n->relay, p + k, 512, &tmo);
 		mux_at = k;
@@ -519,6 +595,9 @@ static int net_loop(struct net *n)
 		if (r < 0 && errno != EINTR)
 			return -1;
 		if (r <= 0) {
+			/* the proxy's deadlines (a request that never came) */
+			if (n->proxy)
+				pisb_proxy_poll(n->proxy, p + proxy_at, 0);
 			say_drops(n);
 			continue;
 		}
@@ -527,6 +606,8 @@ static int net_loop(struct net *n)
 			return 0;
 		}
 		pisb_relay_poll(n->relay, p + relay_at, mux_at - relay_at);
+		if (n->proxy)
+			pisb_proxy_poll(n->proxy, p + proxy_at, relay_at - proxy_at);
 		if (n->gate)
 			pisb_gate_poll(n->gate, p + gate_at, relay_at - gate_at);
 		for (size_t i = 0; i < n->npv; i++)
@@ -549,12 +630,18 @@ static void __attribute__((noreturn)) net_main(int idir, const char *name, const
 	int port = -1, lock;
 	struct pisb_err e = PISB_ERR_INIT;
 
+	struct stat sb;
+
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGTERM, SIG_DFL);
+	/* the proxy's resolvers (proxy.c) are reaped by the kernel */
+	signal(SIGCHLD, SIG_IGN);
 	memset(&n, 0, sizeof(n));
 	n.idir = idir;
 	n.name = name;
 	n.log = openat(idir, "net.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (n.log >= 0 && fstat(n.log, &sb) == 0)
+		n.log_size = sb.st_size;
 	for (size_t i = 0; i < NET_MAX_CLIENTS; i++)
 		n.cl[i].fd = -1;
 	/* the net port is ours alone while the VM runs */
@@ -570,9 +657,14 @@ static void __attribute__((noreturn)) net_main(int idir, const char *name, const
 	}
 	pisb_mux_init(&n.mux, port, true);
 	n.mux.refused = refused;
+	n.mux.accept = egress_accept;
 	n.mux.arg = &n;
 	pisb_mux_hello(&n.mux);
 	n.relay = pisb_relay_new();
+	if (cfg->nallowed_hosts) {
+		n.proxy = pisb_proxy_new(-1, cfg->allowed_hosts, cfg->nallowed_hosts, name, n.relay);
+		pisb_proxy_set_log(n.proxy, egress_log, &n);
+	}
 	if (cfg->preview_token) {
 		n.token = pisb_preview_token(idir);
 		if (!n.token) {
@@ -587,7 +679,8 @@ static void __attribute__((noreturn)) net_main(int idir, const char *name, const
 	publish(&n);
 	(void)!write(ready, "r", 1);
 	close(ready);
-	logf_(&n, "net: relay up, %zu previews", n.npv);
+	logf_(&n, "net: relay up, %zu previews%s", n.npv,
+	      n.proxy ? ", the egress proxy on the guest's 127.0.0.1:3128" : "");
 	_exit(net_loop(&n) < 0 ? 1 : 0);
 }
 

@@ -1,11 +1,12 @@
 /* vm-mux.c - the net port's stream layer (drivers/vm/vm_mux.c) against
  * hostile peers: random bytes and frames with random types, stream ids
  * (ours and others), lengths (huge ones too) and payloads, fed to both the
- * host's side (with streams open) and the guest's (which connects on
+ * host's side (with streams open, taking the guest's opens to port 3128
+ * as the egress proxy's relay does) and the guest's (which connects on
  * NOPEN).  Built with ASan and UBSan by tests/97; after each stream the
- * bounds of vm_mux.h must hold: at most PISB_MUX_MAX_STREAMS streams, at
- * most PISB_MUX_WINDOW bytes held per stream, the queue to the peer
- * short.  Prints "N streams ok".  vm-mux N [SEED]
+ * bounds of vm_mux.h must hold: at most PISB_MUX_MAX_STREAMS streams (the
+ * host: at most PISB_MUX_MAX_PEER_STREAMS of them the guest's), at most
+ * PISB_MUX_WINDOW bytes held per stream, the queue to the peer short.  Prints "N streams ok".  vm-mux N [SEED]
  */
 #include "vm_mux.h"
 #include "vm_proto.h"
@@ -48,6 +49,22 @@ static int fake_connect(void *arg, unsigned port, bool *pending)
 	return sp[0];
 }
 
+/* the host's accept of a guest-opened stream: the egress proxy's port
+ * only, as drivers/vm/vm_net.c */
+static unsigned long long taken;
+
+static int fake_accept(void *arg, unsigned port)
+{
+	bool pending;
+	int fd;
+
+	if (port != PISB_VM_EGRESS_PORT)
+		return -1;
+	fd = fake_connect(arg, port, &pending);
+	taken += fd >= 0;
+	return fd;
+}
+
 static size_t put_frame(unsigned char *b, size_t cap, const struct pisb_mux *m)
 {
 	static const int types[] = { PISB_VM_NOPEN, PISB_VM_NDATA, PISB_VM_NEOF, PISB_VM_NRST,
@@ -74,6 +91,11 @@ static size_t put_frame(unsigned char *b, size_t cap, const struct pisb_mux *m)
 			b[PISB_VM_HDR + i] = (unsigned char)rnd();
 		if (type == PISB_VM_NCREDIT && len == 4)
 			pisb_vm_put32(b + PISB_VM_HDR, rnd() % (2 * PISB_MUX_WINDOW));
+		if (type == PISB_VM_NOPEN && len == 2 && rnd() % 2) {
+			/* the proxy's port, often: the host takes those */
+			b[PISB_VM_HDR] = PISB_VM_EGRESS_PORT & 0xff;
+			b[PISB_VM_HDR + 1] = PISB_VM_EGRESS_PORT >> 8;
+		}
 		return PISB_VM_HDR + len;
 	}
 	return PISB_VM_HDR;
@@ -83,6 +105,10 @@ static int check(const struct pisb_mux *m, const char *who)
 {
 	if (m->n > PISB_MUX_MAX_STREAMS) {
 		fprintf(stderr, "%s: %zu streams\n", who, m->n);
+		return -1;
+	}
+	if (m->host && m->n - pisb_mux_opened(m) > PISB_MUX_MAX_PEER_STREAMS) {
+		fprintf(stderr, "%s: %zu streams the guest opened\n", who, m->n - pisb_mux_opened(m));
 		return -1;
 	}
 	for (size_t i = 0; i < m->n; i++)
@@ -125,7 +151,7 @@ static void pump(struct pisb_mux *m, int other)
 	}
 }
 
-static unsigned long long dropped, resets, opened;
+static unsigned long long dropped, resets, opened, refused;
 
 static int one(bool host)
 {
@@ -139,6 +165,7 @@ static int one(bool host)
 	npeers = 0;
 	pisb_mux_init(&m, sp[0], host);
 	m.connect = fake_connect;
+	m.accept = fake_accept;
 	if (host)
 		for (int k = 0; k < 8; k++) {
 			int cs[2];
@@ -177,6 +204,7 @@ static int one(bool host)
 	}
 	dropped += m.dropped;
 	resets += m.resets;
+	refused += m.refused_opens;
 	opened += (unsigned long long)npeers;
 	pisb_mux_release(&m);
 	close(sp[0]);
@@ -199,7 +227,8 @@ int main(int argc, char **argv)
 			printf("stream %d failed\n", i);
 			return 1;
 		}
-	fprintf(stderr, "dropped %llu, resets %llu, local sockets %llu\n", dropped, resets, opened);
+	fprintf(stderr, "dropped %llu, resets %llu, local sockets %llu, guest opens taken %llu, refused %llu\n",
+		dropped, resets, opened, taken, refused);
 	printf("%d streams ok\n", n);
 	return 0;
 }
