@@ -878,6 +878,14 @@ static void session(struct port *p, uint32_t sid, const unsigned char *pl, uint3
 
 /* ---- the net port: TCP streams to 127.0.0.1 in the guest (vm_mux.h) ---- */
 
+static void loopback(struct sockaddr_in *a, unsigned port)
+{
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a->sin_port = htons((uint16_t)port);
+}
+
 /* NOPEN: a non-blocking connect to 127.0.0.1:port; the guest has no other
  * address, and the host names only a port */
 static int net_connect(void *arg, unsigned port, bool *pending)
@@ -889,10 +897,7 @@ static int net_connect(void *arg, unsigned port, bool *pending)
 	if (fd < 0)
 		return -1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((uint16_t)port);
+	loopback(&a, port);
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
 		if (errno != EINPROGRESS) {
 			close(fd);
@@ -919,10 +924,7 @@ static int egress_listen(void)
 	if (fd < 0)
 		return -1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons(PISB_VM_EGRESS_PORT);
+	loopback(&a, PISB_VM_EGRESS_PORT);
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 512) < 0) {
 		logmsg("egress: listen on 127.0.0.1:%d: %s", PISB_VM_EGRESS_PORT, strerror(errno));
 		close(fd);

@@ -50,13 +50,7 @@ teardown_file() {
 
 setup() {
 	export PI_SANDBOX_HOME="$BATS_FILE_TMPDIR/state"
-	local lacks
-	lacks=$(vm_prereqs)
-	[ -z "$lacks" ] || skip "machine lacks: $lacks"
-	if grep -q "create failed" "$BATS_FILE_TMPDIR/create.err"; then
-		cat "$BATS_FILE_TMPDIR/create.err"
-		false
-	fi
+	vm_suite_setup "$BATS_FILE_TMPDIR/create.err"
 	read -r HP HP2 < "$BATS_FILE_TMPDIR/ports"
 	LOG="$PI_SANDBOX_HOME/instances/egr1/net.log"
 }

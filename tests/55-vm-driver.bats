@@ -44,13 +44,7 @@ snapdir() {
 
 setup() {
 	export PI_SANDBOX_HOME="$BATS_FILE_TMPDIR/state"
-	local lacks
-	lacks=$(vm_prereqs)
-	[ -z "$lacks" ] || skip "machine lacks: $lacks"
-	if grep -q "create failed" "$BATS_FILE_TMPDIR/create.err"; then
-		cat "$BATS_FILE_TMPDIR/create.err"
-		false
-	fi
+	vm_suite_setup "$BATS_FILE_TMPDIR/create.err"
 }
 
 @test "create boots a VM; without working KVM it says so, on stderr and in inspect" {

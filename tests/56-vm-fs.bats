@@ -44,13 +44,7 @@ teardown_file() {
 setup() {
 	pisb_test_setup
 	export PI_SANDBOX_HOME="$FS_TMP/state"
-	local lacks
-	lacks=$(vm_prereqs)
-	[ -z "$lacks" ] || skip "machine lacks: $lacks"
-	if grep -q "create failed" "$FS_TMP/create.err"; then
-		cat "$FS_TMP/create.err"
-		false
-	fi
+	vm_suite_setup "$FS_TMP/create.err"
 }
 
 # Run `pisb VERB BOX ARGS...` on the VM and on the local twin; their

@@ -29,13 +29,7 @@ teardown_file() {
 
 setup() {
 	export PI_SANDBOX_HOME="$BATS_FILE_TMPDIR/state"
-	local lacks
-	lacks=$(vm_prereqs)
-	[ -z "$lacks" ] || skip "machine lacks: $lacks"
-	if grep -q "create failed" "$BATS_FILE_TMPDIR/create.err"; then
-		cat "$BATS_FILE_TMPDIR/create.err"
-		false
-	fi
+	vm_suite_setup "$BATS_FILE_TMPDIR/create.err"
 }
 
 # guest_server PORT CMD...: run CMD in the guest in a session of its own

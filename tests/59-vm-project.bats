@@ -37,13 +37,7 @@ teardown_file() {
 setup() {
 	pisb_test_setup
 	export PI_SANDBOX_HOME="$VP_TMP/state"
-	local lacks
-	lacks=$(vm_prereqs)
-	[ -z "$lacks" ] || skip "machine lacks: $lacks"
-	if grep -q "create failed" "$VP_TMP/create.err"; then
-		cat "$VP_TMP/create.err"
-		false
-	fi
+	vm_suite_setup "$VP_TMP/create.err"
 }
 
 # a project with secrets (.env, a key, a .pem, a secret directory), a .git

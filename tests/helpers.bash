@@ -50,6 +50,19 @@ vm_relay_pid() {
 	done
 }
 
+# vm_suite_setup ERRFILE: a vm suite's setup(): skipped where the machine
+# lacks what the vm driver needs; failed, saying why, when setup_file's
+# create (its stderr in ERRFILE, "create failed" appended) did not work
+vm_suite_setup() {
+	local lacks
+	lacks=$(vm_prereqs)
+	[ -z "$lacks" ] || skip "machine lacks: $lacks"
+	if grep -q "create failed" "$1"; then
+		cat "$1"
+		return 1
+	fi
+}
+
 # vm_prereqs: what the vm driver needs that this machine lacks (empty: all there)
 vm_prereqs() {
 	command -v qemu-system-x86_64 >/dev/null || { echo "qemu-system-x86_64 (install qemu-system-x86)"; return; }
