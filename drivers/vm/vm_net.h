@@ -14,14 +14,21 @@
 #ifndef PISB_VM_NET_H
 #define PISB_VM_NET_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 struct pisb_config;
 
 /* Fork the relay (a child of the caller, which must reap it); returns
  * once status.json shows the previews (at most 10 s), its pid, or -1. */
-pid_t vm_net_start(int idir, const char *name, const struct pisb_config *cfg);
+pid_t vm_net_start(int idir, const char *name, const struct pisb_config *cfg, bool boot);
 /* SIGTERM and reap. */
 void vm_net_stop(pid_t pid);
+/* The services (svc.boot): started after the hooks; 0 once each is
+ * ready, else -1 naming those that failed (they go on being supervised). */
+struct pisb_err;
+int vm_net_boot(int idir, struct pisb_err *e);
+/* Stop the services (svc.halt) before the guest powers off. */
+void vm_net_halt(int idir);
 
 #endif

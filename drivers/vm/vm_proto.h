@@ -30,14 +30,18 @@
  *   126 cannot run, 127 not found);  PONG.
  *
  * Ports are named org.pisb.agent.N: port 0 is for PING and POWEROFF
- * (lifecycle), ports 1..PISB_VM_EXEC_PORTS run one command at a time each,
+ * (lifecycle), ports 1..PISB_VM_EXEC_PORTS run one command at a time each
+ * (exec, the hooks), ports PISB_VM_SVC_PORT.. (PISB_VM_SVC_PORTS of them)
+ * too, for the supervised services only (vm_svc.c: one each while it runs),
  * port PISB_VM_NET_PORT carries TCP streams (vm_mux.h: sid is the stream
  * id, odd when the host opened the stream, even when the guest did), both
  * ways:
  *   NOPEN    u16le port: connect to 127.0.0.1:port (host to guest only,
  *            for now; the guest's direction, for the egress proxy, will
  *            name a host-side service, never a host address)
- *   NDATA    bytes (at most PISB_MUX_CHUNK, within the credit window)
+ *   NDATA    bytes (at most PISB_MUX_CHUNK, within the credit window);
+ *            empty from the guest: its connect for the stream succeeded
+ *            (the host's TCP health checks wait for it)
  *   NEOF     no more data this way (half-close)
  *   NRST     u8 why (vm_mux.h): the stream is gone
  *   NCREDIT  u32le bytes written out on this side: the sender may send
@@ -54,7 +58,9 @@
 #define PISB_VM_MAX_FRAME (1u << 20)
 #define PISB_VM_EXEC_PORTS 4
 #define PISB_VM_NET_PORT (PISB_VM_EXEC_PORTS + 1)
-#define PISB_VM_PORTS (PISB_VM_NET_PORT + 1)
+#define PISB_VM_SVC_PORT (PISB_VM_NET_PORT + 1)
+#define PISB_VM_SVC_PORTS 4
+#define PISB_VM_PORTS (PISB_VM_SVC_PORT + PISB_VM_SVC_PORTS)
 #define PISB_VM_PORT_PREFIX "org.pisb.agent."
 #define PISB_VM_AGENT_VERSION "pisb-agent 4"
 /* The file verbs run `PISB_VM_FS_AGENT fs VERB ARGS...` in the guest
