@@ -742,7 +742,8 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 	pisb_strv_push(av, "-device");
 	pisb_strv_pushf(av, "virtio-balloon-%s,free-page-reporting=on", bus);
 	pisb_strv_push(av, "-device");
-	pisb_strv_pushf(av, "virtio-serial-%s,id=vser0,max_ports=8", bus);
+	/* (port 0 of the bus is a console's: ours are 1..) */
+	pisb_strv_pushf(av, "virtio-serial-%s,id=vser0,max_ports=%d", bus, PISB_VM_PORTS + 1);
 	for (int i = 0; i < PISB_VM_PORTS; i++) {
 		pisb_strv_push(av, "-chardev");
 		if (mode == VM_TEMPLATE)
@@ -1614,8 +1615,9 @@ static pid_t net_up(const struct boot *bt, int died)
 		}
 		pisb_sleep_ms(500);
 	}
-	/* started again: it brings the services back itself */
-	return vm_net_start(bt->idir, bt->name, bt->cfg, died >= 0);
+	/* started again after a failure (not the end of the VM, status 0):
+	 * it brings the services back itself */
+	return vm_net_start(bt->idir, bt->name, bt->cfg, died > 0);
 }
 
 static void __attribute__((noreturn)) supervise(struct boot *bt)
