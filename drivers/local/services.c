@@ -2257,12 +2257,9 @@ static void op_start(struct pisb_services *s, const struct pisb_json *j, int fd)
 		return;
 	}
 	{
-		struct pisb_config *g = NULL;
-		if (load_guest(s, &g, &e) == 0) {
-			apply_config(s, g ? g : s->cfg);
-			if (g)
-				pisb_config_free(g);
-		}
+		struct pisb_err ce = PISB_ERR_INIT;
+		/* (a config it cannot read changes nothing here) */
+		(void)refresh_config(s, &ce);
 	}
 	v = find(s, name);
 	if (v && v->kind == K_YAML && v->declared) {

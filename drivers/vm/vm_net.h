@@ -1,11 +1,12 @@
-/* vm_net.h - a vm sandbox's previews: the relay process (vm_net.c) that
- * its supervisor (vm.c) starts once the guest answers and stops with QEMU.
+/* vm_net.h - a vm sandbox's services and previews: the relay process
+ * (vm_net.c) that its supervisor (vm.c) starts once the guest answers and
+ * stops with QEMU.
  *
  * Files in instances/NAME/ (besides vm.h's):
  *   control.sock   (0600) requests as the local controller's
- *                  (pisb_control_call): ping, svc.preview
- *   previews.json  (0600) the previews: guest port, host port (sticky
- *                  across stop and start), title, description
+ *                  (pisb_control_call): ping, svc.* (services.h), and
+ *                  from vm.c svc.boot, svc.halt
+ *   services.json, logs/SERVICE.log  as a local sandbox's (services.c)
  *   net.log        the relay's own messages (start, listeners, what the
  *                  guest sent that was dropped), a line per event, the
  *                  drops said at most every 5 s
