@@ -200,16 +200,15 @@ relay_pid() {
 	run -0 pisb svc sv1 status --json
 	jq -e '.ok and (.services | length == 3)' <<<"$output"
 	# nothing it forged reached a log as output
-	! grep -q yyyy "$PI_SANDBOX_HOME/instances/sv1/logs/"*.log
-	# the supervision goes on: a restart answers, each runner a new one
-	pids0=$(pisb svc sv1 status --json | jq -c '[.services[] | .hostPid]')
-	run -0 pisb svc sv1 restart --json
-	jq -e --argjson p0 "$pids0" '.ok and ([.services[] | .hostPid] | all(. as $p | $p0 | index($p) | not))' <<<"$output"
+	run -1 grep -q yyyy "$PI_SANDBOX_HOME/instances/sv1/logs/"*.log
 	# the command whose agent server the guest killed lives on in the guest
 	# as an orphan, holding its port (the guest's own doing); once the
-	# guest ends it, the restart policy brings the service back
+	# guest ends it, the supervision brings the services back: a restart
+	# answers, each runner a new one, each service ready
 	pisb exec sv1 -- pkill -f http.server || true
-	wait_for web '.state == "running" and .ready'
+	pids0=$(pisb svc sv1 status --json | jq -c '[.services[] | .hostPid]')
+	run -0 pisb svc sv1 restart --json
+	jq -e --argjson p0 "$pids0" '.ok and ([.services[] | .ready] | all) and ([.services[] | .hostPid] | all(. as $p | $p0 | index($p) | not))' <<<"$output"
 	url=$(svc_field web .url)
 	for _ in $(seq 1 100); do
 		[ "$(curl -sS -m 30 -o /dev/null -w '%{http_code}' "$url/" 2>/dev/null)" = 200 ] && break
