@@ -143,10 +143,9 @@ static pid_t op_spawn(void *ctx, const char *command, char *const *extra, size_t
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGCHLD, SIG_DFL);
-		/* only the instance dir and the output */
-		if (dup3(n->idir, 3, O_CLOEXEC) < 0 && n->idir != 3)
-			_exit(255);
-		if (out_fd == 3 || dup3(out_fd, 4, O_CLOEXEC) < 0)
+		/* only the instance dir (3) and the output (4) */
+		int o = fcntl(out_fd, F_DUPFD_CLOEXEC, 10);
+		if (o < 0 || (n->idir != 3 && dup3(n->idir, 3, O_CLOEXEC) < 0) || dup3(o, 4, O_CLOEXEC) < 0)
 			_exit(255);
 		pisb_close_from(5, -1);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
