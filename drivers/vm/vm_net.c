@@ -14,6 +14,13 @@
  *    as the local driver's controller does; svc.boot and svc.halt from
  *    vm.c start the services after the hooks and stop them before the
  *    guest powers off).
+ * Why here and not in the guest agent: the agent is libc-only and the
+ * guest's (hostile: it would report whatever it liked), so supervision
+ * there would be a second copy of services.c in a second dialect, its
+ * state and logs behind the guest's word.  Host-side, services.c runs
+ * unchanged beside the previews it already served, the logs and sticky
+ * ports land in the instance dir as on local, and the guest only runs
+ * commands and answers streams, as it does for exec and previews.
  * Everything the guest writes is hostile: vm_mux.c bounds the net port;
  * on a service's port the guest says only its output and its exit
  * (vm_run bounds them), which the supervision takes as the local driver
