@@ -1139,7 +1139,7 @@ static void __attribute__((noreturn)) stage2(void)
 	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
 	for (i = 0; i < 200; i++) {
 		char dev[300];
-		if (find_port(PISB_VM_NET_PORT, dev, sizeof(dev)) == 0 && access(dev, F_OK) == 0)
+		if (find_port(PISB_VM_PORTS - 1, dev, sizeof(dev)) == 0 && access(dev, F_OK) == 0)
 			break;
 		sleep_ms(50);
 	}

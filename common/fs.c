@@ -69,6 +69,7 @@ int pisb_fs_open(struct pisb_fs *fs, struct pisb_sandbox *sb, const struct pisb_
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "sandbox '%s'", sb->name);
 	fs->name = xstrdup(sb->name);
 	fs->log = how ? how->log : NULL;
+	fs->services = how ? how->services : true;
 	fs->enter = how ? how->enter : NULL;
 	if (how && how->workspace) {
 		/* a workspace the driver shares with this host: its own root */
@@ -1592,7 +1593,7 @@ int pisb_fs_logs(const struct pisb_fs *fs, const char *service, long long lines,
 	*nlines = 0;
 	if (service && !pisb_service_name_valid(service))
 		return pisb_err_set(e, PISB_EXIT_USAGE, "invalid service name '%s'", service);
-	if (service && fs->log)
+	if (service && !fs->services)
 		return pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s' has no services: its driver runs none (its log is %s)",
 				    fs->name, fs->log);
 	rel = service ? xasprintf("logs/%s.log", service) : xstrdup(fs->log ? fs->log : "controller.log");

@@ -39,13 +39,16 @@ struct pisb_fs {
 	const char *log;          /* what logs shows without SERVICE: the
 	                           * controller's log, sbx.log, or a vm's
 	                           * setup.log (NULL: controller.log) */
+	bool services;            /* logs NAME SERVICE reads logs/SERVICE.log */
 };
-#define PISB_FS_INIT { -1, NULL, NULL, 0, 0, -1, NULL, NULL }
+#define PISB_FS_INIT { -1, NULL, NULL, 0, 0, -1, NULL, NULL, false }
 
 /* How a driver's files are reached. */
 struct pisb_fs_how {
 	const char *log;          /* what logs shows without SERVICE (NULL:
 	                           * controller.log) */
+	bool services;            /* with log set: it runs services too, whose
+	                           * logs are logs/SERVICE.log (vm) */
 	/* a workspace shared with this host (caller frees), found whatever
 	 * the sandbox's state; NULL: the config's workspace, inside the
 	 * running sandbox (fs->init_pid, fs->init_start) */

@@ -538,8 +538,8 @@ else:
 	[[ $stderr == *"the command is required"* ]]
 	run -2 --separate-stderr pisb svc box status --port 3
 	[[ $stderr == *"go with 'start' only"* ]]
-	# services are the local driver's: other drivers are refused by name
-	for d in sbx opensandbox vm; do
+	# services are the local and vm drivers' (tests/54): others are refused by name
+	for d in sbx opensandbox; do
 		mkdir -p "$PI_SANDBOX_HOME/instances/other-$d"
 		jq -n --arg n "other-$d" --arg d "$d" '{version:1,name:$n,driver:$d,createdAt:1,template:null,owner:{pid:0,start:0},sessionId:null,remote:null,config:{version:1}}' \
 			> "$PI_SANDBOX_HOME/instances/other-$d/record.json"

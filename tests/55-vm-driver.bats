@@ -658,18 +658,16 @@ tpl_yaml() {
 }
 
 @test "verbs the driver does not serve fail with 1, naming it" {
-	# (shell, the file verbs, push and the project: tests/56-vm-fs.bats)
-	printf 'version: 1\ndriver: vm\nservices: { web: { command: "true", port: 8080 } }\n' > "$BATS_TEST_TMPDIR/svc.yaml"
-	run -2 --separate-stderr pisb create vm2 -f "$BATS_TEST_TMPDIR/svc.yaml"
-	[[ $stderr == *"services"* ]]
-	run -3 pisb inspect vm2
-	run -1 --separate-stderr pisb svc vm1 status
-	[[ $stderr == *"driver vm"* ]]
-	# logs: no controller, no services; the setup's output
+	# (services: tests/54-vm-svc.bats; shell, the file verbs, push and the
+	# project: tests/56-vm-fs.bats)
+	run -1 --separate-stderr pisb docker vm1 ps
+	[[ $stderr == *"sandbox 'vm1' (driver vm) cannot 'docker'"* ]]
+	# logs: the setup's output; a service's log is logs/SERVICE.log, as
+	# on local (this sandbox has none)
 	run -0 pisb logs vm1
 	[[ $output == *setup-says-hello* ]]
-	run -1 --separate-stderr pisb logs vm1 web
-	[[ $stderr == *"sandbox 'vm1' has no services"*"setup.log"* ]]
+	run -3 --separate-stderr pisb logs vm1 web
+	[[ $stderr == *"sandbox 'vm1' has no log for service 'web'"* ]]
 }
 
 @test "the disk persists across stop and start; stop, start and status" {

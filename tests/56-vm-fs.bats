@@ -241,11 +241,11 @@ same() {
 }
 
 # Replace the guest's agent binary (guest root can: a copy aside, the
-# bind from the initramfs undone) with a script; the real one is put back
+# bind from the initramfs detached) with a script; the real one is put back
 # by the next call (and by every test's end).
 liar() {
 	touch "$BATS_TEST_TMPDIR/liar"
-	pisb exec vf -- sh -c '[ -e /run/pisb/agent.real ] || { cp /run/pisb/agent /run/pisb/agent.real && umount /run/pisb/agent; }
+	pisb exec vf -- sh -c '[ -e /run/pisb/agent.real ] || { cp /run/pisb/agent /run/pisb/agent.real && umount -l /run/pisb/agent; }
 		cat > /run/pisb/agent && chmod 755 /run/pisb/agent'
 }
 unliar() {

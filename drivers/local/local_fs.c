@@ -24,7 +24,7 @@ static int fs_enter(const struct pisb_fs *fs, struct pisb_err *e)
 	return pisb_sandbox_become_root(geteuid() == 0, e);
 }
 
-const struct pisb_fs_how pisb_local_fs_how = { NULL, NULL, fs_enter };
+const struct pisb_fs_how pisb_local_fs_how = { NULL, true, NULL, fs_enter };
 
 /* The child of pisb_local_read_guest: errno (4 bytes, 0 ok), then the file. */
 static void __attribute__((noreturn)) guest_child(pid_t pid, unsigned long long start, const char *abs,

@@ -135,7 +135,9 @@ struct pisb_services {
 	const struct pisb_runtime *rt;
 	struct svc **v;
 	size_t n;
-	struct pisb_netns ns;
+	struct pisb_netns ns;      /* the local driver's (local_ops) */
+	const struct pisb_svc_ops *ops;
+	void *ctx;
 	struct pisb_relay *relay;
 	struct pisb_proxy *proxy;
 	struct pisb_gate *gate;  /* preview.auth: token */
@@ -442,9 +444,9 @@ static int open_in_root(int rootfd, const char *rel)
  * read): from inside its namespaces (pisb_local_read_guest); when it is not
  * running, from the disk's upper layer, which holds only what the sandbox
  * wrote, symlinks resolved inside it.  *out NULL + 0 when it is missing. */
-static int load_guest(struct pisb_services *s, struct pisb_config **out,
-		      struct pisb_err *e)
+static int load_guest(void *ctx, struct pisb_config **out, struct pisb_err *e)
 {
+	struct pisb_services *s = ctx;
 	_cleanup_free_ char *rel = xasprintf("%s/.sandbox.yaml", s->cfg->workspace + 1);
 	_cleanup_free_ char *shown = xasprintf("%s/.sandbox.yaml", s->cfg->workspace);
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
@@ -611,7 +613,7 @@ static int assign_port(struct pisb_services *s, struct svc *v, struct pisb_err *
 			struct pisb_err ie = PISB_ERR_INIT;
 			if (port_taken(s, v, p))
 				continue;
-			if (pisb_netns_port_free(&s->ns, p, &ie) == 1)
+			if (s->ops->port_free(s->ctx, p, &ie) == 1)
 				v->port = p;
 		}
 		if (!v->port)
@@ -902,12 +904,9 @@ static void set_why(struct svc *v, const char *fmt, ...)
 
 static void spawn(struct pisb_services *s, struct svc *v)
 {
-	_cleanup_strv_ struct pisb_strv extra = PISB_STRV_INIT, env = PISB_STRV_INIT;
-	_cleanup_free_ char *cwd = pisb_sandbox_cwd(s->cfg, v->cwd);
+	_cleanup_strv_ struct pisb_strv extra = PISB_STRV_INIT;
 	_cleanup_free_ char *url = public_url(v);
 	struct pisb_err e = PISB_ERR_INIT;
-	char *argv[] = { "/bin/sh", "-lc", v->command, NULL };
-	struct pisb_spawn sp;
 	int exec_err = 0;
 	pid_t pid;
 	int64_t now = pisb_mono_ms();
@@ -920,23 +919,13 @@ static void spawn(struct pisb_services *s, struct svc *v)
 	pisb_strv_pushf(&extra, "PORT=%d", v->port);
 	if (url)
 		pisb_strv_pushf(&extra, "PUBLIC_URL=%s", url);
-	pisb_sandbox_env(s->cfg, NULL, extra.v, extra.n, &env);
 	if (open_log(s, v) < 0)
 		pisb_svc_log("service '%s': cannot open its log: %s", v->name, strerror(errno));
 	if (open_out(v) < 0)
 		pisb_svc_log("service '%s': no pipe for its output: %s", v->name, strerror(errno));
 	log_line(s, v, "starting '%s': %s (port %d%s%s)", v->name, v->command, v->port,
 		 url ? ", preview " : "", url ? url : "");
-	memset(&sp, 0, sizeof(sp));
-	sp.rt = s->rt;
-	sp.argv = argv;
-	sp.envp = env.v;
-	sp.cwd = cwd;
-	sp.stdin_fd = -1;
-	sp.stdout_fd = v->out_w;
-	sp.stderr_fd = v->out_w;
-	sp.new_session = true;
-	pid = pisb_local_spawn(&sp, &exec_err, &e);
+	pid = s->ops->spawn(s->ctx, v->command, extra.v, extra.n, v->cwd, v->out_w, &exec_err, &e);
 	s->changed = true;
 	if (pid < 0) {
 		set_str(&v->spawn_err, e.msg);
@@ -1113,14 +1102,13 @@ static void probe_start(struct pisb_services *s, struct svc *v)
 	bool pending = false;
 	int64_t now = pisb_mono_ms();
 
-	v->pfd = pisb_netns_connect(&s->ns, v->port, &pending, &e);
+	/* previews connect the same way (127.0.0.1, else ::1) */
+	v->pfd = s->ops->connect(s->ctx, 0, v->port, &pending, &v->family, &e);
 	if (v->pfd < 0) {
 		set_why(v, "nothing accepts connections on port %d", v->port);
 		v->probe_at = now + probe_interval(v, now);
 		return;
 	}
-	/* previews connect the same way (127.0.0.1, else ::1) */
-	v->family = pisb_netns_last_family(&s->ns);
 	if (pending) {
 		v->pphase = PR_CONNECTING;
 		v->pdeadline = now + PROBE_TIMEOUT_MS;
@@ -1134,10 +1122,7 @@ static void probe_event(struct pisb_services *s, struct svc *v)
 	int64_t now = pisb_mono_ms();
 
 	if (v->pphase == PR_CONNECTING) {
-		int err = 0;
-		socklen_t l = sizeof(err);
-		if (getsockopt(v->pfd, SOL_SOCKET, SO_ERROR, &err, &l) < 0)
-			err = errno;
+		int err = s->ops->connect_done(s->ctx, v->pfd);
 		if (err == EINPROGRESS)
 			return;
 		if (err) {
@@ -1205,8 +1190,9 @@ static const char *ready_name(const struct svc *v)
 }
 
 /* pid inside the sandbox (NSpid's last field) */
-static long inner_pid(pid_t pid)
+static long inner_pid(void *ctx, pid_t pid)
 {
+	(void)ctx;
 	char path[64];
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 	const char *l;
@@ -1250,8 +1236,13 @@ static void svc_json(const struct pisb_services *s, const struct svc *v, struct 
 	pisb_jw_kstr(w, "state", state_name(v));
 	pisb_jw_key(w, "pid");
 	if (v->pid > 0) {
-		long ip = inner_pid(v->pid);
-		pisb_jw_int(w, ip > 0 ? ip : v->pid);
+		long ip = s->ops->inner_pid ? s->ops->inner_pid(s->ctx, v->pid) : -1;
+		if (ip > 0)
+			pisb_jw_int(w, ip);
+		else if (s->ops->inner_pid)
+			pisb_jw_int(w, v->pid);
+		else   /* not known here (vm: the process is the guest's) */
+			pisb_jw_null(w);
 	} else {
 		pisb_jw_null(w);
 	}
@@ -1628,11 +1619,9 @@ static void redetect_family(void *arg, const void *tag)
 
 		if (v != tag || !v->port)
 			continue;
-		fd = pisb_netns_connect(&s->ns, v->port, &pending, &e);
-		if (fd >= 0) {
-			v->family = pisb_netns_last_family(&s->ns);
+		fd = s->ops->connect(s->ctx, 0, v->port, &pending, &v->family, &e);
+		if (fd >= 0)
 			close(fd);
-		}
 		return;
 	}
 }
@@ -1652,10 +1641,12 @@ static void relay_preview(struct pisb_services *s, struct svc *v, int a, const c
 			 state_name(v), s->name, v->name);
 	msg = xasprintf("HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\n"
 			"Connection: close\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
-	b = v->port ? pisb_netns_connect_fast(&s->ns, v->family, v->port, &pending, &e) : -1;
+	if (v->port && s->ops->stream && s->ops->stream(s->ctx, a, v->port, head, hlen) == 0)
+		return;
+	b = v->port ? s->ops->connect(s->ctx, v->family, v->port, &pending, NULL, &e) : -1;
 	if (b < 0 && v->port) {
 		redetect_family(s, v);
-		b = pisb_netns_connect_fast(&s->ns, v->family, v->port, &pending, &e);
+		b = s->ops->connect(s->ctx, v->family, v->port, &pending, NULL, &e);
 	}
 	if (b < 0) {
 		pisb_relay_reject(s->relay, a, msg, strlen(msg), v);
@@ -1729,7 +1720,7 @@ int pisb_services_pollfds(struct pisb_services *s, struct pollfd *p, int max,
 			v->lidx = n++;
 		}
 		if (v->pfd >= 0 && n < max) {
-			p[n] = (struct pollfd){ v->pfd, v->pphase == PR_CONNECTING ? POLLOUT : POLLIN, 0 };
+			p[n] = (struct pollfd){ v->pfd, v->pphase == PR_CONNECTING ? s->ops->connect_events : POLLIN, 0 };
 			v->pidx = n++;
 			lower(timeout_ms, v->pdeadline, now);
 		}
@@ -1775,7 +1766,8 @@ void pisb_services_poll(struct pisb_services *s, struct pollfd *p, size_t n)
 
 		if (v->oidx >= 0 && (size_t)v->oidx < n && p[v->oidx].fd == v->out_r && p[v->oidx].revents)
 			drain_out(s, v);
-		if (v->pidx >= 0 && (size_t)v->pidx < n && p[v->pidx].fd == v->pfd && p[v->pidx].revents)
+		if (v->pidx >= 0 && (size_t)v->pidx < n && p[v->pidx].fd == v->pfd &&
+		    (p[v->pidx].revents || v->pphase == PR_CONNECTING))
 			probe_event(s, v);
 		if (v->lidx >= 0 && (size_t)v->lidx < n && p[v->lidx].fd == v->lfd && p[v->lidx].revents)
 			accept_preview(s, v);
@@ -1805,10 +1797,92 @@ char *pisb_preview_token(int idir)
 	return xstrdup(hex);
 }
 
+/* ---------- the local driver's operations (namespaces) ---------- */
+
+static pid_t local_spawn(void *ctx, const char *command, char *const *extra, size_t nextra,
+			 const char *cwd0, int out_fd, int *exec_err, struct pisb_err *e)
+{
+	struct pisb_services *s = ctx;
+	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT;
+	_cleanup_free_ char *cwd = pisb_sandbox_cwd(s->cfg, cwd0);
+	char *argv[] = { "/bin/sh", "-lc", (char *)command, NULL };
+	struct pisb_spawn sp;
+
+	pisb_sandbox_env(s->cfg, NULL, (char **)extra, nextra, &env);
+	memset(&sp, 0, sizeof(sp));
+	sp.rt = s->rt;
+	sp.argv = argv;
+	sp.envp = env.v;
+	sp.cwd = cwd;
+	sp.stdin_fd = -1;
+	sp.stdout_fd = out_fd;
+	sp.stderr_fd = out_fd;
+	sp.new_session = true;
+	return pisb_local_spawn(&sp, exec_err, e);
+}
+
+static int local_connect(void *ctx, int family, int port, bool *pending, int *family_out,
+			 struct pisb_err *e)
+{
+	struct pisb_services *s = ctx;
+	int fd;
+
+	if (family)
+		return pisb_netns_connect_fast(&s->ns, family, port, pending, e);
+	fd = pisb_netns_connect(&s->ns, port, pending, e);
+	if (fd >= 0 && family_out)
+		*family_out = pisb_netns_last_family(&s->ns);
+	return fd;
+}
+
+static int local_connect_done(void *ctx, int fd)
+{
+	int err = 0;
+	socklen_t l = sizeof(err);
+
+	(void)ctx;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0)
+		err = errno;
+	return err;
+}
+
+static int local_port_free(void *ctx, int port, struct pisb_err *e)
+{
+	return pisb_netns_port_free(&((struct pisb_services *)ctx)->ns, port, e);
+}
+
+static int local_proxy_listen(void *ctx, int port, struct pisb_err *e)
+{
+	return pisb_netns_listen(&((struct pisb_services *)ctx)->ns, port, e);
+}
+
+static const struct pisb_svc_ops local_ops = {
+	.spawn = local_spawn,
+	.connect = local_connect,
+	.connect_done = local_connect_done,
+	.connect_events = POLLOUT,
+	.port_free = local_port_free,
+	.inner_pid = inner_pid,
+	.read_config = load_guest,
+	.proxy_listen = local_proxy_listen,
+};
+
 struct pisb_services *pisb_services_new(struct pisb_state *st, int idir,
 					const char *name,
 					const struct pisb_config *cfg,
 					const struct pisb_runtime *rt)
+{
+	struct pisb_services *s = pisb_services_new_ops(st, idir, name, cfg, &local_ops, NULL);
+
+	s->ctx = s;
+	s->rt = rt;
+	pisb_netns_init(&s->ns, rt->init.pid, rt->init.start);
+	return s;
+}
+
+struct pisb_services *pisb_services_new_ops(struct pisb_state *st, int idir, const char *name,
+					    const struct pisb_config *cfg,
+					    const struct pisb_svc_ops *ops, void *ctx)
 {
 	struct pisb_services *s = xcalloc(1, sizeof(*s));
 	struct rlimit rl;
@@ -1824,7 +1898,8 @@ struct pisb_services *pisb_services_new(struct pisb_state *st, int idir,
 	s->idir = idir;
 	s->name = xstrdup(name);
 	s->cfg = cfg;
-	s->rt = rt;
+	s->ops = ops;
+	s->ctx = ctx;
 	s->relay = pisb_relay_new();
 	if (cfg->preview_token) {
 		s->token = pisb_preview_token(idir);
@@ -1833,7 +1908,6 @@ struct pisb_services *pisb_services_new(struct pisb_state *st, int idir,
 		else   /* fail closed: previews stay shut */
 			pisb_svc_log("previews: no token (preview.auth: token): %s; previews are off", strerror(errno));
 	}
-	pisb_netns_init(&s->ns, rt->init.pid, rt->init.start);
 	load_persisted(s);
 	return s;
 }
@@ -1845,8 +1919,10 @@ static void start_proxy(struct pisb_services *s)
 
 	if (!s->cfg->nallowed_hosts || s->proxy)
 		return;
-	lfd = pisb_netns_listen(&s->ns, PISB_PROXY_PORT, &e);
-	if (lfd < 0) {
+	/* a driver without a listener of its own hands the sandbox's
+	 * connections in (pisb_services_proxy, pisb_proxy_take: vm) */
+	lfd = s->ops->proxy_listen ? s->ops->proxy_listen(s->ctx, PISB_PROXY_PORT, &e) : -1;
+	if (s->ops->proxy_listen && lfd < 0) {
 		set_str(&s->proxy_err, e.msg);
 		pisb_svc_log("egress: no proxy: %s", e.msg);
 		return;
@@ -1854,6 +1930,16 @@ static void start_proxy(struct pisb_services *s)
 	s->proxy = pisb_proxy_new(lfd, s->cfg->allowed_hosts, s->cfg->nallowed_hosts, s->name, s->relay);
 	pisb_svc_log("egress: proxy on 127.0.0.1:%d in the sandbox for %zu allowed host%s",
 		     PISB_PROXY_PORT, s->cfg->nallowed_hosts, s->cfg->nallowed_hosts == 1 ? "" : "s");
+}
+
+void pisb_services_start_proxy(struct pisb_services *s)
+{
+	start_proxy(s);
+}
+
+struct pisb_proxy *pisb_services_proxy(struct pisb_services *s)
+{
+	return s->proxy;
 }
 
 /* The services to act on: one by name, or the declared ones. */
@@ -1880,7 +1966,7 @@ static int refresh_config(struct pisb_services *s, struct pisb_err *e)
 {
 	struct pisb_config *g = NULL;
 
-	if (load_guest(s, &g, e) < 0)
+	if (s->ops->read_config && s->ops->read_config(s->ctx, &g, e) < 0)
 		return -1;
 	apply_config(s, g ? g : s->cfg);
 	if (g)
@@ -1888,13 +1974,12 @@ static int refresh_config(struct pisb_services *s, struct pisb_err *e)
 	return 0;
 }
 
-int pisb_services_start_all(struct pisb_services *s, struct pisb_err *e)
+/* What a start of the sandbox starts: the proxy, the previews, the
+ * declared services and the ad-hoc ones wanted; the targets in *t. */
+static size_t begin_all(struct pisb_services *s, struct svc ***t)
 {
-	_cleanup_free_ struct svc **t = NULL;
 	struct pisb_err ce = PISB_ERR_INIT;
-	struct pisb_buf err = PISB_BUF_INIT;
 	size_t n;
-	int64_t give_up;
 
 	s->started = true;
 	if (refresh_config(s, &ce) < 0) {
@@ -1910,14 +1995,40 @@ int pisb_services_start_all(struct pisb_services *s, struct pisb_err *e)
 		else if (v->kind == K_ADHOC && v->want)
 			want_start(s, v, v->timeout_ms);
 	}
-	n = targets(s, NULL, true, &t);
+	n = targets(s, NULL, true, t);
 	for (size_t i = 0; i < n; i++)
-		open_listener(s, t[i]);
+		open_listener(s, (*t)[i]);
 	for (size_t i = 0; i < n; i++)
-		want_start(s, t[i], t[i]->timeout_ms);
+		want_start(s, (*t)[i], (*t)[i]->timeout_ms);
 	if (n)
 		pisb_svc_log("services: starting %zu service%s", n, n == 1 ? "" : "s");
 	tick(s);
+	return n;
+}
+
+void pisb_services_begin(struct pisb_services *s, int fd)
+{
+	_cleanup_free_ struct svc **t = NULL;
+	size_t n = begin_all(s, &t);
+
+	add_waiter(s, fd, W_READY, t, n);
+}
+
+bool pisb_services_owns(const struct pisb_services *s, pid_t pid)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (pid > 0 && s->v[i]->pid == pid)
+			return true;
+	return false;
+}
+
+int pisb_services_start_all(struct pisb_services *s, struct pisb_err *e)
+{
+	_cleanup_free_ struct svc **t = NULL;
+	struct pisb_buf err = PISB_BUF_INIT;
+	size_t n = begin_all(s, &t);
+	int64_t give_up;
+
 	/* wait here until each is ready or failed: no client yet, and
 	 * SIGCHLD is ours to watch for the services */
 	give_up = pisb_mono_ms() + 130000;
@@ -2156,12 +2267,9 @@ static void op_start(struct pisb_services *s, const struct pisb_json *j, int fd)
 		return;
 	}
 	{
-		struct pisb_config *g = NULL;
-		if (load_guest(s, &g, &e) == 0) {
-			apply_config(s, g ? g : s->cfg);
-			if (g)
-				pisb_config_free(g);
-		}
+		struct pisb_err ce = PISB_ERR_INIT;
+		/* (a config it cannot read changes nothing here) */
+		(void)refresh_config(s, &ce);
 	}
 	v = find(s, name);
 	if (v && v->kind == K_YAML && v->declared) {

@@ -89,4 +89,59 @@ char *pisb_preview_token(int idir);
 int pisb_preview_listen(int port);
 void pisb_svc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+
+/* ---- the seam: what the supervision asks of a driver ----
+ * The state machine, restart policy, readiness checks, logs, sticky ports,
+ * previews and the JSON above are driver-neutral; pisb_services_new uses
+ * the local driver's namespaces (netns.h, sbexec.h), another driver hands
+ * its own operations to pisb_services_new_ops (the vm driver's guest
+ * agent, vm_svc.c).  ctx is the driver's. */
+struct pisb_svc_ops {
+	/* Start `/bin/sh -lc command` in the sandbox, in a session of its
+	 * own, its environment the sandbox's plus extra (KEY=VALUE), in cwd
+	 * (the service's cwd: option, NULL: the workspace), stdout and stderr
+	 * on out_fd.  The pid is a child of this process: its exit is the
+	 * service's (pisb_services_reaped), a signal to its process group
+	 * reaches the service.  -1 with e; *exec_err: the command could not
+	 * be executed. */
+	pid_t (*spawn)(void *ctx, const char *command, char *const *extra, size_t nextra,
+		       const char *cwd, int out_fd, int *exec_err, struct pisb_err *e);
+	/* A non-blocking connection to the sandbox's loopback port (family
+	 * 0: find out, *family_out then says which worked).  *pending:
+	 * finish it with connect_done once fd polls connect_events. */
+	int (*connect)(void *ctx, int family, int port, bool *pending, int *family_out,
+		       struct pisb_err *e);
+	/* 0 connected, EINPROGRESS, or why it failed */
+	int (*connect_done)(void *ctx, int fd);
+	short connect_events;
+	/* optional: hand a preview's client fd (owned from now on; head
+	 * first) straight to port; -1 (fd still the caller's) when it cannot */
+	int (*stream)(void *ctx, int fd, int port, const char *head, size_t hlen);
+	/* 1 when nothing listens on port in the sandbox, 0 taken, -1 error */
+	int (*port_free)(void *ctx, int port, struct pisb_err *e);
+	/* optional: the pid inside the sandbox, or -1; absent: status.json's
+	 * pid is null (only hostPid is known) */
+	long (*inner_pid)(void *ctx, pid_t pid);
+	/* optional: the sandbox's own .sandbox.yaml (*out NULL: none);
+	 * absent: the record's config */
+	int (*read_config)(void *ctx, struct pisb_config **out, struct pisb_err *e);
+	/* optional: the egress proxy's listener inside the sandbox */
+	int (*proxy_listen)(void *ctx, int port, struct pisb_err *e);
+};
+/* The egress proxy (network.allowedHosts) now, before the services
+ * start (a vm's setup reaches it); NULL, or the proxy, for a driver that
+ * hands it the sandbox's connections (pisb_proxy_take). */
+struct pisb_proxy;
+void pisb_services_start_proxy(struct pisb_services *s);
+struct pisb_proxy *pisb_services_proxy(struct pisb_services *s);
+struct pisb_services *pisb_services_new_ops(struct pisb_state *st, int idir, const char *name,
+					    const struct pisb_config *cfg,
+					    const struct pisb_svc_ops *ops, void *ctx);
+/* pisb_services_start_all without blocking: start what it starts, and
+ * answer fd (as svc.ensure does) once each is ready or failed.  For a
+ * driver whose loop must go on serving the sandbox meanwhile (vm). */
+void pisb_services_begin(struct pisb_services *s, int fd);
+/* Is pid a service's process (for the driver's SIGCHLD handling)? */
+bool pisb_services_owns(const struct pisb_services *s, pid_t pid);
+
 #endif

@@ -200,7 +200,7 @@ static void doctor(struct pisb_doctor *d)
 		     s == -2 ? "timed out after 10 s" : pisb_doctor_first_line(srv.s), what);
 }
 
-static const struct pisb_fs_how fs_how = { "remote.log", NULL, NULL };
+static const struct pisb_fs_how fs_how = { "remote.log", false, NULL, NULL };
 
 static const struct pisb_refusal refusals[] = {
 	{ PISB_V_PREPARE, "pisb templates are local disks; an OpenSandbox sandbox starts from opensandbox.image or snapshotId" },

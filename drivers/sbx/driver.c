@@ -189,7 +189,7 @@ static int fs_enter(const struct pisb_fs *fs, struct pisb_err *e)
 	return pisb_sbx_fs_enter(fs->workspace, e);
 }
 
-static const struct pisb_fs_how fs_how = { "sbx.log", pisb_sbx_fs_workspace, fs_enter };
+static const struct pisb_fs_how fs_how = { "sbx.log", false, pisb_sbx_fs_workspace, fs_enter };
 
 static const struct pisb_refusal refusals[] = {
 	{ PISB_V_PREPARE, "pisb templates are local disks; a sbx sandbox starts from sbx.template" },

@@ -117,20 +117,21 @@ static int exec_kill(struct pisb_sandbox *sb, const char *handle, struct pisb_jw
 	return pisb_vm_exec_kill(sb, handle, w, code, e);
 }
 
-/* previews: a request to the VM's relay (vm_net.h), on control.sock as
- * the local controller's */
-static int preview(struct pisb_sandbox *sb, const char *req, struct pisb_buf *reply, int timeout_ms,
+/* services and previews: a request to the VM's relay (vm_net.h), which
+ * supervises them with the local driver's code, on control.sock as the
+ * local controller's */
+static int svc(struct pisb_sandbox *sb, const char *req, struct pisb_buf *reply, int timeout_ms,
 		   struct pisb_err *e)
 {
 	return pisb_control_call(sb->idir, req, reply, timeout_ms, e);
 }
 
-/* no controller: logs shows the output of setup and the resume hooks */
-static const struct pisb_fs_how fs_how = { "setup.log", NULL, NULL };
+/* logs: the output of setup and the resume hooks; logs NAME SERVICE: the
+ * service's log, written by the relay (logs/SERVICE.log, as local's) */
+static const struct pisb_fs_how fs_how = { "setup.log", true, NULL, NULL };
 
 static const struct pisb_refusal refusals[] = {
 	{ PISB_V_CONNECT, "connect attaches a sandbox that already runs elsewhere (opensandbox.sandboxId)" },
-	{ PISB_V_SVC, "services are not supervised in a VM yet (previews are: pisb svc NAME preview PORT)" },
 	{ PISB_V_DOCKER, "no docker daemon of its own; pisb docker needs a sbx sandbox (driver: sbx) and never falls back to the host's docker daemon" },
 	{ PISB_V_RENEW, "a vm sandbox does not expire" },
 	{ 0, NULL },
@@ -174,5 +175,6 @@ const struct pisb_driver pisb_driver_vm = {
 	.push = pisb_vm_fs_push,
 	.pull = pisb_vm_fs_pull,
 	.project_archive = pisb_vm_fs_project_archive,
-	.preview = preview,
+	.svc = svc,
+	.preview = svc,
 };

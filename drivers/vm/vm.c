@@ -817,7 +817,8 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 	pisb_strv_push(av, "-device");
 	pisb_strv_pushf(av, "virtio-balloon-%s,free-page-reporting=on", bus);
 	pisb_strv_push(av, "-device");
-	pisb_strv_pushf(av, "virtio-serial-%s,id=vser0,max_ports=8", bus);
+	/* (port 0 of the bus is a console's: ours are 1..) */
+	pisb_strv_pushf(av, "virtio-serial-%s,id=vser0,max_ports=%d", bus, PISB_VM_PORTS + 1);
 	for (int i = 0; i < PISB_VM_PORTS; i++) {
 		pisb_strv_push(av, "-chardev");
 		if (mode == VM_TEMPLATE)
@@ -1740,7 +1741,9 @@ static pid_t net_up(const struct boot *bt, int died)
 		}
 		pisb_sleep_ms(500);
 	}
-	return vm_net_start(bt->idir, bt->name, bt->cfg);
+	/* started again after a failure (not the end of the VM, status 0):
+	 * it brings the services back itself */
+	return vm_net_start(bt->idir, bt->name, bt->cfg, died > 0);
 }
 
 /* A boot that went wrong, once more: QEMU cold (kvm or not), recorded
@@ -2137,9 +2140,10 @@ out:
 
 static int refuse_unsupported(const struct pisb_config *cfg, struct pisb_err *e)
 {
-	if (cfg->nservices)
+	if (cfg->nservices > PISB_VM_SVC_PORTS)
 		return pisb_err_set(e, PISB_EXIT_USAGE,
-				    "services: the vm driver does not run services yet (previews of guest ports work: pisb svc NAME preview PORT); use driver local");
+				    "services: a vm sandbox runs at most %d services (each holds one of the guest agent's %d service ports); this config declares %zu",
+				    PISB_VM_SVC_PORTS, PISB_VM_SVC_PORTS, cfg->nservices);
 	if (check_host_fit(cfg, e) < 0)
 		return -1;
 	if (strpbrk(cfg->workspace, " \t\n"))
@@ -2264,6 +2268,8 @@ static int halt(struct vm_inst *t, bool graceful, bool *clean, struct pisb_err *
 	if (!pisb_lock_is_held(t->idir, "controller.lock"))
 		return 0;
 	mark(t->idir, "stopping");
+	if (graceful)
+		vm_net_halt(t->idir);   /* the services first, TERM before KILL */
 	if (graceful && vm_poweroff(t->idir, 5000) == 0) {
 		deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_STOP_MS", 20000);
 		while (pisb_lock_is_held(t->idir, "controller.lock") && pisb_mono_ms() < deadline)
@@ -2311,6 +2317,22 @@ static void resume(int idir, const struct pisb_config *cfg)
 	pisb_runtime_release(&rt);
 }
 
+/* After the hooks: the services (the relay's, vm_net.h), waited for as
+ * the local driver's controller waits; one that fails is logged in
+ * setup.log and net.log, the sandbox runs on. */
+static void services_up(int idir)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+
+	if (vm_net_boot(idir, &e) < 0) {
+		int log = openat(idir, "setup.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (log >= 0) {
+			dprintf(log, "pisb: services: %s\n", e.msg);
+			close(log);
+		}
+	}
+}
+
 /* What a template being prepared (staging/NAME.prep, booted, set up)
  * holds besides its disk, its record and setup.log: gone before it is
  * published (a template never boots by itself). */
@@ -2318,7 +2340,9 @@ static const char *const prep_leftovers[] = {
 	"status.json", "initrd.cpio", "virtiofs.sock", "virtiofsd.log", "qmp.sock", "console.log",
 	"qemu.log", "controller.lock", "agent0.sock", "agent1.sock", "agent2.sock", "agent3.sock",
 	"agent4.sock", "agent5.sock", "control.sock", "net.log", "net.log.1", "previews.json", "agent0.lock",
-	"agent1.lock", "agent2.lock", "agent3.lock", "agent4.lock", "agent5.lock", NULL,
+	"agent1.lock", "agent2.lock", "agent3.lock", "agent4.lock", "agent5.lock", "agent6.sock",
+	"agent7.sock", "agent8.sock", "agent9.sock", "agent6.lock", "agent7.lock", "agent8.lock",
+	"agent9.lock", "services.json", NULL,
 };
 
 /* prepare: setup succeeded, the guest powered off cleanly (its disk
@@ -2472,6 +2496,8 @@ static int make(struct pisb_state *st, const struct pisb_config *cfg, const char
 	}
 	if (tmpl && publish_template(st, idir, live, dest, cfg, o->name, e) < 0)
 		goto out;
+	if (!tmpl)
+		services_up(idir);
 	close(lock);
 	lock = -1;
 	if (o->ready)
@@ -2525,8 +2551,10 @@ int pisb_vm_start(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct 
 	ret = boot(sb->st, sb->name, rel, t.idir, t.cfg, &booted, e);
 	if (ret < 0)
 		pisb_err_prefix(e, "start '%s'", sb->name);
-	else if (booted)
+	else if (booted) {
 		resume(t.idir, t.cfg);
+		services_up(t.idir);
+	}
 	inst_release(&t);
 	return ret;
 }

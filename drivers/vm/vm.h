@@ -34,11 +34,13 @@
  *                    mount namespace; project-virtiofsd.log
  *   controller.lock  held by the host-side supervisor (and QEMU) while
  *                    the VM lives: running = held
- *   agentN.sock      (0600) host ends of the virtio-serial ports, N 0..5:
+ *   agentN.sock      (0600) host ends of the virtio-serial ports, N 0..9:
  *                    0 lifecycle (ping, poweroff), 1..4 one command each,
- *                    5 the net port (previews' streams, vm_mux.h)
- *   control.sock, previews.json, net.log  the previews' relay, a child
- *                    of the supervisor while the VM runs (vm_net.h)
+ *                    5 the net port (previews' and checks' streams,
+ *                    vm_mux.h), 6..9 one service's command each
+ *   control.sock, services.json, logs/, net.log  the relay (services
+ *                    and previews), a child of the supervisor while the
+ *                    VM runs (vm_net.h)
  *   agentN.lock      held by the pisb process using port N
  *   console.log      the guest's serial console;  qemu.log  QEMU's stderr
  *   qmp.sock         (0600) QEMU's QMP socket (used by a restore)

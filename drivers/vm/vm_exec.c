@@ -121,7 +121,20 @@ int vm_conn_open(int idir, int port, int wait_ms, struct vm_conn *c, struct pisb
 	int64_t give_up;
 
 	*c = (struct vm_conn)VM_CONN_INIT;
-	if (port < 0) {
+	if (port == VM_PORT_SERVICE) {
+		/* a service's: the first free service port, or none */
+		for (int i = PISB_VM_SVC_PORT; i < PISB_VM_SVC_PORT + PISB_VM_SVC_PORTS && c->lock < 0; i++) {
+			struct pisb_err ig = PISB_ERR_INIT;
+			snprintf(lk, sizeof(lk), "agent%d.lock", i);
+			c->lock = pisb_lock_acquire(idir, lk, true, 0, "agent port", &ig);
+			if (c->lock >= 0)
+				port = i;
+		}
+		if (c->lock < 0)
+			return pisb_err_set(e, PISB_EXIT_BUSY,
+					    "the VM's %d service ports are all taken: a vm sandbox runs at most %d services at once",
+					    PISB_VM_SVC_PORTS, PISB_VM_SVC_PORTS);
+	} else if (port < 0) {
 		/* the first free command port, else wait for a random one */
 		for (int i = 1; i <= PISB_VM_EXEC_PORTS && c->lock < 0; i++) {
 			struct pisb_err ig = PISB_ERR_INIT;
@@ -375,7 +388,7 @@ int vm_run_sink(int idir, const struct vm_run *r, vm_sink_fn sink, void *arg, in
 	bool timed_out = false;
 	int ret = -1;
 
-	if (vm_conn_open(idir, -1, -1, &c, e) < 0)
+	if (vm_conn_open(idir, r->service ? VM_PORT_SERVICE : -1, -1, &c, e) < 0)
 		return -1;
 	exec_payload(&req, r);
 	if (req.len > PISB_VM_MAX_FRAME) {
@@ -602,7 +615,7 @@ int pisb_vm_exec_attached(struct pisb_sandbox *sb, const struct pisb_exec_req *r
 	if (idir < 0)
 		return -1;
 	vm_build(cfg, r, &env, &argv, &cwd);
-	run = (struct vm_run){ argv.v, env.v, cwd, 0, 1, 2, true, false, 0, false };
+	run = (struct vm_run){ argv.v, env.v, cwd, 0, 1, 2, true, false, 0, false, false };
 	if (fcntl(0, F_GETFD) < 0)
 		run.in_fd = -1;
 	ret = vm_run(idir, &run, code, e);

@@ -33,6 +33,9 @@ struct vm_conn {
 /* A connection to the agent's port (its socket agentN.sock in idir, the
  * one QEMU's chardev listens on): the fd, or -1 with errno. */
 int vm_agent_connect(int idir, int port);
+/* port VM_PORT_SERVICE: the first free service port (PISB_VM_SVC_PORT..),
+ * exit 4 when none is. */
+#define VM_PORT_SERVICE (-2)
 int vm_conn_open(int idir, int port, int wait_ms, struct vm_conn *c, struct pisb_err *e);
 void vm_conn_close(struct vm_conn *c);
 int vm_send(struct vm_conn *c, int type, uint32_t sid, const void *data, size_t len);
@@ -67,6 +70,7 @@ struct vm_run {
 	int64_t deadline;         /* pisb_mono_ms(): SIGKILL then, exit 6; 0 none */
 	bool winch;               /* on SIGWINCH, fd 0's terminal size goes to the
 				   * guest (WINSZ: the command's pty, vm_proto.h) */
+	bool service;             /* on a service port (vm_svc.c), never waits for one */
 };
 int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e);
 /* The same with the output (type PISB_VM_STDOUT/STDERR) going to sink

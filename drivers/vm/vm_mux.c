@@ -270,6 +270,7 @@ static int connected(struct pisb_mux *m, struct pisb_mux_stream *s)
 		return 1;
 	}
 	s->connecting = false;
+	frame(m, PISB_VM_NDATA, s->id, NULL, 0);   /* connected */
 	return write_local(m, s);
 }
 
@@ -322,6 +323,8 @@ static void on_open(struct pisb_mux *m, uint32_t id, const unsigned char *p, uin
 		return;
 	}
 	s->connecting = pending;
+	if (!pending)
+		frame(m, PISB_VM_NDATA, id, NULL, 0);   /* connected */
 }
 
 static void on_data(struct pisb_mux *m, struct pisb_mux_stream *s, const unsigned char *p, uint32_t len)
@@ -330,6 +333,13 @@ static void on_data(struct pisb_mux *m, struct pisb_mux_stream *s, const unsigne
 		/* more than the window, or data after EOF */
 		m->resets++;
 		rst(m, s, PISB_MUX_RST_PROTOCOL);
+		return;
+	}
+	if (!len) {
+		/* the guest's connect succeeded (only ever news to the host) */
+		if (m->host && !s->got_data && m->opened)
+			m->opened(m->arg, s);
+		s->got_data = true;
 		return;
 	}
 	s->got_data = true;

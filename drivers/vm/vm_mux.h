@@ -83,6 +83,9 @@ typedef int pisb_mux_accept_fn(void *arg, unsigned port);
  * relay answers the client 502): why is PISB_MUX_RST_*; the fd is still
  * open and is closed after the call. */
 typedef void pisb_mux_refused_fn(void *arg, struct pisb_mux_stream *s, int why);
+/* Host: the guest said its connect for the stream succeeded (an empty
+ * NDATA, vm_proto.h), once per stream at most. */
+typedef void pisb_mux_opened_fn(void *arg, struct pisb_mux_stream *s);
 
 struct pisb_mux {
 	int port;                  /* the serial port's fd (non-blocking), -1 gone */
@@ -102,6 +105,7 @@ struct pisb_mux {
 	pisb_mux_connect_fn *connect;
 	pisb_mux_accept_fn *accept;
 	pisb_mux_refused_fn *refused;
+	pisb_mux_opened_fn *opened;
 	void *arg;
 };
 

@@ -1,47 +1,61 @@
-/* vm_net.c - a vm sandbox's previews: the host-side relay (vm_net.h).
+/* vm_net.c - a vm sandbox's services and previews: the host-side relay
+ * (vm_net.h).
  *
  * One process per running VM, a child of its supervisor (vm.c), that
- *  - holds the preview listeners on host 127.0.0.1 (the same host port
- *    for a guest port across stop and start: previews.json),
- *  - answers requests on control.sock (pisb_control_call: ping,
- *    svc.preview), as the local driver's controller does,
- *  - turns each connection accepted on a preview port (after the token
- *    gate, preview.auth: token) into a stream on the agent's net port
- *    (vm_mux.h), which the agent connects to 127.0.0.1:PORT in the guest,
- *  - with network.allowedHosts, runs the local driver's egress proxy
- *    (proxy.h) for the guest: each stream the guest opens (a connection
- *    to the agent's 127.0.0.1:3128, the guest's HTTP(S)_PROXY) becomes
- *    one end of a socketpair whose other end the proxy takes as a client,
- *    exactly as the local controller takes one accepted in the sandbox's
- *    namespace; the allowlist is checked here, never in the guest.
- * Everything the guest writes on the net port is hostile: vm_mux.c bounds
- * it (PISB_MUX_MAX_PEER_STREAMS guest-opened streams at once); the guest
- * names no host address, path or command: it answers for streams the host
- * opened, and what it opens reaches the proxy and nothing else (another
- * port, or any open without allowedHosts, is refused).  The relay ends
- * when QEMU closes the port.
+ *  - supervises the sandbox's services with the local driver's code
+ *    (services.h: state, restart policy, readiness, logs, sticky ports,
+ *    previews, the same JSON), through operations of its own: a service's
+ *    process is a host-side child running `/bin/sh -lc COMMAND` in the
+ *    guest through the agent (vm_run, on a service port of its own), its
+ *    exit the command's, a signal to it forwarded; a check or a preview
+ *    connection is a stream on the agent's net port (vm_mux.h), which the
+ *    agent connects to 127.0.0.1:PORT in the guest,
+ *  - answers requests on control.sock (pisb_control_call: ping, svc.*,
+ *    as the local driver's controller does; svc.boot and svc.halt from
+ *    vm.c start the services after the hooks and stop them before the
+ *    guest powers off),
+ *  - with network.allowedHosts, holds the services' egress proxy (the
+ *    local driver's, proxy.h) from its start, so that setup reaches it
+ *    too: each stream the guest opens (a connection to the agent's
+ *    127.0.0.1:3128, the guest's HTTP(S)_PROXY) becomes one end of a
+ *    socketpair whose other end the proxy takes as a client, exactly as
+ *    the local controller takes one accepted in the sandbox's namespace;
+ *    the allowlist is checked here, never in the guest.
+ * Why here and not in the guest agent: the agent is libc-only and the
+ * guest's (hostile: it would report whatever it liked), so supervision
+ * there would be a second copy of services.c in a second dialect, its
+ * state and logs behind the guest's word.  Host-side, services.c runs
+ * unchanged beside the previews it already served, the logs and sticky
+ * ports land in the instance dir as on local, and the guest only runs
+ * commands and answers streams, as it does for exec and previews.
+ * Everything the guest writes is hostile: vm_mux.c bounds the net port
+ * (PISB_MUX_MAX_PEER_STREAMS guest-opened streams at once, and what the
+ * guest opens reaches the proxy and nothing else: another port, or any
+ * open without allowedHosts, is refused);
+ * on a service's port the guest says only its output and its exit
+ * (vm_run bounds them), which the supervision takes as the local driver
+ * takes a process's.  The guest names no host address, path or command.
+ * The relay ends when QEMU closes the net port.
  */
 #include "vm_internal.h"
 #include "vm_net.h"
 #include "vm_mux.h"
 #include "vm_proto.h"
 #include "config.h"
+#include "driver.h"
 #include "err.h"
-#include "gate.h"
+#include "exec.h"
 #include "instance.h"
 #include "json.h"
 #include "lock.h"
 #include "proc.h"
 #include "proxy.h"
-#include "relay.h"
 #include "services.h"
 #include "state.h"
 #include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -55,41 +69,40 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define NET_MAX_PREVIEWS 64
 #define NET_MAX_CLIENTS 8
 #define NET_REQ_MAX 65536
-#define NET_PORT_LO 20000   /* as the local driver's: below the ephemeral range */
-#define NET_PORT_HI 32767
-#define NET_PROXY_FDS 256    /* the proxy's pollfds: its pending requests (it bounds them) */
-#define NET_POLL_MAX (1 + NET_MAX_CLIENTS + NET_MAX_PREVIEWS + PISB_GATE_MAX + NET_PROXY_FDS + 512 + PISB_MUX_MAX_STREAMS + 1)
+#define NET_MAX_PROBES 64
 #define NET_LOG_MAX (1024 * 1024)   /* net.log, then net.log.1 */
 #define NET_EGRESS_LINES 20  /* egress lines a second in net.log; the rest counted */
 
 _Static_assert(PISB_VM_EGRESS_PORT == PISB_PROXY_PORT, "the guest's proxy port is the local sandbox's");
-
-struct preview {
-	int port, host_port, lfd;
-	char *title, *description;
-	char *lerr;                 /* why it does not listen */
-};
+#define NET_POLL_MAX (1 + 1 + NET_MAX_CLIENTS + PISB_SVC_MAX_FDS + PISB_MUX_MAX_STREAMS + 1)
 
 struct client {
 	int fd;
 	struct pisb_buf in;
 };
 
+/* a health check's connection: the supervision's end of a socketpair
+ * whose other end is a stream; state 0 once the guest connected,
+ * EINPROGRESS, or ECONNREFUSED */
+struct probe {
+	int fd, mux_fd;
+	dev_t dev;
+	ino_t ino;
+	int state;
+};
+
 struct net {
 	int idir;
 	const char *name;
+	const struct pisb_config *cfg;
 	int log;
 	int ctl;                    /* control.sock */
+	int sigr, sigw;             /* SIGCHLD, SIGTERM */
 	struct client cl[NET_MAX_CLIENTS];
-	struct preview pv[NET_MAX_PREVIEWS];
-	size_t npv;
-	char *token;
-	struct pisb_relay *relay;   /* the gate's and the proxy's answers, egress connections */
-	struct pisb_gate *gate;
-	struct pisb_proxy *proxy;   /* network.allowedHosts, or NULL */
+	struct probe pr[NET_MAX_PROBES];
+	struct pisb_services *svc;
 	struct pisb_mux mux;
 	uint64_t said_dropped, said_resets, said_refused, said_quiet;
 	int64_t said_at;
@@ -124,6 +137,7 @@ static void logf_(struct net *n, const char *fmt, ...)
 		fd = openat(n->idir, "net.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (fd >= 0) {
 			dup3(fd, n->log, O_CLOEXEC);
+			dup2(fd, 2);   /* pisb_svc_log's */
 			close(fd);
 		}
 		n->log_size = 0;
@@ -149,183 +163,180 @@ static void egress_log(void *arg, const char *line)
 	logf_(n, "%s", line);
 }
 
-/* ---- previews.json: sticky host ports, titles ---- */
+/* ---- the supervision's operations (services.h's pisb_svc_ops) ---- */
 
-static void persist(struct net *n)
+/* A service: a host-side child, in a session of its own, that runs the
+ * command through the agent on a service port (vm_run), its output on
+ * out_fd, and exits with the command's status; a TERM to its process
+ * group is forwarded to the command's, a KILL ends the child, whose
+ * hang-up makes the agent kill the command's process group. */
+static pid_t op_spawn(void *ctx, const char *command, char *const *extra, size_t nextra,
+		      const char *cwd0, int out_fd, int *exec_err, struct pisb_err *e)
 {
-	struct pisb_buf b = PISB_BUF_INIT;
-	struct pisb_err e = PISB_ERR_INIT;
-	struct pisb_jw w;
+	struct net *n = ctx;
+	_cleanup_strv_ struct pisb_strv env = PISB_STRV_INIT, argv = PISB_STRV_INIT;
+	_cleanup_free_ char *cwd = NULL;
+	struct pisb_exec_req r;
+	pid_t pid;
 
-	pisb_jw_init(&w, &b);
-	pisb_jw_arr(&w);
-	for (size_t i = 0; i < n->npv; i++) {
-		pisb_jw_obj(&w);
-		pisb_jw_kint(&w, "port", n->pv[i].port);
-		pisb_jw_kint(&w, "hostPort", n->pv[i].host_port);
-		pisb_jw_kstr(&w, "title", n->pv[i].title);
-		pisb_jw_kstr(&w, "description", n->pv[i].description);
-		pisb_jw_obj_end(&w);
-	}
-	pisb_jw_arr_end(&w);
-	if (pisb_atomic_write(n->idir, "previews.json", b.s, b.len, 0600, &e) < 0)
-		logf_(n, "previews: %s", e.msg);
-	pisb_buf_release(&b);
-}
+	*exec_err = 0;
+	memset(&r, 0, sizeof(r));
+	r.sh = command;
+	r.env = (char **)extra;
+	r.nenv = nextra;
+	r.cwd = cwd0;
+	vm_build(n->cfg, &r, &env, &argv, &cwd);
+	pid = fork();
+	if (pid < 0)
+		return pisb_err_sys(e, PISB_EXIT_PISB, "fork");
+	if (pid == 0) {
+		struct pisb_err ce = PISB_ERR_INIT;
+		struct vm_run run;
+		int code = 255;
+		sigset_t none;
 
-static void load(struct net *n)
-{
-	struct pisb_buf b = PISB_BUF_INIT;
-	struct pisb_err e = PISB_ERR_INIT;
-	struct pisb_json j;
-
-	if (pisb_read_file_at(n->idir, "previews.json", &b, 1 << 20) < 0)
-		goto out;
-	if (pisb_json_parse(&j, b.s, b.len, &e) < 0 || j.tok[0].type != JSMN_ARRAY) {
-		logf_(n, "previews.json: %s", e.msg[0] ? e.msg : "not an array");
-		goto out;
-	}
-	for (int i = 0; i < j.tok[0].size && n->npv < NET_MAX_PREVIEWS; i++) {
-		int o = pisb_json_at(&j, 0, i);
-		long long port = 0, hp = 0;
-		struct preview *p = &n->pv[n->npv];
-
-		pisb_json_int(&j, pisb_json_get(&j, o, "port"), &port);
-		pisb_json_int(&j, pisb_json_get(&j, o, "hostPort"), &hp);
-		if (port < 1 || port > 65535 || hp < 0 || hp > 65535)
-			continue;
-		memset(p, 0, sizeof(*p));
-		p->port = (int)port;
-		p->host_port = (int)hp;
-		p->lfd = -1;
-		p->title = pisb_json_str(&j, pisb_json_get(&j, o, "title"));
-		p->description = pisb_json_str(&j, pisb_json_get(&j, o, "description"));
-		n->npv++;
-	}
-	pisb_json_release(&j);
-out:
-	pisb_buf_release(&b);
-}
-
-/* ---- listeners ---- */
-
-static void open_listener(struct net *n, struct preview *p)
-{
-	if (p->lfd >= 0)
-		return;
-	if (!p->host_port) {
-		for (int tries = 0; tries < 64 && p->lfd < 0; tries++) {
-			bool used = false;
-			char hex[9];
-			int port;
-			pisb_random_hex(hex, 8);
-			hex[8] = '\0';
-			port = NET_PORT_LO + (int)(strtoul(hex, NULL, 16) % (NET_PORT_HI - NET_PORT_LO + 1));
-			for (size_t i = 0; i < n->npv; i++)
-				used |= n->pv[i].host_port == port;
-			if (!used && (p->lfd = pisb_preview_listen(port)) >= 0)
-				p->host_port = port;
+		setsid();
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGCHLD, SIG_DFL);
+		/* only the instance dir (3) and the output (4) */
+		int o = fcntl(out_fd, F_DUPFD_CLOEXEC, 10);
+		if (o < 0 || (n->idir != 3 && dup3(n->idir, 3, O_CLOEXEC) < 0) || dup3(o, 4, O_CLOEXEC) < 0)
+			_exit(255);
+		pisb_close_from(5, -1);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		memset(&run, 0, sizeof(run));
+		run.argv = argv.v;
+		run.env = env.v;
+		run.cwd = cwd;
+		run.in_fd = -1;
+		run.out_fd = 4;
+		run.err_fd = 4;
+		run.forward = true;
+		run.service = true;
+		if (vm_run(3, &run, &code, &ce) < 0) {
+			dprintf(4, "pisb: %s\n", ce.msg);
+			_exit(ce.code == PISB_EXIT_BUSY ? 126 : 255);
 		}
-		if (p->lfd >= 0)
-			persist(n);
-	} else {
-		p->lfd = pisb_preview_listen(p->host_port);
+		_exit(code & 0xff);
 	}
-	free(p->lerr);
-	p->lerr = NULL;
-	if (p->lfd < 0)
-		p->lerr = p->host_port
-			? xasprintf("preview port 127.0.0.1:%d of service 'port-%d' is taken by another process (%s); "
-				    "free it, then run 'pisb svc %s preview %d'", p->host_port, p->port,
-				    strerror(errno), n->name, p->port)
-			: xasprintf("no preview port for service 'port-%d': %s", p->port, strerror(errno));
-	if (p->lerr)
-		logf_(n, "previews: %s", p->lerr);
+	return pid;
 }
 
-/* ---- JSON: the local driver's keys (pisb-svc(1)) ---- */
-
-/* as the local driver's: the preview's URL ends in '/', the service's
- * not (PUBLIC_URL); the token, when on, after a '/' */
-static char *url_of(const struct net *n, const struct preview *p, bool slash)
+static void probe_gc(struct net *n)
 {
-	if (!p->host_port || p->lfd < 0)
+	for (size_t i = 0; i < NET_MAX_PROBES; i++) {
+		struct probe *p = &n->pr[i];
+		struct stat sb;
+		if (p->fd >= 0 && (fstat(p->fd, &sb) < 0 || sb.st_dev != p->dev || sb.st_ino != p->ino))
+			p->fd = -1;
+	}
+}
+
+/* A check's connection: a socketpair, its other end a stream to the
+ * guest's 127.0.0.1:port; connected when the guest says so (opened). */
+static int op_connect(void *ctx, int family, int port, bool *pending, int *family_out,
+		      struct pisb_err *e)
+{
+	struct net *n = ctx;
+	struct probe *slot = NULL;
+	struct stat sb;
+	int sp[2];
+
+	(void)family;
+	probe_gc(n);
+	for (size_t i = 0; i < NET_MAX_PROBES && !slot; i++)
+		if (n->pr[i].fd < 0)
+			slot = &n->pr[i];
+	if (!slot || pisb_mux_full(&n->mux))
+		return pisb_err_set(e, PISB_EXIT_BUSY, "too many connections into the VM at once");
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sp) < 0)
+		return pisb_err_sys(e, PISB_EXIT_PISB, "socketpair");
+	if (!pisb_mux_open(&n->mux, sp[1], (unsigned)port, NULL, 0)) {
+		close(sp[0]);
+		close(sp[1]);
+		return pisb_err_set(e, PISB_EXIT_BUSY, "too many connections into the VM at once");
+	}
+	/* a stream's fd number, reused: the older record is stale */
+	for (size_t i = 0; i < NET_MAX_PROBES; i++)
+		if (n->pr[i].mux_fd == sp[1])
+			n->pr[i].mux_fd = -1;
+	fstat(sp[0], &sb);
+	*slot = (struct probe){ sp[0], sp[1], sb.st_dev, sb.st_ino, EINPROGRESS };
+	*pending = true;
+	if (family_out)
+		*family_out = AF_INET;
+	return sp[0];
+}
+
+static struct probe *probe_of(struct net *n, int fd, bool mux_side)
+{
+	if (fd < 0)
 		return NULL;
-	return n->token ? xasprintf("http://127.0.0.1:%d/?pisb_token=%s", p->host_port, n->token)
-			: xasprintf("http://127.0.0.1:%d%s", p->host_port, slash ? "/" : "");
+	for (size_t i = 0; i < NET_MAX_PROBES; i++)
+		if ((mux_side ? n->pr[i].mux_fd : n->pr[i].fd) == fd && n->pr[i].fd >= 0)
+			return &n->pr[i];
+	return NULL;
 }
 
-static void previews_json(const struct net *n, struct pisb_jw *w)
+static int op_connect_done(void *ctx, int fd)
 {
-	pisb_jw_arr(w);
-	for (size_t i = 0; i < n->npv; i++) {
-		const struct preview *p = &n->pv[i];
-		_cleanup_free_ char *url = url_of(n, p, true), *svc = xasprintf("port-%d", p->port);
-		_cleanup_free_ char *title = p->title ? NULL : xasprintf("Port %d", p->port);
+	struct probe *p = probe_of(ctx, fd, false);
 
-		pisb_jw_obj(w);
-		pisb_jw_kstr(w, "service", svc);
-		pisb_jw_kstr(w, "url", url);
-		pisb_jw_kstr(w, "title", p->title ? p->title : title);
-		pisb_jw_kstr(w, "description", p->description);
-		pisb_jw_kstr(w, "folder", NULL);
-		pisb_jw_kint(w, "hostPort", p->host_port);
-		pisb_jw_kstr(w, "error", p->lerr);
-		pisb_jw_obj_end(w);
-	}
-	pisb_jw_arr_end(w);
+	return p ? p->state : ECONNRESET;
 }
 
-static void svc_json(const struct net *n, const struct preview *p, struct pisb_jw *w)
+/* A preview's client: straight onto a stream (no hop through a pair). */
+static int op_stream(void *ctx, int fd, int port, const char *head, size_t hlen)
 {
-	_cleanup_free_ char *url = url_of(n, p, false), *svc = xasprintf("port-%d", p->port);
+	struct net *n = ctx;
 
-	pisb_jw_obj(w);
-	pisb_jw_kstr(w, "name", svc);
-	pisb_jw_kstr(w, "kind", "link");
-	pisb_jw_kstr(w, "state", "linked");
-	pisb_jw_key(w, "pid");
-	pisb_jw_null(w);
-	pisb_jw_kint(w, "port", p->port);
-	pisb_jw_key(w, "hostPort");
-	if (p->lfd >= 0)
-		pisb_jw_int(w, p->host_port);
-	else
-		pisb_jw_null(w);
-	pisb_jw_kstr(w, "url", url);
-	pisb_jw_kint(w, "restarts", 0);
-	pisb_jw_kstr(w, "error", p->lerr);
-	pisb_jw_obj_end(w);
+	return pisb_mux_open(&n->mux, fd, (unsigned)port, head, hlen) ? 0 : -1;
 }
 
-/* status.json's previews (pisb inspect) */
-static void publish(struct net *n)
+/* The guest's ports are its own: the supervision's choice stands, and a
+ * clash shows as the service's failure, as anything else it does. */
+static int op_port_free(void *ctx, int port, struct pisb_err *e)
 {
+	(void)ctx;
+	(void)port;
+	(void)e;
+	return 1;
+}
+
+static const struct pisb_svc_ops vm_svc_ops = {
+	.spawn = op_spawn,
+	.connect = op_connect,
+	.connect_done = op_connect_done,
+	.connect_events = POLLIN,
+	.stream = op_stream,
+	.port_free = op_port_free,
+};
+
+/* ---- status.json ---- */
+
+/* The services and previews on the record (before a reply says so). */
+static void publish(void *arg)
+{
+	struct net *n = arg;
 	struct pisb_runtime rt;
 	struct pisb_err e = PISB_ERR_INIT;
-	struct pisb_buf b = PISB_BUF_INIT;
-	struct pisb_jw w;
 
 	if (pisb_runtime_load(n->idir, &rt, &e) < 0) {
 		logf_(n, "status.json: %s", e.msg);
 		return;
 	}
-	pisb_jw_init(&w, &b);
-	previews_json(n, &w);
+	free(rt.services_json);
 	free(rt.previews_json);
-	rt.previews_json = pisb_buf_detach(&b);
-	if (pisb_runtime_save(n->idir, &rt, &e) < 0)
+	rt.services_json = pisb_services_status_json(n->svc);
+	rt.previews_json = pisb_services_previews_json(n->svc);
+	if (pisb_runtime_save_volatile(n->idir, &rt, &e) < 0)
 		logf_(n, "status.json: %s", e.msg);
 	pisb_runtime_release(&rt);
 }
 
 /* ---- control.sock ---- */
-
-static void reply(int fd, struct pisb_buf *b)
-{
-	pisb_buf_addc(b, '\n');
-	pisb_write_all(fd, b->s, b->len);
-}
 
 static void reply_error(int fd, int code, const char *msg)
 {
@@ -338,67 +349,8 @@ static void reply_error(int fd, int code, const char *msg)
 	pisb_jw_kint(&w, "code", code);
 	pisb_jw_kstr(&w, "error", msg);
 	pisb_jw_obj_end(&w);
-	reply(fd, &b);
-	pisb_buf_release(&b);
-}
-
-static void op_preview(struct net *n, const struct pisb_json *j, int fd)
-{
-	long long port = 0;
-	_cleanup_free_ char *title = pisb_json_str(j, pisb_json_get(j, 0, "title"));
-	_cleanup_free_ char *desc = pisb_json_str(j, pisb_json_get(j, 0, "description"));
-	struct preview *p = NULL;
-	struct pisb_buf b = PISB_BUF_INIT;
-	struct pisb_jw w;
-
-	pisb_json_int(j, pisb_json_get(j, 0, "port"), &port);
-	if (port < 1 || port > 65535) {
-		reply_error(fd, PISB_EXIT_USAGE, "preview: PORT must be 1-65535");
-		return;
-	}
-	for (size_t i = 0; i < n->npv && !p; i++)
-		if (n->pv[i].port == port)
-			p = &n->pv[i];
-	if (!p) {
-		if (n->npv == NET_MAX_PREVIEWS) {
-			char msg[128];
-			snprintf(msg, sizeof(msg), "sandbox '%s' has %d previews already", n->name, NET_MAX_PREVIEWS);
-			reply_error(fd, PISB_EXIT_BUSY, msg);
-			return;
-		}
-		p = &n->pv[n->npv++];
-		memset(p, 0, sizeof(*p));
-		p->port = (int)port;
-		p->lfd = -1;
-	}
-	if (title) {
-		free(p->title);
-		p->title = xstrdup(title);
-	}
-	if (desc) {
-		free(p->description);
-		p->description = xstrdup(desc);
-	}
-	open_listener(n, p);
-	persist(n);
-	/* on the record before the answer: an inspect right after sees it */
-	publish(n);
-	logf_(n, "previews: guest port %d on 127.0.0.1:%d", p->port, p->host_port);
-	pisb_jw_init(&w, &b);
-	pisb_jw_obj(&w);
-	pisb_jw_kbool(&w, "ok", !p->lerr);
-	if (p->lerr) {
-		pisb_jw_kint(&w, "code", PISB_EXIT_FAIL);
-		pisb_jw_kstr(&w, "error", p->lerr);
-	}
-	pisb_jw_key(&w, "services");
-	pisb_jw_arr(&w);
-	svc_json(n, p, &w);
-	pisb_jw_arr_end(&w);
-	pisb_jw_key(&w, "previews");
-	previews_json(n, &w);
-	pisb_jw_obj_end(&w);
-	reply(fd, &b);
+	pisb_buf_addc(&b, '\n');
+	pisb_write_all(fd, b.s, b.len);
 	pisb_buf_release(&b);
 }
 
@@ -415,15 +367,21 @@ static void request(struct net *n, struct client *c)
 	}
 	op = pisb_json_str(&j, pisb_json_get(&j, 0, "op"));
 	if (op && !strcmp(op, "ping")) {
-		struct pisb_buf b = PISB_BUF_INIT;
-		pisb_buf_adds(&b, "{\"ok\":true}");
-		reply(c->fd, &b);
-		pisb_buf_release(&b);
-	} else if (op && !strcmp(op, "svc.preview")) {
-		op_preview(n, &j, c->fd);
+		pisb_write_all(c->fd, "{\"ok\":true}\n", 12);
+	} else if (op && !strcmp(op, "svc.boot")) {
+		/* vm.c, after the setup or resume hooks */
+		logf_(n, "services: starting");
+		pisb_services_begin(n->svc, c->fd);
+	} else if (op && !strcmp(op, "svc.halt")) {
+		/* vm.c, before the guest powers off */
+		pisb_services_stop_all(n->svc);
+		publish(n);
+		pisb_write_all(c->fd, "{\"ok\":true}\n", 12);
+	} else if (op && !strncmp(op, "svc.", 4)) {
+		pisb_services_request(n->svc, op, &j, c->fd);
 	} else {
 		char msg[160];
-		snprintf(msg, sizeof(msg), "unknown op '%.80s' (a vm sandbox's relay takes svc.preview)", op ? op : "");
+		snprintf(msg, sizeof(msg), "unknown op '%.80s'", op ? op : "");
 		reply_error(c->fd, PISB_EXIT_USAGE, msg);
 	}
 	pisb_json_release(&j);
@@ -479,9 +437,15 @@ static void accept_client(struct net *n)
 static void refused(void *arg, struct pisb_mux_stream *s, int why)
 {
 	struct net *n = arg;
+	struct probe *p = probe_of(n, s->fd, true);
 	char body[256], msg[512];
 	int k;
 
+	if (p) {
+		/* a check's: its end reads EOF, and the state says why */
+		p->state = ECONNREFUSED;
+		return;
+	}
 	if (why != PISB_MUX_RST_REFUSED)
 		return;
 	snprintf(body, sizeof(body), "pisb: nothing accepts connections on that port in sandbox '%s' "
@@ -492,54 +456,31 @@ static void refused(void *arg, struct pisb_mux_stream *s, int why)
 		(void)!send(s->fd, msg, (size_t)k, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+/* the guest connected a stream: a check's connect is done */
+static void opened(void *arg, struct pisb_mux_stream *s)
+{
+	struct probe *p = probe_of(arg, s->fd, true);
+
+	if (p && p->state == EINPROGRESS)
+		p->state = 0;
+}
+
 /* A stream the guest opened (vm_mux.h): to the proxy's port, with
- * network.allowedHosts, a socketpair whose other end the proxy takes as
- * a client; anything else is refused (-1). */
+ * network.allowedHosts, a socketpair whose other end the services' proxy
+ * takes as a client; anything else is refused (-1). */
 static int egress_accept(void *arg, unsigned port)
 {
 	struct net *n = arg;
+	struct pisb_proxy *p = pisb_services_proxy(n->svc);
 	int sv[2];
 
-	if (!n->proxy || port != PISB_PROXY_PORT)
+	if (!p || port != PISB_PROXY_PORT)
 		return -1;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
 		return -1;
-	pisb_proxy_take(n->proxy, sv[1]);
+	pisb_proxy_set_log(p, egress_log, n);
+	pisb_proxy_take(p, sv[1]);
 	return sv[0];
-}
-
-static void stream_to(struct net *n, struct preview *p, int fd, const char *head, size_t len)
-{
-	if (!pisb_mux_open(&n->mux, fd, (unsigned)p->port, head, len))
-		close(fd);
-}
-
-static void gate_admit(void *arg, void *tag, int fd, const char *head, size_t len)
-{
-	struct net *n = arg;
-
-	for (size_t i = 0; i < n->npv; i++)
-		if (&n->pv[i] == tag) {
-			stream_to(n, &n->pv[i], fd, head, len);
-			return;
-		}
-	close(fd);
-}
-
-static void accept_preview(struct net *n, struct preview *p)
-{
-	for (int k = 0; k < 64 && !pisb_mux_full(&n->mux); k++) {
-		int a = accept4(p->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
-
-		if (a < 0)
-			return;
-		setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (n->gate)
-			/* the token first: nothing reaches the guest before it */
-			pisb_gate_add(n->gate, a, n->token, p->host_port, p);
-		else
-			stream_to(n, p, a, NULL, 0);
-	}
 }
 
 /* What the guest sent that the mux dropped, said at most every 5 s. */
@@ -566,84 +507,113 @@ static void say_drops(struct net *n)
 
 /* ---- the process ---- */
 
+static int sig_w = -1;
+
+static void on_signal(int sig)
+{
+	unsigned char c = (unsigned char)sig;
+	int saved = errno;
+
+	if (write(sig_w, &c, 1) < 0) {
+	}
+	errno = saved;
+}
+
+/* SIGCHLD: the services' processes that ended; SIGTERM: stop them, end. */
+static bool signals(struct net *n)
+{
+	unsigned char c;
+	bool term = false;
+	int status;
+	pid_t w;
+
+	while (read(n->sigr, &c, 1) == 1)
+		term |= c == SIGTERM;
+	while ((w = waitpid(-1, &status, WNOHANG)) > 0)
+		pisb_services_reaped(n->svc, w, status);
+	return term;
+}
+
 static int net_loop(struct net *n)
 {
 	static struct pollfd p[NET_POLL_MAX];
 
 	for (;;) {
-		int k = 0, tmo = 1000, ctl_at, cl_at, pv_at, gate_at, proxy_at, relay_at, mux_at, r;
+		int k = 0, tmo = 1000, ctl_at, sig_at, cl_at, svc_at, mux_at, r;
 
 		ctl_at = k;
 		p[k++] = (struct pollfd){ n->ctl, POLLIN, 0 };
+		sig_at = k;
+		p[k++] = (struct pollfd){ n->sigr, POLLIN, 0 };
 		cl_at = k;
 		for (size_t i = 0; i < NET_MAX_CLIENTS; i++)
 			p[k++] = (struct pollfd){ n->cl[i].fd, POLLIN, 0 };
-		pv_at = k;
-		for (size_t i = 0; i < n->npv; i++)
-			p[k++] = (struct pollfd){ pisb_mux_full(&n->mux) ? -1 : n->pv[i].lfd, POLLIN, 0 };
-		gate_at = k;
-		if (n->gate)
-			k += pisb_gate_pollfds(n->gate, p + k, NET_POLL_MAX - k, &tmo);
-		proxy_at = k;
-		if (n->proxy)
-			k += pisb_proxy_pollfds(n->proxy, p + k, NET_PROXY_FDS, &tmo);
-		relay_at = k;
-		k += pisb_relay_pollfds(n->relay, p + k, 512, &tmo);
+		svc_at = k;
+		k += pisb_services_pollfds(n->svc, p + k, PISB_SVC_MAX_FDS, &tmo);
 		mux_at = k;
 		k += pisb_mux_pollfds(&n->mux, p + k, NET_POLL_MAX - k);
 		r = poll(p, (nfds_t)k, tmo);
 		if (r < 0 && errno != EINTR)
 			return -1;
-		if (r <= 0) {
-			/* the proxy's deadlines (a request that never came) */
-			if (n->proxy)
-				pisb_proxy_poll(n->proxy, p + proxy_at, 0);
-			say_drops(n);
-			continue;
-		}
-		if (pisb_mux_poll(&n->mux, p + mux_at, k - mux_at) < 0) {
+		if (r > 0 && pisb_mux_poll(&n->mux, p + mux_at, k - mux_at) < 0) {
 			logf_(n, "net: the VM closed the net port: the relay ends");
+			pisb_services_stop_all(n->svc);
 			return 0;
 		}
-		pisb_relay_poll(n->relay, p + relay_at, mux_at - relay_at);
-		if (n->proxy)
-			pisb_proxy_poll(n->proxy, p + proxy_at, relay_at - proxy_at);
-		if (n->gate)
-			pisb_gate_poll(n->gate, p + gate_at, relay_at - gate_at);
-		for (size_t i = 0; i < n->npv; i++)
-			if (p[pv_at + (int)i].revents & POLLIN)
-				accept_preview(n, &n->pv[i]);
-		for (size_t i = 0; i < NET_MAX_CLIENTS; i++)
-			if (n->cl[i].fd >= 0 && p[cl_at + (int)i].revents)
-				client_read(n, &n->cl[i]);
-		if (p[ctl_at].revents & POLLIN)
-			accept_client(n);
+		if (r > 0 && (p[sig_at].revents & POLLIN) && signals(n)) {
+			logf_(n, "net: stopping (TERM)");
+			pisb_services_stop_all(n->svc);
+			return 0;
+		}
+		/* the timers run even when nothing came */
+		pisb_services_poll(n->svc, p + svc_at, r > 0 ? (size_t)(mux_at - svc_at) : 0);
+		if (pisb_services_changed(n->svc))
+			publish(n);
+		if (r > 0) {
+			for (size_t i = 0; i < NET_MAX_CLIENTS; i++)
+				if (n->cl[i].fd >= 0 && p[cl_at + (int)i].revents)
+					client_read(n, &n->cl[i]);
+			if (p[ctl_at].revents & POLLIN)
+				accept_client(n);
+		}
 		say_drops(n);
 	}
 }
 
 /* The child: its own fds only (idir, the log, the ready pipe). */
 static void __attribute__((noreturn)) net_main(int idir, const char *name, const struct pisb_config *cfg,
-					       int ready)
+					       int ready, bool boot)
 {
 	static struct net n;
-	int port = -1, lock;
+	int port = -1, lock, sp[2];
 	struct pisb_err e = PISB_ERR_INIT;
-
-	struct stat sb;
+	struct sigaction sa;
+	struct stat st;
 
 	signal(SIGPIPE, SIG_IGN);
-	signal(SIGTERM, SIG_DFL);
-	/* the proxy's resolvers (proxy.c) are reaped by the kernel */
-	signal(SIGCHLD, SIG_IGN);
 	memset(&n, 0, sizeof(n));
 	n.idir = idir;
 	n.name = name;
+	n.cfg = cfg;
 	n.log = openat(idir, "net.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (n.log >= 0 && fstat(n.log, &sb) == 0)
-		n.log_size = sb.st_size;
+	if (n.log >= 0 && fstat(n.log, &st) == 0)
+		n.log_size = st.st_size;
+	/* the supervision's own lines (pisb_svc_log) go to fd 2: net.log */
+	if (n.log >= 0)
+		dup2(n.log, 2);
 	for (size_t i = 0; i < NET_MAX_CLIENTS; i++)
 		n.cl[i].fd = -1;
+	for (size_t i = 0; i < NET_MAX_PROBES; i++)
+		n.pr[i].fd = n.pr[i].mux_fd = -1;
+	if (pipe2(sp, O_CLOEXEC | O_NONBLOCK) < 0)
+		_exit(1);
+	n.sigr = sp[0];
+	n.sigw = sig_w = sp[1];
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGCHLD, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 	/* the net port is ours alone while the VM runs */
 	lock = pisb_lock_acquire(idir, "agent5.lock", true, 5000, "the VM's net port", &e);
 	for (int tries = 0; lock >= 0 && port < 0 && tries < 50; tries++) {
@@ -657,34 +627,30 @@ static void __attribute__((noreturn)) net_main(int idir, const char *name, const
 	}
 	pisb_mux_init(&n.mux, port, true);
 	n.mux.refused = refused;
+	n.mux.opened = opened;
 	n.mux.accept = egress_accept;
 	n.mux.arg = &n;
 	pisb_mux_hello(&n.mux);
-	n.relay = pisb_relay_new();
-	if (cfg->nallowed_hosts) {
-		n.proxy = pisb_proxy_new(-1, cfg->allowed_hosts, cfg->nallowed_hosts, name, n.relay);
-		pisb_proxy_set_log(n.proxy, egress_log, &n);
+	n.svc = pisb_services_new_ops(NULL, idir, name, cfg, &vm_svc_ops, &n);
+	pisb_services_on_change(n.svc, publish, &n);
+	/* the egress proxy from now on: setup and the hooks reach it too */
+	pisb_services_start_proxy(n.svc);
+	if (boot) {
+		/* a relay started again: what the one before ran comes back */
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		pisb_services_begin(n.svc, null >= 0 ? null : 2);
+		if (null >= 0)
+			close(null);
 	}
-	if (cfg->preview_token) {
-		n.token = pisb_preview_token(idir);
-		if (!n.token) {
-			logf_(&n, "net: no preview token (%s): previews stay closed", strerror(errno));
-			_exit(1);
-		}
-		n.gate = pisb_gate_new(n.relay, gate_admit, &n);
-	}
-	load(&n);
-	for (size_t i = 0; i < n.npv; i++)
-		open_listener(&n, &n.pv[i]);
 	publish(&n);
 	(void)!write(ready, "r", 1);
 	close(ready);
-	logf_(&n, "net: relay up, %zu previews%s", n.npv,
-	      n.proxy ? ", the egress proxy on the guest's 127.0.0.1:3128" : "");
+	logf_(&n, "net: relay up%s",
+	      pisb_services_proxy(n.svc) ? ", the egress proxy on the guest's 127.0.0.1:3128" : "");
 	_exit(net_loop(&n) < 0 ? 1 : 0);
 }
 
-pid_t vm_net_start(int idir, const char *name, const struct pisb_config *cfg)
+pid_t vm_net_start(int idir, const char *name, const struct pisb_config *cfg, bool boot)
 {
 	int p[2];
 	pid_t pid, parent = getpid();
@@ -711,7 +677,7 @@ pid_t vm_net_start(int idir, const char *name, const struct pisb_config *cfg)
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (getppid() != parent)
 			_exit(1);
-		net_main(3, name, cfg, 4);
+		net_main(3, name, cfg, 4, boot);
 	}
 	close(p[1]);
 	/* ready once status.json shows the previews (or it died) */
@@ -730,4 +696,37 @@ void vm_net_stop(pid_t pid)
 		return;
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
+}
+
+/* The services of a running vm sandbox, after its hooks (create, start):
+ * started by its relay; 0 once each is ready, or -1 naming those that
+ * failed (the sandbox runs on, as the local driver's). */
+int vm_net_boot(int idir, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf reply = PISB_BUF_INIT;
+	struct pisb_json j;
+	bool ok = false;
+	int r = 0;
+
+	if (pisb_control_call(idir, "{\"op\":\"svc.boot\"}", &reply, 150000, e) < 0)
+		return -1;
+	if (pisb_json_parse(&j, reply.s ? reply.s : "", reply.len, e) < 0)
+		return -1;
+	pisb_json_bool(&j, pisb_json_get(&j, 0, "ok"), &ok);
+	if (!ok) {
+		_cleanup_free_ char *msg = pisb_json_str(&j, pisb_json_get(&j, 0, "error"));
+		r = pisb_err_set(e, PISB_EXIT_FAIL, "%s", msg ? msg : "the services did not start");
+	}
+	pisb_json_release(&j);
+	return r;
+}
+
+/* Stop the services before the guest powers off (their stop lines in
+ * their logs, TERM first); quietly nothing when no relay answers. */
+void vm_net_halt(int idir)
+{
+	_cleanup_buf_ struct pisb_buf reply = PISB_BUF_INIT;
+	struct pisb_err ig = PISB_ERR_INIT;
+
+	pisb_control_call(idir, "{\"op\":\"svc.halt\"}", &reply, 10000, &ig);
 }

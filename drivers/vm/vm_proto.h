@@ -30,17 +30,22 @@
  *   126 cannot run, 127 not found);  PONG.
  *
  * Ports are named org.pisb.agent.N: port 0 is for PING and POWEROFF
- * (lifecycle), ports 1..PISB_VM_EXEC_PORTS run one command at a time each,
+ * (lifecycle), ports 1..PISB_VM_EXEC_PORTS run one command at a time each
+ * (exec, the hooks), ports PISB_VM_SVC_PORT.. (PISB_VM_SVC_PORTS of them)
+ * too, for the supervised services only (vm_svc.c: one each while it runs),
  * port PISB_VM_NET_PORT carries TCP streams (vm_mux.h: sid is the stream
  * id, odd when the host opened the stream, even when the guest did), both
  * ways:
  *   NOPEN    u16le port.  Host to guest: connect to 127.0.0.1:port (a
- *            preview).  Guest to host: a connection to the guest's
- *            127.0.0.1:PISB_VM_EGRESS_PORT, for the host's egress proxy
- *            (only that port is taken, and only with
+ *            preview, a service's check).  Guest to host: a connection to
+ *            the guest's 127.0.0.1:PISB_VM_EGRESS_PORT, for the host's
+ *            egress proxy (only that port is taken, and only with
  *            network.allowedHosts: the guest names a host-side service,
  *            never a host address)
- *   NDATA    bytes (at most PISB_MUX_CHUNK, within the credit window)
+ *   NDATA    bytes (at most PISB_MUX_CHUNK, within the credit window);
+ *            empty from the guest on a stream the host opened: its
+ *            connect for the stream succeeded (the host's TCP health
+ *            checks wait for it)
  *   NEOF     no more data this way (half-close)
  *   NRST     u8 why (vm_mux.h): the stream is gone
  *   NCREDIT  u32le bytes written out on this side: the sender may send
@@ -57,12 +62,14 @@
 #define PISB_VM_MAX_FRAME (1u << 20)
 #define PISB_VM_EXEC_PORTS 4
 #define PISB_VM_NET_PORT (PISB_VM_EXEC_PORTS + 1)
-#define PISB_VM_PORTS (PISB_VM_NET_PORT + 1)
+#define PISB_VM_SVC_PORT (PISB_VM_NET_PORT + 1)
+#define PISB_VM_SVC_PORTS 4
+#define PISB_VM_PORTS (PISB_VM_SVC_PORT + PISB_VM_SVC_PORTS)
 /* the egress proxy's port, in the guest as in a local sandbox
  * (PISB_PROXY_PORT): the agent listens there with pisb.egress=1 */
 #define PISB_VM_EGRESS_PORT 3128
 #define PISB_VM_PORT_PREFIX "org.pisb.agent."
-#define PISB_VM_AGENT_VERSION "pisb-agent 5"
+#define PISB_VM_AGENT_VERSION "pisb-agent 6"
 /* The file verbs run `PISB_VM_FS_AGENT fs VERB ARGS...` in the guest
  * (agent/agent_fs.c; its reply format: drivers/vm/vm_fs.c). */
 #define PISB_VM_FS_AGENT "/run/pisb/agent"

@@ -156,7 +156,7 @@ int pisb_vm_verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, str
 	{
 		char *argv[] = { "/bin/sh", "-c", (char *)probe, "sh", tok,
 				 canary[0][0] ? canary[0] : canary[1], canary[1][0] ? canary[1] : canary[0], NULL };
-		struct vm_run run = { argv, penv, "/", -1, -1, -1, true, false, pisb_mono_ms() + PROBE_MS, false };
+		struct vm_run run = { argv, penv, "/", -1, -1, -1, true, false, pisb_mono_ms() + PROBE_MS, false, false };
 		if (vm_run_sink(sb->idir, &run, sink, &a, &code, e) < 0) {
 			pisb_err_prefix(e, "verify: sandbox '%s'", sb->name);
 			goto out;
