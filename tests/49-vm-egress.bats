@@ -124,6 +124,7 @@ wait_log() {
 	[ -n "$relay" ]
 	rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$relay/status")
 	put attack.py /root/attack.py
+	put vmport.py /root/vmport.py
 	# 100 opens to the proxy's port at once, an open of an odd (host) id,
 	# one to port 22, id 2 again, a request for a host not on the list,
 	# 384 KiB on a stream without waiting for credit
@@ -171,6 +172,7 @@ wait_log() {
 	run -7 pisb exec egr0 -- curl -sS -m 10 --noproxy '*' "http://127.0.0.1:$HP/hello.txt"
 	run -7 pisb exec egr0 -- curl -sS -m 10 --noproxy '*' "http://127.0.0.1:3128/"
 	pisb write egr0 /root/attack.py < "$FX/attack.py"
+	pisb write egr0 /root/vmport.py < "$FX/vmport.py"
 	run -0 pisb exec egr0 -- python3 /root/attack.py egress 3 4 noproxy
 	echo "$output"
 	# ids 2, 4, 6 to the proxy's port and 8 to port 22: all refused

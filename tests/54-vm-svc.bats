@@ -30,7 +30,8 @@ setup_file() {
 	EOF2
 	pisb create sv1 -f "$BATS_FILE_TMPDIR/vm.yaml" > "$BATS_FILE_TMPDIR/create.out" 2> "$BATS_FILE_TMPDIR/create.err" ||
 		echo "create failed: $?" >> "$BATS_FILE_TMPDIR/create.err"
-	pisb write sv1 /root/attack-svc.py < "$FX/vmsvc/attack-svc.py" >/dev/null 2>&1 ||
+	{ pisb write sv1 /root/attack-svc.py < "$FX/vmsvc/attack-svc.py" &&
+		pisb write sv1 /root/vmport.py < "$FX/vmnet/vmport.py"; } >/dev/null 2>&1 ||
 		echo "create failed: cannot write attack-svc.py" >> "$BATS_FILE_TMPDIR/create.err"
 }
 
@@ -40,13 +41,7 @@ teardown_file() {
 
 setup() {
 	export PI_SANDBOX_HOME="$BATS_FILE_TMPDIR/state"
-	local lacks
-	lacks=$(vm_prereqs)
-	[ -z "$lacks" ] || skip "machine lacks: $lacks"
-	if grep -q "create failed" "$BATS_FILE_TMPDIR/create.err"; then
-		cat "$BATS_FILE_TMPDIR/create.err"
-		false
-	fi
+	vm_suite_setup "$BATS_FILE_TMPDIR/create.err"
 }
 
 # svc_field SERVICE JQ: a field of the service's status
@@ -65,13 +60,7 @@ wait_for() {
 	return 1
 }
 
-relay_pid() {
-	local sup p
-	sup=$(jq -r .controller.pid "$PI_SANDBOX_HOME/instances/sv1/status.json")
-	for p in $(pgrep -P "$sup"); do
-		if ls -l "/proc/$p/fd" 2>/dev/null | grep -q 'net\.log'; then echo "$p"; return; fi
-	done
-}
+relay_pid() { vm_relay_pid sv1; }
 
 @test "services start with create, after setup; status has the local driver's JSON" {
 	run -0 pisb svc sv1 status --json

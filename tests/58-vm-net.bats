@@ -158,6 +158,7 @@ CLIENT() { python3 "$BATS_TEST_DIRNAME/fixtures/svc/client.py" "$@"; }
 	[ -n "$relay" ]
 	rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$relay/status")
 	put attack.py /root/attack.py
+	put vmport.py /root/vmport.py
 	run -0 pisb exec net1 -- python3 /root/attack.py
 	[[ $output == sent* ]]
 	# the same process, its memory grown far less than what the guest
