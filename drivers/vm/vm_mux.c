@@ -323,8 +323,10 @@ static void on_open(struct pisb_mux *m, uint32_t id, const unsigned char *p, uin
 		return;
 	}
 	s->connecting = pending;
-	if (!pending)
-		frame(m, PISB_VM_NDATA, id, NULL, 0);   /* connected */
+	/* the guest's connect for a stream the host opened is done: news
+	 * for the host's checks (a guest-opened stream needs none) */
+	if (!pending && !m->host)
+		frame(m, PISB_VM_NDATA, id, NULL, 0);
 }
 
 static void on_data(struct pisb_mux *m, struct pisb_mux_stream *s, const unsigned char *p, uint32_t len)
