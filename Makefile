@@ -153,11 +153,12 @@ $(BIN)/pisb-init: drivers/local/init/pisb-init.c
 # docker-compose: pisb docker NAME compose on such a sandbox, tests/53
 # (Debian 12 has no docker-compose-plugin; its docker-compose is compose v1,
 # 1.29).  mount: the tests mount inside sandboxes.  ripgrep, fd-find:
-# tests/33 holds grep and find against them.
+# tests/33 holds grep and find against them.  wget: tests/49 fetches
+# through a vm sandbox's proxy with it (the guest's userland is the host's).
 DEB_BUILD := gcc libc6-dev make pkg-config libcurl4-openssl-dev libyaml-dev libarchive-dev libjsmn-dev libpcre2-dev
 DEB_TEST  := bats jq groff-base man-db python3 curl ca-certificates iproute2 util-linux mount procps psmisc passwd \
 	     git xz-utils zstd bzip2 busybox-static bsdextrautils tmux hyperfine zsh fish bubblewrap ripgrep fd-find \
-	     qemu-system-x86 qemu-utils e2fsprogs docker.io docker-compose
+	     qemu-system-x86 qemu-utils e2fsprogs docker.io docker-compose wget
 # The peers make bench compares against (bench/*.sh reports any that cannot
 # run here, and why).  runc: crun refuses hybrid cgroup hosts, podman uses runc;
 # socat: srt needs it.
