@@ -182,16 +182,10 @@ wait_log() {
 }
 
 @test "a template's setup reaches the proxy while it is prepared; a sandbox made from it has its own" {
-	cat > "$BATS_TEST_TMPDIR/tpl.yaml" <<-EOF2
-	version: 1
-	driver: vm
-	resources: { cpus: 1, memoryGiB: 1 }
-	diskGiB: 2
-	network:
-	  allowedHosts: ["localhost:$HP", "127.0.0.1:$HP"]
-	setup:
-	  - env -u NO_PROXY -u no_proxy curl -sS -m 60 -o /root/fetched.txt http://localhost:$HP/hello.txt
-	EOF2
+	# the file's config (allowedHosts) with a setup that fetches through the proxy
+	{ cat "$BATS_FILE_TMPDIR/vm.yaml"
+	  printf 'setup:\n  - env -u NO_PROXY -u no_proxy curl -sS -m 60 -o /root/fetched.txt http://localhost:%s/hello.txt\n' "$HP"
+	} > "$BATS_TEST_TMPDIR/tpl.yaml"
 	run -0 --separate-stderr pisb prepare egtpl -f "$BATS_TEST_TMPDIR/tpl.yaml"
 	# the configuration is the one given (a template keeps only its disk)
 	run -0 --separate-stderr pisb create egt --template egtpl -f "$BATS_TEST_TMPDIR/tpl.yaml"

@@ -950,7 +950,6 @@ static bool workspace_may_hold(const struct pisb_config *cfg, const char *projec
 
 static int vfs_build(const char *dir, const char *share)
 {
-	const char *const *sys = vfs_dirs;
 	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
 	char p[4096], link[4096];
 	struct stat sb;
@@ -960,11 +959,11 @@ static int vfs_build(const char *dir, const char *share)
 		return -1;
 	if (mount("tmpfs", share, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
 		return -1;
-	for (int i = 0; sys[i]; i++) {
+	for (int i = 0; vfs_dirs[i]; i++) {
 		char host[64];
 		ssize_t n;
-		snprintf(host, sizeof(host), "/%s", sys[i]);
-		snprintf(p, sizeof(p), "%s/%s", share, sys[i]);
+		snprintf(host, sizeof(host), "/%s", vfs_dirs[i]);
+		snprintf(p, sizeof(p), "%s/%s", share, vfs_dirs[i]);
 		if (lstat(host, &sb) < 0)
 			continue;
 		if (S_ISLNK(sb.st_mode)) {
@@ -977,7 +976,7 @@ static int vfs_build(const char *dir, const char *share)
 		} else if (S_ISDIR(sb.st_mode)) {
 			if (mkdir(p, 0755) < 0)
 				return -1;
-			if (!strcmp(sys[i], "etc") ? vfs_etc(dir, p) < 0 : vfs_bind(host, p) < 0)
+			if (!strcmp(vfs_dirs[i], "etc") ? vfs_etc(dir, p) < 0 : vfs_bind(host, p) < 0)
 				return -1;
 		}
 	}
