@@ -20,7 +20,13 @@ denied_userns() {
 	f=$BATS_TEST_TMPDIR/go.$RANDOM
 	unshare -U sh -c 'while [ ! -e "$0" ]; do sleep 0.02; done; exec sh -c "echo 0 > /proc/sys/user/max_user_namespaces || exit 99; u=\$1; shift; exec setpriv --reuid \$u --regid \$u --clear-groups env HOME=/tmp \"\$@\"" x "$@"' "$f" "$uid" "$@" &
 	pid=$!
-	sleep 0.1
+	# the maps can be written only once unshare(2) has run: wait for the new namespace
+	# (a fixed sleep lost that race on a loaded fresh machine, and the child exited 99)
+	local i=0
+	while [ "$(readlink "/proc/$pid/ns/user")" = "$(readlink /proc/self/ns/user)" ]; do
+		((++i < 500)) || { echo "denied_userns: unshare -U never ran" >&2; return 98; }
+		sleep 0.01
+	done
 	# one write() per map file
 	python3 -c 'import sys; [open("/proc/%s/%s" % (sys.argv[1], m), "w").write("0 0 1\n%s %s 1\n" % (sys.argv[2], sys.argv[2])) for m in ("uid_map", "gid_map")]' "$pid" "$uid"
 	touch "$f"
