@@ -10,13 +10,13 @@
  * pisb.root=pisb-image (image: PATH), the read-only ext4 disk of that
  * serial, and make the root an overlay of the two (lower: the host's or
  * the image's, upper: the disk's upper/); bind itself at /run/pisb/agent
- * (tmpfs), move the disk and the share under /run/pisb/, switch root and
- * exec itself from there.  (Loopback up and /dev/pts come before the boot
- * snapshot's point.)
- * Stage 2 (PID 1 on the overlay root): hostname, /dev/shm, the pids
- * cgroup, the workspace, then one server
- * per virtio-serial port org.pisb.agent.N (vm_proto.h), respawned if it
- * dies; PID 1 reaps orphans.
+ * (tmpfs; what runs it as a command finds it there), move the disk and
+ * the share under /run/pisb/ and switch root.  (Loopback up and /dev/pts
+ * come before the boot snapshot's point.)
+ * Stage 2 (the same process, PID 1 on the overlay root): hostname,
+ * /dev/shm, the pids cgroup, the workspace, then one server per
+ * virtio-serial port org.pisb.agent.N (vm_proto.h), respawned if it
+ * dies; then the modules of /modules/late, niced; PID 1 reaps orphans.
  *
  * Kernel command line: pisb.name=NAME pisb.ws=/workspace pisb.pids=N
  * [pisb.root=pisb-image] [pisb.proj=rw|ro (a bound project, virtiofs tag
@@ -31,10 +31,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -44,6 +46,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -163,22 +166,28 @@ static const char *cmdline_arg(const char *key)
 
 /* ---- stage 1: the initramfs ---- */
 
-/* the modules a list names (/modules/order: before the boot snapshot's
- * point; /modules/late: after it), in its order */
-static void load_modules(const char *list)
-{
-	FILE *f = fopen(list, "re");
-	char line[256], path[300];
+/* the initramfs's /modules (O_PATH) for stage 2, or -1 */
+static int late_modules = -1;
 
-	if (!f)
+/* the modules a list in dir names (order: before the boot snapshot's
+ * point; late: after it), in its order */
+static void load_modules(int dir, const char *list)
+{
+	int lfd = openat(dir, list, O_RDONLY | O_CLOEXEC);
+	FILE *f = lfd < 0 ? NULL : fdopen(lfd, "re");
+	char line[256];
+
+	if (!f) {
+		if (lfd >= 0)
+			close(lfd);
 		return;
+	}
 	while (fgets(line, sizeof(line), f)) {
 		int fd;
 		line[strcspn(line, "\n")] = '\0';
-		if (!line[0])
+		if (!line[0] || strchr(line, '/'))
 			continue;
-		snprintf(path, sizeof(path), "/modules/%s", line);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = openat(dir, line, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
 			logmsg("module %s: %s", line, strerror(errno));
 			continue;
@@ -239,6 +248,47 @@ static bool find_serial(const char *serial, char *dev, size_t cap)
 
 static size_t await_boot(char *args, size_t cap);
 
+/* A restored guest's /dev/vda held the boot snapshot template's
+ * placeholder until the host put the instance's disk behind the same
+ * device: wait for the capacity the host announced (pisb.disk, bytes;
+ * its resize reaches the guest as a config interrupt), then drop what
+ * the template read of the placeholder (the partition scan's pages). */
+static void restored_disk(const char *dev)
+{
+	const char *want = cmdline_arg("disk");
+	long long bytes = want ? atoll(want) : 0, have = -1;
+	int fd, i;
+
+	if (bytes <= 0) {
+		errno = EINVAL;
+		die("pisb.disk missing from a restore's arguments");
+	}
+	for (i = 0; i < 1000; i++) {
+		char buf[32];
+		ssize_t n;
+		fd = open("/sys/block/vda/size", O_RDONLY | O_CLOEXEC);
+		n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+		if (fd >= 0)
+			close(fd);
+		if (n > 0) {
+			buf[n] = '\0';
+			have = atoll(buf) * 512;
+			if (have == bytes)
+				break;
+		}
+		sleep_ms(2);
+	}
+	if (have != bytes) {
+		errno = EIO;
+		logmsg("the disk's capacity: %lld bytes, want %lld", have, bytes);
+		die("the restored disk's capacity");
+	}
+	fd = open(dev, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || ioctl(fd, BLKFLSBUF, 0) < 0)
+		die("drop the placeholder's cached blocks (BLKFLSBUF)");
+	close(fd);
+}
+
 /* pisb.proj=rw|ro: the host's project (virtiofs tag pisb-proj) at the
  * workspace of the new root, read-only for ro (the host enforces it
  * too); without it the guest does not come up: the workspace is never
@@ -266,6 +316,7 @@ static void mount_project(void)
 }
 
 static void lo_up(void);
+static void __attribute__((noreturn)) stage2(void);
 
 static void __attribute__((noreturn)) stage1(void)
 {
@@ -276,7 +327,8 @@ static void __attribute__((noreturn)) stage1(void)
 	mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
-	load_modules("/modules/order");
+	late_modules = open("/modules", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	load_modules(late_modules, "order");
 	/* what every guest has, made before the boot snapshot's point (the
 	 * mounts move into the new root with /dev) */
 	mkdirs("/dev/pts", 0755);
@@ -299,14 +351,10 @@ static void __attribute__((noreturn)) stage1(void)
 		if (fd < 0 || write_all(fd, args, nargs) < 0 || close(fd) < 0)
 			die("write " PISB_BOOT_ARGS);
 	}
-	/* beside the boot, not before it: stage 2 (PID 1 after the exec)
-	 * reaps this child as it reaps every other */
-	if (fork() == 0) {
-		load_modules("/modules/late");
-		_exit(0);
-	}
-	for (i = 0; i < 600 && access("/dev/vda", F_OK) < 0; i++)
-		sleep_ms(50);
+	for (i = 0; i < 3000 && access("/dev/vda", F_OK) < 0; i++)
+		sleep_ms(10);
+	if (nargs)
+		restored_disk("/dev/vda");
 	/* the root: an overlay of the host's userland, or with pisb.root=
 	 * PISB_VM_IMAGE_SERIAL the sandbox's rootfs image (read-only, lower),
 	 * and the persistent disk (ext4: upper/ and work/) */
@@ -371,11 +419,9 @@ static void __attribute__((noreturn)) stage1(void)
 	if (chdir("/newroot") < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 ||
 	    chdir("/") < 0)
 		die("switch to the root");
-	{
-		char *argv[] = { "pisb-agent", NULL };
-		execv("/run/pisb/agent", argv);
-	}
-	die("exec /run/pisb/agent");
+	/* stage 2 in this same process: an exec of the agent would cost a
+	 * fresh image's page faults for nothing */
+	stage2();
 }
 
 /* ---- stage 2 ---- */
@@ -448,6 +494,50 @@ static int pids_enter(void)
 	if (n <= 0 || !strncmp(v, "max", 3))
 		return -1;
 	return write_str(PISB_CG "/cgroup.procs", "0");
+}
+
+/* the /dev path of each port, found once by stage 2 (its servers, forked
+ * from it, read their own); "" not found */
+static char port_dev[PISB_VM_PORTS][32];
+
+/* Every port's device into port_dev, in one pass over the ports; how
+ * many of the PISB_VM_PORTS are known. */
+static int find_ports(void)
+{
+	DIR *d = opendir("/sys/class/virtio-ports");
+	struct dirent *de;
+	size_t pl = strlen(PISB_VM_PORT_PREFIX);
+	int found = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		char path[300], name[64];
+		ssize_t r;
+		int fd, n;
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name", de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		r = read(fd, name, sizeof(name) - 1);
+		close(fd);
+		if (r <= 0)
+			continue;
+		name[r] = '\0';
+		name[strcspn(name, "\n")] = '\0';
+		if (strncmp(name, PISB_VM_PORT_PREFIX, pl) || !name[pl] || strspn(name + pl, "0123456789") != strlen(name + pl))
+			continue;
+		n = atoi(name + pl);
+		if (n >= 0 && n < PISB_VM_PORTS && !port_dev[n][0] &&
+		    snprintf(port_dev[n], sizeof(port_dev[n]), "/dev/%s", de->d_name) >= (int)sizeof(port_dev[n]))
+			port_dev[n][0] = '\0';   /* a name that long is no port's */
+	}
+	closedir(d);
+	for (int i = 0; i < PISB_VM_PORTS; i++)
+		found += port_dev[i][0] != '\0';
+	return found;
 }
 
 /* /dev/vportXpY of the port named org.pisb.agent.N */
@@ -990,8 +1080,11 @@ static void __attribute__((noreturn)) serve(int n)
 
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
+	sigaddset(&chld, SIGIO);
 	sigprocmask(SIG_BLOCK, &chld, &old);
-	if (find_port(n, dev, sizeof(dev)) < 0)
+	if (port_dev[n][0])
+		snprintf(dev, sizeof(dev), "%s", port_dev[n]);
+	else if (find_port(n, dev, sizeof(dev)) < 0)
 		_exit(3);
 	p.fd = open(dev, O_RDWR | O_CLOEXEC);
 	if (p.fd < 0) {
@@ -1000,6 +1093,11 @@ static void __attribute__((noreturn)) serve(int n)
 	}
 	if (n == PISB_VM_NET_PORT)
 		net_serve(p.fd);
+	/* the port signals (SIGIO, blocked: waited for) when a host
+	 * connects or sends: a new host is served at once, not at the next
+	 * poll of a port that read() says has no host */
+	if (fcntl(p.fd, F_SETOWN, getpid()) < 0 || fcntl(p.fd, F_SETFL, fcntl(p.fd, F_GETFL) | O_ASYNC) < 0)
+		logmsg("port %d: no SIGIO (%s): polling it", n, strerror(errno));
 	for (;;) {
 		int type;
 		uint32_t sid, len;
@@ -1011,11 +1109,15 @@ static void __attribute__((noreturn)) serve(int n)
 			if (r == 0) {
 				/* no host: what was half-read is stale, once the
 				 * hang-up lasts (see session) */
+				struct timespec poll_ts = { 0, 50 * 1000000L };
+				sigset_t io;
 				if (!hup_since)
 					hup_since = now_ms();
 				else if (now_ms() - hup_since > HUP_GRACE_MS)
 					p.have = 0;
-				sleep_ms(50);
+				sigemptyset(&io);
+				sigaddset(&io, SIGIO);
+				sigtimedwait(&io, NULL, &poll_ts);
 			} else {
 				hup_since = 0;
 			}
@@ -1111,12 +1213,23 @@ static void __attribute__((noreturn)) stage2(void)
 
 	if (name) {
 		char line[80];
+		int fd;
 		sethostname(name, strlen(name));
-		int fd = open("/etc/hostname", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		/* /etc/hostname: a file of /run bound over the image's (as a
+		 * container runtime does), not a copy-up of /etc on the disk
+		 * at every create; an image without one gets one written */
 		snprintf(line, sizeof(line), "%s\n", name);
+		fd = open("/run/pisb/hostname", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (fd >= 0) {
 			write_all(fd, line, strlen(line));
 			close(fd);
+		}
+		if (mount("/run/pisb/hostname", "/etc/hostname", NULL, MS_BIND, NULL) < 0) {
+			fd = open("/etc/hostname", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+			if (fd >= 0) {
+				write_all(fd, line, strlen(line));
+				close(fd);
+			}
 		}
 	}
 	/* /dev/shm: half the sandbox's memory (pisb.mem, MiB), whatever a
@@ -1137,11 +1250,10 @@ static void __attribute__((noreturn)) stage2(void)
 	}
 	pids_setup(cmdline_arg("pids"));
 	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
-	for (i = 0; i < 200; i++) {
-		char dev[300];
-		if (find_port(PISB_VM_PORTS - 1, dev, sizeof(dev)) == 0 && access(dev, F_OK) == 0)
+	for (i = 0; i < 1000; i++) {
+		if (find_ports() == PISB_VM_PORTS && access(port_dev[PISB_VM_PORTS - 1], F_OK) == 0)
 			break;
-		sleep_ms(50);
+		sleep_ms(10);
 	}
 	for (i = 0; i < PISB_VM_PORTS; i++)
 		servers[i] = 0;
@@ -1157,6 +1269,23 @@ static void __attribute__((noreturn)) stage2(void)
 				serve(i);
 			if (servers[i] < 0)
 				servers[i] = 0;
+			/* the host pings port 0, then runs its first command
+			 * on port 1: theirs first (one vCPU runs a child only
+			 * once the parent yields) */
+			if (i <= 1)
+				sched_yield();
+		}
+		/* once, beside the servers: the balloon (free page reporting)
+		 * is after the boot snapshot's point (vm.c), and a niced
+		 * child keeps its load out of the first commands' way */
+		if (late_modules >= 0) {
+			if (fork() == 0) {
+				setpriority(PRIO_PROCESS, 0, 19);
+				load_modules(late_modules, "late");
+				_exit(0);
+			}
+			close(late_modules);
+			late_modules = -1;
 		}
 		w = wait(&st);
 		if (w < 0) {

@@ -59,7 +59,8 @@ setup() {
 	fi
 	jq -e '.limits.cpus == 2 and .limits.memoryGiB == 1 and .vm.memoryMiB == 1024' <<<"$output"
 	# the first boot in this state dir made the boot snapshot, then
-	# restored it (the disk and the share hot-plugged)
+	# restored it (the instance's disk behind the template's device, the
+	# share hot-plugged)
 	jq -e '.vm.boot == "snapshot" and (.vm.bootNote | test("made the boot snapshot"))' <<<"$output"
 	grep -q "made the boot snapshot" "$BATS_FILE_TMPDIR/create.err"
 	snap=$(snapdir)
@@ -79,7 +80,7 @@ setup() {
 	t=$BATS_FILE_TMPDIR/trace
 	run -1 grep -vE '^pisb-trace [0-9]{16} [0-9]+ [a-z]+: .+$' "$t"
 	for m in 'create: config parsed' 'vm: disk made (mke2fs)' 'vm: boot asked' 'vm: supervisor start' \
-		'vm: boot snapshot made' 'vm: QEMU started (restore)' 'vm: restored, disk and shares hot-plugged' \
+		'vm: boot snapshot made' 'vm: QEMU started (restore)' 'vm: restored, shares hot-plugged' \
 		'vm: the agent took its arguments' 'vm: the agent answers' 'vm: running recorded, relay started' \
 		'vm: booted' 'vm: setup run' 'create: reported'; do
 		grep -q " $m\$" "$t" || { echo "no mark: $m"; false; }

@@ -67,6 +67,9 @@
  * restore plugs the rest of the sandbox's memory in (virtio-mem), so that
  * QEMU reads and populates only this much when it restores */
 #define VM_SNAP_BASE_MIB 256
+/* the template's disk: what the disk's device holds until a restore puts
+ * the instance's own there (a sparse file of 1 MiB, never mounted) */
+#define VM_SNAP_DISK "placeholder.img"
 
 static const char *const vm_modules[] = { "virtio_pci", "virtio_mmio", "virtio_blk",
 	"virtio_console", "virtio_rng", "virtiofs", "overlay", NULL };
@@ -711,9 +714,13 @@ static const char *egress_arg(const struct boot *bt)
 }
 
 /* The argv of QEMU.  A template and its restores differ only in the
- * chardevs' backends and -incoming: the devices, memory and ROMs of a
- * restore must be the template's, so the disk and the share are not
- * there (they are hot-plugged into the two PCIe root ports after the
+ * chardevs' backends, the disk's backend and -incoming: the devices,
+ * memory and ROMs of a restore must be the template's.  The disk's
+ * device is there from the template's boot on (a placeholder behind it,
+ * VM_SNAP_DISK; a restore puts the instance's disk there and resizes it,
+ * restore_finish), which spares the guest a PCIe hot-plug (the port's
+ * link takes 120 ms to come up); the shares are not there (vhost-user-fs
+ * cannot migrate: they are hot-plugged into PCIe root ports after the
  * restore, see restore_finish), and the guest's memory is
  * VM_SNAP_BASE_MIB with the rest on a virtio-mem device that the restore
  * plugs: QEMU 7.2 reads and populates every page of RAM a restore loads
@@ -794,13 +801,21 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 			pisb_strv_pushf(av, "virtio-blk-%s,drive=root0,serial=" PISB_VM_IMAGE_SERIAL, bus);
 		}
 	} else {
-		/* the PCIe root ports' own (native) hot-plug: the guest finds
-		 * the disk in ~30 ms under TCG, against ~300 ms through ACPI
-		 * (its AML, interpreted), QEMU's default for q35 */
-		pisb_strv_push(av, "-global");
-		pisb_strv_push(av, "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off");
+		pisb_strv_push(av, "-blockdev");
+		if (mode == VM_TEMPLATE)
+			pisb_strv_push(av, "driver=raw,node-name=disk0,discard=unmap,file.driver=file,file.filename=" VM_SNAP_DISK);
+		else
+			pisb_strv_pushf(av, "driver=%s,node-name=disk0,discard=unmap,file.driver=file,file.filename=%s",
+					bt->overlay ? "qcow2" : "raw", bt->overlay ? "disk.qcow2" : "disk.img");
 		pisb_strv_push(av, "-device");
 		pisb_strv_push(av, "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1");
+		pisb_strv_push(av, "-device");
+		pisb_strv_push(av, "virtio-blk-pci,id=vda,drive=disk0,bus=rp1");
+		/* the PCIe root ports' own (native) hot-plug: the guest finds
+		 * a share ~150 ms after the restore under TCG, against ~300 ms
+		 * through ACPI (its AML, interpreted), QEMU's default for q35 */
+		pisb_strv_push(av, "-global");
+		pisb_strv_push(av, "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off");
 		pisb_strv_push(av, "-device");
 		pisb_strv_push(av, "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2");
 		/* a bound project's share (restore_finish) */
@@ -1169,7 +1184,7 @@ static pid_t launch(const struct boot *bt, bool kvm, int in_fd)
  * PISB_VM_SNAPSHOT=0 turns it off. */
 
 /* bump it when the template's devices change (qemu_argv) */
-#define VM_SNAP_FORMAT "pisb-vmsnap 4"
+#define VM_SNAP_FORMAT "pisb-vmsnap 5"
 #define VM_SNAP_LOCK_MS 600000
 #define VM_QMP_MS 30000
 
@@ -1402,6 +1417,17 @@ static int snap_build(const struct boot *bt, bool kvm, int sdir, const char *sdi
 		if (fq >= 0)
 			close(fq);
 	}
+	{
+		/* the disk's device holds this until a restore (qemu_argv) */
+		int fd = openat(sdir, VM_SNAP_DISK, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0 || ftruncate(fd, 1 << 20) < 0) {
+			*why = xasprintf("the template's placeholder disk: %s", strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			goto out;
+		}
+		close(fd);
+	}
 	q = launch_qemu(bt, kvm, VM_TEMPLATE, sdir, sdir_path, qsock, -1);
 	if (q < 0) {
 		*why = xstrdup("cannot start QEMU (fork failed)");
@@ -1550,11 +1576,41 @@ static int plug_memory(const struct boot *bt, struct qmp *m, char **why)
 	return qmp_cmd(m, cmd, -1, NULL, NULL, why);
 }
 
+/* The size of the instance's disk as its guest sees it, in bytes: the
+ * raw image's, or the virtual size in a qcow2 overlay's header. */
+static int disk_bytes(const struct boot *bt, long long *size, char **why)
+{
+	int fd = openat(bt->idir, bt->overlay ? "disk.qcow2" : "disk.img", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	unsigned char h[32];
+	struct stat sb;
+
+	*size = -1;
+	if (fd >= 0 && !bt->overlay && fstat(fd, &sb) == 0)
+		*size = (long long)sb.st_size;
+	else if (fd >= 0 && bt->overlay && pread(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+		 !memcmp(h, "QFI\xfb", 4)) {
+		*size = 0;
+		for (int i = 24; i < 32; i++)
+			*size = (*size << 8) | h[i];
+	}
+	if (fd >= 0)
+		close(fd);
+	if (*size <= 0 || *size % 512) {
+		*why = xasprintf("the instance's disk (%s) has no size pisb can give the guest",
+				 bt->overlay ? "disk.qcow2" : "disk.img");
+		return -1;
+	}
+	return 0;
+}
+
 static int restore_finish(const struct boot *bt, pid_t q, char **why)
 {
 	struct qmp m = { .fd = -1 };
+	struct vm_conn c = VM_CONN_INIT;
 	int64_t deadline = pisb_mono_ms() + pisb_env_ms("PISB_VM_BOOT_TIMEOUT_MS", VM_BOOT_TIMEOUT_MS);
-	char seed[64], *args;
+	char seed[64], *args = NULL, cmd[160];
+	long long disk;
+	uint32_t sid;
 	struct timespec now;
 	int64_t t0 = pisb_mono_ms(), t1;
 	int ret = -1;
@@ -1590,32 +1646,41 @@ static int restore_finish(const struct boot *bt, pid_t q, char **why)
 		}
 		pisb_sleep_ms(20);
 	}
-	/* a qcow2 overlay opens its backing file (the template's disk,
-	 * read-only) by the name and format in its header */
-	if (qmp_cmd(&m, bt->overlay
-			? "{\"execute\":\"blockdev-add\",\"arguments\":{\"driver\":\"qcow2\",\"node-name\":\"disk0\",\"discard\":\"unmap\",\"file\":{\"driver\":\"file\",\"filename\":\"disk.qcow2\"}}}"
-			: "{\"execute\":\"blockdev-add\",\"arguments\":{\"driver\":\"raw\",\"node-name\":\"disk0\",\"discard\":\"unmap\",\"file\":{\"driver\":\"file\",\"filename\":\"disk.img\"}}}",
-		    -1, NULL, NULL, why) < 0 ||
-	    qmp_cmd(&m, "{\"execute\":\"device_add\",\"arguments\":{\"driver\":\"virtio-blk-pci\",\"id\":\"vda\",\"drive\":\"disk0\",\"bus\":\"rp1\"}}",
-		    -1, NULL, NULL, why) < 0 ||
+	/* the disk's device has held the template's placeholder: it holds
+	 * the instance's disk now (qemu_argv), and a resize to the disk's
+	 * own size tells the guest its capacity (a config interrupt at cont;
+	 * the agent waits for it, pisb.disk) */
+	if (disk_bytes(bt, &disk, why) < 0)
+		goto out;
+	snprintf(cmd, sizeof(cmd),
+		 "{\"execute\":\"block_resize\",\"arguments\":{\"node-name\":\"disk0\",\"size\":%lld}}", disk);
+	if (qmp_cmd(&m, cmd, -1, NULL, NULL, why) < 0 ||
 	    qmp_cmd(&m, "{\"execute\":\"chardev-add\",\"arguments\":{\"id\":\"vfs0\",\"backend\":{\"type\":\"socket\",\"data\":{\"server\":false,\"addr\":{\"type\":\"unix\",\"data\":{\"path\":\"" VM_VFS_SOCK "\"}}}}}}",
 		    -1, NULL, NULL, why) < 0 ||
 	    qmp_cmd(&m, "{\"execute\":\"device_add\",\"arguments\":{\"driver\":\"vhost-user-fs-pci\",\"id\":\"vfs\",\"chardev\":\"vfs0\",\"tag\":\"" VM_VFS_TAG "\",\"queue-size\":1024,\"bus\":\"rp2\"}}",
 		    -1, NULL, NULL, why) < 0 ||
 	    (bt->proj.dir && restore_project(&m, why) < 0) ||
-	    (use_vmem(bt) && plug_memory(bt, &m, why) < 0) ||
-	    qmp_cmd(&m, "{\"execute\":\"cont\"}", -1, NULL, NULL, why) < 0)
+	    (use_vmem(bt) && plug_memory(bt, &m, why) < 0))
 		goto out;
-	t1 = pisb_mono_ms();
-	pisb_trace("vm: restored, disk and shares hot-plugged");
 	/* the clock and a fresh seed: every restore starts from the same
-	 * memory, the template's clock and random pool included */
+	 * memory, the template's clock and random pool included; sent
+	 * before cont, so that the guest finds them as it runs */
 	pisb_random_hex(seed, 48);
 	clock_gettime(CLOCK_REALTIME, &now);
-	args = xasprintf("pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.mem=%d pisb.time=%lld.%09ld pisb.seed=%s%s%s",
-			 bt->name, bt->cfg->workspace, bt->cfg->pids, bt->cfg->memory_gib * 1024,
+	args = xasprintf("pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.mem=%d pisb.disk=%lld pisb.time=%lld.%09ld pisb.seed=%s%s%s",
+			 bt->name, bt->cfg->workspace, bt->cfg->pids, bt->cfg->memory_gib * 1024, disk,
 			 (long long)now.tv_sec, now.tv_nsec, seed, proj_arg(bt), egress_arg(bt));
-	if (vm_boot_args(bt->idir, args, 60000) < 0) {
+	if (vm_boot_send(bt->idir, args, &c, &sid) < 0) {
+		*why = xstrdup("cannot send the restored agent its arguments (port 0)");
+		goto out;
+	}
+	if (qmp_cmd(&m, "{\"execute\":\"cont\"}", -1, NULL, NULL, why) < 0) {
+		vm_conn_close(&c);
+		goto out;
+	}
+	t1 = pisb_mono_ms();
+	pisb_trace("vm: restored, shares hot-plugged");
+	if (vm_boot_wait(&c, sid, 60000) < 0) {
 		*why = xstrdup("the restored agent did not take its arguments");
 	} else {
 		int log = openat(bt->idir, "qemu.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);

@@ -55,10 +55,11 @@
  * "kernel","qemu","memoryMiB","cpus"}; boot "snapshot" or "cold".
  *
  * The boot snapshot (vm.c, <state>/vmsnap/): a template VM booted to the
- * agent's stage 1 with no disk and no share, saved once per (kernel,
- * initramfs, QEMU binary, memory, vCPUs, accelerator) and restored by
- * every boot, the disk and the share then hot-plugged (q35: three PCIe
- * root ports, the third for a bound project's share).  Any failure boots cold with a note; PISB_VM_SNAPSHOT=0
+ * agent's stage 1 with no share and a placeholder behind its disk's
+ * device, saved once per (kernel, initramfs, QEMU binary, memory, vCPUs,
+ * accelerator) and restored by every boot with the instance's disk behind
+ * that device (resized to its size), the shares then hot-plugged (q35:
+ * PCIe root ports, the third for a bound project's share).  Any failure boots cold with a note; PISB_VM_SNAPSHOT=0
  * turns it off.
  *
  * The machine is q35 (PCI virtio devices) with KVM and under TCG;

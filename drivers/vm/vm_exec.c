@@ -322,9 +322,26 @@ int vm_poweroff(int idir, int timeout_ms)
 	return lifecycle_call(idir, PISB_VM_POWEROFF, NULL, 0, timeout_ms);
 }
 
-int vm_boot_args(int idir, const char *args, int timeout_ms)
+int vm_boot_send(int idir, const char *args, struct vm_conn *c, uint32_t *sid)
 {
-	return lifecycle_call(idir, PISB_VM_BOOT, args, strlen(args), timeout_ms);
+	struct pisb_err ig = PISB_ERR_INIT;
+
+	*sid = vm_sid();
+	if (vm_conn_open(idir, 0, 5000, c, &ig) < 0)
+		return -1;
+	if (vm_send(c, PISB_VM_BOOT, *sid, args, strlen(args)) < 0) {
+		vm_conn_close(c);
+		return -1;
+	}
+	return 0;
+}
+
+int vm_boot_wait(struct vm_conn *c, uint32_t sid, int timeout_ms)
+{
+	int ret = await_pong(c, sid, pisb_mono_ms() + timeout_ms);
+
+	vm_conn_close(c);
+	return ret;
 }
 
 /* ---- running a command ---- */

@@ -55,8 +55,12 @@ int vm_ping(int idir, int timeout_ms);
 /* POWEROFF through port 0: 0 when the agent acknowledged. */
 int vm_poweroff(int idir, int timeout_ms);
 /* BOOT through port 0 to a guest restored from the boot snapshot (args:
- * "pisb.KEY=VALUE ..."): 0 when the agent acknowledged. */
-int vm_boot_args(int idir, const char *args, int timeout_ms);
+ * "pisb.KEY=VALUE ..."), in two steps: the frame is sent while the VM is
+ * still paused (it waits in QEMU's socket, then in the port, for the
+ * guest to run), vm_boot_wait waits for the agent's PONG; both close c
+ * on failure, vm_boot_wait always.  0, or -1. */
+int vm_boot_send(int idir, const char *args, struct vm_conn *c, uint32_t *sid);
+int vm_boot_wait(struct vm_conn *c, uint32_t sid, int timeout_ms);
 
 /* Run argv in the guest: stdin from in_fd (-1: none), output to out_fd
  * and err_fd, signals forwarded when forward; *code the exit status. */

@@ -23,8 +23,10 @@
  *            (QEMU runs with -no-reboot, so it exits); answers PONG first.
  *   BOOT     only to a guest restored from the boot snapshot, waiting in
  *            stage 1: "pisb.KEY=VALUE ..." (its arguments, pisb.time,
- *            pisb.seed); answers PONG, then mounts the hot-plugged disk
- *            and share.
+ *            pisb.seed, pisb.disk: the disk's size in bytes, which the
+ *            guest waits to see before it mounts the disk); sent while
+ *            the restored VM is still paused; answers PONG, then mounts
+ *            the disk and the hot-plugged share.
  * Guest to host:
  *   STDOUT / STDERR  output bytes;  EXIT  i32le exit status (N, 128+signal,
  *   126 cannot run, 127 not found);  PONG.
