@@ -633,6 +633,27 @@ static int port_fill(struct port *p)
 	return errno == EINTR || errno == EAGAIN ? 1 : -1;
 }
 
+/* The port signals (SIGIO) when a host connects or sends: a process
+ * that keeps SIGIO blocked waits for it (port_wait) instead of polling a
+ * port whose read() says no host is there.  0, or -1 (then poll). */
+static int port_async(int fd)
+{
+	if (fcntl(fd, F_SETOWN, getpid()) < 0 || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) < 0)
+		return -1;
+	return 0;
+}
+
+/* Wait for the port's SIGIO, ms at most. */
+static void port_wait(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	sigset_t io;
+
+	sigemptyset(&io);
+	sigaddset(&io, SIGIO);
+	sigtimedwait(&io, NULL, &ts);
+}
+
 static void __attribute__((noreturn)) poweroff(void)
 {
 	sync();
@@ -1093,10 +1114,8 @@ static void __attribute__((noreturn)) serve(int n)
 	}
 	if (n == PISB_VM_NET_PORT)
 		net_serve(p.fd);
-	/* the port signals (SIGIO, blocked: waited for) when a host
-	 * connects or sends: a new host is served at once, not at the next
-	 * poll of a port that read() says has no host */
-	if (fcntl(p.fd, F_SETOWN, getpid()) < 0 || fcntl(p.fd, F_SETFL, fcntl(p.fd, F_GETFL) | O_ASYNC) < 0)
+	/* a new host is served at once, not at the next poll */
+	if (port_async(p.fd) < 0)
 		logmsg("port %d: no SIGIO (%s): polling it", n, strerror(errno));
 	for (;;) {
 		int type;
@@ -1109,15 +1128,11 @@ static void __attribute__((noreturn)) serve(int n)
 			if (r == 0) {
 				/* no host: what was half-read is stale, once the
 				 * hang-up lasts (see session) */
-				struct timespec poll_ts = { 0, 50 * 1000000L };
-				sigset_t io;
 				if (!hup_since)
 					hup_since = now_ms();
 				else if (now_ms() - hup_since > HUP_GRACE_MS)
 					p.have = 0;
-				sigemptyset(&io);
-				sigaddset(&io, SIGIO);
-				sigtimedwait(&io, NULL, &poll_ts);
+				port_wait(50);
 			} else {
 				hup_since = 0;
 			}
@@ -1153,6 +1168,8 @@ static size_t await_boot(char *args, size_t cap)
 {
 	static struct port p;
 	char dev[300];
+	sigset_t io;
+	bool async;
 	int i;
 
 	for (i = 0; i < 200 && find_port(0, dev, sizeof(dev)) < 0; i++)
@@ -1160,6 +1177,12 @@ static size_t await_boot(char *args, size_t cap)
 	p.fd = open(dev, O_RDWR | O_CLOEXEC);
 	if (p.fd < 0)
 		die("open the lifecycle port");
+	/* the BOOT frame wakes us (the host sends it before the restored
+	 * VM runs); SIGIO blocked only until it came, never in stage 2 */
+	sigemptyset(&io);
+	sigaddset(&io, SIGIO);
+	sigprocmask(SIG_BLOCK, &io, NULL);
+	async = port_async(p.fd) == 0;
 	logmsg("snapshot point");
 	for (;;) {
 		int type;
@@ -1168,8 +1191,12 @@ static size_t await_boot(char *args, size_t cap)
 			int r = port_fill(&p);
 			if (r < 0)
 				die("read the lifecycle port");
-			if (r == 0)
-				sleep_ms(20);
+			if (r == 0) {
+				if (async)
+					port_wait(20);
+				else
+					sleep_ms(20);
+			}
 		}
 		if (type != PISB_VM_BOOT || len == 0 || len >= cap) {
 			frame_consume(&p, len);
@@ -1180,6 +1207,12 @@ static size_t await_boot(char *args, size_t cap)
 		frame_consume(&p, len);
 		send_frame(&p, PISB_VM_PONG, sid, "boot", 4);
 		close(p.fd);
+		{
+			struct timespec none = { 0, 0 };
+			while (sigtimedwait(&io, NULL, &none) > 0)
+				;
+			sigprocmask(SIG_UNBLOCK, &io, NULL);
+		}
 		for (char *t = args; t && *t;) {
 			char *end = strchr(t, ' ');
 			size_t n = end ? (size_t)(end - t) : strlen(t);
@@ -1202,6 +1235,83 @@ static size_t await_boot(char *args, size_t cap)
 			t = t[n] ? t + n + 1 : NULL;
 		}
 		return len;
+	}
+}
+
+/* ---- idle reclaim ---- */
+
+/* the default of pisb.reclaim (seconds; 0: never) */
+#define RECLAIM_S 30
+/* less clean page cache than this is not worth dropping */
+#define RECLAIM_MIN_KB (32 * 1024)
+
+/* The CPU time of every CPU so far (USER_HZ ticks): busy, and all. */
+static bool cpu_ticks(unsigned long long *busy, unsigned long long *all)
+{
+	unsigned long long v[8] = { 0 };
+	char line[256];
+	FILE *f = fopen("/proc/stat", "re");
+	bool ok;
+
+	if (!f)
+		return false;
+	ok = fgets(line, sizeof(line), f) &&
+	     sscanf(line, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+		    &v[6], &v[7]) == 8;
+	fclose(f);
+	if (!ok)
+		return false;
+	*all = 0;
+	for (int i = 0; i < 8; i++)
+		*all += v[i];
+	*busy = *all - v[3] - v[4];   /* less idle and iowait */
+	return true;
+}
+
+/* A /proc/meminfo line's value (kB), or 0. */
+static long long meminfo_kb(const char *key)
+{
+	char line[128];
+	long long kb = 0;
+	size_t n = strlen(key);
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, n) && line[n] == ':') {
+			kb = atoll(line + n + 1);
+			break;
+		}
+	fclose(f);
+	return kb;
+}
+
+/* The guest keeps what it ever read in its page cache, and QEMU keeps the
+ * host memory under it: once a whole interval passed with the guest idle
+ * (its CPUs under 2 % busy), its clean page cache is dropped and its free
+ * memory compacted, so that free page reporting (the balloon, loaded just
+ * before) hands those pages back to the host.  A niced child of PID 1. */
+static void __attribute__((noreturn)) reclaimer(int interval_s)
+{
+	unsigned long long b0 = 0, t0 = 0, b1, t1;
+
+	if (interval_s <= 0)
+		_exit(0);
+	cpu_ticks(&b0, &t0);
+	for (;;) {
+		sleep_ms(interval_s * 1000);
+		if (!cpu_ticks(&b1, &t1))
+			continue;
+		bool idle = t1 > t0 && (b1 - b0) * 50 < t1 - t0;
+		b0 = b1;
+		t0 = t1;
+		if (!idle || meminfo_kb("Cached") - meminfo_kb("Shmem") < RECLAIM_MIN_KB)
+			continue;
+		if (write_str("/proc/sys/vm/drop_caches", "1") < 0 ||
+		    write_str("/proc/sys/vm/compact_memory", "1") < 0)
+			logmsg("idle reclaim: %s", strerror(errno));
+		cpu_ticks(&b0, &t0);   /* its own work is not the guest's */
 	}
 }
 
@@ -1277,12 +1387,14 @@ static void __attribute__((noreturn)) stage2(void)
 		}
 		/* once, beside the servers: the balloon (free page reporting)
 		 * is after the boot snapshot's point (vm.c), and a niced
-		 * child keeps its load out of the first commands' way */
+		 * child keeps its load out of the first commands' way; it
+		 * stays, as the idle reclaimer */
 		if (late_modules >= 0) {
 			if (fork() == 0) {
+				const char *rc = cmdline_arg("reclaim");
 				setpriority(PRIO_PROCESS, 0, 19);
 				load_modules(late_modules, "late");
-				_exit(0);
+				reclaimer(rc ? atoi(rc) : RECLAIM_S);
 			}
 			close(late_modules);
 			late_modules = -1;
