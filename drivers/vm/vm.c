@@ -713,6 +713,20 @@ static const char *egress_arg(const struct boot *bt)
 	return bt->cfg->nallowed_hosts ? " pisb.egress=1" : "";
 }
 
+/* PISB_VM_RECLAIM_S: how long the guest must have been idle before its
+ * agent drops its clean page cache (the agent's default, 30 s, else; 0
+ * never) */
+static const char *reclaim_arg(void)
+{
+	static char a[40];
+	const char *v = getenv("PISB_VM_RECLAIM_S");
+
+	if (!v || !*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 6)
+		return "";
+	snprintf(a, sizeof(a), " pisb.reclaim=%s", v);
+	return a;
+}
+
 /* The argv of QEMU.  A template and its restores differ only in the
  * chardevs' backends, the disk's backend and -incoming: the devices,
  * memory and ROMs of a restore must be the template's.  The disk's
@@ -777,9 +791,10 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 	/* tsc=reliable no_timer_check: no clocksource watchdog or timer
 	 * check at boot (cuts a cold boot under TCG, see issue #14) */
 	if (mode == VM_COLD)
-		pisb_strv_pushf(av, VM_CMDLINE " pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.mem=%d%s%s%s",
+		pisb_strv_pushf(av, VM_CMDLINE " pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.mem=%d%s%s%s%s",
 				bt->name, bt->cfg->workspace, bt->cfg->pids, bt->cfg->memory_gib * 1024,
-				bt->image ? " pisb.root=" PISB_VM_IMAGE_SERIAL : "", proj_arg(bt), egress_arg(bt));
+				bt->image ? " pisb.root=" PISB_VM_IMAGE_SERIAL : "", proj_arg(bt), egress_arg(bt),
+				reclaim_arg());
 	else
 		pisb_strv_push(av, VM_SNAP_CMDLINE);
 	pisb_strv_push(av, "-chardev");
@@ -1667,9 +1682,9 @@ static int restore_finish(const struct boot *bt, pid_t q, char **why)
 	 * before cont, so that the guest finds them as it runs */
 	pisb_random_hex(seed, 48);
 	clock_gettime(CLOCK_REALTIME, &now);
-	args = xasprintf("pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.mem=%d pisb.disk=%lld pisb.time=%lld.%09ld pisb.seed=%s%s%s",
+	args = xasprintf("pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.mem=%d pisb.disk=%lld pisb.time=%lld.%09ld pisb.seed=%s%s%s%s",
 			 bt->name, bt->cfg->workspace, bt->cfg->pids, bt->cfg->memory_gib * 1024, disk,
-			 (long long)now.tv_sec, now.tv_nsec, seed, proj_arg(bt), egress_arg(bt));
+			 (long long)now.tv_sec, now.tv_nsec, seed, proj_arg(bt), egress_arg(bt), reclaim_arg());
 	if (vm_boot_send(bt->idir, args, &c, &sid) < 0) {
 		*why = xstrdup("cannot send the restored agent its arguments (port 0)");
 		goto out;
