@@ -288,6 +288,29 @@ static bool has_git(const char *rel)
 }
 
 /* The sorted, unique selection under dir into out. */
+/* rel or a directory above it is a secret (bind hides a secret directory
+ * whole: a copy leaves out everything under one too) */
+static bool secret_path(const char *rel, const struct pisb_project_config *pc)
+{
+	char buf[4096];
+	size_t n = strlen(rel);
+
+	if (n >= sizeof(buf))
+		return false;
+	memcpy(buf, rel, n + 1);
+	for (char *slash = buf + n;; ) {
+		char *name;
+		*slash = '\0';
+		name = strrchr(buf, '/');
+		name = name ? name + 1 : buf;
+		if (pisb_project_secret(buf, name, pc ? pc->secret_patterns : NULL, pc ? pc->nsecret_patterns : 0))
+			return true;
+		if (name == buf)
+			return false;
+		slash = name - 1;
+	}
+}
+
 int pisb_project_select(const char *dir, int dirfd, const struct pisb_project_config *pc,
 			struct pisb_strv *out, long long *hidden, struct pisb_err *e)
 {
@@ -313,8 +336,7 @@ int pisb_project_select(const char *dir, int dirfd, const struct pisb_project_co
 	if (all.n)
 		qsort(all.v, all.n, sizeof(char *), cmp_str);
 	for (size_t i = 0; i < all.n; i++) {
-		const char *rel = all.v[i], *name = strrchr(rel, '/');
-		name = name ? name + 1 : rel;
+		const char *rel = all.v[i];
 		if (i && !strcmp(rel, all.v[i - 1]))
 			continue;
 		if (has_git(rel) || !strcmp(rel, ".sandbox.yaml"))
@@ -323,9 +345,7 @@ int pisb_project_select(const char *dir, int dirfd, const struct pisb_project_co
 			continue;
 		if (pc && any_glob(pc->exclude, pc->nexclude, rel))
 			continue;
-		if (!(pc && pc->secrets_include) &&
-		    pisb_project_secret(rel, name, pc ? pc->secret_patterns : NULL,
-					pc ? pc->nsecret_patterns : 0)) {
+		if (!(pc && pc->secrets_include) && secret_path(rel, pc)) {
 			(*hidden)++;
 			continue;
 		}

@@ -169,6 +169,17 @@ make_repo() {
 	[[ $stderr == *"project.mode: must be copy, bind, bind-ro or none"* ]]
 }
 
+@test "a copy leaves out every file under a directory named like a secret, as bind hides it whole" {
+	mkdir -p "$R/certs.pem/deep" "$R/ok"
+	printf 'CERT\n' >"$R/certs.pem/server"
+	printf 'CERT2\n' >"$R/certs.pem/deep/chain"
+	printf 'fine\n' >"$R/ok/file"
+	run -0 --separate-stderr pisb create "$N" --project "$R"
+	run -0 pisb exec "$N" -- sh -c 'find . -path ./.git -prune -o -type f -print | LC_ALL=C sort'
+	[ "$output" = "$(printf '%s\n' ./.sandbox.yaml ./ok/file)" ]
+	jq -e '.files == 1 and .secretsHidden == 2' "$PI_SANDBOX_HOME/instances/$N/project/info.json"
+}
+
 # The sandbox's edits, made the same way on a host copy of the base.
 edits='printf "alpha\nBETA\ngamma\ndelta\n" > a.txt
 printf "int main(void)\n{\n\tint x = 1;\n\treturn x;\n}\n" > src/main.c

@@ -168,3 +168,65 @@ make_sock() {
 	run -1 --separate-stderr as_user env PISB_VERIFY_ON_HOST=1 pisb --state-dir "$USTATE/s" verify u1 --json
 	jq -e 'all(.checks[]; .pass == false)' <<<"$output"
 }
+
+# ---- the project check ----
+
+# a project $P with secrets (a file, a key in a subdirectory, a file in a
+# secret directory), a nested .git, an ordinary file; owned by a user
+make_secret_project() {
+	P=$BATS_TEST_TMPDIR/proj
+	mkdir -p "$P/sub/.git" "$P/certs.pem" "$P/.git"
+	printf 'hi\n' >"$P/a.txt"
+	printf 'TOKEN=host-secret-%s\n' "$RANDOM" >"$P/.env"
+	printf 'PRIVATE KEY %s\n' "$RANDOM" >"$P/sub/id_ed25519"
+	printf 'CERT %s\n' "$RANDOM" >"$P/certs.pem/x"
+	chown -R 4242:4343 "$P"
+}
+
+@test "project: with a bound project, verify checks that none of the host's secrets reads inside and every .git is read-only" {
+	require_root
+	make_secret_project
+	printf 'project:\n  mode: bind\n' >"$BATS_TEST_TMPDIR/b.yaml"
+	run -0 pisb create v -f "$BATS_TEST_TMPDIR/b.yaml" --project "$P"
+	run -0 --separate-stderr pisb verify v --json
+	jq -e '[.checks[].check] | .[-1] == "project" and length == 11' <<<"$output"
+	jq -e '.checks[] | select(.check == "project") | .pass and (.evidence | test("^bind: 3 secret files") and test("every .git read-only"))' <<<"$output"
+	# the human form too
+	run -0 pisb verify v
+	grep -q '^PASS  project ' <<<"$output"
+}
+
+@test "project: bind-ro and copy pass; the host's secret content planted inside a copy fails the check, naming the file" {
+	require_root
+	make_secret_project
+	printf 'project:\n  mode: bind-ro\n' >"$BATS_TEST_TMPDIR/r.yaml"
+	run -0 pisb create r -f "$BATS_TEST_TMPDIR/r.yaml" --project "$P"
+	run -0 --separate-stderr pisb verify r --json
+	jq -e '.checks[] | select(.check == "project") | .pass and (.evidence | test("^bind-ro: 3 secret files") and test("the project read-only"))' <<<"$output"
+	run -0 pisb create c --project "$P"
+	run -0 --separate-stderr pisb verify c --json
+	jq -e '.checks[] | select(.check == "project") | .pass and (.evidence | test("^copy: 3 secret files"))' <<<"$output"
+	# a file of the same name inside is the agent's own business; the
+	# host's content in it is what the check looks for
+	run -0 pisb exec c -- sh -c 'echo other > .env'
+	run -0 pisb verify c
+	cp "$P/sub/id_ed25519" "$BATS_TEST_TMPDIR/key"
+	run -0 pisb exec c -- mkdir -p sub
+	run -0 pisb write c sub/id_ed25519 --from "$BATS_TEST_TMPDIR/key"
+	run -1 --separate-stderr pisb verify c --json
+	jq -e '.pass == false and (.checks[] | select(.check == "project") | (.pass | not) and (.evidence | test("the host.s secret .sub/id_ed25519. reads inside")))' <<<"$output"
+}
+
+@test "project: secrets: include says the secrets are inside by choice; a sandbox without a project has no project check" {
+	require_root
+	make_secret_project
+	printf 'project:\n  secrets: include\n' >"$BATS_TEST_TMPDIR/i.yaml"
+	run -0 pisb create i -f "$BATS_TEST_TMPDIR/i.yaml" --project "$P"
+	run -0 pisb exec i -- cat .env
+	[ "$output" = "$(cat "$P/.env")" ]
+	run -0 --separate-stderr pisb verify i --json
+	jq -e '.checks[] | select(.check == "project") | .pass and (.evidence | test("inside by choice"))' <<<"$output"
+	run -0 pisb create n
+	run -0 --separate-stderr pisb verify n --json
+	jq -e '[.checks[].check] | index("project") == null' <<<"$output"
+}
