@@ -427,6 +427,16 @@ push_tree() {
 	run -0 pisb read vp sub/b.txt
 	[ "$output" = bee ]
 	run -3 pisb stat vp .env
+	# verify's project check passes, and fails once the host's secret
+	# content is in the guest (a guest-made .env of its own is not)
+	run -0 --separate-stderr pisb verify vp --json
+	jq -e '.checks[] | select(.check == "project") | .pass and (.evidence | test("^copy: 1 secret file of the host.s project [(][.]env[)]"))' <<<"$output"
+	run -0 pisb write vp .env --content 'TOKEN=mine'
+	run -0 pisb verify vp
+	run -0 pisb write vp .env --from "$P/.env"
+	run -1 --separate-stderr pisb verify vp --json
+	jq -e '.checks[] | select(.check == "project") | (.pass | not) and (.evidence | test("1 of the host.s secret files read in the guest with their content, the first .[.]env."))' <<<"$output"
+	run -0 pisb exec vp -- rm .env
 	# the workspace's .sandbox.yaml is kept by the push that brought the copy in
 	run -0 pisb read vp .sandbox.yaml
 	[ "$output" = "$(cat "$FS_TMP/vm.yaml")" ]

@@ -256,11 +256,21 @@ exec_until() {
 	[ "$(cat "$VP_TMP/rw/.env.local")" = "NEW=secret" ]
 }
 
+@test "verify's project check: the host's secrets read in neither guest, pb's .git takes no write, pr takes no write at all" {
+	run -0 --separate-stderr pisb verify pb --json
+	jq -e '[.checks[].check] == ["host-files","host-env","network","host-share","project"]' <<<"$output"
+	jq -e '.checks[] | select(.check == "project") | .pass and (.evidence | test("^bind: [4-9] secret files") and test("every .git read-only"))' <<<"$output"
+	run -0 --separate-stderr pisb verify pr --json
+	jq -e '.checks[] | select(.check == "project") | .pass and (.evidence | test("^bind-ro: [4-9] secret files") and test("the project read-only"))' <<<"$output"
+}
+
 @test "bind: project.secrets: include shows the secrets" {
 	printf 'version: 1\ndriver: vm\nresources: { cpus: 1, memoryGiB: 1 }\ndiskGiB: 2\nproject:\n  mode: bind-ro\n  secrets: include\n' > "$BATS_TEST_TMPDIR/s.yaml"
 	run_ok pisb create ps -f "$BATS_TEST_TMPDIR/s.yaml" --project "$VP_TMP/ro"
 	run -0 pisb exec ps -- cat .env
 	[ "$output" = "TOKEN=host-secret" ]
+	run -0 --separate-stderr pisb verify ps --json
+	jq -e '.checks[] | select(.check == "project") | .pass and (.evidence | test("inside by choice"))' <<<"$output"
 	pisb destroy ps --confirm ps
 }
 

@@ -14,9 +14,8 @@
 #include "lock.h"
 #include "ns.h"
 #include "proc.h"
-#include "project.h"
+#include "project_audit.h"
 #include "sbexec.h"
-#include "sha256.h"
 #include "state.h"
 #include "util.h"
 
@@ -24,7 +23,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -49,10 +47,6 @@
 extern char **environ;
 
 #define VERIFY_PROBE_MS 15000
-/* the project check: how much of the host's project it walks, and the
- * largest secret file it compares */
-#define PROJECT_WALK_MAX 200000
-#define PROJECT_SECRET_MAX (1 << 20)
 #define MAX_OBJS 512
 
 /* Something of the host's that must not be reachable from inside. */
@@ -66,13 +60,6 @@ struct hproc {
 	pid_t pid;
 	unsigned long long start;
 	char what[64];
-};
-
-/* A secret file of the host's project: its path in the project and the
- * SHA-256 of its content, which must not be readable inside. */
-struct psecret {
-	char *rel;
-	char hex[65];
 };
 
 struct verify {
@@ -93,17 +80,10 @@ struct verify {
 	int nhp;
 	unsigned long ns_ino[7];       /* the host's namespaces */
 	bool on_host;                  /* PISB_VERIFY_ON_HOST=1: test hook */
-	/* the project (project/info.json), for the check "project" */
+	/* the project, for the check "project" (project_audit.h) */
 	bool project;                  /* there is one: the check runs */
-	char pmode[8];                 /* copy, bind or bind-ro */
 	char pws[512];                 /* the workspace inside */
-	bool psecrets_in;              /* project.secrets: include */
-	struct psecret *ps;            /* the host's secret files, hashed */
-	int nps;
-	char **pgit;                   /* the project's .git directories */
-	int npgit;
-	int pwalked;                   /* entries the host-side walk saw */
-	bool pcut;                     /* ... and it stopped at the cap */
+	struct pisb_project_audit pa;
 	/* the report */
 	struct { const char *name; bool pass; char *evidence; } c[16];
 	int nc;
@@ -614,29 +594,6 @@ static void probe_ns(const struct verify *v, int fd)
 	pisb_buf_release(&list);
 }
 
-/* The hash of what fd reads, at most PROJECT_SECRET_MAX + 1 bytes. */
-static bool hash_fd(int fd, char hex[65])
-{
-	struct pisb_sha256 c;
-	unsigned char buf[16384], d[32];
-	size_t total = 0;
-	ssize_t n;
-
-	pisb_sha256_init(&c);
-	while (total <= PROJECT_SECRET_MAX && (n = read(fd, buf, sizeof(buf))) != 0) {
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return false;
-		}
-		pisb_sha256_update(&c, buf, (size_t)n);
-		total += (size_t)n;
-	}
-	pisb_sha256_final(&c, d);
-	pisb_sha256_hex(d, hex);
-	return true;
-}
-
 /* Inside: no secret of the host's project reads back with the host's
  * content (bind: they are covered; copy: they were never copied), every
  * .git of a bound project is read-only, and a bind-ro project takes no
@@ -652,30 +609,30 @@ static void probe_project(const struct verify *v, int fd)
 		return;
 	}
 	snprintf(probe, sizeof(probe), ".pisb-verify-%.12s", v->tok);
-	for (int i = 0; i < v->nps; i++) {
+	for (int i = 0; i < (int)v->pa.nsecret; i++) {
 		char hex[65];
-		int f = openat(ws, v->ps[i].rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		int f = openat(ws, v->pa.secret[i].rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (f < 0)
 			continue;
-		if (hash_fd(f, hex) && !strcmp(hex, v->ps[i].hex))
-			finding(&bad, "the host's secret '%s' reads inside with its content", v->ps[i].rel);
+		if (pisb_audit_hash_fd(f, hex) && !strcmp(hex, v->pa.secret[i].hex))
+			finding(&bad, "the host's secret '%s' reads inside with its content", v->pa.secret[i].rel);
 		close(f);
 	}
-	for (int i = 0; i < v->npgit && !strcmp(v->pmode, "bind"); i++) {
-		int g = openat(ws, v->pgit[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), f;
+	for (int i = 0; i < (int)v->pa.ngit && !strcmp(v->pa.mode, "bind"); i++) {
+		int g = openat(ws, v->pa.git[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), f;
 		if (g < 0)
 			continue;
 		f = openat(g, probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (f >= 0) {
 			close(f);
 			unlinkat(g, probe, 0);
-			finding(&bad, "the project's '%s' takes writes inside", v->pgit[i]);
+			finding(&bad, "the project's '%s' takes writes inside", v->pa.git[i]);
 		} else {
 			ro_git++;
 		}
 		close(g);
 	}
-	if (!strcmp(v->pmode, "bind-ro")) {
+	if (!strcmp(v->pa.mode, "bind-ro")) {
 		int f = openat(ws, probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (f >= 0) {
 			close(f);
@@ -688,16 +645,16 @@ static void probe_project(const struct verify *v, int fd)
 		findings_end(&bad);
 		out_line(fd, "project", false, "%s", bad.b.s);
 	} else {
-		const char *how = !strcmp(v->pmode, "bind") ? (ro_git ? "every .git read-only" : "no .git")
-				  : !strcmp(v->pmode, "bind-ro") ? "the project read-only" : "a copy";
-		if (v->psecrets_in)
+		const char *how = !strcmp(v->pa.mode, "bind") ? (ro_git ? "every .git read-only" : "no .git")
+				  : !strcmp(v->pa.mode, "bind-ro") ? "the project read-only" : "a copy";
+		if (v->pa.secrets_in)
 			out_line(fd, "project", true, "%s: %s; project.secrets: include (the secrets are inside by choice); %d host entries walked%s",
-				 v->pmode, how, v->pwalked, v->pcut ? " (the walk stopped at its cap)" : "");
+				 v->pa.mode, how, v->pa.walked, v->pa.cut ? " (the walk stopped at its cap)" : "");
 		else
 			out_line(fd, "project", true, "%s: %d secret file%s of the host's project (%s%s) not readable inside; %s; %d host entries walked%s",
-				 v->pmode, v->nps, v->nps == 1 ? "" : "s", v->nps ? v->ps[0].rel : "none",
-				 v->nps > 1 ? ", ..." : "", how, v->pwalked,
-				 v->pcut ? " (the walk stopped at its cap)" : "");
+				 v->pa.mode, (int)v->pa.nsecret, (int)v->pa.nsecret == 1 ? "" : "s", (int)v->pa.nsecret ? v->pa.secret[0].rel : "none",
+				 (int)v->pa.nsecret > 1 ? ", ..." : "", how, v->pa.walked,
+				 v->pa.cut ? " (the walk stopped at its cap)" : "");
 	}
 	pisb_buf_release(&bad.b);
 }
@@ -1041,153 +998,18 @@ static bool check_init_uid(struct verify *v, const struct target *t, char *ev, s
 	return r && e && sv && f;
 }
 
-/* The host-side walk of the project, in a child with the project owner's
- * ids (the sandbox may have written the tree: nothing in it is read with
- * more rights than that): lines "S\tHEX\tREL", "G\tREL", "N\tCOUNT\tCUT"
- * on out.  Symlinks are never followed; a secret directory's files are all
- * secrets. */
-struct pwalk {
-	const struct pisb_project_config *pc;
-	FILE *out;
-	int walked;
-	bool cut;
-};
-
-static void pwalk(struct pwalk *w, int dfd, const char *rel, int depth, bool secret_dir)
-{
-	DIR *d;
-	struct dirent *de;
-	int dup_fd = dup(dfd);
-
-	if (dup_fd < 0 || !(d = fdopendir(dup_fd))) {
-		if (dup_fd >= 0)
-			close(dup_fd);
-		return;
-	}
-	while (!w->cut && (de = readdir(d))) {
-		char crel[4096];
-		struct stat sb;
-		bool secret;
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (++w->walked > PROJECT_WALK_MAX) {
-			w->cut = true;
-			break;
-		}
-		if (strpbrk(de->d_name, "\t\n") ||
-		    snprintf(crel, sizeof(crel), "%s%s%s", rel, *rel ? "/" : "", de->d_name) >= (int)sizeof(crel) ||
-		    fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		secret = secret_dir || pisb_project_secret(crel, de->d_name, w->pc->secret_patterns,
-							     w->pc->nsecret_patterns);
-		if (S_ISDIR(sb.st_mode)) {
-			int sub;
-			if (!strcmp(de->d_name, ".git")) {
-				fprintf(w->out, "G\t%s\n", crel);
-				continue;
-			}
-			if (depth >= 64)
-				continue;
-			sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub >= 0) {
-				pwalk(w, sub, crel, depth + 1, secret);
-				close(sub);
-			}
-		} else if (secret && S_ISREG(sb.st_mode) && sb.st_size > 0 && sb.st_size <= PROJECT_SECRET_MAX) {
-			char hex[65];
-			int f = openat(dfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-			if (f >= 0 && hash_fd(f, hex))
-				fprintf(w->out, "S\t%s\t%s\n", hex, crel);
-			if (f >= 0)
-				close(f);
-		}
-	}
-	closedir(d);
-}
-
-/* The sandbox's project (project/info.json) and, unless its secrets are
- * in by choice, the host's secret files and .git directories in it. */
+/* The sandbox's project and the host's secrets in it. */
 static void project_collect(struct verify *v, const struct target *t)
 {
-	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT, lines = PISB_BUF_INIT;
-	_cleanup_free_ char *dir = NULL, *mode = NULL;
-	struct pisb_err ig = PISB_ERR_INIT;
-	struct pisb_json j;
-	struct stat sb;
-	int p[2], status;
-	pid_t pid;
-
-	if (pisb_read_file_at(t->idir, "project/info.json", &b, 1 << 20) < 0 ||
-	    pisb_json_parse(&j, b.s, b.len, &ig) < 0)
-		return;
-	dir = pisb_json_str(&j, pisb_json_get(&j, 0, "dir"));
-	mode = pisb_json_str(&j, pisb_json_get(&j, 0, "mode"));
-	pisb_json_release(&j);
-	if (!dir || dir[0] != '/' || !mode || strlen(mode) >= sizeof(v->pmode) || !t->cfg->workspace)
+	if (!t->cfg->workspace || pisb_project_audit(t->idir, &t->cfg->project, &v->pa) <= 0)
 		return;
 	v->project = true;
-	snprintf(v->pmode, sizeof(v->pmode), "%s", mode);
 	snprintf(v->pws, sizeof(v->pws), "%s", t->cfg->workspace);
-	v->psecrets_in = t->cfg->project.secrets_include;
-	if (stat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode) || pipe2(p, O_CLOEXEC) < 0)
-		return;
-	pid = fork();
-	if (pid < 0) {
-		close(p[0]);
-		close(p[1]);
-		return;
-	}
-	if (pid == 0) {
-		struct pwalk w = { &t->cfg->project, NULL, 0, false };
-		int top;
-		close(p[0]);
-		/* the path as the caller (the owner may not reach it), the
-		 * tree as its owner */
-		top = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (top < 0 || (geteuid() == 0 && (setgroups(0, NULL) < 0 || setgid(sb.st_gid) < 0 ||
-						  setuid(sb.st_uid) < 0)) ||
-		    !(w.out = fdopen(p[1], "w")))
-			_exit(1);
-		pwalk(&w, top, "", 0, false);
-		fprintf(w.out, "N\t%d\t%d\n", w.walked, w.cut);
-		fclose(w.out);
-		_exit(0);
-	}
-	close(p[1]);
-	drain(p[0], &lines, pisb_mono_ms() + VERIFY_PROBE_MS);
-	close(p[0]);
-	if (pisb_wait_timeout(pid, &status, 2000) == 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &status, 0);
-	}
-	for (char *l = lines.s, *nl; l && *l; l = nl) {
-		nl = strchr(l, '\n');
-		if (nl)
-			*nl++ = '\0';
-		if (l[0] == 'S' && l[1] == '\t' && strlen(l) > 68 && l[66] == '\t' && !v->psecrets_in) {
-			v->ps = xrealloc(v->ps, sizeof(*v->ps) * (size_t)(v->nps + 1));
-			memcpy(v->ps[v->nps].hex, l + 2, 64);
-			v->ps[v->nps].hex[64] = '\0';
-			v->ps[v->nps++].rel = xstrdup(l + 67);
-		} else if (l[0] == 'G' && l[1] == '\t' && l[2]) {
-			v->pgit = xrealloc(v->pgit, sizeof(*v->pgit) * (size_t)(v->npgit + 1));
-			v->pgit[v->npgit++] = xstrdup(l + 2);
-		} else if (l[0] == 'N' && l[1] == '\t') {
-			char *c = strchr(l + 2, '\t');
-			v->pwalked = atoi(l + 2);
-			v->pcut = c && atoi(c + 1);
-		}
-	}
 }
 
 static void free_verify(struct verify *v)
 {
-	for (int i = 0; i < v->nps; i++)
-		free(v->ps[i].rel);
-	free(v->ps);
-	for (int i = 0; i < v->npgit; i++)
-		free(v->pgit[i]);
-	free(v->pgit);
+	pisb_project_audit_release(&v->pa);
 	for (int i = 0; i < v->nc; i++)
 		free(v->c[i].evidence);
 	if (v->sockpath[0])

@@ -12,6 +12,11 @@
  *   network     the guest has no network interface but lo
  *   host-share  the share stays read-only: the guest's write failed and
  *               nothing of it is on the host (the host's own evidence)
+ *   project     (a sandbox with a project) no secret of the host's project
+ *               reads in the guest with the host's content (the host
+ *               hashes them, project_audit.h; a second probe hashes the
+ *               same paths in the guest), a bound project's .git takes no
+ *               write, a bind-ro project none
  *
  * The guest's answer is hostile input: read with a 4 KiB cap and a
  * deadline, parsed line by line, and shown only after its control
@@ -26,6 +31,7 @@
 #include "err.h"
 #include "json.h"
 #include "proc.h"
+#include "project_audit.h"
 #include "util.h"
 
 #include <errno.h>
@@ -53,6 +59,34 @@ static const char probe[] =
 	/* back to read-only (a remount can be refused while busy: again) */
 	"for i in 1 2 3 4 5; do mount -o remount,ro /run/pisb/host 2>/dev/null && break; sleep 1; done\n"
 	"echo end\n";
+
+/* $1 the workspace, $2 the mode, $3 the token, then HEX REL pairs, "--",
+ * then the .git directories. */
+static const char project_probe[] =
+	"ws=$1 mode=$2 t=$3; shift 3\n"
+	"cd \"$ws\" 2>/dev/null || { echo 'ws missing'; echo end; exit 0; }\n"
+	"command -v sha256sum >/dev/null && command -v head >/dev/null || { echo 'tools missing'; echo end; exit 0; }\n"
+	"n=0 first=\n"
+	"while [ $# -ge 2 ] && [ \"$1\" != -- ]; do h=$1 r=$2; shift 2\n"
+	"  if [ -f \"$r\" ] && [ ! -L \"$r\" ]; then\n"
+	"    g=$(head -c 1048577 -- \"$r\" 2>/dev/null | sha256sum); g=${g%% *}\n"
+	"    if [ \"$g\" = \"$h\" ]; then n=$((n + 1)); [ -n \"$first\" ] || first=$r; fi\n"
+	"  fi\n"
+	"done\n"
+	"echo \"leaks $n $first\"\n"
+	"[ \"$1\" = -- ] && shift\n"
+	"w=0 ro=0 gfirst=\n"
+	"if [ \"$mode\" = bind ]; then for d in \"$@\"; do\n"
+	"  [ -d \"$d\" ] && [ ! -L \"$d\" ] || continue\n"
+	"  if ( : > \"$d/.pisb-verify-$t\" ) 2>/dev/null; then rm -f \"$d/.pisb-verify-$t\"; w=$((w + 1)); [ -n \"$gfirst\" ] || gfirst=$d\n"
+	"  else ro=$((ro + 1)); fi\n"
+	"done; fi\n"
+	"echo \"git $w $ro $gfirst\"\n"
+	"if [ \"$mode\" = bind-ro ] && ( : > \".pisb-verify-$t\" ) 2>/dev/null; then rm -f \".pisb-verify-$t\"; echo 'rw yes'; else echo 'rw no'; fi\n"
+	"echo end\n";
+
+/* the most secrets the guest is asked about (the argv of one command) */
+#define PROJECT_ARGS_MAX 2000
 
 struct answer {
 	struct pisb_buf out;
@@ -127,13 +161,84 @@ static void plant(const char *dir, const char *tok, char path[512])
 	close(fd);
 }
 
+/* The project check (a sandbox with a project): its evidence, NULL when
+ * there is no project; *pass. */
+static char *project_check(struct pisb_sandbox *sb, const struct pisb_config *cfg, const char *tok, bool *pass)
+{
+	struct pisb_project_audit pa;
+	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
+	_cleanup_buf_ struct pisb_buf leaks = PISB_BUF_INIT, git = PISB_BUF_INIT, rw = PISB_BUF_INIT,
+				      endl = PISB_BUF_INIT;
+	struct answer a = { PISB_BUF_INIT };
+	struct pisb_err e = PISB_ERR_INIT;
+	char *penv[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL }, *ev = NULL;
+	size_t asked;
+	int code = -1, nleak = -1, gw = 0, gro = 0;
+	char first[512] = "", gfirst[512] = "";
+
+	*pass = false;
+	if (!cfg->workspace || pisb_project_audit(sb->idir, &cfg->project, &pa) <= 0)
+		return NULL;
+	asked = pa.nsecret < PROJECT_ARGS_MAX ? pa.nsecret : PROJECT_ARGS_MAX;
+	pisb_strv_push(&av, "/bin/sh");
+	pisb_strv_push(&av, "-c");
+	pisb_strv_push(&av, project_probe);
+	pisb_strv_push(&av, "sh");
+	pisb_strv_push(&av, cfg->workspace);
+	pisb_strv_push(&av, pa.mode);
+	pisb_strv_push(&av, tok);
+	for (size_t i = 0; i < asked; i++) {
+		pisb_strv_push(&av, pa.secret[i].hex);
+		pisb_strv_push(&av, pa.secret[i].rel);
+	}
+	pisb_strv_push(&av, "--");
+	for (size_t i = 0; i < pa.ngit && i < PROJECT_ARGS_MAX; i++)
+		pisb_strv_push(&av, pa.git[i]);
+	{
+		struct vm_run run = { av.v, penv, "/", -1, -1, -1, true, false, pisb_mono_ms() + PROBE_MS, false, false };
+		if (vm_run_sink(sb->idir, &run, sink, &a, &code, &e) < 0)
+			ev = xasprintf("the project probe did not run in the guest: %s", e.msg);
+	}
+	if (!ev && !(code == 0 && line_of(&a.out, "end", &endl)))
+		ev = xasprintf("no answer from the guest (exit %d)", code);
+	else if (!ev && (line_of(&a.out, "ws", &leaks) || line_of(&a.out, "tools", &leaks)))
+		ev = xasprintf("the guest could not look (%s)", line_of(&a.out, "ws", &git) ? "no workspace" : "no sha256sum or head in the guest");
+	if (!ev && line_of(&a.out, "leaks", &leaks))
+		sscanf(leaks.s, "%d %511[^\n]", &nleak, first);
+	if (!ev && line_of(&a.out, "git", &git))
+		sscanf(git.s, "%d %d %511[^\n]", &gw, &gro, gfirst);
+	if (!ev && nleak < 0)
+		ev = xstrdup("no answer from the guest about the secrets");
+	if (!ev && nleak > 0)
+		ev = xasprintf("%d of the host's secret files read in the guest with their content, the first '%s'", nleak, first);
+	else if (!ev && gw > 0)
+		ev = xasprintf("%d of the project's .git directories take writes in the guest, the first '%s'", gw, gfirst);
+	else if (!ev && line_of(&a.out, "rw", &rw) && !strcmp(rw.s, "yes"))
+		ev = xstrdup("the project, bound read-only, takes writes in the guest");
+	else if (!ev) {
+		*pass = true;
+		ev = pa.secrets_in
+		     ? xasprintf("%s: project.secrets: include (the secrets are inside by choice); %d host entries walked%s",
+				 pa.mode, pa.walked, pa.cut ? " (the walk stopped at its cap)" : "")
+		     : xasprintf("%s: %zu secret file%s of the host's project (%s%s) not readable in the guest%s; %s; %d host entries walked%s",
+				 pa.mode, pa.nsecret, pa.nsecret == 1 ? "" : "s", pa.nsecret ? pa.secret[0].rel : "none",
+				 pa.nsecret > 1 ? ", ..." : "", asked < pa.nsecret ? " (the first 2000 asked)" : "",
+				 !strcmp(pa.mode, "bind") ? (gro ? "every .git read-only" : "no .git")
+				 : !strcmp(pa.mode, "bind-ro") ? "the project read-only" : "a copy",
+				 pa.walked, pa.cut ? " (the walk stopped at its cap)" : "");
+	}
+	pisb_buf_release(&a.out);
+	pisb_project_audit_release(&pa);
+	return ev;
+}
+
 int pisb_vm_verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, struct pisb_err *e)
 {
 	const struct pisb_config *cfg;
 	struct answer a = { PISB_BUF_INIT };
 	_cleanup_buf_ struct pisb_buf net = PISB_BUF_INIT, env = PISB_BUF_INIT, files = PISB_BUF_INIT,
 				      share = PISB_BUF_INIT, endl = PISB_BUF_INIT;
-	struct check c[4];
+	struct check c[5];
 	char tok[33], envname[32], canary[2][512], probe_path[96];
 	char *penv[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 	bool complete, host_clean;
@@ -201,6 +306,12 @@ int pisb_vm_verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, str
 			    : xasprintf("the guest could write into %s ('%s'); nothing of it is on the host", root, share.s));
 	else
 		add(c, &n, "host-share", false, xasprintf("no answer from the guest (exit %d)", code));
+	{
+		bool pass;
+		char *ev = project_check(sb, cfg, tok, &pass);
+		if (ev)
+			add(c, &n, "project", pass, ev);
+	}
 
 	for (int i = 0; i < n; i++)
 		nfail += !c[i].pass;
