@@ -437,6 +437,10 @@ push_tree() {
 	run -1 --separate-stderr pisb verify vp --json
 	jq -e '.checks[] | select(.check == "project") | (.pass | not) and (.evidence | test("1 of the host.s secret files read in the guest with their content, the first .[.]env."))' <<<"$output"
 	run -0 pisb exec vp -- rm .env
+	# git inside indexed the base's blobs from the pack the push brought
+	# (no loose object per file), and the repository is sound
+	run -0 pisb exec vp -- sh -c 'git count-objects -v | grep "^in-pack:"; git fsck --strict 2>&1; git status --porcelain'
+	[ "$output" = "in-pack: 2" ]
 	# the workspace's .sandbox.yaml is kept by the push that brought the copy in
 	run -0 pisb read vp .sandbox.yaml
 	[ "$output" = "$(cat "$FS_TMP/vm.yaml")" ]
