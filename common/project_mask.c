@@ -44,7 +44,9 @@ struct pisb_project_watch {
 	size_t ndirs;
 };
 
-#define WATCH_EVENTS (IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)   /* through /proc/self/fd: followed */
+/* a name made or moved in; a directory's mode changed (one the walk could
+ * not read may now be readable).  Through /proc/self/fd: followed. */
+#define WATCH_EVENTS (IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_ONLYDIR)
 
 /* Cover the entry name of dfd (t: its O_PATH fd, sb its stat): a secret
  * by the empty file or directory of w->srcdir, a .git by itself; then the
@@ -270,6 +272,24 @@ static int watch_name(struct pisb_project_watch *pw, int dfd, const char *rel, c
 	return entry(&w, dfd, rel, name, DT_UNKNOWN, depth_of(rel), here);
 }
 
+/* A directory name of dfd whose attributes changed: walked if it was
+ * not watched (it could not be read before), else left alone. */
+static int watch_attr(struct pisb_project_watch *pw, int dfd, const char *rel, const char *name,
+		      struct pisb_err *e)
+{
+	char p[64];
+	int sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), wd;
+
+	if (sub < 0)
+		return 0;
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", sub);
+	wd = inotify_add_watch(pw->in, p, WATCH_EVENTS | IN_MASK_CREATE);
+	close(sub);
+	if (wd < 0)
+		return 0;   /* EEXIST: watched already */
+	return watch_name(pw, dfd, rel, name, e);
+}
+
 static int watch_walk(struct pisb_project_watch *pw, int dfd, const char *rel, struct pisb_err *e)
 {
 	struct mask_walk w = { pw->srcdir, pw->pc, e, pw };
@@ -353,7 +373,7 @@ int pisb_project_watch_run(struct pisb_project_watch *pw, struct pisb_err *e)
 				pw->dirs[ev->wd] = NULL;
 				continue;
 			}
-			if (!ev->len || rescan)
+			if (!ev->len || rescan || ((ev->mask & IN_ATTRIB) && !(ev->mask & IN_ISDIR)))
 				continue;
 			{
 				/* the one new name, walked as the walk would meet it:
@@ -362,7 +382,7 @@ int pisb_project_watch_run(struct pisb_project_watch *pw, struct pisb_err *e)
 				int dfd = open_rel(pw, rel), r;
 				if (dfd < 0)
 					continue;   /* moved or gone: its new place has an event */
-				r = watch_name(pw, dfd, rel, ev->name, e);
+				r = (ev->mask & IN_ATTRIB ? watch_attr : watch_name)(pw, dfd, rel, ev->name, e);
 				close(dfd);
 				if (r < 0)
 					return -1;

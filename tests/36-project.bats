@@ -702,6 +702,9 @@ dead() { [ ! -e "/proc/$1" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status"
 @test "bind: a secret or .git made on the host while the sandbox runs is covered, locked (create, written later, temp+rename, new directory, nested .git)" {
 	make_bound bind
 	run -0 --separate-stderr pisb create "$N" -f "$BATS_TEST_TMPDIR/m.yaml" --project "$R"
+	# host root's directory the sandbox (and so its watcher) cannot read
+	mkdir -m 700 "$R/priv"
+	printf 'S\n' >"$R/priv/.env"
 	printf 'NEW=1\n' >"$R/.env.local"
 	: >"$R/.npmrc"
 	printf 'machine h password p\n' >"$R/tmp.save"
@@ -714,8 +717,11 @@ dead() { [ ! -e "/proc/$1" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status"
 		wait_covered "$f"
 	done
 	printf '//registry/:_authToken=x\n' >>"$R/.npmrc"
+	# opened up while the sandbox runs: its secret is covered then
+	chmod 755 "$R/priv"
+	wait_covered priv/.env
 	# empty inside, and root inside cannot take a cover off (nor the one under it)
-	run -0 pisb exec "$N" -- sh -c 'for f in .env.local .npmrc .netrc certs/deep/x.pem; do
+	run -0 pisb exec "$N" -- sh -c 'for f in .env.local .npmrc .netrc certs/deep/x.pem priv/.env; do
 		umount "$f"; umount -l "$f"; umount "$f"; mount -o remount,rw "$f"; cat "$f"; done 2>/dev/null; echo "[end]"'
 	[ "$output" = "[end]" ]
 	run -2 pisb exec "$N" -- sh -c 'echo x > .netrc'
