@@ -176,6 +176,9 @@ struct pisb_project_watch *pisb_project_watch_new(int top, int srcdir,
 						  struct pisb_err *e);
 int pisb_project_watch_fd(const struct pisb_project_watch *pw);
 int pisb_project_watch_run(struct pisb_project_watch *pw, struct pisb_err *e);
+/* _run as events come, until stop (an fd; -1: none) is readable: 0, or
+ * -1 with e as _run. */
+int pisb_project_watch_serve(struct pisb_project_watch *pw, int stop, struct pisb_err *e);
 void pisb_project_watch_free(struct pisb_project_watch *pw);
 /* A user namespace with these maps ("INSIDE OUTSIDE COUNT\n" lines, as
  * /proc/PID/uid_map takes them; setgroups denied), for an idmapped mount

@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/inotify.h>
 #include <sys/mount.h>
@@ -90,10 +91,13 @@ static unsigned long long mnt_id(int dfd, const char *name)
 }
 
 /* A detached copy of the mount at src (an O_PATH fd; rec: with what is
- * mounted below it), read-only, nosuid, nodev; its fd, or -1. */
+ * mounted below it), read-only, nosuid, nodev, private (a copy of the
+ * project's shared mount, a .git, would be its peer and get a copy of
+ * itself when attached); its fd, or -1. */
 static int ro_clone(int src, bool rec)
 {
-	struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+	struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+				.propagation = MS_PRIVATE };
 	int t = (int)syscall(SYS_open_tree, src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
 			     AT_EMPTY_PATH | (rec ? AT_RECURSIVE : 0));
 
@@ -393,6 +397,22 @@ int pisb_project_watch_run(struct pisb_project_watch *pw, struct pisb_err *e)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "read the project's events");
 	/* events were lost: walk it all again */
 	return rescan ? watch_walk(pw, pw->top, "", e) : 0;
+}
+
+int pisb_project_watch_serve(struct pisb_project_watch *pw, int stop, struct pisb_err *e)
+{
+	for (;;) {
+		struct pollfd p[2] = { { pw->in, POLLIN, 0 }, { stop, POLLIN, 0 } };
+		if (poll(p, stop >= 0 ? 2 : 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "wait for the project's events");
+		}
+		if (p[0].revents && pisb_project_watch_run(pw, e) < 0)
+			return -1;
+		if (stop >= 0 && p[1].revents)
+			return 0;
+	}
 }
 
 void pisb_project_watch_free(struct pisb_project_watch *pw)

@@ -773,7 +773,7 @@ static void __attribute__((noreturn)) watch_main(const struct pisb_boot *b, int 
 {
 	struct pisb_err e = PISB_ERR_INIT;
 	struct pisb_project_watch *w;
-	int stop = ctl, init = -1;
+	int init = -1;
 
 	prctl(PR_SET_NAME, "pisb-watch");
 	{
@@ -789,40 +789,15 @@ static void __attribute__((noreturn)) watch_main(const struct pisb_boot *b, int 
 	}
 	/* only what it needs: never the controller's socket (the init's
 	 * death would not close it) */
-	{
-		int keep[3] = { disk, top, ctl }, from = 3;
-		for (int i = 0; i < 3; i++)
-			for (int j = i + 1; j < 3; j++)
-				if (keep[j] < keep[i]) {
-					int t = keep[i];
-					keep[i] = keep[j];
-					keep[j] = t;
-				}
-		for (int i = 0; i < 3; i++) {
-			if (keep[i] > from)
-				syscall(SYS_close_range, from, keep[i] - 1, 0);
-			from = keep[i] + 1;
-		}
-		syscall(SYS_close_range, from, ~0U, 0);
-	}
+	pisb_close_except((const int[]){ disk, top, ctl }, 3);
+	/* until the boot child sends the init's pidfd (or fails), then
+	 * until the init ends */
 	w = pisb_project_watch_new(top, disk, b->project_cfg, &e);
-	while (w) {
-		struct pollfd p[2] = { { pisb_project_watch_fd(w), POLLIN, 0 }, { stop, POLLIN, 0 } };
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			pisb_err_sys(&e, PISB_EXIT_FAIL, "poll");
-			break;
-		}
-		if (p[0].revents && pisb_project_watch_run(w, &e) < 0)
-			break;
-		if (p[1].revents) {
-			if (init >= 0)
-				_exit(0);   /* the init ended */
-			if ((init = recv_fd(ctl)) < 0)
-				_exit(0);   /* the boot failed */
-			stop = init;
-		}
+	if (w && pisb_project_watch_serve(w, ctl, &e) == 0) {
+		if ((init = recv_fd(ctl)) < 0)
+			_exit(0);   /* the boot failed */
+		if (pisb_project_watch_serve(w, init, &e) == 0)
+			_exit(0);
 	}
 	fprintf(stderr, "fatal: the project's watcher: %s; the sandbox is ended (its new secrets would show)\n",
 		e.msg);
