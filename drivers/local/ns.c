@@ -808,11 +808,10 @@ static void __attribute__((noreturn)) watch_main(const struct pisb_boot *b, int 
 	_exit(1);
 }
 
-/* The project's mount at <disk>/project made shared, so that the
- * watcher's covers reach the sandbox's copy (a slave: made by a less
- * privileged user namespace); then the watcher forked.  Its socket (for
- * watch_init), or -1 when this kernel cannot make locked covers live
- * (the covers of the start stay the only ones: logged). */
+/* The watcher forked, after the first walk, the project's mount shared
+ * (project_share).  Its socket (for watch_init), or -1 when this kernel
+ * cannot make locked covers live (the covers of the start stay the only
+ * ones: logged). */
 static int watch_start(const struct pisb_boot *b, int disk, int sock)
 {
 	int sp[2], top;
@@ -839,8 +838,10 @@ static int watch_start(const struct pisb_boot *b, int disk, int sock)
 	return sp[0];
 }
 
-/* The project's mount at <disk>/project shared (before the covers: they
- * are then shared too, and the sandbox's copies slaves, not private). */
+/* The project's mount at <disk>/project shared, so that the watcher's
+ * covers reach the sandbox's copy of it (a slave: made by a less
+ * privileged user namespace).  Before the first covers: they are then
+ * shared too, and their copies slaves, not private. */
 static void project_share(int disk, int sock)
 {
 	char p[64];
