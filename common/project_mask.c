@@ -131,11 +131,13 @@ static int cover_live(const struct mask_walk *w, int dfd, const char *name, int 
 		pisb_err_sys(w->e, PISB_EXIT_FAIL, "copy the cover of '%s'", rel);
 	else if (syscall(SYS_move_mount, k, "", r, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
 		pisb_err_sys(w->e, PISB_EXIT_FAIL, "stack the cover of '%s' (Linux 6.15 or later)", rel);
-	else if (syscall(SYS_move_mount, r, "", dfd, name, MOVE_MOUNT_F_EMPTY_PATH) < 0 && errno != ENOENT)
+	else if (syscall(SYS_move_mount, r, "", dfd, name, MOVE_MOUNT_F_EMPTY_PATH) < 0 &&
+		 errno != ENOENT && errno != ENOTDIR && errno != EISDIR)
 		pisb_err_sys(w->e, PISB_EXIT_FAIL, secret ? "hide the new secret '%s' of the project"
 							  : "bind the project's new '%s' read-only", rel);
 	else
-		ret = 0;   /* ENOENT: gone already; its successor brings its own event */
+		ret = 0;   /* gone, or replaced by another type since the fstat:
+			    * what is there now came with its own event */
 	if (k >= 0)
 		close(k);
 	if (r >= 0)

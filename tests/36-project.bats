@@ -712,8 +712,10 @@ dead() { [ ! -e "/proc/$1" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status"
 	mkdir -p "$R/certs/deep"
 	printf 'KEY\n' >"$R/certs/deep/x.pem"
 	printf 'plain\n' >"$R/certs/readme.txt"
+	mkdir "$R/new.pem"
+	printf 'inside a new secret dir\n' >"$R/new.pem/x"
 	git init -q "$R/sub2"
-	for f in .env.local .npmrc .netrc certs/deep/x.pem sub2/.git; do
+	for f in .env.local .npmrc .netrc certs/deep/x.pem new.pem sub2/.git; do
 		wait_covered "$f"
 	done
 	printf '//registry/:_authToken=x\n' >>"$R/.npmrc"
@@ -726,6 +728,8 @@ dead() { [ ! -e "/proc/$1" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status"
 	[ "$output" = "[end]" ]
 	run -2 pisb exec "$N" -- sh -c 'echo x > .netrc'
 	run -2 pisb exec "$N" -- sh -c 'umount -l certs/deep/x.pem 2>/dev/null; echo x >> certs/deep/x.pem'
+	run -0 pisb exec "$N" -- sh -c 'umount -l new.pem 2>/dev/null; ls -A new.pem'
+	[ "$output" = "" ]
 	# the new directory itself is live, only its secret covered
 	run -0 pisb exec "$N" -- cat certs/readme.txt
 	[ "$output" = plain ]
