@@ -791,6 +791,25 @@ dead() { [ ! -e "/proc/$1" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status"
 	pisb destroy x"$N" --confirm x"$N" >/dev/null
 }
 
+@test "bind: a watcher that ends before the sandbox stops it (fail closed); start brings both back" {
+	make_bound bind
+	run -0 --separate-stderr pisb create "$N" -f "$BATS_TEST_TMPDIR/m.yaml" --project "$R"
+	ctl=$(pisb inspect "$N" | jq -r .controller.pid)
+	w=$(pgrep -x -P "$ctl" pisb-watch)
+	[ -n "$w" ]
+	kill -9 "$w"
+	for i in $(seq 100); do
+		s=$(pisb inspect "$N" | jq -r .status)
+		[ "$s" = stopped ] && break
+		sleep 0.1
+	done
+	[ "$s" = stopped ]
+	grep -q "the project's watcher ended (signal 9): stopping the sandbox" "$PI_SANDBOX_HOME/instances/$N/controller.log"
+	run -0 --separate-stderr pisb start "$N"
+	printf 'AFTER=1\n' >"$R/.env.after"
+	wait_covered .env.after
+}
+
 @test "bind: with secrets: include a secret made while running shows; a new .git is still read-only" {
 	make_bound bind
 	printf 'project:\n  mode: bind\n  secrets: include\n' >"$BATS_TEST_TMPDIR/m.yaml"

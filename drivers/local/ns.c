@@ -812,7 +812,7 @@ static void __attribute__((noreturn)) watch_main(const struct pisb_boot *b, int 
  * (project_share).  Its socket (for watch_init), or -1 when this kernel
  * cannot make locked covers live (the covers of the start stay the only
  * ones: logged). */
-static int watch_start(const struct pisb_boot *b, int disk, int sock)
+static int watch_start(const struct pisb_boot *b, int disk, int sock, pid_t *wpid)
 {
 	int sp[2], top;
 	pid_t pid;
@@ -835,6 +835,7 @@ static int watch_start(const struct pisb_boot *b, int disk, int sock)
 	}
 	close(sp[1]);
 	close(top);
+	*wpid = pid;
 	return sp[0];
 }
 
@@ -851,13 +852,19 @@ static void project_share(int disk, int sock)
 		child_fail(sock, "share the project's mount");
 }
 
-/* The init's pidfd to the watcher (ws from watch_start), which ends with it. */
-static void watch_init(int ws, pid_t init)
+/* The init's pidfd to the watcher (ws from watch_start, wpid its pid),
+ * which ends with it; its pid to the controller ("W" + pid, before the
+ * "P" + the init's), which ends the sandbox if it ends first. */
+static void watch_init(int ws, pid_t wpid, pid_t init, int sock)
 {
+	char msg[1 + sizeof(wpid)];
 	int fd;
 
 	if (ws < 0)
 		return;
+	msg[0] = 'W';
+	memcpy(msg + 1, &wpid, sizeof(wpid));
+	pisb_write_all(sock, msg, sizeof(msg));
 	fd = (int)syscall(SYS_pidfd_open, init, 0);
 	if (fd >= 0) {
 		send_fd(ws, fd);
@@ -875,7 +882,7 @@ static void watch_init(int ws, pid_t init)
  * mount namespace, made from this one by a less privileged user namespace,
  * gets all of these locked: root inside can neither remount them writable
  * nor unmount a mask. */
-static int project_prepare(const struct pisb_boot *b, int sock)
+static int project_prepare(const struct pisb_boot *b, int sock, pid_t *wpid)
 {
 	struct mount_attr a = { 0 };
 	int disk, tree, uns, top, ws;
@@ -907,7 +914,7 @@ static int project_prepare(const struct pisb_boot *b, int sock)
 		child_fail(sock, "open the project");
 	hide_walk(top, disk, b->project_cfg, sock);
 	close(top);
-	ws = watch_start(b, disk, sock);   /* it keeps the sandbox's rights */
+	ws = watch_start(b, disk, sock, wpid);   /* it keeps the sandbox's rights */
 	setfsuid(0);
 	setfsgid(0);
 	close(disk);
@@ -920,7 +927,7 @@ static int project_prepare(const struct pisb_boot *b, int sock)
  * its .git read-only; then a user namespace below it, mapped the same, for
  * the sandbox: its mount namespace, made from this one, gets these mounts
  * locked as project_prepare's are. */
-static int project_nest(const struct pisb_boot *b, int sock)
+static int project_nest(const struct pisb_boot *b, int sock, pid_t *wpid)
 {
 	char dst[64];
 	int disk, top, ws;
@@ -942,7 +949,7 @@ static int project_nest(const struct pisb_boot *b, int sock)
 		child_fail(sock, "open the project");
 	hide_walk(top, disk, b->project_cfg, sock);
 	close(top);
-	ws = watch_start(b, disk, sock);   /* before the user namespace below */
+	ws = watch_start(b, disk, sock, wpid);   /* before the user namespace below */
 	close(disk);
 	if (unshare(CLONE_NEWUSER) < 0 || write_file("/proc/self/setgroups", "deny") < 0 ||
 	    write_file("/proc/self/uid_map", "0 0 1\n") < 0 || write_file("/proc/self/gid_map", "0 0 1\n") < 0)
@@ -1264,7 +1271,7 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 {
 	const int rest = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
 			 CLONE_NEWUTS | CLONE_NEWCGROUP;
-	pid_t init;
+	pid_t init, wpid = 0;
 	int lower, disk, go[2], exe, ws = -1;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -1287,12 +1294,12 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 		if (pisb_cgroup_enter(b->cgroup_dirfds[i]) < 0)
 			child_fail(sock, "move the sandbox into its cgroup");
 	if (b->project && b->ids.count > 1)
-		ws = project_prepare(b, sock);
+		ws = project_prepare(b, sock, &wpid);
 	if (unshare(CLONE_NEWUSER) < 0)
 		child_fail(sock, "unshare user namespace (are user namespaces allowed?)");
 	want_maps(sock);
 	if (b->project && b->ids.count == 1)
-		ws = project_nest(b, sock);
+		ws = project_nest(b, sock, &wpid);
 	/* the cgroup namespace last (below): its root is the cgroup we are
 	 * in when we make it, the sandbox's */
 	if (unshare(rest & ~CLONE_NEWCGROUP) < 0)
@@ -1332,6 +1339,7 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 		close(go[0]);
 		init_main(b, sock, exe);
 	}
+	watch_init(ws, wpid, init, sock);
 	{
 		char msg[1 + sizeof(init)];
 		msg[0] = 'P';
@@ -1339,7 +1347,6 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 		pisb_write_all(sock, msg, sizeof(msg));
 	}
 	pisb_write_all(go[1], "g", 1);
-	watch_init(ws, init);
 	_exit(0);
 }
 
@@ -1421,11 +1428,23 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 		goto fail_child;
 	}
 	pisb_trace("boot: user namespace and id maps");
-	/* "P" + pid of the init, then "R" from the init once it is ready */
+	/* "W" + pid of the project's watcher (if there is one), "P" + pid
+	 * of the init, then "R" from the init once it is ready */
+	if (b->watch_pid)
+		*b->watch_pid = 0;
 	{
 		struct pollfd p = { sp[0], POLLIN, 0 };
-		char c;
-		if (poll(&p, 1, 30000) <= 0 || read(sp[0], &c, 1) != 1 || c != 'P' ||
+		char c = 0;
+		pid_t w;
+		if (poll(&p, 1, 30000) > 0 && read(sp[0], &c, 1) == 1 && c == 'W' &&
+		    pisb_read_all(sp[0], &w, sizeof(w)) == sizeof(w)) {
+			if (b->watch_pid)
+				*b->watch_pid = w;
+			c = 0;
+			if (poll(&p, 1, 30000) <= 0 || read(sp[0], &c, 1) != 1)
+				c = 0;
+		}
+		if (c != 'P' ||
 		    pisb_read_all(sp[0], &ipid, sizeof(ipid)) != sizeof(ipid)) {
 			if (c == 'E' && read_msg(sp[0], reply, sizeof(reply), 1000) > 0)
 				pisb_err_set(e, PISB_EXIT_FAIL, "boot the sandbox: %s (see 'pisb doctor')", reply);
