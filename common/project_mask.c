@@ -208,7 +208,9 @@ static int walk(const struct mask_walk *w, int dfd, const char *rel, int depth)
 			return -1;
 		here = mnt_id(dfd, "");
 	}
-	fd = dup(dfd);
+	/* an open of its own: a dup would share dfd's offset, at the end
+	 * after a first walk (the watcher walks top again) */
+	fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		if (fd >= 0)
 			close(fd);

@@ -791,6 +791,29 @@ dead() { [ ! -e "/proc/$1" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status"
 	pisb destroy x"$N" --confirm x"$N" >/dev/null
 }
 
+@test "bind: events the kernel dropped (a full inotify queue) are made up by a walk of the whole project" {
+	make_bound bind
+	run -0 --separate-stderr pisb create "$N" -f "$BATS_TEST_TMPDIR/m.yaml" --project "$R"
+	ctl=$(pisb inspect "$N" | jq -r .controller.pid)
+	w=$(pgrep -x -P "$ctl" pisb-watch)
+	[ -n "$w" ]
+	mkdir "$R/many"
+	printf 'S\n' >"$R/many/.env"
+	wait_covered many/.env
+	# stopped, the watcher reads nothing: more names than its queue holds
+	# (plain files of a watched directory), then a secret whose event is
+	# dropped, in a directory no queued event leads a walk to
+	kill -STOP "$w"
+	python3 -c 'import sys
+for i in range(int(sys.argv[2]) + 100):
+    open(f"{sys.argv[1]}/f{i}", "w").close()' "$R/many" "$(cat /proc/sys/fs/inotify/max_queued_events)"
+	printf 'DROPPED=1\n' >"$R/.env.dropped"
+	kill -CONT "$w"
+	wait_covered .env.dropped
+	run -0 pisb exec "$N" -- sh -c 'umount -l .env.dropped 2>/dev/null; cat .env.dropped; echo "[end]"'
+	[ "$output" = "[end]" ]
+}
+
 @test "bind: a watcher that ends before the sandbox stops it (fail closed); start brings both back" {
 	make_bound bind
 	run -0 --separate-stderr pisb create "$N" -f "$BATS_TEST_TMPDIR/m.yaml" --project "$R"
