@@ -699,7 +699,7 @@ wait_covered() {
 # dead PID: no such process, or only its zombie
 dead() { [ ! -e "/proc/$1" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status"; }
 
-@test "bind: a secret or .git made on the host while the sandbox runs is covered, locked (create, written later, temp+rename, new directory, nested .git)" {
+@test "bind: a secret or .git made on the host while the sandbox runs is covered, locked (create, written later, temp+rename, new directory, moved in, made readable, nested .git)" {
 	make_bound bind
 	run -0 --separate-stderr pisb create "$N" -f "$BATS_TEST_TMPDIR/m.yaml" --project "$R"
 	# host root's directory the sandbox (and so its watcher) cannot read
@@ -714,8 +714,11 @@ dead() { [ ! -e "/proc/$1" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status"
 	printf 'plain\n' >"$R/certs/readme.txt"
 	mkdir "$R/new.pem"
 	printf 'inside a new secret dir\n' >"$R/new.pem/x"
+	mkdir -p "$BATS_TEST_TMPDIR/outside/keys"
+	printf 'MOVED\n' >"$BATS_TEST_TMPDIR/outside/keys/server.key"
+	mv "$BATS_TEST_TMPDIR/outside" "$R/moved-in"
 	git init -q "$R/sub2"
-	for f in .env.local .npmrc .netrc certs/deep/x.pem new.pem sub2/.git; do
+	for f in .env.local .npmrc .netrc certs/deep/x.pem new.pem moved-in/keys/server.key sub2/.git; do
 		wait_covered "$f"
 	done
 	printf '//registry/:_authToken=x\n' >>"$R/.npmrc"
@@ -723,7 +726,7 @@ dead() { [ ! -e "/proc/$1" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status"
 	chmod 755 "$R/priv"
 	wait_covered priv/.env
 	# empty inside, and root inside cannot take a cover off (nor the one under it)
-	run -0 pisb exec "$N" -- sh -c 'for f in .env.local .npmrc .netrc certs/deep/x.pem priv/.env; do
+	run -0 pisb exec "$N" -- sh -c 'for f in .env.local .npmrc .netrc certs/deep/x.pem moved-in/keys/server.key priv/.env; do
 		umount "$f"; umount -l "$f"; umount "$f"; mount -o remount,rw "$f"; cat "$f"; done 2>/dev/null; echo "[end]"'
 	[ "$output" = "[end]" ]
 	run -2 pisb exec "$N" -- sh -c 'echo x > .netrc'
