@@ -80,6 +80,24 @@ void pisb_close_from(int from, int keep)
 			close(fd);
 }
 
+void pisb_close_except(const int *keep, size_t n)
+{
+	int from = 3;
+
+	for (;;) {
+		int next = -1;   /* the lowest kept fd at or above from */
+		for (size_t i = 0; i < n; i++)
+			if (keep[i] >= from && (next < 0 || keep[i] < next))
+				next = keep[i];
+		if (next < 0)
+			break;
+		for (int fd = from; fd < next; fd++)
+			close(fd);
+		from = next + 1;
+	}
+	pisb_close_from(from, -1);
+}
+
 pid_t pisb_fork_piped(int p[2], struct pisb_err *e)
 {
 	pid_t pid;

@@ -60,5 +60,7 @@ void pisb_random_hex(char *out, size_t n);
 
 /* Close every fd >= from except keep (or -1). */
 void pisb_close_from(int from, int keep);
+/* Close every fd >= 3 except the n of keep (fds >= 3, any order). */
+void pisb_close_except(const int *keep, size_t n);
 
 #endif

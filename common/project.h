@@ -152,6 +152,34 @@ int pisb_project_bound(int idir, char **dir, bool *ro);
 int pisb_project_mask(int top, int srcdir, const struct pisb_project_config *pc,
 		      struct pisb_err *e);
 int pisb_project_mask_sources(int dir, struct pisb_err *e);
+/* The same while the sandbox runs (the local driver): a secret or a .git
+ * that appears in the project, on the host or inside, covered as it
+ * appears.  In the namespace of pisb_project_mask, after it, with the
+ * project's mount (top) shared and the sandbox's view a slave of it, made
+ * by a less privileged user namespace: each cover reaches the sandbox by
+ * propagation, a locked pair (project_mask.c's cover_live), and is as
+ * impossible to remove there as the first ones.  Linux 6.15 or later.
+ *
+ * _new watches every directory of the project (inotify: a name created,
+ * or moved in) and covers what the first walk missed; its fd is readable
+ * when names appeared, and _run then covers them (all of the project
+ * again when the kernel dropped events).  Both fail (NULL, -1 with e) on
+ * a cover that cannot be made or a directory that cannot be watched:
+ * the caller must then end the sandbox, whose secrets are no longer
+ * hidden.  A name is covered some time after it appears (an open in
+ * between succeeds: pisb.yaml(5)).  top and srcdir are borrowed. */
+struct pisb_project_watch;
+/* Whether this kernel makes the locked pair (srcdir: as above). */
+bool pisb_project_watch_supported(int srcdir);
+struct pisb_project_watch *pisb_project_watch_new(int top, int srcdir,
+						  const struct pisb_project_config *pc,
+						  struct pisb_err *e);
+int pisb_project_watch_fd(const struct pisb_project_watch *pw);
+int pisb_project_watch_run(struct pisb_project_watch *pw, struct pisb_err *e);
+/* _run as events come, until stop (an fd; -1: none) is readable: 0, or
+ * -1 with e as _run. */
+int pisb_project_watch_serve(struct pisb_project_watch *pw, int stop, struct pisb_err *e);
+void pisb_project_watch_free(struct pisb_project_watch *pw);
 /* A user namespace with these maps ("INSIDE OUTSIDE COUNT\n" lines, as
  * /proc/PID/uid_map takes them; setgroups denied), for an idmapped mount
  * (MOUNT_ATTR_IDMAP): its fd, or -1 (errno).  Needs the rights to write

@@ -695,6 +695,181 @@ make_bound() {
 	[ "$output" = "TOKEN=host-secret" ]
 }
 
+# wait_covered NAME: NAME of the project has a mount on it inside (the
+# watcher covers what appears on the host; bounded: 10 s)
+wait_covered() {
+	local i
+	for i in $(seq 100); do
+		pisb exec "$N" -- grep -q " /workspace/$1 " /proc/self/mountinfo && return 0
+		sleep 0.1
+	done
+	echo "not covered inside: $1" >&2
+	return 1
+}
+
+# dead PID: no such process, or only its zombie
+dead() { [ ! -e "/proc/$1" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status"; }
+
+@test "bind: a secret or .git made on the host while the sandbox runs is covered, locked (create, written later, temp+rename, new directory, moved in, made readable, nested .git)" {
+	make_bound bind
+	run -0 --separate-stderr pisb create "$N" -f "$BATS_TEST_TMPDIR/m.yaml" --project "$R"
+	# host root's directory the sandbox (and so its watcher) cannot read
+	mkdir -m 700 "$R/priv"
+	printf 'S\n' >"$R/priv/.env"
+	printf 'NEW=1\n' >"$R/.env.local"
+	: >"$R/.npmrc"
+	printf 'machine h password p\n' >"$R/tmp.save"
+	mv "$R/tmp.save" "$R/.netrc"
+	mkdir -p "$R/certs/deep"
+	printf 'KEY\n' >"$R/certs/deep/x.pem"
+	printf 'plain\n' >"$R/certs/readme.txt"
+	mkdir "$R/new.pem"
+	printf 'inside a new secret dir\n' >"$R/new.pem/x"
+	mkdir -p "$BATS_TEST_TMPDIR/outside/keys"
+	printf 'MOVED\n' >"$BATS_TEST_TMPDIR/outside/keys/server.key"
+	mv "$BATS_TEST_TMPDIR/outside" "$R/moved-in"
+	git init -q "$R/sub2"
+	for f in .env.local .npmrc .netrc certs/deep/x.pem new.pem moved-in/keys/server.key sub2/.git; do
+		wait_covered "$f"
+	done
+	printf '//registry/:_authToken=x\n' >>"$R/.npmrc"
+	# opened up while the sandbox runs: its secret is covered then
+	chmod 755 "$R/priv"
+	wait_covered priv/.env
+	# empty inside, and root inside cannot take a cover off (nor the one under it)
+	run -0 pisb exec "$N" -- sh -c 'for f in .env.local .npmrc .netrc certs/deep/x.pem moved-in/keys/server.key priv/.env; do
+		umount "$f"; umount -l "$f"; umount "$f"; mount -o remount,rw "$f"; cat "$f"; done 2>/dev/null; echo "[end]"'
+	[ "$output" = "[end]" ]
+	run -2 pisb exec "$N" -- sh -c 'echo x > .netrc'
+	run -2 pisb exec "$N" -- sh -c 'umount -l certs/deep/x.pem 2>/dev/null; echo x >> certs/deep/x.pem'
+	run -0 pisb exec "$N" -- sh -c 'umount -l new.pem 2>/dev/null; ls -A new.pem'
+	[ "$output" = "" ]
+	# the new directory itself is live, only its secret covered
+	run -0 pisb exec "$N" -- cat certs/readme.txt
+	[ "$output" = plain ]
+	# the nested .git: read-only, for good
+	run -1 --separate-stderr pisb exec "$N" -- sh -c 'umount -l sub2/.git 2>/dev/null; touch sub2/.git/hooks/pre-commit'
+	[[ $stderr == *"Read-only file system"* ]]
+	[ ! -e "$R/sub2/.git/hooks/pre-commit" ]
+	# the host's files are as the host wrote them
+	[ "$(cat "$R/.netrc")" = "machine h password p" ]
+	[ "$(cat "$R/.npmrc")" = "//registry/:_authToken=x" ]
+}
+
+@test "bind: a secret removed and made again, or saved over by a rename, is covered again" {
+	make_bound bind
+	run -0 --separate-stderr pisb create "$N" -f "$BATS_TEST_TMPDIR/m.yaml" --project "$R"
+	run -0 pisb exec "$N" -- cat .env
+	[ "$output" = "" ]
+	# rm takes the cover along (Linux detaches a mount whose file goes)
+	rm "$R/.env"
+	printf 'TOKEN=again\n' >"$R/.env"
+	wait_covered .env
+	run -0 pisb exec "$N" -- sh -c 'umount -l .env 2>/dev/null; cat .env; echo "[end]"'
+	[ "$output" = "[end]" ]
+	# an editor's save: a temporary file renamed over the secret
+	printf 'TOKEN=saved\n' >"$R/.env.tmp~"
+	mv "$R/.env.tmp~" "$R/.env"
+	wait_covered .env
+	run -0 pisb exec "$N" -- sh -c 'umount -l .env 2>/dev/null; cat .env; echo "[end]"'
+	[ "$output" = "[end]" ]
+	[ "$(cat "$R/.env")" = "TOKEN=saved" ]
+}
+
+@test "bind: the project's watcher lives with the sandbox: gone after stop and after kill -9 of the controller; none without a project" {
+	make_bound bind
+	run -0 --separate-stderr pisb create "$N" -f "$BATS_TEST_TMPDIR/m.yaml" --project "$R"
+	ctl=$(pisb inspect "$N" | jq -r .controller.pid)
+	w=$(pgrep -x -P "$ctl" pisb-watch)
+	[ -n "$w" ]
+	run -0 pisb stop "$N"
+	dead "$w"
+	run -0 --separate-stderr pisb start "$N"
+	ctl=$(pisb inspect "$N" | jq -r .controller.pid)
+	w=$(pgrep -x -P "$ctl" pisb-watch)
+	[ -n "$w" ]
+	printf 'AFTER=restart\n' >"$R/.env.restart"
+	wait_covered .env.restart
+	run -0 pisb exec "$N" -- cat .env.restart
+	[ "$output" = "" ]
+	kill -9 "$ctl"
+	for i in $(seq 100); do
+		dead "$w" && break
+		sleep 0.1
+	done
+	dead "$w"
+	# a sandbox without a project has no watcher
+	run -0 --separate-stderr pisb create x"$N"
+	ctl=$(pisb inspect x"$N" | jq -r .controller.pid)
+	run -1 pgrep -x -P "$ctl" pisb-watch
+	pisb destroy x"$N" --confirm x"$N" >/dev/null
+}
+
+@test "bind: events the kernel dropped (a full inotify queue) are made up by a walk of the whole project" {
+	make_bound bind
+	run -0 --separate-stderr pisb create "$N" -f "$BATS_TEST_TMPDIR/m.yaml" --project "$R"
+	ctl=$(pisb inspect "$N" | jq -r .controller.pid)
+	w=$(pgrep -x -P "$ctl" pisb-watch)
+	[ -n "$w" ]
+	mkdir "$R/many"
+	printf 'S\n' >"$R/many/.env"
+	wait_covered many/.env
+	# stopped, the watcher reads nothing: more names than its queue holds
+	# (plain files of a watched directory), then a secret whose event is
+	# dropped, in a directory no queued event leads a walk to
+	kill -STOP "$w"
+	python3 -c 'import sys
+for i in range(int(sys.argv[2]) + 100):
+    open(f"{sys.argv[1]}/f{i}", "w").close()' "$R/many" "$(cat /proc/sys/fs/inotify/max_queued_events)"
+	printf 'DROPPED=1\n' >"$R/.env.dropped"
+	kill -CONT "$w"
+	wait_covered .env.dropped
+	run -0 pisb exec "$N" -- sh -c 'umount -l .env.dropped 2>/dev/null; cat .env.dropped; echo "[end]"'
+	[ "$output" = "[end]" ]
+}
+
+@test "bind: a watcher that ends before the sandbox stops it (fail closed); start brings both back" {
+	make_bound bind
+	run -0 --separate-stderr pisb create "$N" -f "$BATS_TEST_TMPDIR/m.yaml" --project "$R"
+	ctl=$(pisb inspect "$N" | jq -r .controller.pid)
+	w=$(pgrep -x -P "$ctl" pisb-watch)
+	[ -n "$w" ]
+	kill -9 "$w"
+	for i in $(seq 100); do
+		s=$(pisb inspect "$N" | jq -r .status)
+		[ "$s" = stopped ] && break
+		sleep 0.1
+	done
+	[ "$s" = stopped ]
+	grep -q "the project's watcher ended (signal 9): stopping the sandbox" "$PI_SANDBOX_HOME/instances/$N/controller.log"
+	run -0 --separate-stderr pisb start "$N"
+	printf 'AFTER=1\n' >"$R/.env.after"
+	wait_covered .env.after
+}
+
+@test "bind: with secrets: include a secret made while running shows; a new .git is still read-only" {
+	make_bound bind
+	printf 'project:\n  mode: bind\n  secrets: include\n' >"$BATS_TEST_TMPDIR/m.yaml"
+	run -0 --separate-stderr pisb create "$N" -f "$BATS_TEST_TMPDIR/m.yaml" --project "$R"
+	printf 'LATE=1\n' >"$R/.env.late"
+	git init -q "$R/sub3"
+	# the watcher has seen .env.late by the time it covered the later .git
+	wait_covered sub3/.git
+	run -0 pisb exec "$N" -- cat .env.late
+	[ "$output" = "LATE=1" ]
+	run -1 --separate-stderr pisb exec "$N" -- touch sub3/.git/x
+	[[ $stderr == *"Read-only file system"* ]]
+}
+
+@test "bind-ro: a secret made on the host while the sandbox runs is covered" {
+	make_bound bind-ro
+	run -0 --separate-stderr pisb create "$N" -f "$BATS_TEST_TMPDIR/m.yaml" --project "$R"
+	printf 'id\n' >"$R/id_ed25519"
+	wait_covered id_ed25519
+	run -0 pisb exec "$N" -- sh -c 'umount -l id_ed25519 2>/dev/null; cat id_ed25519; echo "[end]"'
+	[ "$output" = "[end]" ]
+}
+
 @test "bind and bind-ro for an unprivileged user: the masks and read-only hold (locked from a user namespace above)" {
 	st=$(mktemp -d /tmp/pisb-user36.XXXXXX)
 	chmod 755 "$st"
@@ -713,12 +888,22 @@ make_bound() {
 	git_out=$output
 	run -0 as_user pisb --state-dir "$st/s" exec r -- sh -c 'mount -o remount,rw /workspace 2>/dev/null; { echo x > a.txt; } 2>/dev/null || echo ro'
 	r_out=$output
+	# made on the host while it runs: covered as well (the watcher in the
+	# user namespace above the sandbox's)
+	as_user sh -c 'mkdir "$1/keys" && printf "TOKEN=late\n" >"$1/keys/.env"' _ "$st/repo"
+	for i in $(seq 100); do
+		as_user pisb --state-dir "$st/s" exec u -- grep -q " /workspace/keys/.env " /proc/self/mountinfo && break
+		sleep 0.1
+	done
+	run -0 as_user pisb --state-dir "$st/s" exec u -- sh -c 'umount keys/.env 2>/dev/null; umount -l keys/.env 2>/dev/null; cat keys/.env; echo end'
+	late_out=$output
 	as_user pisb --state-dir "$st/s" destroy u --confirm u >/dev/null
 	as_user pisb --state-dir "$st/s" destroy r --confirm r >/dev/null
 	n=$(cat "$st/repo/n.txt")
 	a=$(cat "$st/repo/a.txt")
 	rm -rf "$st"
 	[ "$u_out" = end ]
+	[ "$late_out" = end ]
 	[ "$git_out" = ro-git ]
 	[ "$r_out" = ro ]
 	[ "$n" = in ]

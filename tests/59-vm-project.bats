@@ -256,6 +256,34 @@ exec_until() {
 	[ "$(cat "$VP_TMP/rw/.env.local")" = "NEW=secret" ]
 }
 
+# the pisb-watch that serves BOX's project (vm_project.c): the one with an
+# fd on its view
+vm_watch_pid() {
+	local p
+	for p in $(pgrep -x pisb-watch); do
+		if ls -l "/proc/$p/fd" 2>/dev/null | grep -q "instances/$1/pview"; then echo "$p"; return; fi
+	done
+}
+
+@test "bind: a secret or .git made on the host while the VM runs is covered (pisb-watch, in virtiofsd's namespace)" {
+	[ -n "$(vm_watch_pid pb)" ]
+	printf 'NEW=1\n' > "$VP_TMP/rw/tmp.n"
+	mv "$VP_TMP/rw/tmp.n" "$VP_TMP/rw/.env.new"
+	mkdir -p "$VP_TMP/rw/certs"
+	printf 'KEY\n' > "$VP_TMP/rw/certs/x.pem"
+	git init -q "$VP_TMP/rw/sub9"
+	chown -hR "$OWNER:$OWNER" "$VP_TMP/rw/.env.new" "$VP_TMP/rw/certs" "$VP_TMP/rw/sub9"
+	# empty in the guest (once its cached entry, if it looked before, expires)
+	exec_until pb end sh -c 'cat .env.new certs/x.pem; echo end'
+	[ "$output" = end ]
+	exec_until pb ro sh -c 'touch sub9/.git/x 2>/dev/null && echo rw || echo ro'
+	[ "$output" = ro ]
+	# a mount on the host: nothing the guest does takes it off
+	run -0 pisb exec pb -- sh -c 'umount -l .env.new 2>/dev/null; cat .env.new; echo end'
+	[ "$output" = end ]
+	[ "$(cat "$VP_TMP/rw/.env.new")" = "NEW=1" ]
+}
+
 @test "verify's project check: the host's secrets read in neither guest, pb's .git takes no write, pr takes no write at all" {
 	run -0 --separate-stderr pisb verify pb --json
 	jq -e '[.checks[].check] == ["host-files","host-env","network","host-share","project"]' <<<"$output"
@@ -309,4 +337,5 @@ exec_until() {
 	[ "$(cat "$VP_TMP/rw/.env")" = "TOKEN=host-secret" ]
 	[ ! -e "$PI_SANDBOX_HOME/instances/pb" ]
 	run -1 pgrep -f "$PI_SANDBOX_HOME/instances/pb/"
+	[ -z "$(vm_watch_pid pb)" ]
 }

@@ -58,6 +58,7 @@ struct ctl {
 	struct pisb_runtime rt;
 	struct pisb_cgroup cg;
 	struct pisb_ids ids;
+	pid_t watch;                /* the project's watcher (ns.h), or 0 */
 	int initctl;
 	int lsock;
 	int sigfd;
@@ -449,6 +450,16 @@ static void on_sigchld(struct ctl *c)
 			c->rt.init.pid = 0;
 			if (!c->stopping)
 				do_stop(c);
+		} else if (pid == c->watch) {
+			/* it ends with the init; before it, secrets made in the
+			 * project from now on would show: end the sandbox too */
+			c->watch = 0;
+			if (!c->stopping) {
+				logf_("the project's watcher ended (%s %d): stopping the sandbox",
+				      WIFSIGNALED(status) ? "signal" : "status",
+				      WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+				do_stop(c);
+			}
 		} else if (c->svc) {
 			pisb_services_reaped(c->svc, pid, status);
 		}
@@ -677,6 +688,7 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 	if (pisb_project_bound(c.idir, &pbound, &b.project_ro) > 0) {
 		b.project = pbound;   /* mounted anew (secrets hidden anew) each start */
 		b.project_cfg = &c.cfg->project;
+		b.watch_pid = &c.watch;
 	}
 	if (pisb_sandbox_boot(&b, &c.rt.init.pid, &c.initctl, e) < 0)
 		goto out_failed;

@@ -724,6 +724,155 @@ static int project_disk(const struct pisb_boot *b, int sock)
 	return disk;
 }
 
+/* ---- the project's watcher (project.h, pisb_project_watch_*) ---- */
+
+/* The fd that came with one message on sock (SCM_RIGHTS), or -1. */
+static int recv_fd(int sock)
+{
+	char c, cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec io = { &c, 1 };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm;
+	int fd = -1;
+
+	while (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) < 0)
+		if (errno != EINTR)
+			return -1;
+	cm = CMSG_FIRSTHDR(&m);
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+		memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
+	return fd;
+}
+
+static void send_fd(int sock, int fd)
+{
+	char c = 'p', cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec io = { &c, 1 };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
+	while (sendmsg(sock, &m, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+	}
+}
+
+/* The watcher: in the project's mount namespace (it outlives the boot
+ * child, which leaves it), with the rights of the caller's walk (fsuid:
+ * the sandbox's), until the init ends.  ctl: its socket to the boot
+ * child, which sends the init's pidfd once there is an init, or closes
+ * it (the boot failed).  It is in the sandbox's cgroup (removed at stop)
+ * and, as root, out of the OOM killer's reach (the sandbox fills its
+ * memory limit, never ends the watcher).  A cover it cannot make ends
+ * the sandbox: fail closed. */
+static void __attribute__((noreturn)) watch_main(const struct pisb_boot *b, int disk, int top, int ctl)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+	struct pisb_project_watch *w;
+	int init = -1;
+
+	prctl(PR_SET_NAME, "pisb-watch");
+	{
+		sigset_t none;   /* the controller's mask: its signals were blocked */
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+	}
+	if (geteuid() == 0) {
+		uid_t fs = (uid_t)setfsuid((uid_t)-1);
+		setfsuid(0);
+		write_file("/proc/self/oom_score_adj", "-1000");
+		setfsuid(fs);
+	}
+	/* only what it needs: never the controller's socket (the init's
+	 * death would not close it) */
+	pisb_close_except((const int[]){ disk, top, ctl }, 3);
+	/* until the boot child sends the init's pidfd (or fails), then
+	 * until the init ends */
+	w = pisb_project_watch_new(top, disk, b->project_cfg, &e);
+	if (w && pisb_project_watch_serve(w, ctl, &e) == 0) {
+		if ((init = recv_fd(ctl)) < 0)
+			_exit(0);   /* the boot failed */
+		if (pisb_project_watch_serve(w, init, &e) == 0)
+			_exit(0);
+	}
+	fprintf(stderr, "fatal: the project's watcher: %s; the sandbox is ended (its new secrets would show)\n",
+		e.msg);
+	if (init < 0)
+		init = recv_fd(ctl);
+	if (init >= 0)
+		syscall(SYS_pidfd_send_signal, init, SIGKILL, NULL, 0);
+	_exit(1);
+}
+
+/* The watcher forked, after the first walk, the project's mount shared
+ * (project_share).  Its socket (for watch_init), or -1 when this kernel
+ * cannot make locked covers live (the covers of the start stay the only
+ * ones: logged). */
+static int watch_start(const struct pisb_boot *b, int disk, int sock, pid_t *wpid)
+{
+	int sp[2], top;
+	pid_t pid;
+
+	if (!pisb_project_watch_supported(disk)) {
+		fprintf(stderr, "warning: project: this kernel cannot cover secrets made while the sandbox runs (Linux 6.15 or later); they are covered at the next start\n");
+		return -1;
+	}
+	top = openat(disk, "project", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (top < 0)
+		child_fail(sock, "open the project");
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+		child_fail(sock, "socketpair");
+	pid = fork();
+	if (pid < 0)
+		child_fail(sock, "fork the project's watcher");
+	if (pid == 0) {
+		close(sp[0]);
+		watch_main(b, disk, top, sp[1]);
+	}
+	close(sp[1]);
+	close(top);
+	*wpid = pid;
+	return sp[0];
+}
+
+/* The project's mount at <disk>/project shared, so that the watcher's
+ * covers reach the sandbox's copy of it (a slave: made by a less
+ * privileged user namespace).  Before the first covers: they are then
+ * shared too, and their copies slaves, not private. */
+static void project_share(int disk, int sock)
+{
+	char p[64];
+
+	snprintf(p, sizeof(p), "/proc/self/fd/%d/project", disk);
+	if (mount(NULL, p, NULL, MS_SHARED, NULL) < 0)
+		child_fail(sock, "share the project's mount");
+}
+
+/* The init's pidfd to the watcher (ws from watch_start, wpid its pid),
+ * which ends with it; its pid to the controller ("W" + pid, before the
+ * "P" + the init's), which ends the sandbox if it ends first. */
+static void watch_init(int ws, pid_t wpid, pid_t init, int sock)
+{
+	char msg[1 + sizeof(wpid)];
+	int fd;
+
+	if (ws < 0)
+		return;
+	msg[0] = 'W';
+	memcpy(msg + 1, &wpid, sizeof(wpid));
+	pisb_write_all(sock, msg, sizeof(msg));
+	fd = (int)syscall(SYS_pidfd_open, init, 0);
+	if (fd >= 0) {
+		send_fd(ws, fd);
+		close(fd);
+	}
+	close(ws);
+}
+
 /* Privileged (pisb as root), before the sandbox's user namespace: in a
  * mount namespace of our own, still the host's user namespace, the
  * project idmapped with its owner as the sandbox's root (owner_userns: its
@@ -733,10 +882,10 @@ static int project_disk(const struct pisb_boot *b, int sock)
  * mount namespace, made from this one by a less privileged user namespace,
  * gets all of these locked: root inside can neither remount them writable
  * nor unmount a mask. */
-static void project_prepare(const struct pisb_boot *b, int sock)
+static int project_prepare(const struct pisb_boot *b, int sock, pid_t *wpid)
 {
 	struct mount_attr a = { 0 };
-	int disk, tree, uns, top;
+	int disk, tree, uns, top, ws;
 
 	disk = project_disk(b, sock);
 	if ((uns = owner_userns(b->project, b->project_ro, &b->ids)) < 0)
@@ -755,6 +904,7 @@ static void project_prepare(const struct pisb_boot *b, int sock)
 		child_fail(sock, "mount the project");
 	close(tree);
 	close(uns);
+	project_share(disk, sock);
 	/* the walk with the sandbox's rights over the files, not root's */
 	setgroups(0, NULL);
 	setfsgid(b->ids.gid_base);
@@ -764,9 +914,11 @@ static void project_prepare(const struct pisb_boot *b, int sock)
 		child_fail(sock, "open the project");
 	hide_walk(top, disk, b->project_cfg, sock);
 	close(top);
+	ws = watch_start(b, disk, sock, wpid);   /* it keeps the sandbox's rights */
 	setfsuid(0);
 	setfsgid(0);
 	close(disk);
+	return ws;
 }
 
 /* Unprivileged (one id: root inside is the user), right after the id maps:
@@ -775,10 +927,10 @@ static void project_prepare(const struct pisb_boot *b, int sock)
  * its .git read-only; then a user namespace below it, mapped the same, for
  * the sandbox: its mount namespace, made from this one, gets these mounts
  * locked as project_prepare's are. */
-static void project_nest(const struct pisb_boot *b, int sock)
+static int project_nest(const struct pisb_boot *b, int sock, pid_t *wpid)
 {
 	char dst[64];
-	int disk, top;
+	int disk, top, ws;
 
 	disk = project_disk(b, sock);
 	snprintf(dst, sizeof(dst), "/proc/self/fd/%d/project", disk);
@@ -791,15 +943,18 @@ static void project_nest(const struct pisb_boot *b, int sock)
 			child_fail(sock, "bind the project read-only");
 		close(m);
 	}
+	project_share(disk, sock);
 	top = openat(disk, "project", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (top < 0)
 		child_fail(sock, "open the project");
 	hide_walk(top, disk, b->project_cfg, sock);
 	close(top);
+	ws = watch_start(b, disk, sock, wpid);   /* before the user namespace below */
 	close(disk);
 	if (unshare(CLONE_NEWUSER) < 0 || write_file("/proc/self/setgroups", "deny") < 0 ||
 	    write_file("/proc/self/uid_map", "0 0 1\n") < 0 || write_file("/proc/self/gid_map", "0 0 1\n") < 0)
 		child_fail(sock, "a user namespace below the project's");
+	return ws;
 }
 
 /* The overlay root at <disk>/merged.  Called as root inside the user ns;
@@ -1116,8 +1271,8 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 {
 	const int rest = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
 			 CLONE_NEWUTS | CLONE_NEWCGROUP;
-	pid_t init;
-	int lower, disk, go[2], exe;
+	pid_t init, wpid = 0;
+	int lower, disk, go[2], exe, ws = -1;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (b->log_fd >= 0)
@@ -1139,17 +1294,20 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 		if (pisb_cgroup_enter(b->cgroup_dirfds[i]) < 0)
 			child_fail(sock, "move the sandbox into its cgroup");
 	if (b->project && b->ids.count > 1)
-		project_prepare(b, sock);
+		ws = project_prepare(b, sock, &wpid);
 	if (unshare(CLONE_NEWUSER) < 0)
 		child_fail(sock, "unshare user namespace (are user namespaces allowed?)");
 	want_maps(sock);
 	if (b->project && b->ids.count == 1)
-		project_nest(b, sock);
+		ws = project_nest(b, sock, &wpid);
 	/* the cgroup namespace last (below): its root is the cgroup we are
 	 * in when we make it, the sandbox's */
 	if (unshare(rest & ~CLONE_NEWCGROUP) < 0)
 		child_fail(sock, "unshare namespaces");
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+	/* private; but a bound project's mount stays a slave of the
+	 * project's (ws: the watcher's covers come that way; all else of
+	 * that namespace is private) */
+	if (mount(NULL, "/", NULL, MS_REC | (ws >= 0 ? MS_SLAVE : MS_PRIVATE), NULL) < 0)
 		child_fail(sock, "make / private");
 	lower = open(b->lower_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	disk = open(b->disk_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -1181,6 +1339,7 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 		close(go[0]);
 		init_main(b, sock, exe);
 	}
+	watch_init(ws, wpid, init, sock);
 	{
 		char msg[1 + sizeof(init)];
 		msg[0] = 'P';
@@ -1269,11 +1428,23 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 		goto fail_child;
 	}
 	pisb_trace("boot: user namespace and id maps");
-	/* "P" + pid of the init, then "R" from the init once it is ready */
+	/* "W" + pid of the project's watcher (if there is one), "P" + pid
+	 * of the init, then "R" from the init once it is ready */
+	if (b->watch_pid)
+		*b->watch_pid = 0;
 	{
 		struct pollfd p = { sp[0], POLLIN, 0 };
-		char c;
-		if (poll(&p, 1, 30000) <= 0 || read(sp[0], &c, 1) != 1 || c != 'P' ||
+		char c = 0;
+		pid_t w;
+		if (poll(&p, 1, 30000) > 0 && read(sp[0], &c, 1) == 1 && c == 'W' &&
+		    pisb_read_all(sp[0], &w, sizeof(w)) == sizeof(w)) {
+			if (b->watch_pid)
+				*b->watch_pid = w;
+			c = 0;
+			if (poll(&p, 1, 30000) <= 0 || read(sp[0], &c, 1) != 1)
+				c = 0;
+		}
+		if (c != 'P' ||
 		    pisb_read_all(sp[0], &ipid, sizeof(ipid)) != sizeof(ipid)) {
 			if (c == 'E' && read_msg(sp[0], reply, sizeof(reply), 1000) > 0)
 				pisb_err_set(e, PISB_EXIT_FAIL, "boot the sandbox: %s (see 'pisb doctor')", reply);

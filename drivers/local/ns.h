@@ -98,6 +98,9 @@ struct pisb_boot {
 	const char *project;
 	bool project_ro;
 	const struct pisb_project_config *project_cfg;
+	/* out: the pid of the project's watcher (pisb-watch, a child of the
+	 * caller once the boot is done: ns.c), 0 for none; or NULL */
+	pid_t *watch_pid;
 };
 
 /* Boot; on success *init is the init's pid and *ctl the controller end of

@@ -26,11 +26,20 @@
  * grants capabilities only over mapped ids): the guest has the owner's
  * rights, and "other"'s over the rest.  virtiofsd runs without
  * CAP_MKNOD and CAP_SETFCAP (-o modcaps): no device node can be made, and
- * with xattrs off (its default) no file capability either. */
+ * with xattrs off (its default) no file capability either.
+ *
+ * Secrets and .git that appear while the VM runs: root/ is a shared
+ * mount, and virtiofsd's own namespace (sandbox=namespace makes all of it
+ * a slave) gets what is mounted below it; pisb-watch, a child of
+ * virtiofsd made before its exec, in this namespace, covers them as they
+ * appear (project.h, pisb_project_watch_*) and ends with virtiofsd
+ * (PR_SET_PDEATHSIG).  A cover it cannot make ends virtiofsd: the guest
+ * loses the project rather than see the secret. */
 #include "vm_internal.h"
 #include "vm_proto.h"
 #include "config.h"
 #include "err.h"
+#include "proc.h"
 #include "project.h"
 #include "util.h"
 
@@ -84,6 +93,37 @@ int vm_project_load(int idir, struct vm_project *p, struct pisb_err *e)
 	return 0;
 }
 
+/* pisb-watch for the view (the top of this file), forked by the process
+ * that is to exec virtiofsd.  A kernel without locked live covers
+ * (pisb_project_watch_supported) gets none: the covers of the start stay
+ * (logged). */
+static void watch(int top, int vfd, const struct pisb_project_config *pc)
+{
+	struct pisb_err e = PISB_ERR_INIT;
+	struct pisb_project_watch *w;
+	pid_t parent = getpid();
+
+	if (!pisb_project_watch_supported(vfd)) {
+		dprintf(2, "pisb: warning: this kernel cannot cover secrets made while the VM runs (Linux 6.15 or later); they are covered at the next start\n");
+		return;
+	}
+	if (fork() != 0)
+		return;
+	prctl(PR_SET_NAME, "pisb-watch");
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(0);
+	/* only what it needs: not virtiofsd's socket */
+	pisb_close_except((const int[]){ top, vfd }, 2);
+	w = pisb_project_watch_new(top, vfd, pc, &e);
+	if (w)
+		pisb_project_watch_serve(w, -1, &e);
+	dprintf(2, "pisb: fatal: the project's watcher: %s; the project's share is ended (its new secrets would show)\n",
+		e.msg);
+	kill(parent, SIGKILL);
+	_exit(1);
+}
+
 /* In virtiofsd's child, its own mount namespace made: the view at
  * <inst>/pview (see the top of this file).  0, or -1 with e. */
 static int build_view(const char *inst, const struct vm_project *p,
@@ -116,10 +156,18 @@ static int build_view(const char *inst, const struct vm_project *p,
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "map the project's ids (idmapped mount of '%s')", p->dir);
 	if (syscall(SYS_move_mount, tree, "", vfd, "root", MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "mount the project");
+	{
+		_cleanup_free_ char *root = xasprintf("%s/root", view);
+		if (mount(NULL, root, NULL, MS_SHARED, NULL) < 0)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "share the project's mount");
+	}
 	top = openat(vfd, "root", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (top < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "open the project's mount");
-	return pisb_project_mask(top, vfd, pc, e);
+	if (pisb_project_mask(top, vfd, pc, e) < 0)
+		return -1;
+	watch(top, vfd, pc);
+	return 0;
 }
 
 struct view_args {
