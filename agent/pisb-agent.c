@@ -543,36 +543,14 @@ static int find_ports(void)
 /* /dev/vportXpY of the port named org.pisb.agent.N */
 static int find_port(int n, char *dev, size_t len)
 {
-	char want[64], path[300], name[64];
-	DIR *d = opendir("/sys/class/virtio-ports");
-	struct dirent *de;
-	int found = -1;
-
-	snprintf(want, sizeof(want), PISB_VM_PORT_PREFIX "%d", n);
-	if (!d)
+	if (n < 0 || n >= PISB_VM_PORTS)
 		return -1;
-	while (found < 0 && (de = readdir(d))) {
-		int fd;
-		ssize_t r;
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name", de->d_name);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		r = read(fd, name, sizeof(name) - 1);
-		close(fd);
-		if (r <= 0)
-			continue;
-		name[r] = '\0';
-		name[strcspn(name, "\n")] = '\0';
-		if (!strcmp(name, want)) {
-			snprintf(dev, len, "/dev/%s", de->d_name);
-			found = 0;
-		}
-	}
-	closedir(d);
-	return found;
+	if (!port_dev[n][0])
+		find_ports();
+	if (!port_dev[n][0])
+		return -1;
+	snprintf(dev, len, "%s", port_dev[n]);
+	return 0;
 }
 
 /* The port: a byte stream while the host is connected; read() returns 0
@@ -1103,9 +1081,7 @@ static void __attribute__((noreturn)) serve(int n)
 	sigaddset(&chld, SIGCHLD);
 	sigaddset(&chld, SIGIO);
 	sigprocmask(SIG_BLOCK, &chld, &old);
-	if (port_dev[n][0])
-		snprintf(dev, sizeof(dev), "%s", port_dev[n]);
-	else if (find_port(n, dev, sizeof(dev)) < 0)
+	if (find_port(n, dev, sizeof(dev)) < 0)
 		_exit(3);
 	p.fd = open(dev, O_RDWR | O_CLOEXEC);
 	if (p.fd < 0) {

@@ -292,24 +292,7 @@ int pisb_run_capture(char *const argv[], char *const envp[], bool merge,
 	if (pisb_read_all(ep[0], &en, sizeof(en)) != sizeof(en))
 		en = 0;
 	close(ep[0]);
-	for (;;) {
-		struct pollfd pf = { p[0], POLLIN, 0 };
-		int64_t left = deadline - pisb_mono_ms();
-		ssize_t n;
-
-		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
-			break;
-		pisb_buf_grow(out, 4096);
-		n = read(p[0], out->s + out->len, out->cap - out->len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		out->len += (size_t)n;
-		out->s[out->len] = '\0';
-		if (out->len > max)
-			break;
-	}
+	pisb_read_until(p[0], out, deadline, max);
 	close(p[0]);
 	{
 		int64_t left = deadline - pisb_mono_ms();

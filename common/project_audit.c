@@ -107,27 +107,6 @@ static void walk(struct walk *w, int dfd, const char *rel, int depth, bool secre
 	closedir(d);
 }
 
-/* The child's lines, until EOF or the deadline. */
-static void read_all(int fd, struct pisb_buf *b)
-{
-	int64_t deadline = pisb_mono_ms() + AUDIT_MS;
-
-	for (;;) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = deadline - pisb_mono_ms();
-		ssize_t n;
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-			return;
-		pisb_buf_grow(b, 65536);
-		n = read(fd, b->s + b->len, b->cap - b->len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		b->len += (size_t)n;
-		b->s[b->len] = '\0';
-	}
-}
 
 static void parse(struct pisb_project_audit *a, char *s)
 {
@@ -197,7 +176,7 @@ int pisb_project_audit(int idir, const struct pisb_project_config *pc, struct pi
 		_exit(0);
 	}
 	close(p[1]);
-	read_all(p[0], &lines);
+	pisb_read_until(p[0], &lines, pisb_mono_ms() + AUDIT_MS, 64u << 20);
 	close(p[0]);
 	if (pisb_wait_timeout(pid, &status, 2000) == 0) {
 		kill(pid, SIGKILL);

@@ -680,28 +680,6 @@ struct target {
 	struct pisb_config *cfg;
 };
 
-/* Read everything from fd until EOF or the deadline. */
-static void drain(int fd, struct pisb_buf *b, int64_t deadline)
-{
-	for (;;) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = deadline - pisb_mono_ms();
-		ssize_t n;
-
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-			return;
-		pisb_buf_grow(b, 4096);
-		n = read(fd, b->s + b->len, b->cap - b->len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		b->len += (size_t)n;
-		b->s[b->len] = '\0';
-		if (b->len > (1 << 20))
-			return;
-	}
-}
 
 /* Probe A: C probes in a child inside the sandbox (entered like pisb exec
  * enters it).  Lines "check\t0|1\tevidence" land in out. */
@@ -757,7 +735,7 @@ static void probe_inside(struct verify *v, const struct target *t, int *close_fd
 		_exit(0);
 	}
 	close(p[1]);
-	drain(p[0], out, pisb_mono_ms() + VERIFY_PROBE_MS);
+	pisb_read_until(p[0], out, pisb_mono_ms() + VERIFY_PROBE_MS, 1 << 20);
 	close(p[0]);
 	if (pisb_wait_timeout(pid, &status, 2000) == 0) {
 		kill(pid, SIGKILL);
@@ -816,7 +794,7 @@ static int probe_spawn(struct verify *v, const struct target *t, struct pisb_buf
 			waitpid(pid, &status, 0);
 		return -1;
 	}
-	drain(p[0], out, pisb_mono_ms() + VERIFY_PROBE_MS);
+	pisb_read_until(p[0], out, pisb_mono_ms() + VERIFY_PROBE_MS, 1 << 20);
 	close(p[0]);
 	if (pisb_wait_timeout(pid, &status, 2000) == 0) {
 		kill(pid, SIGKILL);
