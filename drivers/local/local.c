@@ -2,6 +2,7 @@
 #include "local.h"
 #include "cgroup.h"
 #include "config.h"
+#include "dl.h"
 #include "driver.h"
 #include "err.h"
 #include "gc.h"
@@ -603,6 +604,10 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 {
 	struct pisb_ids ids;
 
+	/* an image other than the host's may need libarchive to import:
+	 * the static pisb hands the create over before it changes anything */
+	if (strcmp(cfg->image, "host"))
+		pisb_dl_needed("libarchive (to import the image)");
 	/* the state files' fsyncs at once, before the publishing rename */
 	pisb_sync_defer();
 	/* as root, a host id range of the sandbox's own (ns.h) */
