@@ -61,4 +61,15 @@ void pisb_random_hex(char *out, size_t n);
 /* Close every fd >= from except keep (or -1). */
 void pisb_close_from(int from, int keep);
 
+/* For a long-lived process that is about to sit idle (a controller):
+ * give back what it holds and does not use while idle.  The free heap
+ * (malloc_trim), and the mappings of the code and read-only data of the
+ * program and its libraries (MADV_DONTNEED of their read-only segments:
+ * the pages stay in the page cache, shared with every other process that
+ * runs them; what the process runs again faults back in, a minor fault).
+ * Writable segments are left alone, and so is an object with text
+ * relocations (its code pages are its own copies).  Breakpoints a debugger
+ * wrote into the code go with them. */
+void pisb_proc_idle_trim(void);
+
 #endif

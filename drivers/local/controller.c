@@ -538,6 +538,8 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 		fresh = strstr(intent.s, "\"setup\":true") != NULL;
 		prepare = strstr(intent.s, "\"prepare\":true") != NULL;
 	}
+	/* read into 64 KiB and more, for a few bytes: not kept while we run */
+	pisb_buf_release(&intent);
 	{
 		struct pisb_err ig = PISB_ERR_INIT;
 		struct pisb_runtime old;
@@ -727,12 +729,14 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 		goto out_failed;
 	pisb_trace("controller: status written (running)");
 	logf_("running");
-	/* idle from here on: what the start freed goes back to the system */
-	malloc_trim(0);
+	/* idle from here on: what the start freed, and the mappings of code
+	 * that only the start ran, go back to the system */
+	pisb_proc_idle_trim();
 
 	while (!c.stopping) {
 		struct pollfd p[4 + PISB_SVC_MAX_FDS];
 		int n = 0, timeout = 1000;
+		bool served = false;
 
 		p[n++] = (struct pollfd){ c.lsock, POLLIN, 0 };
 		p[n++] = (struct pollfd){ c.sigfd, POLLIN, 0 };
@@ -771,6 +775,7 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 			if (cfd >= 0) {
 				handle_client(&c, cfd);
 				close(cfd);
+				served = true;
 			}
 		}
 		/* every turn: what poll saw, a pause that ended, the note of
@@ -783,6 +788,9 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 				save(&c, "running", &ig);
 			}
 		}
+		/* a request answered: idle again (its code's mappings go back) */
+		if (served && !c.stopping)
+			pisb_proc_idle_trim();
 	}
 	ret = 0;
 	goto out;
