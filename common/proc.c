@@ -329,7 +329,7 @@ void pisb_random_hex(char *out, size_t n)
 }
 
 /* Does the object have text relocations (code pages written at load)? */
-static bool has_textrel(const struct dl_phdr_info *info)
+static PISB_IDLE_PATH bool has_textrel(const struct dl_phdr_info *info)
 {
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -349,7 +349,7 @@ struct ro_ranges {
 	uintptr_t r[64][2];
 };
 
-static int find_ro_segments(struct dl_phdr_info *info, size_t size, void *arg)
+static PISB_IDLE_PATH int find_ro_segments(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct ro_ranges *rs = arg;
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -376,7 +376,7 @@ static int find_ro_segments(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-void pisb_proc_idle_trim(void)
+PISB_IDLE_PATH void pisb_proc_idle_trim(void)
 {
 	struct ro_ranges rs = { 0 };
 

@@ -28,7 +28,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -459,7 +458,7 @@ static void on_sigchld(struct ctl *c)
  * directory deleted or replaced under us (rm -rf, a second create of the
  * name) would leave this sandbox running where no pisb command finds it:
  * the controller then shuts it down. */
-static bool idir_gone(struct ctl *c)
+static PISB_IDLE_PATH bool idir_gone(struct ctl *c)
 {
 	struct stat now, here;
 	_cleanup_free_ char *p = xasprintf("instances/%s", c->name);
@@ -501,7 +500,7 @@ static int open_target(struct pisb_state *st, const char *name, struct pisb_err 
 	return pisb_instance_open(st, "instances", name, e);
 }
 
-int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err *e)
+PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err *e)
 {
 	struct ctl c;
 	_cleanup_close_ int lock = -1;
