@@ -51,7 +51,8 @@ LIB_pcre2   := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-
 # command goes through, runs the hottest verbs itself (cmd/pisb_serve.c)
 # and is linked static: it starts without the dynamic loader (a third less
 # CPU for 'pisb --version', 'pisb list' within 1.2x /bin/true, no second
-# exec in 'pisb exec').  What a static process cannot load hands the
+# exec in 'pisb exec', 'pisb create', 'pisb start' and 'pisb stop' of
+# the local driver).  What a static process cannot load hands the
 # command to the owning binary (cmd/pisb_static.c).  Not with the
 # sanitizers: then pisb is dynamic and loads what it needs.
 CMD_pisb         := pisb_serve create_info create_lc exec_verbs
