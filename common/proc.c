@@ -345,7 +345,6 @@ static PISB_IDLE_PATH bool has_textrel(const struct dl_phdr_info *info)
 /* the read-only segments to drop, gathered first: the program headers
  * they are found by lie in them */
 struct ro_ranges {
-	bool libraries;
 	size_t n;
 	uintptr_t r[64][2];
 };
@@ -356,10 +355,8 @@ static PISB_IDLE_PATH int find_ro_segments(struct dl_phdr_info *info, size_t siz
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 
 	(void)size;
-	/* the vDSO is the kernel's, not a file's; the program's name is "" */
+	/* the vDSO is the kernel's, not a file's */
 	if (info->dlpi_name && strstr(info->dlpi_name, "linux-vdso"))
-		return 0;
-	if (!rs->libraries && info->dlpi_name && *info->dlpi_name)
 		return 0;
 	if (has_textrel(info))
 		return 0;
@@ -379,9 +376,9 @@ static PISB_IDLE_PATH int find_ro_segments(struct dl_phdr_info *info, size_t siz
 	return 0;
 }
 
-PISB_IDLE_PATH void pisb_proc_idle_trim(bool libraries)
+PISB_IDLE_PATH void pisb_proc_idle_trim(void)
 {
-	struct ro_ranges rs = { .libraries = libraries };
+	struct ro_ranges rs = { 0 };
 
 	malloc_trim(0);
 	dl_iterate_phdr(find_ro_segments, &rs);

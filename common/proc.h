@@ -69,9 +69,7 @@ void pisb_close_from(int from, int keep);
  * runs them; what the process runs again faults back in, a minor fault).
  * Writable segments are left alone, and so is an object with text
  * relocations (its code pages are its own copies).  Breakpoints a debugger
- * wrote into the code go with them.  libraries: theirs too (else only the
- * program's own: what a request ran of the libraries is little, and
- * shared with every other process that runs them). */
-void pisb_proc_idle_trim(bool libraries);
+ * wrote into the code go with them. */
+void pisb_proc_idle_trim(void);
 
 #endif

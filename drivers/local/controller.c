@@ -730,7 +730,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	logf_("running");
 	/* idle from here on: what the start freed, and the mappings of code
 	 * that only the start ran, go back to the system */
-	pisb_proc_idle_trim(true);
+	pisb_proc_idle_trim();
 
 	while (!c.stopping) {
 		struct pollfd p[4 + PISB_SVC_MAX_FDS];
@@ -789,7 +789,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		}
 		/* a request answered: idle again (its code's mappings go back) */
 		if (served && !c.stopping)
-			pisb_proc_idle_trim(false);
+			pisb_proc_idle_trim();
 	}
 	ret = 0;
 	goto out;
