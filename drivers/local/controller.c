@@ -293,6 +293,8 @@ static void do_stop(struct ctl *c)
 	if (c->stopping)
 		return;
 	c->stopping = true;
+	/* what the stop runs, mapped back in one call (pisb_proc_idle_trim) */
+	pisb_proc_busy();
 	pisb_trace("stop: asked");
 	logf_("stopping");
 	save(c, "stopping", &e);
