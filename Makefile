@@ -51,10 +51,11 @@ LIB_pcre2   := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-
 # command goes through, runs the hottest verbs itself (cmd/pisb_serve.c)
 # and is linked static: it starts without the dynamic loader (a third less
 # CPU for 'pisb --version', 'pisb list' within 1.2x /bin/true, no second
-# exec in 'pisb exec').  What a static process cannot load hands the
+# exec in 'pisb exec', 'pisb create', 'pisb start' and 'pisb stop' of
+# the local driver).  What a static process cannot load hands the
 # command to the owning binary (cmd/pisb_static.c).  Not with the
 # sanitizers: then pisb is dynamic and loads what it needs.
-CMD_pisb         := pisb_serve create_info exec_verbs
+CMD_pisb         := pisb_serve create_info create_lc exec_verbs
 ifneq ($(SANITIZE),1)
 LDFLAGS_pisb     := -static
 CMD_pisb         += pisb_static
@@ -74,7 +75,7 @@ PROGS   := pisb pisb-create pisb-exec pisb-fs pisb-svc pisb-docker pisb-gc pisb-
 # A binary whose verbs fill more than one file: cmd/BINARY.c holds main()
 # and names the others' handlers (cmd/*.h).
 CMD_pisb-fs := fs_tree fs_project
-CMD_pisb-create := create_info
+CMD_pisb-create := create_info create_lc
 CMD_pisb-exec := exec_verbs
 LIB_SRC := $(sort $(wildcard common/*.c $(DRIVERS:%=drivers/%/*.c)))
 LIB_HDR := $(wildcard common/*.h cmd/*.h $(DRIVERS:%=drivers/%/*.h))

@@ -1,5 +1,6 @@
-/* pisb-create - lifecycle of every driver (create, prepare, connect, start,
- * stop, destroy, release; the others in create_info.c); see
+/* pisb-create - lifecycle of every driver: destroy and release here;
+ * create, prepare, connect, start and stop in create_lc.c (which the
+ * static pisb serves too); the others in create_info.c; see
  * man/pisb-create.1 */
 #include "create_cmd.h"
 #include "config.h"
@@ -13,123 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The lifecycle options, from the parsed flags. */
-static int lc_opts(struct pisb_ctx *c, const char *name, struct pisb_lc_opts *o)
-{
-	long long owner = 0, fd = -1;
-
-	memset(o, 0, sizeof(*o));
-	if (pisb_args_int(&c->a, "owner-pid", 1, 4194304, 0, &owner, &c->err) < 0 ||
-	    pisb_args_int(&c->a, "events-fd", 0, 65535, -1, &fd, &c->err) < 0)
-		return -1;
-	o->name = name;
-	o->owner_pid = (pid_t)owner;
-	o->session_id = pisb_args_get(&c->a, "session-id");
-	o->on_ready = pisb_args_get(&c->a, "on-ready");
-	o->events_fd = (int)fd;
-	o->json = c->a.json;
-	o->wait_ms = c->a.wait_ms;
-	return 0;
-}
-
-/* --json: the one result rule (pisb_lifecycle_result) */
-static int print_result(struct pisb_ctx *c, const char *name, const char *gone)
-{
-	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
-	struct pisb_jw w;
-
-	pisb_jw_init(&w, &b);
-	if (pisb_lifecycle_result(&c->st, name, gone, &w, &c->err) < 0)
-		return -1;
-	pisb_front_out(&b);
-	return 0;
-}
-
-/* create, prepare, connect */
-static int cmd_make(struct pisb_ctx *c)
-{
-	const char *verb = c->a.verb->name, *name = c->a.pos[0], *f = pisb_args_get(&c->a, "file");
-	bool prepare = !strcmp(verb, "prepare"), connect = !strcmp(verb, "connect");
-	struct pisb_lc_opts o;
-	struct pisb_config *cfg = NULL;
-	_cleanup_buf_ struct pisb_buf text = PISB_BUF_INIT, js = PISB_BUF_INIT;
-	_cleanup_strv_ struct pisb_strv unready = PISB_STRV_INIT;
-	_cleanup_free_ char *pdir = NULL;
-	int ret = -1;
-
-	pisb_trace("create: arguments parsed");
-	if (lc_opts(c, name, &o) < 0 ||
-	    pisb_lc_config(name, f, prepare ? "prepare: -f FILE is required"
-				  : connect ? "connect: -f FILE (with opensandbox.sandboxId) is required" : NULL,
-			   pisb_args_get(&c->a, "driver"), &cfg, &text, &js, &c->err) < 0)
-		return -1;
-	pisb_trace("create: config parsed");
-	if (pisb_args_has(&c->a, "dry-run")) {
-		pisb_front_out(&js);
-		ret = 0;
-		goto out;
-	}
-	o.template_ = pisb_args_get(&c->a, "template");
-	if (pisb_lc_project_dir(cfg, pisb_args_get(&c->a, "project"), &pdir, &c->err) < 0)
-		goto out;
-	o.project = pdir;
-	o.config_text = text.len ? text.s : js.s;
-	o.config_len = text.len ? text.len : js.len;
-	o.prepare = prepare;
-	if (pisb_lifecycle_make(&c->st, prepare ? PISB_LC_PREPARE : connect ? PISB_LC_CONNECT : PISB_LC_CREATE,
-				cfg, js.s, &o, &c->err) < 0)
-		goto out;
-	ret = 0;
-	if (o.setup_error)
-		pisb_front_warn("sandbox '%s': setup failed: %s (the sandbox runs anyway; see 'pisb logs %s')",
-				name, o.setup_error, name);
-	if (prepare) {
-		pisb_front_info(c, "prepared template '%s'", name);
-		goto out;
-	}
-	if (o.note)
-		pisb_front_info(c, "note: sandbox '%s': %s", name, o.note);
-	pisb_inspect_unready(&c->st, name, &unready);
-	for (size_t i = 0; i < unready.n; i++)
-		pisb_front_warn("%s", unready.v[i]);
-	if (c->a.json)
-		ret = print_result(c, name, NULL);
-	else
-		pisb_front_info(c, "%s sandbox '%s' (%s)", connect ? "connected" : "created", name, cfg->driver);
-	pisb_trace("create: reported");
-out:
-	free(o.setup_error);
-	free(o.note);
-	pisb_config_free(cfg);
-	return ret;
-}
-
-static int cmd_start_stop(struct pisb_ctx *c)
-{
-	const char *name = c->a.pos[0];
-	bool start = !strcmp(c->a.verb->name, "start");
-	struct pisb_lc_opts o;
-	_cleanup_free_ char *note = NULL;
-
-	if (lc_opts(c, name, &o) < 0 ||
-	    pisb_lifecycle(&c->st, start ? PISB_LC_START : PISB_LC_STOP, name, &o, &note, &c->err) < 0)
-		return -1;
-	if (note)
-		pisb_front_info(c, "note: sandbox '%s': %s", name, note);
-	if (c->a.json)
-		/* stopping a connected sandbox disconnects it */
-		return print_result(c, name, start ? NULL : "disconnected");
-	pisb_front_info(c, "%s sandbox '%s'", start ? "started" : "stopped", name);
-	return 0;
-}
-
 static int cmd_destroy(struct pisb_ctx *c)
 {
 	const char *name = c->a.pos[0], *confirm = pisb_args_get(&c->a, "confirm");
 	bool tmpl = pisb_args_has(&c->a, "template");
 	struct pisb_lc_opts oo;
 
-	if (lc_opts(c, name, &oo) < 0)
+	if (create_lc_opts(c, name, &oo) < 0)
 		return -1;
 	if (!confirm || strcmp(confirm, name))
 		return pisb_err_set(&c->err, PISB_EXIT_USAGE,
@@ -153,13 +44,13 @@ static int cmd_release(struct pisb_ctx *c)
 	struct pisb_lc_opts o;
 	_cleanup_free_ char *p = xasprintf("instances/%s", name);
 
-	if (lc_opts(c, name, &o) < 0)
+	if (create_lc_opts(c, name, &o) < 0)
 		return -1;
 	o.policy = pisb_args_get(&c->a, "policy");
 	if (pisb_lifecycle(&c->st, PISB_LC_RELEASE, name, &o, NULL, &c->err) < 0)
 		return -1;
 	if (c->a.json)
-		return print_result(c, name, "removed");
+		return create_print_result(c, name, "removed");
 	pisb_front_info(c, "released sandbox '%s'%s", name,
 			faccessat(c->st.fd, p, F_OK, AT_SYMLINK_NOFOLLOW) < 0 ? " (removed)" : "");
 	return 0;
@@ -167,15 +58,15 @@ static int cmd_release(struct pisb_ctx *c)
 
 static const struct pisb_handler handlers[] = {
 	{ "validate", create_cmd_validate, false },
-	{ "create", cmd_make, true },
-	{ "prepare", cmd_make, true },
-	{ "start", cmd_start_stop, true },
-	{ "stop", cmd_start_stop, true },
+	{ "create", create_cmd_make, true },
+	{ "prepare", create_cmd_make, true },
+	{ "start", create_cmd_start_stop, true },
+	{ "stop", create_cmd_start_stop, true },
 	{ "destroy", cmd_destroy, true },
 	{ "release", cmd_release, true },
 	{ "list", create_cmd_list, true },
 	{ "inspect", create_cmd_inspect, true },
-	{ "connect", cmd_make, true },
+	{ "connect", create_cmd_make, true },
 	{ "verify", create_cmd_verify, true },
 	{ "doctor", create_cmd_doctor, false },
 	{ "drivers", create_cmd_drivers, false },

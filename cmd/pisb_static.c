@@ -22,6 +22,11 @@ void *pisb_dlopen(const char *file, int mode)
 	pisb_serve_handoff(file ? file : "a shared library");
 }
 
+void pisb_dl_needed(const char *why)
+{
+	pisb_serve_handoff(why);
+}
+
 struct passwd *getpwnam(const char *name)
 {
 	(void)name;

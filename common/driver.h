@@ -171,6 +171,11 @@ struct pisb_refusal {
 					  * host's directory mounted in */
 #define PISB_DRV_DOCKER_OPT (1u << 6)    /* docker: true runs a daemon inside */
 #define PISB_DRV_DOCKER_ALWAYS (1u << 7) /* every sandbox has its own daemon */
+#define PISB_DRV_NO_LOADER (1u << 8)     /* create, start and stop load no library
+					  * (libcurl, libarchive) and ask no NSS
+					  * (a driver that may, for some config,
+					  * calls pisb_dl_needed first): the static
+					  * pisb runs them itself (cmd/pisb_serve.c) */
 
 struct pisb_driver {
 	const char *name;               /* MANDATORY: the record's "driver" */

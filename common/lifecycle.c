@@ -2,6 +2,7 @@
  * lifecycle.h. */
 #include "lifecycle.h"
 #include "config.h"
+#include "dl.h"
 #include "driver.h"
 #include "err.h"
 #include "events.h"
@@ -86,6 +87,8 @@ int pisb_lifecycle_make(struct pisb_state *st, enum pisb_lc_make verb,
 	if (!d)
 		return pisb_err_set(e, PISB_EXIT_FAIL, "driver '%s' is not in this build (see pisb drivers)",
 				    cfg->driver);
+	if (!(d->caps & PISB_DRV_NO_LOADER))
+		pisb_dl_needed("the libraries of its driver");
 	fn = verb == PISB_LC_CREATE ? d->create : verb == PISB_LC_PREPARE ? d->prepare : d->connect;
 	if (!fn)
 		return pisb_driver_refuse_name(o->name, d, ids[verb], e);
@@ -202,6 +205,8 @@ int pisb_lifecycle(struct pisb_state *st, enum pisb_lc_verb verb, const char *na
 	if (pisb_sandbox_open_kind(&sb, st, verb == PISB_LC_DESTROY_TEMPLATE ? "templates" : "instances",
 				   name, e) < 0)
 		return -1;
+	if (!(sb.drv->caps & PISB_DRV_NO_LOADER))
+		pisb_dl_needed("the libraries of its driver");
 	switch (verb) {
 	case PISB_LC_DESTROY_TEMPLATE:
 		if (!sb.drv->destroy_template)

@@ -2,14 +2,18 @@
 #include "err.h"
 #include "util.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
@@ -323,4 +327,75 @@ void pisb_random_hex(char *out, size_t n)
 	for (size_t i = 0; i < n; i++)
 		out[i] = hex[(raw[i / 2] >> (i % 2 ? 0 : 4)) & 0xf];
 	out[n] = '\0';
+}
+
+/* Does the object have text relocations (code pages written at load)? */
+static PISB_IDLE_PATH bool has_textrel(const struct dl_phdr_info *info)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_DYNAMIC)
+			continue;
+		for (const ElfW(Dyn) *d = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr); d->d_tag != DT_NULL; d++)
+			if (d->d_tag == DT_TEXTREL || (d->d_tag == DT_FLAGS && (d->d_un.d_val & DF_TEXTREL)))
+				return true;
+	}
+	return false;
+}
+
+/* the read-only segments to drop, gathered first: the program headers
+ * they are found by lie in them */
+struct ro_ranges {
+	bool program_only;
+	size_t n;
+	uintptr_t r[64][2];
+};
+
+static PISB_IDLE_PATH int find_ro_segments(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct ro_ranges *rs = arg;
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+
+	(void)size;
+	/* the vDSO is the kernel's, not a file's */
+	if (info->dlpi_name && strstr(info->dlpi_name, "linux-vdso"))
+		return 0;
+	/* the program's name is "" */
+	if (rs->program_only && info->dlpi_name && *info->dlpi_name)
+		return 0;
+	if (has_textrel(info))
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum && rs->n < 64; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t a, b;
+		if (ph->p_type != PT_LOAD || (ph->p_flags & PF_W))
+			continue;
+		/* whole pages only: an edge page may be a neighbour's */
+		a = (info->dlpi_addr + ph->p_vaddr + pg - 1) & ~(pg - 1);
+		b = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz) & ~(pg - 1);
+		if (b > a) {
+			rs->r[rs->n][0] = a;
+			rs->r[rs->n++][1] = b;
+		}
+	}
+	return 0;
+}
+
+PISB_IDLE_PATH void pisb_proc_idle_trim(void)
+{
+	struct ro_ranges rs = { 0 };
+
+	malloc_trim(0);
+	dl_iterate_phdr(find_ro_segments, &rs);
+	for (size_t i = 0; i < rs.n; i++)
+		madvise((void *)rs.r[i][0], rs.r[i][1] - rs.r[i][0], MADV_DONTNEED);
+}
+
+void pisb_proc_busy(void)
+{
+	struct ro_ranges rs = { .program_only = true };
+
+	dl_iterate_phdr(find_ro_segments, &rs);
+	for (size_t i = 0; i < rs.n; i++)
+		madvise((void *)rs.r[i][0], rs.r[i][1] - rs.r[i][0], MADV_POPULATE_READ);
 }

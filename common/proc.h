@@ -63,4 +63,22 @@ void pisb_close_from(int from, int keep);
 /* Close every fd >= 3 except the n of keep (fds >= 3, any order). */
 void pisb_close_except(const int *keep, size_t n);
 
+/* For a long-lived process that is about to sit idle (a controller):
+ * give back what it holds and does not use while idle.  The free heap
+ * (malloc_trim), and the mappings of the code and read-only data of the
+ * program and its libraries (MADV_DONTNEED of their read-only segments:
+ * the pages stay in the page cache, shared with every other process that
+ * runs them; what the process runs again faults back in, a minor fault).
+ * Writable segments are left alone, and so is an object with text
+ * relocations (its code pages are its own copies).  Breakpoints a debugger
+ * wrote into the code go with them. */
+void pisb_proc_idle_trim(void);
+
+/* Its opposite, before a burst of work in such a process (a controller's
+ * stop): the program's own code and read-only data mapped again in one
+ * call (MADV_POPULATE_READ, Linux 5.14; a no-op before), not page by page
+ * in a fault each.  Libraries are left to fault: most of their pages are
+ * mapped by many processes and cost little. */
+void pisb_proc_busy(void);
+
 #endif

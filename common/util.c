@@ -400,14 +400,14 @@ int pisb_parse_ll(const char *s, long long lo, long long hi, long long *out)
 	return 0;
 }
 
-int64_t pisb_now_ms(void)
+PISB_IDLE_PATH int64_t pisb_now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int64_t pisb_mono_ms(void)
+PISB_IDLE_PATH int64_t pisb_mono_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);

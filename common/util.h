@@ -106,6 +106,12 @@ int pisb_parse_ll(const char *s, long long lo, long long hi, long long *out);
 /* Monotonic milliseconds and realtime seconds. */
 int64_t pisb_now_ms(void);
 int64_t pisb_mono_ms(void);
+
+/* The code an idle controller runs (its loop, once a second, and
+ * pisb_proc_idle_trim): placed together (.text.hot), so that it keeps one
+ * window of the program's code mapped (a fault maps the 64 KiB around
+ * the page), not one in each file it calls. */
+#define PISB_IDLE_PATH __attribute__((hot))
 /* Sleep ms milliseconds, whatever signals arrive (their handlers run). */
 void pisb_sleep_ms(int ms);
 /* The milliseconds in environment variable name (1..3600000), else dflt. */

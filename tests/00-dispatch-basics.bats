@@ -64,7 +64,7 @@ setup() { pisb_test_setup; }
 	done
 }
 
-@test "pisb runs list, inspect, exec, exec-status and exec-kill itself, as their binaries would" {
+@test "pisb runs list, inspect, create, start, stop, exec, exec-status and exec-kill itself, as their binaries would" {
 	# a stand-in for every binary, first on the exec path: what pisb execs says so
 	fake="$BATS_TEST_TMPDIR/fake"
 	mkdir -p "$fake"
@@ -95,9 +95,25 @@ setup() { pisb_test_setup; }
 	[ "$output" = "$(pisb-create list --version)" ]
 	run -2 --separate-stderr pisb list --no-such-option
 	[ "$stderr" = "$(pisb-create list --no-such-option 2>&1)" ]
+	# create, start and stop of the local driver too
+	for v in start stop; do
+		run -3 --separate-stderr pisb "$v" nosuch
+		[ "$stderr" = "fatal: no such sandbox 'nosuch'" ]
+	done
+	run -2 --separate-stderr pisb create Bad
+	[[ $stderr == "fatal: invalid name 'Bad'"* ]]
+	# but a driver that may load a library, or an image to import, goes to
+	# pisb-create before anything is changed
+	run -42 pisb create x --driver sbx
+	[ "$output" = "exec pisb-create create x --driver sbx" ]
+	printf 'version: 1\nimage: %s/rootfs.tar\n' "$BATS_TEST_TMPDIR" >"$BATS_TEST_TMPDIR/img.yaml"
+	run -42 pisb create x -f "$BATS_TEST_TMPDIR/img.yaml"
+	[ "$output" = "exec pisb-create create x -f $BATS_TEST_TMPDIR/img.yaml" ]
+	# (nothing made: not even the state directories a create begins with)
+	[ ! -e "$PI_SANDBOX_HOME/instances" ]
 	# the other verbs still go to their binary
-	run -42 pisb create x
-	[ "$output" = "exec pisb-create create x" ]
+	run -42 pisb destroy x --confirm x
+	[ "$output" = "exec pisb-create destroy x --confirm x" ]
 	run -42 pisb shell x
 	[ "$output" = "exec pisb-exec shell x" ]
 }

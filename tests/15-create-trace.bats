@@ -23,7 +23,7 @@ teardown() {
 	grep -q ' boot: init ready$' "$t"
 	grep -q ' controller: status written (running)$' "$t"
 	grep -q ' create: controller running$' "$t"
-	# two processes: pisb-create and the controller (pisb inspect's pid)
+	# two processes: the create (pisb) and the controller (pisb inspect's pid)
 	ctl=$(pisb inspect tr | jq -r .controller.pid)
 	grep -q "^pisb-trace [0-9]* $ctl controller: start\$" "$t"
 	[ "$(cut -d' ' -f3 "$t" | sort -u | wc -l)" = 2 ]

@@ -28,7 +28,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -295,6 +294,8 @@ static void do_stop(struct ctl *c)
 	if (c->stopping)
 		return;
 	c->stopping = true;
+	/* what the stop runs, mapped back in one call (pisb_proc_idle_trim) */
+	pisb_proc_busy();
 	pisb_trace("stop: asked");
 	logf_("stopping");
 	save(c, "stopping", &e);
@@ -470,7 +471,7 @@ static void on_sigchld(struct ctl *c)
  * directory deleted or replaced under us (rm -rf, a second create of the
  * name) would leave this sandbox running where no pisb command finds it:
  * the controller then shuts it down. */
-static bool idir_gone(struct ctl *c)
+static PISB_IDLE_PATH bool idir_gone(struct ctl *c)
 {
 	struct stat now, here;
 	_cleanup_free_ char *p = xasprintf("instances/%s", c->name);
@@ -512,7 +513,7 @@ static int open_target(struct pisb_state *st, const char *name, struct pisb_err 
 	return pisb_instance_open(st, "instances", name, e);
 }
 
-int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err *e)
+PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err *e)
 {
 	struct ctl c;
 	_cleanup_close_ int lock = -1;
@@ -549,6 +550,8 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 		fresh = strstr(intent.s, "\"setup\":true") != NULL;
 		prepare = strstr(intent.s, "\"prepare\":true") != NULL;
 	}
+	/* read into 64 KiB and more, for a few bytes: not kept while we run */
+	pisb_buf_release(&intent);
 	{
 		struct pisb_err ig = PISB_ERR_INIT;
 		struct pisb_runtime old;
@@ -739,12 +742,14 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 		goto out_failed;
 	pisb_trace("controller: status written (running)");
 	logf_("running");
-	/* idle from here on: what the start freed goes back to the system */
-	malloc_trim(0);
+	/* idle from here on: what the start freed, and the mappings of code
+	 * that only the start ran, go back to the system */
+	pisb_proc_idle_trim();
 
 	while (!c.stopping) {
 		struct pollfd p[4 + PISB_SVC_MAX_FDS];
 		int n = 0, timeout = 1000;
+		bool served = false;
 
 		p[n++] = (struct pollfd){ c.lsock, POLLIN, 0 };
 		p[n++] = (struct pollfd){ c.sigfd, POLLIN, 0 };
@@ -783,6 +788,7 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 			if (cfd >= 0) {
 				handle_client(&c, cfd);
 				close(cfd);
+				served = true;
 			}
 		}
 		/* every turn: what poll saw, a pause that ended, the note of
@@ -795,6 +801,9 @@ int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err
 				save(&c, "running", &ig);
 			}
 		}
+		/* a request answered: idle again (its code's mappings go back) */
+		if (served && !c.stopping)
+			pisb_proc_idle_trim();
 	}
 	ret = 0;
 	goto out;

@@ -92,6 +92,7 @@ static void lower(int *timeout, int64_t at, int64_t now)
 		*timeout = (int)d;
 }
 
+PISB_IDLE_PATH
 void pisb_bucket_drain(struct pisb_bucket *b, int fd,
 		       void (*keep)(void *arg, const char *bytes, size_t n), void *arg)
 {
@@ -129,7 +130,7 @@ void pisb_bucket_drain(struct pisb_bucket *b, int fd,
 	}
 }
 
-bool pisb_bucket_poll(const struct pisb_bucket *b, int *timeout_ms)
+PISB_IDLE_PATH bool pisb_bucket_poll(const struct pisb_bucket *b, int *timeout_ms)
 {
 	int64_t now = pisb_mono_ms();
 
@@ -142,7 +143,7 @@ bool pisb_bucket_poll(const struct pisb_bucket *b, int *timeout_ms)
 	return true;
 }
 
-bool pisb_bucket_note_due(const struct pisb_bucket *b)
+PISB_IDLE_PATH bool pisb_bucket_note_due(const struct pisb_bucket *b)
 {
 	return b->dropped && pisb_mono_ms() - b->noted >= 1000;
 }
@@ -162,7 +163,7 @@ static void note_dropped(struct pisb_hooklog *h)
 	h->bucket.noted = pisb_mono_ms();
 }
 
-int pisb_hooklog_pollfd(struct pisb_hooklog *h, struct pollfd *p, int *timeout_ms)
+PISB_IDLE_PATH int pisb_hooklog_pollfd(struct pisb_hooklog *h, struct pollfd *p, int *timeout_ms)
 {
 	if (h->r < 0 || !pisb_bucket_poll(&h->bucket, timeout_ms))
 		return 0;
@@ -178,7 +179,7 @@ static void hook_keep(void *arg, const char *bytes, size_t n)
 	h->midline = bytes[n - 1] != '\n';
 }
 
-void pisb_hooklog_drain(struct pisb_hooklog *h)
+PISB_IDLE_PATH void pisb_hooklog_drain(struct pisb_hooklog *h)
 {
 	if (h->r < 0)
 		return;

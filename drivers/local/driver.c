@@ -213,7 +213,7 @@ const struct pisb_driver pisb_driver_local = {
 	.name = "local",
 	.summary = "Linux namespaces, cgroups and overlayfs on this host (the default)",
 	.caps = PISB_DRV_GC_SWEEP | PISB_DRV_TEMPLATES | PISB_DRV_EXEC_BASH | PISB_DRV_PROJECT_BIND |
-		PISB_DRV_DOCKER_OPT,
+		PISB_DRV_DOCKER_OPT | PISB_DRV_NO_LOADER,
 	.refusals = refusals,
 	.fs_how = &pisb_local_fs_how,
 	.create = create,

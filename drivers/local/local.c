@@ -2,6 +2,7 @@
 #include "local.h"
 #include "cgroup.h"
 #include "config.h"
+#include "dl.h"
 #include "driver.h"
 #include "err.h"
 #include "gc.h"
@@ -603,6 +604,10 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 {
 	struct pisb_ids ids;
 
+	/* an image other than the host's may need libarchive to import:
+	 * the static pisb hands the create over before it changes anything */
+	if (strcmp(cfg->image, "host"))
+		pisb_dl_needed("libarchive (to import the image)");
 	/* the state files' fsyncs at once, before the publishing rename */
 	pisb_sync_defer();
 	/* as root, a host id range of the sandbox's own (ns.h) */
@@ -642,8 +647,10 @@ int pisb_local_start(struct pisb_sandbox *sb, int wait_ms, struct pisb_err *e)
 /* Record that sandbox NAME (no controller) is stopped: state stopped, its
  * cgroup gone.  A status.json that does not load is replaced by a fresh
  * one (the next start writes everything again).  -1 with e when the
- * record cannot be written: a stop that did not record its result fails. */
-static int mark_stopped(int idir, const char *name, struct pisb_err *e)
+ * record cannot be written: a stop that did not record its result fails.
+ * clean: its controller stopped it and said so; else the cgroups of the
+ * name that earlier runs left are swept too (pisb gc sweeps them anyway). */
+static int mark_stopped(int idir, const char *name, bool clean, struct pisb_err *e)
 {
 	struct pisb_runtime rt;
 	struct pisb_err le = PISB_ERR_INIT;
@@ -651,7 +658,8 @@ static int mark_stopped(int idir, const char *name, struct pisb_err *e)
 	if (pisb_runtime_load(idir, &rt, &le) < 0)
 		memset(&rt, 0, sizeof(rt));
 	pisb_cgroup_remove(rt.cgroup);
-	pisb_cgroup_sweep(name, NULL, 10, NULL);
+	if (!clean || rt.cgroup || strcmp(rt.state, "stopped"))
+		pisb_cgroup_sweep(name, NULL, 10, NULL);
 	if (!strcmp(rt.state, "stopped") && !le.msg[0]) {
 		pisb_runtime_release(&rt);
 		return 0;
@@ -750,6 +758,7 @@ static int stop_locked(int idir, const char *name, bool record, struct pisb_err 
 	_cleanup_close_ int cl = -1;
 	struct pisb_err ce = PISB_ERR_INIT, le = PISB_ERR_INIT;
 	_cleanup_free_ char *why = NULL;
+	bool clean = false;
 
 	if (pisb_lock_is_held(idir, "controller.lock")) {
 		/* made before the stop is asked for: the controller still runs */
@@ -762,9 +771,11 @@ static int stop_locked(int idir, const char *name, bool record, struct pisb_err 
 				pisb_json_bool(&j, pisb_json_get(&j, 0, "ok"), &ok);
 				if (!ok)
 					why = pisb_json_str(&j, pisb_json_get(&j, 0, "error"));
+				clean = ok;
 				pisb_json_release(&j);
 			}
 			cl = lock_when_gone(idir, &pidfd, 1, 30000, &le);
+			clean = clean && cl >= 0;
 		}
 		/* no answer, or it did not exit: TERM, then KILL, what holds the lock */
 		if (cl < 0)
@@ -774,7 +785,7 @@ static int stop_locked(int idir, const char *name, bool record, struct pisb_err 
 		if (cl < 0)
 			return pisb_err_set(e, PISB_EXIT_FAIL, "its controller did not exit: %s", le.msg);
 	}
-	if (mark_stopped(idir, name, e) < 0) {
+	if (mark_stopped(idir, name, clean, e) < 0) {
 		if (record)
 			return -1;
 		*e = (struct pisb_err)PISB_ERR_INIT;

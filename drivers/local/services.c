@@ -1343,7 +1343,7 @@ void pisb_services_on_change(struct pisb_services *s, void (*fn)(void *arg), voi
 	s->on_change_arg = arg;
 }
 
-bool pisb_services_changed(struct pisb_services *s)
+PISB_IDLE_PATH bool pisb_services_changed(struct pisb_services *s)
 {
 	bool c = s->changed;
 	s->changed = false;
@@ -1695,6 +1695,7 @@ static void accept_preview(struct pisb_services *s, struct svc *v)
 	}
 }
 
+PISB_IDLE_PATH
 int pisb_services_pollfds(struct pisb_services *s, struct pollfd *p, int max,
 			  int *timeout_ms)
 {
@@ -1750,7 +1751,7 @@ int pisb_services_pollfds(struct pisb_services *s, struct pollfd *p, int max,
 	return n;
 }
 
-void pisb_services_poll(struct pisb_services *s, struct pollfd *p, size_t n)
+PISB_IDLE_PATH void pisb_services_poll(struct pisb_services *s, struct pollfd *p, size_t n)
 {
 	if ((int)n > s->nfds)
 		n = (size_t)s->nfds;
