@@ -140,7 +140,9 @@ vm_vs_local() {
 	q=$(pgrep -P "$sup" -f qemu-system)
 	while [ -n "$q" ] && [ "$waited" -lt 60 ]; do
 		sleep 1; waited=$((waited + 1)); now=$(kib "$q" Pss)
-		[ "$waited" -gt $((2 * ${VMBOOT_RECLAIM_S:-5} + 2)) ] && [ "$now" -ge $((prev - prev / 100)) ] && [ "$prev" -gt 0 ] && break
+		# (the reclaim comes after one whole idle interval, up to two
+		# after the workload, then the reporting: 3 intervals + 4 s)
+		[ "$waited" -gt $((3 * ${VMBOOT_RECLAIM_S:-5} + 4)) ] && [ "$now" -ge $((prev - prev / 100)) ] && [ "$prev" -gt 0 ] && break
 		prev=$now
 	done
 	line "idle vm: QEMU's PSS settled after" "${waited} s (idle reclaim after ${VMBOOT_RECLAIM_S:-5} s, free page reporting)"
