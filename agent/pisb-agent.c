@@ -171,16 +171,17 @@ static int late_modules = -1;
 
 /* the modules a list in dir names (order: before the boot snapshot's
  * point; late: after it), in its order */
-static void load_modules(int dir, const char *list)
+static int load_modules(int dir, const char *list)
 {
 	int lfd = openat(dir, list, O_RDONLY | O_CLOEXEC);
 	FILE *f = lfd < 0 ? NULL : fdopen(lfd, "re");
 	char line[256];
+	int failed = 0;
 
 	if (!f) {
 		if (lfd >= 0)
 			close(lfd);
-		return;
+		return -1;
 	}
 	while (fgets(line, sizeof(line), f)) {
 		int fd;
@@ -190,13 +191,17 @@ static void load_modules(int dir, const char *list)
 		fd = openat(dir, line, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
 			logmsg("module %s: %s", line, strerror(errno));
+			failed++;
 			continue;
 		}
-		if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST)
+		if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST) {
 			logmsg("load module %s: %s", line, strerror(errno));
+			failed++;
+		}
 		close(fd);
 	}
 	fclose(f);
+	return failed;
 }
 
 static void __attribute__((noreturn)) die(const char *what)
@@ -446,7 +451,7 @@ static void lo_up(void)
  * whose pids.max is the limit; a command whose move into it fails does not
  * run (see session), so the limit is never silently dropped. */
 #define PISB_CG "/sys/fs/cgroup/pisb"
-static bool pids_wanted;
+static bool pids_wanted, docker_wanted;
 
 static int write_str(const char *path, const char *s)
 {
@@ -477,6 +482,57 @@ static void pids_setup(const char *pids)
 		logmsg("pids.max %s: %s", pids, strerror(errno));
 }
 
+/* docker: true (pisb.docker=1, vm.c's docker_arg): the cgroup controllers
+ * runc sets a container's limits with; with a pids limit the commands
+ * move to the leaf pisb/cmd, so that the daemon's containers
+ * (dockerd --cgroup-parent=/pisb/docker, docker_init.c) count under the
+ * same pids.max; the disk's docker/ at /var/lib/docker (overlay2 needs an
+ * ext4 upper, not the root's overlay).  The bridge's modules load later,
+ * beside the servers (docker_modules). */
+static const char *cg_procs = PISB_CG "/cgroup.procs";
+#define DOCKER_CTRL "+cpu +memory +io +pids"
+#define DOCKER_READY "/run/pisb/docker.ready"
+
+static void docker_setup(void)
+{
+	mkdirs("/sys/fs/cgroup", 0755);
+	if (mount("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 &&
+	    errno != EBUSY)
+		logmsg("mount cgroup2: %s", strerror(errno));
+	if (write_str("/sys/fs/cgroup/cgroup.subtree_control", DOCKER_CTRL) < 0)
+		logmsg("docker: enable the controllers %s: %s", DOCKER_CTRL, strerror(errno));
+	if (pids_wanted) {
+		if ((mkdir(PISB_CG "/cmd", 0755) < 0 && errno != EEXIST) ||
+		    write_str(PISB_CG "/cgroup.subtree_control", DOCKER_CTRL) < 0)
+			logmsg("docker: " PISB_CG "/cmd: %s", strerror(errno));
+		else
+			cg_procs = PISB_CG "/cmd/cgroup.procs";
+	}
+	mkdirs("/var/lib/docker", 0710);
+	if ((mkdir("/run/pisb/disk/docker", 0710) < 0 && errno != EEXIST) ||
+	    mount("/run/pisb/disk/docker", "/var/lib/docker", NULL, MS_BIND, NULL) < 0)
+		logmsg("docker: bind the disk's docker/ at /var/lib/docker: %s", strerror(errno));
+}
+
+/* In the late child: the bridge's modules, then DOCKER_READY for the
+ * daemon's script to go on ("ok", or what failed). */
+static void docker_modules(int dir)
+{
+	int n = load_modules(dir, "docker");
+	char msg[128];
+	int fd;
+
+	if (n == 0)
+		snprintf(msg, sizeof(msg), "ok\n");
+	else
+		snprintf(msg, sizeof(msg), "the guest kernel could not load %s of the bridge's modules (see the VM's console log)\n",
+			 n < 0 ? "the list" : "some");
+	fd = open(DOCKER_READY ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || write_all(fd, msg, strlen(msg)) < 0 || close(fd) < 0 ||
+	    rename(DOCKER_READY ".tmp", DOCKER_READY) < 0)
+		logmsg("docker: " DOCKER_READY ": %s", strerror(errno));
+}
+
 /* In a command's child: into the limited cgroup, or fail. */
 static int pids_enter(void)
 {
@@ -493,7 +549,7 @@ static int pids_enter(void)
 	close(fd);
 	if (n <= 0 || !strncmp(v, "max", 3))
 		return -1;
-	return write_str(PISB_CG "/cgroup.procs", "0");
+	return write_str(cg_procs, "0");
 }
 
 /* the /dev path of each port, found once by stage 2 (its servers, forked
@@ -1335,6 +1391,12 @@ static void __attribute__((noreturn)) stage2(void)
 			mkdirs(ws, 0755);
 	}
 	pids_setup(cmdline_arg("pids"));
+	{
+		const char *dk = cmdline_arg("docker");
+		docker_wanted = dk && !strcmp(dk, "1");
+	}
+	if (docker_wanted)
+		docker_setup();
 	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
 	for (i = 0; i < 1000; i++) {
 		if (find_ports() == PISB_VM_PORTS && access(port_dev[PISB_VM_PORTS - 1], F_OK) == 0)
@@ -1369,6 +1431,8 @@ static void __attribute__((noreturn)) stage2(void)
 			if (fork() == 0) {
 				const char *rc = cmdline_arg("reclaim");
 				setpriority(PRIO_PROCESS, 0, 19);
+				if (docker_wanted)
+					docker_modules(late_modules);
 				load_modules(late_modules, "late");
 				reclaimer(rc ? atoi(rc) : RECLAIM_S);
 			}

@@ -2111,7 +2111,7 @@ static int load_doc(struct ld *L, const struct ynode *root, struct pisb_config *
 	if ((v = mget(root, "docker"))) {
 		if (need_bool(L, "docker", v, &c->docker) < 0)
 			return -1;
-		/* a sbx sandbox has its daemon anyway; the vm's userland has none yet */
+		/* a sbx sandbox has its daemon anyway */
 		if (c->docker && !pisb_driver_can(c->driver, PISB_DRV_DOCKER_OPT)) {
 			_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
 			pisb_driver_names_with(&b, PISB_DRV_DOCKER_OPT);

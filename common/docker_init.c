@@ -212,5 +212,13 @@ const char PISB_DOCKERD_SH[] =
 	/* delegated cgroups (ours to write): runc makes the containers' */
 	"R=--rootless; [ -w /sys/fs/cgroup/memory ] && [ -w /sys/fs/cgroup/cpuset ] && R=; "
 	"[ -w /sys/fs/cgroup/cgroup.procs ] && R=; "
+	/* a vm guest (its agent at /run/pisb/agent): the agent loads the
+	 * bridge's modules and says so in /run/pisb/docker.ready; the guest
+	 * has no network interface, so there is nothing to NAT (published
+	 * ports go through docker-proxy); with a pids limit the containers
+	 * go under the guest's limited cgroup */
+	"if [ -e /run/pisb/agent ]; then i=0; while [ ! -e /run/pisb/docker.ready ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
+	"r=$(cat /run/pisb/docker.ready 2>/dev/null); [ \"$r\" = ok ] || { echo \"pisb: ${r:-the guest agent did not prepare the daemon (no /run/pisb/docker.ready after 60 s)}\" >&2; exit 1; }; "
+	"R=\"$R --iptables=false --ip6tables=false\"; [ -d /sys/fs/cgroup/pisb/cmd ] && R=\"$R --cgroup-parent=/pisb/docker\"; fi; "
 	"exec dockerd $R --host unix://" PISB_DOCKER_SOCK " --group root --data-root /var/lib/docker "
 	"--exec-root /run/pisb-docker/exec --pidfile /run/pisb-docker/dockerd.pid";

@@ -57,14 +57,18 @@ int pisb_docker_init_report(const char *name, const char *dir, const char *out, 
 			    struct pisb_jw *w, struct pisb_strv *notes, int *exit_code, struct pisb_err *e);
 
 /* The daemon's init inside a sandbox that runs its own dockerd (the
- * local driver's built-in service PISB_DOCKER_SERVICE): /etc/docker/
+ * local and vm drivers' built-in service PISB_DOCKER_SERVICE): /etc/docker/
  * daemon.json written when the sandbox has none, making BuildKit the
  * default builder (`features.buildkit`: the daemon's ping says
  * Builder-Version 2, which docker build follows); then dockerd on
  * PISB_DOCKER_SOCK, its data root /var/lib/docker, its exec root and pid
  * file in /run/pisb-docker; rootless (--rootless) unless the sandbox's
  * cgroups are its own to write (delegated: runc makes each container's
- * below them).  A `sh -c` script. */
+ * below them).  In a vm guest (the built-in service of the vm driver, the
+ * same services.c) it first waits for the agent's word that the bridge's
+ * modules are in, and runs without iptables (the guest has no network
+ * interface: published ports go through docker-proxy).  A `sh -c`
+ * script. */
 extern const char PISB_DOCKERD_SH[];
 
 #endif

@@ -176,6 +176,9 @@ struct pisb_refusal {
 					  * (a driver that may, for some config,
 					  * calls pisb_dl_needed first): the static
 					  * pisb runs them itself (cmd/pisb_serve.c) */
+#define PISB_DRV_OWN_KERNEL (1u << 9)    /* the sandbox runs a kernel of its own:
+					  * no host file or socket is inside by
+					  * device and inode, only by a share */
 
 struct pisb_driver {
 	const char *name;               /* MANDATORY: the record's "driver" */

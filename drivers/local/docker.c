@@ -1,13 +1,16 @@
-/* docker.c - pisb docker for local sandboxes with `docker: true`: every
- * docker command runs inside the sandbox (its namespaces, its root), as
- * the docker client of the host image talking to the sandbox's own daemon
- * on PISB_DOCKER_SOCK (the built-in service PISB_DOCKER_SERVICE,
- * services.c).  Nothing here opens a docker socket on the host or reads
+/* docker.c - pisb docker for sandboxes with `docker: true` (the local and
+ * vm drivers: PISB_DRV_DOCKER_OPT): every docker command runs inside the
+ * sandbox through its driver's exec slot (local: its namespaces, its root;
+ * vm: the guest's root, through the agent), as the docker client of the
+ * host image talking to the sandbox's own daemon on PISB_DOCKER_SOCK (the
+ * built-in service PISB_DOCKER_SERVICE, services.c, which both drivers
+ * supervise).  Nothing here opens a docker socket on the host or reads
  * DOCKER_HOST.  Ports a container publishes become previews of the
- * sandbox (host 127.0.0.1, the controller's relay) and `rm` takes them
- * away again; `curl` talks to those previews only.
+ * sandbox (host 127.0.0.1, the driver's svc slot: the controller's relay,
+ * or the VM's) and `rm` takes them away again; `curl` talks to those
+ * previews only.
  */
-#include "local.h"
+#include "docker_inside.h"
 #include "config.h"
 #include "docker_init.h"
 #include "docker_policy.h"
@@ -76,20 +79,78 @@
 struct dk {
 	struct pisb_sandbox *sb;
 	const struct pisb_config *cfg;
-	const struct pisb_runtime *rt;
+	bool own_kernel;        /* PISB_DRV_OWN_KERNEL: a VM's guest */
 };
 
-/* ---- running inside ---- */
+/* ---- running inside: the driver's exec slot ---- */
+
+/* The driver's exec slot runs R in a child (the local driver's joins the
+ * sandbox's namespaces, and we keep the host's to ask its controller
+ * after); with OUT >= 0 the child's stdout and stderr go there, its stdin
+ * is /dev/null and it leads a process group of its own.  *EP: the read
+ * end of the pipe on which a child whose exec failed writes its error. */
+static pid_t exec_child(struct dk *d, const struct pisb_exec_req *r, int out, int *ep, struct pisb_err *e)
+{
+	int p[2];
+	pid_t pid;
+
+	fflush(NULL);
+	pid = pisb_fork_piped(p, e);
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		struct pisb_err ce = PISB_ERR_INIT;
+		int c = 0;
+		close(p[0]);
+		if (out >= 0) {
+			int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			setpgid(0, 0);
+			if (nul < 0 || dup2(nul, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+				_exit(127);
+		}
+		if (d->sb->drv->exec(d->sb, r, &c, &ce) < 0) {
+			/* the error, for the parent to report */
+			pisb_write_all(p[1], &ce.code, sizeof(ce.code));
+			pisb_write_all(p[1], ce.msg, strlen(ce.msg));
+			_exit(1);
+		}
+		_exit(c & 0xff);
+	}
+	close(p[1]);
+	if (out >= 0)
+		setpgid(pid, pid);
+	*ep = p[0];
+	return pid;
+}
+
+/* The child of exec_child ended with STATUS: the error it wrote on EP,
+ * or its command's exit status in *CODE.  Closes EP. */
+static int exec_reaped(struct dk *d, int ep, int status, int *code, struct pisb_err *e)
+{
+	char buf[sizeof(int) + 1024];
+	ssize_t k = pisb_read_all(ep, buf, sizeof(buf) - 1);
+
+	close(ep);
+	if (k > (ssize_t)sizeof(int)) {
+		int ec;
+		memcpy(&ec, buf, sizeof(ec));
+		buf[k] = '\0';
+		return pisb_err_set(e, ec ? ec : PISB_EXIT_FAIL, "sandbox '%s': %s", d->sb->name,
+				    buf + sizeof(int));
+	}
+	*code = pisb_wait_code(status);
+	return 0;
+}
 
 /* Run `/bin/sh -c script sh args...` inside, stdout and stderr into out
  * (at most CAPTURE_CAP), *code its status. */
 static int capture(struct dk *d, const char *script, char *const *args, size_t n,
 		   struct pisb_buf *out, int *code, struct pisb_err *e)
 {
-	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT, env = PISB_STRV_INIT;
-	_cleanup_close_ int r = -1, wfd = -1;
-	struct pisb_spawn sp;
-	int p[2], exec_err = 0, status = 0;
+	_cleanup_strv_ struct pisb_strv av = PISB_STRV_INIT;
+	_cleanup_close_ int r = -1;
+	struct pisb_exec_req req;
+	int p[2], ep = -1, status = 0;
 	int64_t deadline = pisb_mono_ms() + CAPTURE_MS;
 	pid_t pid;
 
@@ -99,26 +160,18 @@ static int capture(struct dk *d, const char *script, char *const *args, size_t n
 	pisb_strv_push(&av, "sh");
 	for (size_t i = 0; i < n; i++)
 		pisb_strv_push(&av, args[i]);
-	pisb_sandbox_env(d->cfg, NULL, NULL, 0, &env);
+	memset(&req, 0, sizeof(req));
+	req.name = d->sb->name;
+	req.argv = av.v;
+	req.argc = av.n;
+	req.cwd = d->cfg->workspace;
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "pipe");
 	r = p[0];
-	wfd = p[1];
-	memset(&sp, 0, sizeof(sp));
-	sp.rt = d->rt;
-	sp.argv = av.v;
-	sp.envp = env.v;
-	sp.cwd = d->cfg->workspace;
-	sp.stdin_fd = -1;
-	sp.stdout_fd = wfd;
-	sp.stderr_fd = wfd;
-	sp.new_session = true;
-	sp.pdeathsig = true;
-	pid = pisb_local_spawn(&sp, &exec_err, e);
+	pid = exec_child(d, &req, p[1], &ep, e);
+	close(p[1]);
 	if (pid < 0)
-		return pisb_err_prefix(e, "sandbox '%s'", d->sb->name);
-	close(wfd);
-	wfd = -1;
+		return -1;
 	for (;;) {
 		struct pollfd pf = { r, POLLIN, 0 };
 		int64_t left = deadline - pisb_mono_ms();
@@ -129,6 +182,7 @@ static int capture(struct dk *d, const char *script, char *const *args, size_t n
 		if (left <= 0) {
 			kill(-pid, SIGKILL);
 			waitpid(pid, NULL, 0);
+			close(ep);
 			return pisb_err_set(e, PISB_EXIT_TIMEOUT, "sandbox '%s': '%s' did not finish within %d s",
 					    d->sb->name, args && n ? args[0] : "docker", CAPTURE_MS / 1000);
 		}
@@ -147,8 +201,7 @@ static int capture(struct dk *d, const char *script, char *const *args, size_t n
 	}
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	*code = exec_err ? 127 : pisb_wait_code(status);
-	return 0;
+	return exec_reaped(d, ep, status, code, e);
 }
 
 /* docker ARGS... inside, captured. */
@@ -175,7 +228,7 @@ static int previews(struct dk *d, bool docker, struct pisb_docker_pub **out, siz
 
 	*out = NULL;
 	*n = 0;
-	if (pisb_control_call(d->sb->idir, "{\"op\":\"svc.status\"}", &rep, 30000, e) < 0)
+	if (d->sb->drv->svc(d->sb, "{\"op\":\"svc.status\"}", &rep, 30000, e) < 0)
 		return pisb_err_prefix(e, "sandbox '%s': previews", d->sb->name);
 	if (pisb_json_parse(&j, rep.s, strcspn(rep.s, "\n"), e) < 0)
 		return pisb_err_prefix(e, "sandbox '%s': previews", d->sb->name);
@@ -210,7 +263,7 @@ static void preview_add(struct dk *d, int port, struct pisb_strv *notes)
 	struct pisb_docker_pub *p = NULL;
 	size_t n = 0;
 
-	if (pisb_control_call(d->sb->idir, req, &rep, 30000, &e) < 0) {
+	if (d->sb->drv->svc(d->sb, req, &rep, 30000, &e) < 0) {
 		pisb_strv_pushf(notes, "warning: could not publish port %d as a preview: %s", port, e.msg);
 		return;
 	}
@@ -228,7 +281,7 @@ static void preview_remove(struct dk *d, int port, struct pisb_strv *notes)
 	_cleanup_buf_ struct pisb_buf rep = PISB_BUF_INIT;
 	struct pisb_err e = PISB_ERR_INIT;
 
-	if (pisb_control_call(d->sb->idir, req, &rep, 30000, &e) < 0)
+	if (d->sb->drv->svc(d->sb, req, &rep, 30000, &e) < 0)
 		pisb_strv_pushf(notes, "warning: could not unpublish port %d: %s", port, e.msg);
 	else
 		pisb_strv_pushf(notes, "unpublished %d", port);
@@ -472,7 +525,7 @@ static int do_status(struct dk *d, bool running, struct pisb_jw *w, struct pisb_
 	s.ports = p;
 	pisb_jw_obj(w);
 	pisb_jw_kstr(w, "name", d->sb->name);
-	pisb_jw_kstr(w, "driver", "local");
+	pisb_jw_kstr(w, "driver", d->sb->drv->name);
 	pisb_docker_status(w, &s);
 	free(p);
 	return 0;
@@ -522,18 +575,25 @@ static bool port_loopback(const struct pisb_docker_pub *p, struct pisb_buf *b)
 	return lo == 1;
 }
 
+/* verify's probe inside, with MOUNTS (host-mounts' part) */
+#define VERIFY_PROBE(MOUNTS) \
+	"echo __ENV__; env | grep -E '^(DOCKER_|COMPOSE_|PISB_VERIFY_PROBE_)'; " \
+	MOUNTS \
+	"echo __SOCKS__; for p in /run/docker.sock /var/run/docker.sock /run/containerd/containerd.sock " \
+	"/var/run/containerd/containerd.sock; do [ -e \"$p\" ] && stat -L -c \"$p %d %i %F\" \"$p\"; done; " \
+	"echo __OWN__; python3 -c 'import socket,struct,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); " \
+	"print(struct.unpack(\"3i\", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0])' " PISB_DOCKER_SOCK " 2>&1; " \
+	"echo __DAEMON__; docker -H unix://" PISB_DOCKER_SOCK " info --format '{{.ID}}' 2>&1; echo __RC__; echo $?; " \
+	"echo __CONTEXTS__; docker -H unix://" PISB_DOCKER_SOCK " context ls --format '{{.Name}}' 2>&1; " \
+	"echo __END__"
+
 static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err *e)
 {
-	static const char script[] =
-		"echo __ENV__; env | grep -E '^(DOCKER_|COMPOSE_|PISB_VERIFY_PROBE_)'; "
-		PISB_DOCKER_MOUNTS_PROBE
-		"echo __SOCKS__; for p in /run/docker.sock /var/run/docker.sock /run/containerd/containerd.sock "
-		"/var/run/containerd/containerd.sock; do [ -e \"$p\" ] && stat -L -c \"$p %d %i %F\" \"$p\"; done; "
-		"echo __OWN__; python3 -c 'import socket,struct,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
-		"print(struct.unpack(\"3i\", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0])' " PISB_DOCKER_SOCK " 2>&1; "
-		"echo __DAEMON__; docker -H unix://" PISB_DOCKER_SOCK " info --format '{{.ID}}' 2>&1; echo __RC__; echo $?; "
-		"echo __CONTEXTS__; docker -H unix://" PISB_DOCKER_SOCK " context ls --format '{{.Name}}' 2>&1; "
-		"echo __END__";
+	/* this kernel's: the host's paths by device and inode; a VM's own
+	 * kernel numbers its files apart (virtiofs even shows the host's
+	 * inode numbers): the paths themselves must not be there */
+	static const char script_here[] = VERIFY_PROBE(PISB_DOCKER_MOUNTS_PROBE);
+	static const char script_vm[] = VERIFY_PROBE("echo __MOUNTS__; ls -d -- \"$@\" 2>/dev/null; ");
 	static const char *const host_socks[] = { "/run/docker.sock", "/var/run/docker.sock",
 		"/run/containerd/containerd.sock", "/var/run/containerd/containerd.sock", NULL };
 	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT, hostinfo = PISB_BUF_INIT;
@@ -554,7 +614,7 @@ static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err
 	margs[0] = hd;
 	margs[1] = hs;
 	margs[2] = hl;
-	rc = capture(d, script, margs, 3, &out, code, e);
+	rc = capture(d, d->own_kernel ? script_vm : script_here, margs, 3, &out, code, e);
 	pisb_docker_canary_unset(&cn);
 	if (rc < 0 || pisb_docker_probe_end(out.s, true, "verify", d->sb->name, *code, NULL, e) < 0)
 		return -1;
@@ -569,12 +629,14 @@ static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err
 	}
 	pisb_jw_obj(w);
 	pisb_jw_kstr(w, "name", d->sb->name);
-	pisb_jw_kstr(w, "driver", "local");
+	pisb_jw_kstr(w, "driver", d->sb->drv->name);
 	pisb_jw_key(w, "checks");
 	pisb_jw_arr(w);
 	pisb_docker_check(w, "transport", true,
-	      "pisb runs the docker client inside the sandbox (its namespaces, its root) on " PISB_DOCKER_SOCK
-	      "; it opens no docker socket on the host", &all);
+	      d->own_kernel ? "pisb runs the docker client inside the VM (the guest's root, through its agent) on " PISB_DOCKER_SOCK
+			      "; it opens no docker socket on the host"
+			    : "pisb runs the docker client inside the sandbox (its namespaces, its root) on " PISB_DOCKER_SOCK
+			      "; it opens no docker socket on the host", &all);
 	pisb_docker_verify_env(w, &cn, out.s, "", &all);
 	pisb_docker_verify_daemon(w, "unix://" PISB_DOCKER_SOCK, out.s, &all);
 	{
@@ -591,7 +653,7 @@ static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err
 			if (nl)
 				*nl = '\0';
 			if (sscanf(line, "%255s %llu %llu", path, &dev, &ino) == 3) {
-				for (int i = 0; host_socks[i]; i++) {
+				for (int i = 0; !d->own_kernel && host_socks[i]; i++) {
 					struct stat sb;
 					if (stat(host_socks[i], &sb) == 0 && sb.st_dev == dev && sb.st_ino == ino)
 						pisb_buf_addf(&bad, "%s'%s' is the host's '%s'", bad.len ? "; " : "", path,
@@ -614,7 +676,8 @@ static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err
 				*q = ';';
 		pisb_docker_check(w, "own-socket", !bad.len, ev, &all);
 		pisb_docker_check(w, "host-daemon", !bad.len || !strstr(bad.s, "the host's"),
-		      hostinfo.len ? "no socket inside is one of the host's docker/containerd sockets (device and inode compared)"
+		      d->own_kernel ? "the VM runs its own kernel and has no network interface: a socket inside is the guest's, never a way to the host's daemon"
+		      : hostinfo.len ? "no socket inside is one of the host's docker/containerd sockets (device and inode compared)"
 				   : "the host has no docker or containerd socket at the usual paths; none inside is the host's",
 		      &all);
 		free(ev);
@@ -623,7 +686,11 @@ static int do_verify(struct dk *d, struct pisb_jw *w, int *code, struct pisb_err
 	}
 	/* the host's ~/.docker, ~/.ssh and state directory, by device and
 	 * inode: the sandbox shares this kernel */
-	pisb_docker_verify_host_mounts(w, margs, 3, out.s, &all);
+	if (d->own_kernel) {
+		_cleanup_free_ char *what = xasprintf("%s, %s and %s", hd, hs, hl);
+		pisb_docker_verify_mounts(w, what, out.s, &all);
+	} else
+		pisb_docker_verify_host_mounts(w, margs, 3, out.s, &all);
 	pisb_docker_verify_contexts(w, out.s, &all);
 	rc = previews(d, true, &p, &np, e);
 	pisb_docker_verify_ports(w, p, np, rc < 0 ? e->msg : NULL, port_loopback, &all);
@@ -726,33 +793,17 @@ static void forward(int sig)
 		kill(child_pid, sig);
 }
 
-/* pisb_local_exec in a child: it joins the sandbox's namespaces
- * itself, and we still have the host's to talk to the controller after.
- * The signals it forwards reach it through us. */
+/* Attached: the command's output is ours; the signals we get reach it
+ * through the child. */
 static int attached(struct dk *d, const struct pisb_exec_req *r, int *code, struct pisb_err *e)
 {
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 	struct sigaction sa, old[4];
-	int p[2], status = 0;
-	pid_t pid;
+	int ep = -1, status = 0;
+	pid_t pid = exec_child(d, r, -1, &ep, e);
 
-	fflush(NULL);
-	pid = pisb_fork_piped(p, e);
 	if (pid < 0)
 		return -1;
-	if (pid == 0) {
-		struct pisb_err ce = PISB_ERR_INIT;
-		int c = 0;
-		close(p[0]);
-		if (pisb_local_exec(d->sb, r, &c, &ce) < 0) {
-			/* the error, for the parent to report */
-			pisb_write_all(p[1], &ce.code, sizeof(ce.code));
-			pisb_write_all(p[1], ce.msg, strlen(ce.msg));
-			_exit(1);
-		}
-		_exit(c & 0xff);
-	}
-	close(p[1]);
 	child_pid = pid;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = forward;
@@ -763,20 +814,7 @@ static int attached(struct dk *d, const struct pisb_exec_req *r, int *code, stru
 	for (int i = 0; i < 4; i++)
 		sigaction(sigs[i], &old[i], NULL);
 	child_pid = 0;
-	{
-		char buf[sizeof(int) + 1024];
-		ssize_t k = pisb_read_all(p[0], buf, sizeof(buf) - 1);
-		close(p[0]);
-		if (k > (ssize_t)sizeof(int)) {
-			int ec;
-			memcpy(&ec, buf, sizeof(ec));
-			buf[k] = '\0';
-			return pisb_err_set(e, ec ? ec : PISB_EXIT_FAIL, "sandbox '%s': %s", d->sb->name,
-					    buf + sizeof(int));
-		}
-	}
-	*code = pisb_wait_code(status);
-	return 0;
+	return exec_reaped(d, ep, status, code, e);
 }
 
 static int stream(struct dk *d, const char *verb, char *const *args, size_t n, int *code,
@@ -840,11 +878,11 @@ static int stream(struct dk *d, const char *verb, char *const *args, size_t n, i
 	return 0;
 }
 
-int pisb_local_docker(struct pisb_sandbox *sb, const char *verb, char *const *args, size_t nargs,
-		      struct pisb_jw *w, bool *json_out, int *code, struct pisb_strv *notes,
-		      struct pisb_err *e)
+int pisb_docker_inside(struct pisb_sandbox *sb, const char *verb, char *const *args, size_t nargs,
+		       struct pisb_jw *w, bool *json_out, int *code, struct pisb_strv *notes,
+		       struct pisb_err *e)
 {
-	struct dk d = { sb, NULL, NULL };
+	struct dk d = { sb, NULL, (sb->drv->caps & PISB_DRV_OWN_KERNEL) != 0 };
 	bool running;
 
 	*json_out = false;
@@ -853,10 +891,8 @@ int pisb_local_docker(struct pisb_sandbox *sb, const char *verb, char *const *ar
 		return pisb_err_prefix(e, "sandbox '%s'", sb->name);
 	if (!d.cfg->docker)
 		return pisb_err_set(e, PISB_EXIT_FAIL,
-				    "sandbox '%s' (driver local) has no docker daemon of its own: create it with 'docker: true' in its sandbox.yaml (pisb never uses the host's docker daemon)",
-				    sb->name);
-	if (!(d.rt = pisb_sandbox_runtime(sb, e)))
-		return pisb_err_prefix(e, "sandbox '%s'", sb->name);
+				    "sandbox '%s' (driver %s) has no docker daemon of its own: create it with 'docker: true' in its sandbox.yaml (pisb never uses the host's docker daemon)",
+				    sb->name, sb->drv->name);
 	running = sb->drv->status(sb) == PISB_ST_RUNNING;
 	if (!strcmp(verb, "status")) {
 		*json_out = true;

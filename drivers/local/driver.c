@@ -16,6 +16,7 @@
 #include "lock.h"
 #include "lifecycle.h"
 #include "local.h"
+#include "docker_inside.h"
 #include "ns.h"
 #include "util.h"
 
@@ -248,7 +249,7 @@ const struct pisb_driver pisb_driver_local = {
 	.project_view = project_view,
 	.svc = svc,
 	.preview = svc,
-	.docker = pisb_local_docker,
+	.docker = pisb_docker_inside,
 	.doctor = pisb_local_doctor,
 	.verify = verify,
 	.gc_leftovers = gc_leftovers,

@@ -60,15 +60,6 @@ int pisb_controller_run(struct pisb_state *st, const char *name,
 void pisb_local_inspect(struct pisb_state *st, int idir, const char *name,
 			bool full, struct pisb_jw *w);
 
-/* pisb docker NAME VERB for a sandbox with docker: true (docker.c): the
- * driver table's docker slot (driver.h). */
-struct pisb_sandbox;
-struct pisb_jw;
-struct pisb_strv;
-int pisb_local_docker(struct pisb_sandbox *sb, const char *verb, char *const *args, size_t nargs,
-		      struct pisb_jw *w, bool *json_out, int *code, struct pisb_strv *notes,
-		      struct pisb_err *e);
-
 /* local_fs.c: the file verbs' way in (the driver's fs_how) */
 extern const struct pisb_fs_how pisb_local_fs_how;
 /* Read the regular file abs inside the sandbox whose init is pid (with

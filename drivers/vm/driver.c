@@ -1,6 +1,7 @@
 /* driver.c - the vm driver's table (driver.h): a QEMU virtual machine per
  * sandbox with our own guest agent. */
 #include "driver.h"
+#include "docker_inside.h"
 #include "err.h"
 #include "config.h"
 #include "exec.h"
@@ -132,7 +133,6 @@ static const struct pisb_fs_how fs_how = { "setup.log", true, NULL, NULL };
 
 static const struct pisb_refusal refusals[] = {
 	{ PISB_V_CONNECT, "connect attaches a sandbox that already runs elsewhere (opensandbox.sandboxId)" },
-	{ PISB_V_DOCKER, "no docker daemon of its own; pisb docker needs a sbx sandbox (driver: sbx) and never falls back to the host's docker daemon" },
 	{ PISB_V_RENEW, "a vm sandbox does not expire" },
 	{ 0, NULL },
 };
@@ -140,7 +140,8 @@ static const struct pisb_refusal refusals[] = {
 const struct pisb_driver pisb_driver_vm = {
 	.name = "vm",
 	.summary = "a QEMU virtual machine per sandbox with pisb's guest agent (KVM, else TCG)",
-	.caps = PISB_DRV_TEMPLATES | PISB_DRV_GC_SWEEP | PISB_DRV_PROJECT_BIND,
+	.caps = PISB_DRV_TEMPLATES | PISB_DRV_GC_SWEEP | PISB_DRV_PROJECT_BIND | PISB_DRV_DOCKER_OPT |
+		PISB_DRV_OWN_KERNEL,
 	.refusals = refusals,
 	.fs_how = &fs_how,
 	.doctor = pisb_vm_doctor,
@@ -177,4 +178,5 @@ const struct pisb_driver pisb_driver_vm = {
 	.project_archive = pisb_vm_fs_project_archive,
 	.svc = svc,
 	.preview = svc,
+	.docker = pisb_docker_inside,
 };

@@ -80,6 +80,9 @@ static const char *const vm_modules[] = { "virtio_pci", "virtio_mmio", "virtio_b
  * free page reporting skips pages it reported before, so a guest that
  * reported before the snapshot would never hand back a restored copy's */
 static const char *const vm_late_modules[] = { "virtio_balloon", NULL };
+/* in the initramfs, loaded only by a guest with docker: true (before the
+ * late ones): the daemon's bridge networks (docker_arg) */
+static const char *const vm_docker_modules[] = { "bridge", "veth", NULL };
 
 /* ---- what the host can honour ---- */
 
@@ -492,8 +495,10 @@ static int build_initrd(int idir, const struct vm_assets *a, uint64_t *hash, boo
 					order = PISB_STRV_INIT;
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT, list = PISB_BUF_INIT;
 	static const char *const dirs[] = { "dev", "proc", "sys", "modules", "newroot", "disk", "lower", NULL };
+	static const char *const lists[3] = { "order", "late", "docker" };
 	unsigned ino = 0;
-	size_t early;
+	size_t ends[3];
+	char *dst_list;
 
 	scan_modules(a->modules, "kernel", &names, &paths);
 	for (size_t i = 0; vm_modules[i]; i++)
@@ -503,12 +508,19 @@ static int build_initrd(int idir, const struct vm_assets *a, uint64_t *hash, boo
 		struct pisb_err ig = PISB_ERR_INIT;
 		*vmem = add_module(a->modules, VM_VMEM_MODULE, &names, &paths, &order, 0, &ig) == 0;
 	}
-	early = order.n;
+	ends[0] = order.n;
 	for (size_t i = 0; vm_late_modules[i]; i++) {
 		/* optional: a kernel without it keeps all its memory */
 		struct pisb_err ig = PISB_ERR_INIT;
 		add_module(a->modules, vm_late_modules[i], &names, &paths, &order, 0, &ig);
 	}
+	ends[1] = order.n;
+	for (size_t i = 0; vm_docker_modules[i]; i++) {
+		/* a kernel without them: docker: true's daemon says so */
+		struct pisb_err ig = PISB_ERR_INIT;
+		add_module(a->modules, vm_docker_modules[i], &names, &paths, &order, 0, &ig);
+	}
+	ends[2] = order.n;
 	cpio_add(&b, &ino, ".", S_IFDIR | 0755, NULL, 0, 0, 0);
 	for (size_t i = 0; dirs[i]; i++)
 		cpio_add(&b, &ino, dirs[i], S_IFDIR | 0755, NULL, 0, 0, 0);
@@ -516,22 +528,24 @@ static int build_initrd(int idir, const struct vm_assets *a, uint64_t *hash, boo
 	cpio_add(&b, &ino, "pisb-initramfs", S_IFREG | 0644, NULL, 0, 0, 0);
 	if (cpio_file(&b, &ino, "init", a->agent, e) < 0)
 		return -1;
-	for (size_t i = 0; i < order.n; i++) {
-		_cleanup_free_ char *src = xasprintf("%s/%s", a->modules, order.v[i]);
-		_cleanup_free_ char *dst = NULL;
-		const char *base = strrchr(order.v[i], '/');
-		base = base ? base + 1 : order.v[i];
-		dst = xasprintf("modules/%s", base);
-		if (cpio_file(&b, &ino, dst, src, e) < 0)
-			return -1;
-		if (i == early) {
-			cpio_add(&b, &ino, "modules/order", S_IFREG | 0644, list.s, list.len, 0, 0);
-			pisb_buf_reset(&list);
+	/* the files, then each list (order, late, docker: the agent loads
+	 * each at its own point) once its modules are in */
+	for (size_t i = 0, l = 0; l < 3; l++) {
+		for (; i < ends[l]; i++) {
+			_cleanup_free_ char *src = xasprintf("%s/%s", a->modules, order.v[i]);
+			_cleanup_free_ char *dst = NULL;
+			const char *base = strrchr(order.v[i], '/');
+			base = base ? base + 1 : order.v[i];
+			dst = xasprintf("modules/%s", base);
+			if (cpio_file(&b, &ino, dst, src, e) < 0)
+				return -1;
+			pisb_buf_addf(&list, "%s\n", base);
 		}
-		pisb_buf_addf(&list, "%s\n", base);
+		dst_list = xasprintf("modules/%s", lists[l]);
+		cpio_add(&b, &ino, dst_list, S_IFREG | 0644, list.s, list.len, 0, 0);
+		free(dst_list);
+		pisb_buf_reset(&list);
 	}
-	cpio_add(&b, &ino, early == order.n ? "modules/order" : "modules/late", S_IFREG | 0644, list.s,
-		 list.len, 0, 0);
 	cpio_add(&b, &ino, "TRAILER!!!", 0, NULL, 0, 0, 0);
 	*hash = 1469598103934665603ull;
 	for (size_t i = 0; i < b.len; i++)
@@ -713,6 +727,15 @@ static const char *egress_arg(const struct boot *bt)
 	return bt->cfg->nallowed_hosts ? " pisb.egress=1" : "";
 }
 
+/* docker: true: the agent loads modules/docker (the bridge for the
+ * daemon's networks), mounts cgroup2 with the controllers runc needs and
+ * binds the disk's docker/ at /var/lib/docker (overlay2 wants an upper
+ * directory on ext4, not on the root's overlay) */
+static const char *docker_arg(const struct boot *bt)
+{
+	return bt->cfg->docker ? " pisb.docker=1" : "";
+}
+
 /* PISB_VM_RECLAIM_S: how long the guest must have been idle before its
  * agent drops its clean page cache (the agent's default, 30 s, else; 0
  * never) */
@@ -791,10 +814,10 @@ static void qemu_argv(const struct boot *bt, bool kvm, enum vm_mode mode, int qm
 	/* tsc=reliable no_timer_check: no clocksource watchdog or timer
 	 * check at boot (cuts a cold boot under TCG, see issue #14) */
 	if (mode == VM_COLD)
-		pisb_strv_pushf(av, VM_CMDLINE " pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.mem=%d%s%s%s%s",
+		pisb_strv_pushf(av, VM_CMDLINE " pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.mem=%d%s%s%s%s%s",
 				bt->name, bt->cfg->workspace, bt->cfg->pids, bt->cfg->memory_gib * 1024,
 				bt->image ? " pisb.root=" PISB_VM_IMAGE_SERIAL : "", proj_arg(bt), egress_arg(bt),
-				reclaim_arg());
+				docker_arg(bt), reclaim_arg());
 	else
 		pisb_strv_push(av, VM_SNAP_CMDLINE);
 	pisb_strv_push(av, "-chardev");
@@ -1682,9 +1705,10 @@ static int restore_finish(const struct boot *bt, pid_t q, char **why)
 	 * before cont, so that the guest finds them as it runs */
 	pisb_random_hex(seed, 48);
 	clock_gettime(CLOCK_REALTIME, &now);
-	args = xasprintf("pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.mem=%d pisb.disk=%lld pisb.time=%lld.%09ld pisb.seed=%s%s%s%s",
+	args = xasprintf("pisb.name=%s pisb.ws=%s pisb.pids=%d pisb.mem=%d pisb.disk=%lld pisb.time=%lld.%09ld pisb.seed=%s%s%s%s%s",
 			 bt->name, bt->cfg->workspace, bt->cfg->pids, bt->cfg->memory_gib * 1024, disk,
-			 (long long)now.tv_sec, now.tv_nsec, seed, proj_arg(bt), egress_arg(bt), reclaim_arg());
+			 (long long)now.tv_sec, now.tv_nsec, seed, proj_arg(bt), egress_arg(bt), docker_arg(bt),
+			 reclaim_arg());
 	if (vm_boot_send(bt->idir, args, &c, &sid) < 0) {
 		*why = xstrdup("cannot send the restored agent its arguments (port 0)");
 		goto out;
@@ -2219,10 +2243,12 @@ out:
 
 static int refuse_unsupported(const struct pisb_config *cfg, struct pisb_err *e)
 {
-	if (cfg->nservices > PISB_VM_SVC_PORTS)
+	/* docker: true's daemon is a service too (services.c) */
+	if (cfg->nservices + cfg->docker > PISB_VM_SVC_PORTS)
 		return pisb_err_set(e, PISB_EXIT_USAGE,
-				    "services: a vm sandbox runs at most %d services (each holds one of the guest agent's %d service ports); this config declares %zu",
-				    PISB_VM_SVC_PORTS, PISB_VM_SVC_PORTS, cfg->nservices);
+				    "services: a vm sandbox runs at most %d services (each holds one of the guest agent's %d service ports); this config declares %zu%s",
+				    PISB_VM_SVC_PORTS, PISB_VM_SVC_PORTS, cfg->nservices,
+				    cfg->docker ? " and docker: true's daemon is one more" : "");
 	if (check_host_fit(cfg, e) < 0)
 		return -1;
 	if (strpbrk(cfg->workspace, " \t\n"))
