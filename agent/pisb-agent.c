@@ -14,13 +14,15 @@
  * the share under /run/pisb/ and switch root.  (Loopback up and /dev/pts
  * come before the boot snapshot's point.)
  * Stage 2 (the same process, PID 1 on the overlay root): hostname,
- * /dev/shm, the pids cgroup, the workspace, then one server per
- * virtio-serial port org.pisb.agent.N (vm_proto.h), respawned if it
- * dies; then the modules of /modules/late, niced; PID 1 reaps orphans.
+ * /dev/shm, the pids cgroup, with docker the daemon's cgroups and data
+ * root (docker_setup), the workspace, then one server per virtio-serial
+ * port org.pisb.agent.N (vm_proto.h), respawned if it dies; then, niced,
+ * with docker the modules of /modules/docker, and those of /modules/late;
+ * PID 1 reaps orphans.
  *
  * Kernel command line: pisb.name=NAME pisb.ws=/workspace pisb.pids=N
  * [pisb.root=pisb-image] [pisb.proj=rw|ro (a bound project, virtiofs tag
- * pisb-proj, mounted at the workspace)];
+ * pisb-proj, mounted at the workspace)] [pisb.egress=1] [pisb.docker=1];
  * or pisb.snap=1 for the boot snapshot's template (see await_boot), whose
  * restores get those arguments from the host in a BOOT frame instead.
  */
@@ -338,6 +340,13 @@ static void __attribute__((noreturn)) stage1(void)
 	 * mounts move into the new root with /dev) */
 	mkdirs("/dev/pts", 0755);
 	mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "gid=5,mode=620,ptmxmode=666");
+	/* the links a userland expects of /dev (udev's, elsewhere): without
+	 * them `cmd < /dev/stdin`, bash's process substitution and many
+	 * scripts fail */
+	symlink("/proc/self/fd", "/dev/fd");
+	symlink("/proc/self/fd/0", "/dev/stdin");
+	symlink("/proc/self/fd/1", "/dev/stdout");
+	symlink("/proc/self/fd/2", "/dev/stderr");
 	lo_up();
 	/* the boot snapshot's template (pisb.snap=1): the host saves the VM
 	 * here, before it has a disk or a share; every restore continues

@@ -160,7 +160,7 @@ verb_argv() {
 	# the capabilities' refusals name the drivers that have them
 	printf 'version: 1\ndriver: sbx\ndocker: true\n' > "$BATS_TEST_TMPDIR/d.yaml"
 	run -2 --separate-stderr pisb validate -f "$BATS_TEST_TMPDIR/d.yaml"
-	[[ $stderr == *"docker: is for the local driver only (driver is sbx, whose sandboxes always have their own daemon)" ]]
+	[[ $stderr == *"docker: is for the local and vm drivers only (driver is sbx, whose sandboxes always have their own daemon)" ]]
 	mkdir -p "$BATS_TEST_TMPDIR/p"
 	printf 'version: 1\ndriver: sbx\nproject: {mode: bind-ro}\n' > "$BATS_TEST_TMPDIR/p.yaml"
 	run -2 --separate-stderr pisb create px -f "$BATS_TEST_TMPDIR/p.yaml" --project "$BATS_TEST_TMPDIR/p"

@@ -41,13 +41,13 @@ teardown() {
 	fi
 }
 
-@test "config: docker must be a boolean, is for the local driver with the host image, and owns the service name dockerd" {
+@test "config: docker must be a boolean, is for the local and vm drivers with the host image, and owns the service name dockerd" {
 	printf 'version: 1\ndocker: "yes"\n' > "$BATS_TEST_TMPDIR/a.yaml"
 	run -2 --separate-stderr pisb create x -f "$BATS_TEST_TMPDIR/a.yaml"
 	[[ $stderr == *"docker: must be true or false" ]]
-	printf 'version: 1\ndriver: vm\ndocker: true\n' > "$BATS_TEST_TMPDIR/b.yaml"
+	printf 'version: 1\ndriver: opensandbox\ndocker: true\n' > "$BATS_TEST_TMPDIR/b.yaml"
 	run -2 --separate-stderr pisb create x -f "$BATS_TEST_TMPDIR/b.yaml"
-	[[ $stderr == *"docker: is for the local driver only (driver is vm)" ]]
+	[[ $stderr == *"docker: is for the local and vm drivers only (driver is opensandbox)" ]]
 	printf 'version: 1\ndocker: true\nservices:\n  dockerd:\n    command: sleep 1\n' > "$BATS_TEST_TMPDIR/c.yaml"
 	run -2 --separate-stderr pisb create x -f "$BATS_TEST_TMPDIR/c.yaml"
 	[[ $stderr == *"services.dockerd: is the name of the built-in docker daemon's service (docker: true)" ]]

@@ -359,6 +359,11 @@ setup() {
 	[ "$output" = "/tmp 1 yes-it-is" ]
 	run -0 pisb exec vm1 -- cat /root/setup-mark
 	[ "$output" = setup-ran ]
+	# /dev has the links a userland expects (fd and the standard streams)
+	run -0 bash -c 'printf "via dev stdin" | pisb exec vm1 -- sh -c "cat /dev/stdin; echo; echo to-stderr > /dev/stderr; ls /dev/fd/ > /dev/null && echo fd-ok"'
+	[ "${lines[0]}" = "via dev stdin" ]
+	[[ $output == *to-stderr* ]]
+	[[ $output == *fd-ok* ]]
 }
 
 @test "exec: SIGTERM and SIGINT reach the command's process group in the guest" {
@@ -660,9 +665,9 @@ tpl_yaml() {
 
 @test "verbs the driver does not serve fail with 1, naming it" {
 	# (services: tests/54-vm-svc.bats; shell, the file verbs, push and the
-	# project: tests/56-vm-fs.bats)
+	# project: tests/56-vm-fs.bats; docker: true, tests/48-vm-docker.bats)
 	run -1 --separate-stderr pisb docker vm1 ps
-	[[ $stderr == *"sandbox 'vm1' (driver vm) cannot 'docker'"* ]]
+	[[ $stderr == *"sandbox 'vm1' (driver vm) has no docker daemon of its own: create it with 'docker: true'"* ]]
 	# logs: the setup's output; a service's log is logs/SERVICE.log, as
 	# on local (this sandbox has none)
 	run -0 pisb logs vm1
