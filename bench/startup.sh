@@ -3,12 +3,13 @@
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 section "startup (medians of $BENCH_RUNS runs in 5 interleaved rounds; goal: within 1.2x /bin/true in every round)"
-# each command against /bin/true in one hyperfine run, five times: the
-# load of a shared machine falls on both, and the worst round counts.
+# each command against /bin/true run by run, alternately (interleaved_ms),
+# in five rounds: the load of a shared machine falls on both, and the
+# worst round counts.
 # Sets ms (pisb's median) and t (/bin/true's).
 startup() { # LABEL CMD
 	local r0 r1 r2
-	read -r ms t r0 r1 r2 <<<"$(paired_ms 5 "$2" /bin/true)"
+	read -r ms t r0 r1 r2 <<<"$(interleaved_ms 5 "$2" /bin/true)"
 	row "$1" "$ms" "/bin/true" "$t" 1.2
 	awk -v a="$r0" -v b="$r1" -v c="$r2" 'BEGIN { printf "  %-34s %.2f-%.2f-%.2fx (min-median-max of 5 interleaved rounds; goal: max <= 1.2)\n", "  ratio to /bin/true by round", a, b, c }'
 	result "$1, worst round's ratio to /bin/true" "$r2" - "" x "<=1.2"
