@@ -127,7 +127,7 @@ static void __attribute__((noreturn)) exec_child(const struct pisb_spawn *s, int
 static int enter(const struct pisb_spawn *s, struct pisb_err *e)
 {
 	pisb_trace("exec: sandbox looked up");
-	if (pisb_cgroup_join(s->rt->cgroup, e) < 0)
+	if (pisb_cgroup_join(s->rt->cgroup, s->cg_limits_only, e) < 0)
 		return -1;
 	/* the last mark: inside, PISB_TRACE would name a sandbox path */
 	pisb_trace("exec: cgroups joined");
