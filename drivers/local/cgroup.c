@@ -440,7 +440,7 @@ int pisb_cgroup_enter(int dirfd)
 	return enter(dirfd, ".", alone(), false);
 }
 
-int pisb_cgroup_join(const char *rel, struct pisb_err *e)
+int pisb_cgroup_join(const char *rel, bool limits_only, struct pisb_err *e)
 {
 	char path[512];
 	int ver;
@@ -450,7 +450,7 @@ int pisb_cgroup_join(const char *rel, struct pisb_err *e)
 		return 0;
 	ver = pisb_cgroup_version();
 	one = ver == 1 && alone();
-	for (int i = 0; ver == 2 ? i < 1 : v1_ctrls[i] != NULL; i++) {
+	for (int i = 0; ver == 2 ? i < 1 : v1_ctrls[i] != NULL && (!limits_only || i < V1_LIMITS); i++) {
 		if (ver == 2)
 			snprintf(path, sizeof(path), CG_ROOT "/%s", rel);
 		else

@@ -55,8 +55,11 @@ void pisb_cgroup_sweep(const char *name, const char *keep, int min_age_s,
 /* Move the calling process into rel (every controller); silent no-op when
  * rel is NULL or empty.  A process with one thread is moved through v1's
  * tasks file, which does not wait for an RCU grace period as cgroup.procs
- * does (10-20 ms); otherwise, and on v2, through cgroup.procs. */
-int pisb_cgroup_join(const char *rel, struct pisb_err *e);
+ * does (10-20 ms); otherwise, and on v2, through cgroup.procs.  limits_only
+ * (v1): only the limits' hierarchies (memory, pids, cpu), the only ones a
+ * sandbox that is not delegated (docker: true) has a cgroup in; the others
+ * are not looked up (a dozen failed path walks less on each exec). */
+int pisb_cgroup_join(const char *rel, bool limits_only, struct pisb_err *e);
 /* The same for one cgroup directory (an fd of it): 0, or -1 with errno. */
 int pisb_cgroup_enter(int dirfd);
 /* Read a limit back for verify/inspect: memory bytes, pids, cpu quota. */

@@ -64,6 +64,7 @@ struct ctl {
 	bool stopping;
 	char stop_error[1024];      /* why the stop could not be recorded */
 	struct stat idir_st;        /* what instances/NAME was when we started */
+	int64_t idir_checked;       /* when idir_gone last looked (monotonic ms) */
 	struct pisb_services *svc;
 	struct pisb_hooklog hooks;  /* the hooks' output, to our log (ctllog.h) */
 };
@@ -772,7 +773,11 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 				/* SIGHUP: the terminal that started us is gone; ignore */
 			}
 		}
-		if (!c.stopping && idir_gone(&c)) {
+		/* at most once a second (the idle turn's pace): a relay busy
+		 * with a download wakes us thousands of times a second, and
+		 * this is two lookups and an allocation each time */
+		if (!c.stopping && pisb_mono_ms() - c.idir_checked >= 1000 &&
+		    (c.idir_checked = pisb_mono_ms(), idir_gone(&c))) {
 			logf_("the instance directory of '%s' was deleted or replaced: stopping the sandbox", c.name);
 			do_stop(&c);
 			break;

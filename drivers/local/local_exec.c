@@ -109,6 +109,7 @@ static int capture_login(struct target *t, const char *shell, struct pisb_buf *o
 		s.stderr_fd = -1;
 		s.new_session = true;
 		s.pdeathsig = true;
+		s.cg_limits_only = t->cfg && !t->cfg->docker;
 		pid = pisb_local_spawn_direct(&s, &err, &ie);
 		close(p[1]);
 		if (pid > 0)
@@ -618,6 +619,7 @@ int pisb_local_exec(struct pisb_sandbox *sb, const struct pisb_exec_req *r, int 
 	s.pty_master = &rl.master;
 	/* its own session: no controlling terminal of ours (no TIOCSTI) */
 	s.new_session = true;
+	s.cg_limits_only = t.cfg && !t.cfg->docker;
 	pid = pisb_local_spawn_direct(&s, &err, e);
 	/* the instance dir stays open: whether the sandbox is still there
 	 * when the command dies (this process's /proc is the sandbox's now) */
@@ -760,6 +762,7 @@ static void __attribute__((noreturn)) runner(struct target *t, int hdir, char **
 	s.stdout_fd = op[1];
 	s.stderr_fd = op[1];
 	s.new_session = true;
+	s.cg_limits_only = t->cfg && !t->cfg->docker;
 	pid = pisb_local_spawn_direct(&s, &err, &e);
 	close(op[1]);
 	if (pid < 0) {
@@ -963,7 +966,7 @@ int pisb_local_shell(struct pisb_sandbox *sb, const char *user, int *code, struc
 	if (target_open(sb, true, &t, e) < 0)
 		return -1;
 	pisb_sandbox_env(t.cfg, getenv("TERM") ? getenv("TERM") : "xterm", NULL, 0, &env);
-	if (pisb_cgroup_join(t.rt->cgroup, e) < 0 ||
+	if (pisb_cgroup_join(t.rt->cgroup, !t.cfg->docker, e) < 0 ||
 	    pisb_sandbox_enter(t.rt->init.pid, t.rt->init.start, e) < 0)
 		return -1;
 	/* the pty comes from the sandbox's own devpts */

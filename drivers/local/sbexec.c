@@ -9,6 +9,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -61,9 +62,13 @@ char *pisb_sandbox_cwd(const struct pisb_config *cfg, const char *cwd)
 }
 
 /* In the command's process, inside the sandbox: become root, set up stdio
- * and the environment, exec.  Never returns. */
+ * and the environment, exec.  Never returns.  An exec that fails is
+ * reported through the pipe pfd (a forked child), or in *shared (a child
+ * that shares our memory, pfd -1).  It may share our memory (CLONE_VM,
+ * see pisb_local_spawn_direct): it writes nothing of ours but *shared and
+ * environ (which its parent puts back), and allocates nothing. */
 static void __attribute__((noreturn)) exec_child(const struct pisb_spawn *s, int pfd,
-						 const char *slave)
+						 const char *slave, int *shared)
 {
 	struct pisb_err ce = PISB_ERR_INIT;
 	int en, tty = -1;
@@ -97,11 +102,13 @@ static void __attribute__((noreturn)) exec_child(const struct pisb_spawn *s, int
 		if (s->pty_fds & (1u << i))
 			dup2(tty, i);
 	{
+		/* the handlers first, while signals are still blocked: a
+		 * handler of ours must never run here (our memory) */
 		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
 		for (int sig = 1; sig < NSIG; sig++)
 			signal(sig, SIG_DFL);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
 	}
 	/* nothing else of the caller's enters the sandbox */
 	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
@@ -111,23 +118,25 @@ static void __attribute__((noreturn)) exec_child(const struct pisb_spawn *s, int
 		_exit(PISB_EXIT_NOEXEC);
 	}
 	/* a bare name is looked up in the command's PATH (its environment,
-	 * inside the sandbox), not in ours: execvpe searches the caller's */
-	unsetenv("PATH");
-	for (char *const *v = s->envp; v && *v; v++)
-		if (!strncmp(*v, "PATH=", 5))
-			setenv("PATH", *v + 5, 1);
+	 * inside the sandbox), not in ours: execvpe searches the one of
+	 * environ (no PATH there: the default path, as before) */
+	environ = (char **)s->envp;
 	execvpe(s->argv[0], s->argv, s->envp);
 	en = errno;
-	/* the pipe is CLOEXEC: it is still open only if exec failed */
-	pisb_write_all(pfd, &(int){ 1 }, sizeof(int));
-	pisb_write_all(pfd, &en, sizeof(en));
+	if (shared) {
+		*shared = en;
+	} else {
+		/* the pipe is CLOEXEC: it is still open only if exec failed */
+		pisb_write_all(pfd, &(int){ 1 }, sizeof(int));
+		pisb_write_all(pfd, &en, sizeof(en));
+	}
 	_exit(en == ENOENT ? PISB_EXIT_NOCMD : PISB_EXIT_NOEXEC);
 }
 
 static int enter(const struct pisb_spawn *s, struct pisb_err *e)
 {
 	pisb_trace("exec: sandbox looked up");
-	if (pisb_cgroup_join(s->rt->cgroup, e) < 0)
+	if (pisb_cgroup_join(s->rt->cgroup, s->cg_limits_only, e) < 0)
 		return -1;
 	/* the last mark: inside, PISB_TRACE would name a sandbox path */
 	pisb_trace("exec: cgroups joined");
@@ -150,10 +159,26 @@ static int read_exec_result(int fd, int *err)
 	return 0;
 }
 
+/* pisb_local_spawn_direct's child: its own stack, in its parent's frame
+ * (the parent waits until it has exec'd) */
+struct child_arg {
+	const struct pisb_spawn *s;
+	const char *slave;
+	int err;
+	char stack[64 * 1024] __attribute__((aligned(16)));
+};
+
+static int child_main(void *arg)
+{
+	struct child_arg *a = arg;
+
+	exec_child(a->s, -1, a->slave, &a->err);
+}
+
 pid_t pisb_local_spawn_direct(const struct pisb_spawn *s, int *exec_errno,
 			    struct pisb_err *e)
 {
-	int p[2], err, master = -1;
+	int err, master = -1;
 	char slave[64] = "";
 	pid_t cmd;
 
@@ -172,30 +197,39 @@ pid_t pisb_local_spawn_direct(const struct pisb_spawn *s, int *exec_errno,
 		if (s->pty_size)
 			ioctl(master, TIOCSWINSZ, s->pty_size);
 	}
-	if (pipe2(p, O_CLOEXEC) < 0) {
-		if (master >= 0)
-			close(master);
-		return pisb_err_sys(e, PISB_EXIT_PISB, "pipe");
-	}
-	cmd = fork();
-	if (cmd < 0) {
-		close(p[0]);
-		close(p[1]);
-		if (master >= 0)
-			close(master);
-		return pisb_err_sys(e, PISB_EXIT_PISB, "fork");
-	}
-	if (cmd == 0) {
-		close(p[0]);
-		exec_child(s, p[1], master >= 0 ? slave : NULL);
+	/* The command's process shares our memory until it execs, and we
+	 * wait meanwhile (vfork, as posix_spawn): no copy of our page tables
+	 * and no copy-on-write faults on either side, and no pipe for the
+	 * exec's result.  Every signal stays blocked across the clone, so
+	 * that none of our handlers can run in it (it resets them, then
+	 * unblocks); the environ it points at the command's goes back. */
+	{
+		struct child_arg a;   /* not zeroed: 64 KiB */
+		char **env = environ;
+		sigset_t all, old;
+		int en;
+
+		a.s = s;
+		a.slave = master >= 0 ? slave : NULL;
+		a.err = 0;
+		sigfillset(&all);
+		sigprocmask(SIG_BLOCK, &all, &old);
+		cmd = clone(child_main, a.stack + sizeof(a.stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+		en = errno;
+		environ = env;
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		if (cmd < 0) {
+			if (master >= 0)
+				close(master);
+			errno = en;
+			return pisb_err_sys(e, PISB_EXIT_PISB, "fork");
+		}
+		err = a.err;
 	}
 	if (s->pty_master)
 		*s->pty_master = master;
 	else if (master >= 0)
 		close(master);
-	close(p[1]);
-	read_exec_result(p[0], &err);
-	close(p[0]);
 	if (exec_errno)
 		*exec_errno = err;
 	return cmd;
@@ -239,7 +273,7 @@ pid_t pisb_local_spawn(const struct pisb_spawn *s, int *exec_errno,
 		if (cmd < 0)
 			_exit(1);
 		if (cmd == 0)
-			exec_child(s, p[1], NULL);
+			exec_child(s, p[1], NULL, NULL);
 		pisb_write_all(p[1], &(int){ 0 }, sizeof(int));
 		pisb_write_all(p[1], &cmd, sizeof(cmd));
 		_exit(0);

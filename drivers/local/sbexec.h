@@ -32,6 +32,8 @@ struct pisb_spawn {
 	int stdin_fd, stdout_fd, stderr_fd;  /* -1: /dev/null */
 	bool new_session;               /* setsid (else setpgid) */
 	bool pdeathsig;                 /* die with the spawner */
+	bool cg_limits_only;            /* pisb_cgroup_join's limits_only: the
+					 * sandbox is not delegated (no docker: true) */
 	/* pisb_local_spawn_direct only: fds (bit 0, 1, 2) that get the slave of
 	 * a new pty of the sandbox's own devpts, its controlling terminal
 	 * (new_session must be set); its master, O_CLOEXEC, in *pty_master,
