@@ -36,9 +36,10 @@ setup() {
 @test "config: docker: true is taken on vm; its daemon counts among the VM's service ports" {
 	run -0 pisb drivers --json
 	jq -e '.drivers[] | select(.name == "vm") | .verbs.docker.supported' <<<"$output"
-	printf 'version: 1\ndriver: vm\ndocker: true\nservices:\n  a: {command: sleep 1}\n  b: {command: sleep 1}\n  c: {command: sleep 1}\n  d: {command: sleep 1}\n' > "$BATS_TEST_TMPDIR/five.yaml"
-	run -2 --separate-stderr pisb create x -f "$BATS_TEST_TMPDIR/five.yaml"
-	[[ $stderr == *"a vm sandbox runs at most 4 services"*"this config declares 4 and docker: true's daemon is one more" ]]
+	printf 'version: 1\ndriver: vm\ndocker: true\nservices:\n' > "$BATS_TEST_TMPDIR/nine.yaml"
+	for i in 1 2 3 4 5 6 7 8; do printf '  s%d: {command: sleep 1}\n' "$i" >> "$BATS_TEST_TMPDIR/nine.yaml"; done
+	run -2 --separate-stderr pisb create x -f "$BATS_TEST_TMPDIR/nine.yaml"
+	[[ $stderr == *"a vm sandbox runs at most 8 services"*"this config declares 8 and docker: true's daemon is one more" ]]
 	[ ! -e "$PI_SANDBOX_HOME/instances/x" ]
 	printf 'version: 1\ndriver: vm\ndocker: true\nimage: %s\n' "$BATS_TEST_TMPDIR" > "$BATS_TEST_TMPDIR/img.yaml"
 	run -2 --separate-stderr pisb create x -f "$BATS_TEST_TMPDIR/img.yaml"

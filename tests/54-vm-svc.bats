@@ -158,11 +158,11 @@ relay_pid() { vm_relay_pid sv1; }
 
 @test "more services than the VM's service ports: refused at create, naming the limit" {
 	printf 'version: 1\ndriver: vm\nservices:\n' > "$BATS_TEST_TMPDIR/many.yaml"
-	for i in 1 2 3 4 5; do
+	for i in 1 2 3 4 5 6 7 8 9; do
 		printf '  s%d:\n    command: exec sleep 1000\n    health: process\n' "$i" >> "$BATS_TEST_TMPDIR/many.yaml"
 	done
 	run -2 --separate-stderr pisb create many -f "$BATS_TEST_TMPDIR/many.yaml"
-	[[ $stderr == *"a vm sandbox runs at most 4 services"*"declares 5"* ]]
+	[[ $stderr == *"a vm sandbox runs at most 8 services"*"declares 9"* ]]
 	[ ! -e "$PI_SANDBOX_HOME/instances/many" ]
 }
 

@@ -62,16 +62,16 @@
 #define PISB_VM_MAGIC "PSB1"
 #define PISB_VM_HDR 16
 #define PISB_VM_MAX_FRAME (1u << 20)
-#define PISB_VM_EXEC_PORTS 4
+#define PISB_VM_EXEC_PORTS 8
 #define PISB_VM_NET_PORT (PISB_VM_EXEC_PORTS + 1)
 #define PISB_VM_SVC_PORT (PISB_VM_NET_PORT + 1)
-#define PISB_VM_SVC_PORTS 4
+#define PISB_VM_SVC_PORTS 8
 #define PISB_VM_PORTS (PISB_VM_SVC_PORT + PISB_VM_SVC_PORTS)
 /* the egress proxy's port, in the guest as in a local sandbox
  * (PISB_PROXY_PORT): the agent listens there with pisb.egress=1 */
 #define PISB_VM_EGRESS_PORT 3128
 #define PISB_VM_PORT_PREFIX "org.pisb.agent."
-#define PISB_VM_AGENT_VERSION "pisb-agent 6"
+#define PISB_VM_AGENT_VERSION "pisb-agent 7"
 /* The file verbs run `PISB_VM_FS_AGENT fs VERB ARGS...` in the guest
  * (agent/agent_fs.c; its reply format: drivers/vm/vm_fs.c). */
 #define PISB_VM_FS_AGENT "/run/pisb/agent"
