@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <fcntl.h>
 
@@ -345,6 +346,24 @@ static void on_data(struct pisb_mux *m, struct pisb_mux_stream *s, const unsigne
 		return;
 	}
 	s->got_data = true;
+	/* nothing waits before these bytes: straight to the local socket,
+	 * and only what it does not take now is copied in */
+	if (!s->in_len && !s->connecting && s->fd >= 0) {
+		ssize_t n = send(s->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			rst(m, s, PISB_MUX_RST_RESET);
+			return;
+		}
+		if (n > 0) {
+			s->owed += (uint32_t)n;
+			p += n;
+			len -= (uint32_t)n;
+		}
+		if (!len) {
+			write_local(m, s);   /* the credit */
+			return;
+		}
+	}
 	if (!s->in)
 		s->in = mux_alloc(PISB_MUX_WINDOW);
 	if (s->in_off + s->in_len + len > PISB_MUX_WINDOW) {
@@ -440,15 +459,35 @@ static void parse(struct pisb_mux *m)
 		on_frame(m, h[4], pisb_vm_get32(h + 8), h + PISB_VM_HDR, len);
 		off += PISB_VM_HDR + len;
 	}
-	memmove(m->rx, m->rx + off, m->rx_len - off);
-	m->rx_len -= off;
+	if (off) {
+		memmove(m->rx, m->rx + off, m->rx_len - off);
+		m->rx_len -= off;
+	}
+}
+
+/* Read what the port has into rx.  The guest's virtio port hands out
+ * one of its page-sized buffers a read(); readv calls its read once an
+ * iovec, on while each comes back full: page-sized iovecs take every
+ * full buffer that waits in one call (on the host's socket it is one
+ * read). */
+static ssize_t read_rx(struct pisb_mux *m)
+{
+	struct iovec v[RX_CAP / 4096 + 1];
+	size_t room = RX_CAP - m->rx_len, k = 0;
+
+	for (size_t off = 0; off < room && k < sizeof(v) / sizeof(v[0]); k++) {
+		size_t n = room - off < 4096 ? room - off : 4096;
+		v[k] = (struct iovec){ m->rx + m->rx_len + off, n };
+		off += n;
+	}
+	return readv(m->port, v, (int)k);
 }
 
 /* 0, or -1: the port is gone (host: QEMU; guest: no host connected) */
 static int read_port(struct pisb_mux *m)
 {
 	for (int round = 0; round < 16; round++) {
-		ssize_t n = read(m->port, m->rx + m->rx_len, RX_CAP - m->rx_len);
+		ssize_t n = read_rx(m);
 		if (n < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
 		if (n == 0)
