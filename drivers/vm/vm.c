@@ -1231,7 +1231,7 @@ static pid_t launch(const struct boot *bt, bool kvm, int in_fd)
  * PISB_VM_SNAPSHOT=0 turns it off. */
 
 /* bump it when the template's devices change (qemu_argv) */
-#define VM_SNAP_FORMAT "pisb-vmsnap 6"
+#define VM_SNAP_FORMAT "pisb-vmsnap 7"
 #define VM_SNAP_LOCK_MS 600000
 #define VM_QMP_MS 30000
 
