@@ -96,6 +96,17 @@ direct_pid=$!
 for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$dport/slow?ms=0" && break; sleep 0.05; done
 direct=http://127.0.0.1:$dport
 
+# peer_up NAME PORT LOG: whether the peer's forwarded server answers on
+# 127.0.0.1:PORT (waiting up to ~10 s); else it cannot run, LOG's last line
+# saying why
+peer_up() {
+	local _
+	for _ in $(seq 200); do curl -s -m 5 -o /dev/null "http://127.0.0.1:$2/slow?ms=0" && return 0; sleep 0.05; done
+	curl -s -m 5 -o /dev/null "http://127.0.0.1:$2/slow?ms=0" && return 0
+	cannot_run "$1" "its forwarded server did not answer: $(grep -v '^\s*$' "$3" | tail -1)" "preview relay throughput (1 GiB)"
+	return 1
+}
+
 # the peer: the same server in pasta's user + network namespace, its port
 # forwarded to the host's loopback by pasta (-t), the same file
 pasta_url=
@@ -106,12 +117,7 @@ else
 	pa=(pasta -f --config-net -q -t "$pport"); [ "$(id -u)" = 0 ] && pa+=(--runas 0)
 	"${pa[@]}" -- python3 "$fix/server.py" "$pport" 127.0.0.1 >"$work/pasta.log" 2>&1 &
 	pasta_pid=$!
-	for _ in $(seq 200); do curl -s -m 5 -o /dev/null "http://127.0.0.1:$pport/slow?ms=0" && break; sleep 0.05; done
-	if curl -s -m 5 -o /dev/null "http://127.0.0.1:$pport/slow?ms=0"; then
-		pasta_url=http://127.0.0.1:$pport
-	else
-		cannot_run pasta "its forwarded server did not answer: $(grep -v '^\s*$' "$work/pasta.log" | tail -1)" "preview relay throughput (1 GiB)"
-	fi
+	peer_up pasta "$pport" "$work/pasta.log" && pasta_url=http://127.0.0.1:$pport
 fi
 
 # the second peer: the same server in rootlesskit's namespaces (network:
@@ -136,12 +142,7 @@ else
 	fi
 	setsid "${rk[@]}" python3 "$fix/server.py" 8099 127.0.0.1 >"$work/rk.log" 2>&1 &
 	rk_pid=$!
-	for _ in $(seq 200); do curl -s -m 5 -o /dev/null "http://127.0.0.1:$rport/slow?ms=0" && break; sleep 0.05; done
-	if curl -s -m 5 -o /dev/null "http://127.0.0.1:$rport/slow?ms=0"; then
-		rk_url=http://127.0.0.1:$rport
-	else
-		cannot_run rootlesskit "its forwarded server did not answer: $(grep -v '^\s*$' "$work/rk.log" | tail -1)" "preview relay throughput (1 GiB)"
-	fi
+	peer_up rootlesskit "$rport" "$work/rk.log" && rk_url=http://127.0.0.1:$rport
 fi
 
 fail=0
