@@ -169,11 +169,12 @@ relay_pid() { vm_relay_pid sv1; }
 @test "a guest that forges frames on a service's port: the relay stays, bounded; restart brings the services back" {
 	relay=$(relay_pid)
 	[ -n "$relay" ]
-	# the runner (a child of the relay) of the service on port 6: it reads
+	# the runner (a child of the relay) of the service on port 10 (the
+	# first service port): it reads
 	# what the guest writes there
 	runner=
 	for p in $(pgrep -P "$relay"); do
-		if ls -l "/proc/$p/fd" 2>/dev/null | grep -q 'agent6\.lock'; then runner=$p; fi
+		if ls -l "/proc/$p/fd" 2>/dev/null | grep -q 'agent10\.lock'; then runner=$p; fi
 	done
 	[ -n "$runner" ]
 	rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$runner/status")

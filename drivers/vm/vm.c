@@ -2452,12 +2452,9 @@ static void services_up(int idir)
  * published (a template never boots by itself). */
 static const char *const prep_leftovers[] = {
 	"status.json", "initrd.cpio", "virtiofs.sock", "virtiofsd.log", "qmp.sock", "console.log",
-	"qemu.log", "controller.lock", "agent0.sock", "agent1.sock", "agent2.sock", "agent3.sock",
-	"agent4.sock", "agent5.sock", "control.sock", "net.log", "net.log.1", "previews.json", "agent0.lock",
-	"agent1.lock", "agent2.lock", "agent3.lock", "agent4.lock", "agent5.lock", "agent6.sock",
-	"agent7.sock", "agent8.sock", "agent9.sock", "agent6.lock", "agent7.lock", "agent8.lock",
-	"agent9.lock", "services.json", NULL,
-};
+	"qemu.log", "controller.lock", "control.sock", "net.log", "net.log.1", "previews.json",
+	"services.json", NULL,
+};  /* and each port's agentN.sock and agentN.lock */
 
 /* prepare: setup succeeded, the guest powered off cleanly (its disk
  * synced, unmounted read-only), the disk made read-only, then the one
@@ -2485,6 +2482,13 @@ static int publish_template(struct pisb_state *st, int idir, const char *live, c
 	}
 	for (size_t i = 0; prep_leftovers[i]; i++)
 		unlinkat(idir, prep_leftovers[i], 0);
+	for (int i = 0; i < PISB_VM_PORTS; i++) {
+		char f[32];
+		snprintf(f, sizeof(f), "agent%d.sock", i);
+		unlinkat(idir, f, 0);
+		snprintf(f, sizeof(f), "agent%d.lock", i);
+		unlinkat(idir, f, 0);
+	}
 	unlinkat(idir, "share", AT_REMOVEDIR);
 	unlinkat(idir, "vfs-etc", AT_REMOVEDIR);
 	disk = openat(idir, "disk.img", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

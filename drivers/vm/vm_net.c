@@ -615,7 +615,11 @@ static void __attribute__((noreturn)) net_main(int idir, const char *name, const
 	sigaction(SIGCHLD, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	/* the net port is ours alone while the VM runs */
-	lock = pisb_lock_acquire(idir, "agent5.lock", true, 5000, "the VM's net port", &e);
+	{
+		char lk[32];
+		snprintf(lk, sizeof(lk), "agent%d.lock", PISB_VM_NET_PORT);
+		lock = pisb_lock_acquire(idir, lk, true, 5000, "the VM's net port", &e);
+	}
 	for (int tries = 0; lock >= 0 && port < 0 && tries < 50; tries++) {
 		port = vm_agent_connect(idir, PISB_VM_NET_PORT);
 		if (port < 0)

@@ -10,7 +10,8 @@
  *   net.log        the relay's own messages (start, listeners, what the
  *                  guest sent that was dropped), a line per event, the
  *                  drops said at most every 5 s
- *   agent5.lock    held by the relay: the net port is its alone
+ *   agent9.lock    held by the relay: the net port (PISB_VM_NET_PORT) is
+ *                  its alone
  */
 #ifndef PISB_VM_NET_H
 #define PISB_VM_NET_H
