@@ -31,6 +31,14 @@ bw=(bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin 
 pa=(timeout 20 pasta --config-net -q); [ "$(id -u)" = 0 ] && pa+=(--runas 0)
 pa+=(-- true)
 rk=(timeout 20 rootlesskit --net=host true)
+# as root, rootlesskit wants a subordinate id range for root: a private
+# mount namespace gives it one (as bench/preview.sh does; the host's
+# /etc/subuid and /etc/subgid are not touched)
+if [ "$(id -u)" = 0 ]; then
+	echo "root:1000000:65536" >"$tmp/subid"
+	rk=(timeout 20 unshare -m --propagation private sh -c 'mount --bind "$0" /etc/subuid && mount --bind "$0" /etc/subgid && exec "$@"'
+		"$tmp/subid" rootlesskit --net=host --subid-source=static true)
+fi
 peers=()
 peer_ok() { # NAME CMD PACKAGE ARGV...
 	local name=$1 cmd=$2 pkg=$3 why
