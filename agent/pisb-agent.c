@@ -904,6 +904,11 @@ static void session(struct port *p, uint32_t sid, const unsigned char *pl, uint3
 		send_frame(p, PISB_VM_EXIT, sid, "\x7e\0\0\0", 4);
 		return;
 	}
+	{
+		unsigned char b[4];
+		pisb_vm_put32(b, (uint32_t)pid);
+		send_frame(p, PISB_VM_STARTED, sid, b, 4);
+	}
 	nonblock(in[1]);
 	nonblock(out[0]);
 	nonblock(err[0]);

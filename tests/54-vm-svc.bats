@@ -68,7 +68,12 @@ relay_pid() { vm_relay_pid sv1; }
 	jq -e '.services[] | select(.name == "web") | .state == "running" and .ready and .readiness == "ready"
 		and .kind == "yaml" and .health == "tcp" and .declared and (.port | type == "number")
 		and (.hostPort | type == "number") and .url == "http://127.0.0.1:\(.hostPort)" and .log == "logs/web.log"
-		and (.hostPid | type == "number") and .pid == null and .error == null and .restarts == 0' <<<"$output"
+		and (.hostPid | type == "number") and (.pid | type == "number") and .pid != .hostPid and .error == null and .restarts == 0' <<<"$output"
+	# pid is the guest's: the service's own process there (sh -lc exec'd python3)
+	gpid=$(jq -r '.services[] | select(.name == "web") | .pid' <<<"$output")
+	run -0 pisb exec sv1 -- sh -c "tr '\\0' ' ' < /proc/$gpid/cmdline"
+	[[ $output == *"http.server"* ]]
+	run -0 pisb svc sv1 status --json
 	jq -e '.services[] | select(.name == "worker") | .state == "running" and .ready and .health == "process" and .hostPort == null' <<<"$output"
 	jq -e '.services[] | select(.name == "api") | .ready and .health == "http" and .healthPath == "/ok.txt"' <<<"$output"
 	# the same keys as a local sandbox's service (services.c's svc_json)

@@ -1236,12 +1236,12 @@ static void svc_json(const struct pisb_services *s, const struct svc *v, struct 
 	pisb_jw_kstr(w, "state", state_name(v));
 	pisb_jw_key(w, "pid");
 	if (v->pid > 0) {
-		long ip = s->ops->inner_pid ? s->ops->inner_pid(s->ctx, v->pid) : -1;
+		long ip = s->ops->inner_pid ? s->ops->inner_pid(s->ctx, v->pid) : 0;
 		if (ip > 0)
 			pisb_jw_int(w, ip);
-		else if (s->ops->inner_pid)
+		else if (ip < 0)
 			pisb_jw_int(w, v->pid);
-		else   /* not known here (vm: the process is the guest's) */
+		else   /* not known (yet) */
 			pisb_jw_null(w);
 	} else {
 		pisb_jw_null(w);

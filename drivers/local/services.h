@@ -119,8 +119,9 @@ struct pisb_svc_ops {
 	int (*stream)(void *ctx, int fd, int port, const char *head, size_t hlen);
 	/* 1 when nothing listens on port in the sandbox, 0 taken, -1 error */
 	int (*port_free)(void *ctx, int port, struct pisb_err *e);
-	/* optional: the pid inside the sandbox, or -1; absent: status.json's
-	 * pid is null (only hostPid is known) */
+	/* optional: the pid inside the sandbox; -1: not found (the host's
+	 * pid is shown); 0, or absent: not known (yet), status.json's pid is
+	 * null (hostPid is) */
 	long (*inner_pid)(void *ctx, pid_t pid);
 	/* optional: the sandbox's own .sandbox.yaml (*out NULL: none);
 	 * absent: the record's config */

@@ -385,6 +385,24 @@ static void exec_payload(struct pisb_buf *b, const struct vm_run *r)
 #define VM_FRAME_STALL_MS 10000
 #define VM_SIGNAL_GRACE_MS 10000
 
+/* The guest's word for its command's pid, into FILE of the instance dir
+ * (a number in 1..2^22, else nothing: it is only shown) */
+static void note_pid(int idir, const char *file, uint32_t pid)
+{
+	char b[16];
+	int n, fd;
+
+	if (pid == 0 || pid > (1u << 22))
+		return;
+	n = snprintf(b, sizeof(b), "%u\n", pid);
+	fd = openat(idir, file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	if (pisb_write_all(fd, b, (size_t)n) < 0) {
+	}
+	close(fd);
+}
+
 int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e)
 {
 	return vm_run_sink(idir, r, NULL, NULL, code, e);
@@ -454,6 +472,8 @@ int vm_run_sink(int idir, const struct vm_run *r, vm_sink_fn sink, void *arg, in
 			} else if (t == PISB_VM_EXIT && len >= 4) {
 				*code = (int)pisb_vm_get32(p);
 				done = true;
+			} else if (t == PISB_VM_STARTED && len >= 4 && r->pid_file) {
+				note_pid(idir, r->pid_file, pisb_vm_get32(p));
 			}
 			vm_take(&c, len);
 			if (done)
@@ -632,7 +652,7 @@ int pisb_vm_exec_attached(struct pisb_sandbox *sb, const struct pisb_exec_req *r
 	if (idir < 0)
 		return -1;
 	vm_build(cfg, r, &env, &argv, &cwd);
-	run = (struct vm_run){ argv.v, env.v, cwd, 0, 1, 2, true, false, 0, false, false };
+	run = (struct vm_run){ argv.v, env.v, cwd, 0, 1, 2, true, false, 0, false, false, NULL };
 	if (fcntl(0, F_GETFD) < 0)
 		run.in_fd = -1;
 	ret = vm_run(idir, &run, code, e);

@@ -134,7 +134,7 @@ static int run_in_named(struct pisb_sandbox *sb, bool named, char *const *argv, 
 			int in_fd, struct reply *rp, int *code, struct pisb_err *e)
 {
 	char *env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", (char *)env1, NULL };
-	struct vm_run run = { argv, env, "/", in_fd, -1, -1, true, false, 0, false, false };
+	struct vm_run run = { argv, env, "/", in_fd, -1, -1, true, false, 0, false, false, NULL };
 
 	if (!rp->max)
 		rp->max = REPLY_MAX;

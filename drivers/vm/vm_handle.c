@@ -29,7 +29,7 @@ struct vm_handle {
 static int run(void *arg, const char *handle, int out, int *code, struct pisb_err *e)
 {
 	struct vm_handle *h = arg;
-	struct vm_run r = { h->argv, h->env, h->cwd, -1, out, out, true, true, 0, false, false };
+	struct vm_run r = { h->argv, h->env, h->cwd, -1, out, out, true, true, 0, false, false, NULL };
 
 	(void)handle;
 	return vm_run(h->idir, &r, code, e);

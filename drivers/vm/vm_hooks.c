@@ -112,7 +112,7 @@ void vm_run_setup(int idir, const struct pisb_config *cfg, bool look)
 	for (size_t i = 0; i < cfg->nsetup + look && !failed; i++) {
 		const char *line = i < cfg->nsetup ? cfg->setup[i] : agents;
 		char *argv[] = { "/bin/sh", i < cfg->nsetup ? "-lc" : "-c", (char *)line, NULL };
-		struct vm_run r = { argv, env.v, cfg->workspace, -1, -1, -1, false, false, deadline, false, false };
+		struct vm_run r = { argv, env.v, cfg->workspace, -1, -1, -1, false, false, deadline, false, false, NULL };
 		struct pisb_err e = PISB_ERR_INIT;
 		int code = 0;
 		_cleanup_free_ char *what = i < cfg->nsetup ? xasprintf("setup[%zu] '%s'", i, line)
@@ -184,7 +184,7 @@ static void __attribute__((noreturn)) resume_runner(int idir, int wr, const stru
 			 "[ \"$2\" = lines ] || [ -x \"$3\" ] || exit 0; "
 			 "if command -v setsid >/dev/null; then exec setsid -w /bin/sh -lc \"$1\"; fi; exec /bin/sh -lc \"$1\"",
 			 "sh", script, cfg->nresume ? "lines" : "none", agents, NULL };
-	struct vm_run r = { argv, NULL, cfg->workspace, -1, -1, -1, false, false, 0, false, false };
+	struct vm_run r = { argv, NULL, cfg->workspace, -1, -1, -1, false, false, 0, false, false, NULL };
 
 	/* no fds but these, renumbered (by way of high numbers: idir or wr
 	 * may be 3 or 4 already) */

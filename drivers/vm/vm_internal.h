@@ -75,6 +75,8 @@ struct vm_run {
 	bool winch;               /* on SIGWINCH, fd 0's terminal size goes to the
 				   * guest (WINSZ: the command's pty, vm_proto.h) */
 	bool service;             /* on a service port (vm_svc.c), never waits for one */
+	const char *pid_file;     /* in the instance dir: the command's pid in the
+				   * guest (STARTED), as the guest says it */
 };
 int vm_run(int idir, const struct vm_run *r, int *code, struct pisb_err *e);
 /* The same with the output (type PISB_VM_STDOUT/STDERR) going to sink

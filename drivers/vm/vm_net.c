@@ -54,6 +54,7 @@
 #include "state.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -73,7 +74,9 @@
 #define NET_REQ_MAX 65536
 #define NET_MAX_PROBES 64
 #define NET_LOG_MAX (1024 * 1024)   /* net.log, then net.log.1 */
-#define NET_EGRESS_LINES 20  /* egress lines a second in net.log; the rest counted */
+#define NET_EGRESS_LINES 20
+/* a service's pid in the guest, by its runner's host pid (op_inner_pid) */
+#define SVC_PID_FILE "svc-%d.gpid"  /* egress lines a second in net.log; the rest counted */
 
 _Static_assert(PISB_VM_EGRESS_PORT == PISB_PROXY_PORT, "the guest's proxy port is the local sandbox's");
 #define NET_POLL_MAX (1 + 1 + NET_MAX_CLIENTS + PISB_SVC_MAX_FDS + PISB_MUX_MAX_STREAMS + 1)
@@ -194,6 +197,9 @@ static pid_t op_spawn(void *ctx, const char *command, char *const *extra, size_t
 		struct vm_run run;
 		int code = 255;
 		sigset_t none;
+		char pid_file[32];
+
+		snprintf(pid_file, sizeof(pid_file), SVC_PID_FILE, (int)getpid());
 
 		setsid();
 		sigemptyset(&none);
@@ -215,6 +221,7 @@ static pid_t op_spawn(void *ctx, const char *command, char *const *extra, size_t
 		run.err_fd = 4;
 		run.forward = true;
 		run.service = true;
+		run.pid_file = pid_file;
 		if (vm_run(3, &run, &code, &ce) < 0) {
 			dprintf(4, "pisb: %s\n", ce.msg);
 			_exit(ce.code == PISB_EXIT_BUSY ? 126 : 255);
@@ -295,6 +302,55 @@ static int op_stream(void *ctx, int fd, int port, const char *head, size_t hlen)
 	return pisb_mux_open(&n->mux, fd, (unsigned)port, head, hlen) ? 0 : -1;
 }
 
+/* A service's pid in the guest, as its runner (host pid PID) wrote it
+ * from the agent's STARTED frame; 0 (null) until then */
+static long op_inner_pid(void *ctx, pid_t pid)
+{
+	struct net *n = ctx;
+	char f[32], b[16] = "";
+	long long v = 0;
+	int fd, k;
+
+	snprintf(f, sizeof(f), SVC_PID_FILE, (int)pid);
+	fd = openat(n->idir, f, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	k = (int)read(fd, b, sizeof(b) - 1);
+	close(fd);
+	if (k <= 0)
+		return 0;
+	b[k] = '\0';
+	b[strcspn(b, "\n")] = '\0';
+	return pisb_parse_ll(b, 1, 1 << 22, &v) == 0 ? (long)v : 0;
+}
+
+/* The runners' pid files: gone with the runner, and all of them at the
+ * relay's start (a relay killed left them) */
+static void pid_file_drop(int idir, pid_t pid)
+{
+	char f[32];
+
+	snprintf(f, sizeof(f), SVC_PID_FILE, (int)pid);
+	unlinkat(idir, f, 0);
+}
+
+static void pid_files_clear(int idir)
+{
+	int fd = openat(idir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	struct dirent *de;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d)))
+		if (!strncmp(de->d_name, "svc-", 4) && pisb_str_ends(de->d_name, ".gpid"))
+			unlinkat(idir, de->d_name, 0);
+	closedir(d);
+}
+
 /* The guest's ports are its own: the supervision's choice stands, and a
  * clash shows as the service's failure, as anything else it does. */
 static int op_port_free(void *ctx, int port, struct pisb_err *e)
@@ -312,6 +368,7 @@ static const struct pisb_svc_ops vm_svc_ops = {
 	.connect_events = POLLIN,
 	.stream = op_stream,
 	.port_free = op_port_free,
+	.inner_pid = op_inner_pid,
 };
 
 /* ---- status.json ---- */
@@ -529,8 +586,10 @@ static bool signals(struct net *n)
 
 	while (read(n->sigr, &c, 1) == 1)
 		term |= c == SIGTERM;
-	while ((w = waitpid(-1, &status, WNOHANG)) > 0)
+	while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
+		pid_file_drop(n->idir, w);
 		pisb_services_reaped(n->svc, w, status);
+	}
 	return term;
 }
 
@@ -635,6 +694,7 @@ static void __attribute__((noreturn)) net_main(int idir, const char *name, const
 	n.mux.accept = egress_accept;
 	n.mux.arg = &n;
 	pisb_mux_hello(&n.mux);
+	pid_files_clear(idir);
 	n.svc = pisb_services_new_ops(NULL, idir, name, cfg, &vm_svc_ops, &n);
 	pisb_services_on_change(n.svc, publish, &n);
 	/* the egress proxy from now on: setup and the hooks reach it too */

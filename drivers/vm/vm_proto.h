@@ -28,6 +28,8 @@
  *            the restored VM is still paused; answers PONG, then mounts
  *            the disk and the hot-plugged share.
  * Guest to host:
+ *   STARTED  u32le the command's pid in the guest, once, before its output
+ *            (shown only: a service's "pid");
  *   STDOUT / STDERR  output bytes;  EXIT  i32le exit status (N, 128+signal,
  *   126 cannot run, 127 not found);  PONG.
  *
@@ -71,7 +73,7 @@
  * (PISB_PROXY_PORT): the agent listens there with pisb.egress=1 */
 #define PISB_VM_EGRESS_PORT 3128
 #define PISB_VM_PORT_PREFIX "org.pisb.agent."
-#define PISB_VM_AGENT_VERSION "pisb-agent 7"
+#define PISB_VM_AGENT_VERSION "pisb-agent 8"
 /* The file verbs run `PISB_VM_FS_AGENT fs VERB ARGS...` in the guest
  * (agent/agent_fs.c; its reply format: drivers/vm/vm_fs.c). */
 #define PISB_VM_FS_AGENT "/run/pisb/agent"
@@ -101,6 +103,7 @@ enum {
 	PISB_VM_STDERR = 0x82,
 	PISB_VM_EXIT = 0x83,
 	PISB_VM_PONG = 0x84,
+	PISB_VM_STARTED = 0x85,
 };
 
 static inline void pisb_vm_put32(unsigned char *p, uint32_t v)

@@ -53,7 +53,7 @@ int pisb_vm_shell(struct pisb_sandbox *sb, const char *user, int *code, struct p
 	if (tty && ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col)
 		pisb_strv_pushf(&env, "PISB_WS=%u %u", ws.ws_row, ws.ws_col);
 	run = (struct vm_run){ (char *[]){ "script", "-qfec", (char *)shell_cmd, "/dev/null", NULL },
-			       env.v, "/", 0, 1, 2, true, false, 0, tty, false };
+			       env.v, "/", 0, 1, 2, true, false, 0, tty, false, NULL };
 	if (tty)
 		pisb_tty_raw(0);
 	ret = vm_run(idir, &run, code, e);

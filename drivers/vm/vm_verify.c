@@ -195,7 +195,7 @@ static char *project_check(struct pisb_sandbox *sb, const struct pisb_config *cf
 	for (size_t i = 0; i < pa.ngit && i < PROJECT_ARGS_MAX; i++)
 		pisb_strv_push(&av, pa.git[i]);
 	{
-		struct vm_run run = { av.v, penv, "/", -1, -1, -1, true, false, pisb_mono_ms() + PROBE_MS, false, false };
+		struct vm_run run = { av.v, penv, "/", -1, -1, -1, true, false, pisb_mono_ms() + PROBE_MS, false, false, NULL };
 		if (vm_run_sink(sb->idir, &run, sink, &a, &code, &e) < 0)
 			ev = xasprintf("the project probe did not run in the guest: %s", e.msg);
 	}
@@ -261,7 +261,7 @@ int pisb_vm_verify(struct pisb_sandbox *sb, bool json, struct pisb_buf *out, str
 	{
 		char *argv[] = { "/bin/sh", "-c", (char *)probe, "sh", tok,
 				 canary[0][0] ? canary[0] : canary[1], canary[1][0] ? canary[1] : canary[0], NULL };
-		struct vm_run run = { argv, penv, "/", -1, -1, -1, true, false, pisb_mono_ms() + PROBE_MS, false, false };
+		struct vm_run run = { argv, penv, "/", -1, -1, -1, true, false, pisb_mono_ms() + PROBE_MS, false, false, NULL };
 		if (vm_run_sink(sb->idir, &run, sink, &a, &code, e) < 0) {
 			pisb_err_prefix(e, "verify: sandbox '%s'", sb->name);
 			goto out;
