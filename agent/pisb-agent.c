@@ -625,6 +625,7 @@ struct port {
 	unsigned char buf[PISB_VM_HDR + PISB_VM_MAX_FRAME];
 	size_t have;
 	bool host_gone;
+	bool service;           /* a service port: its commands' pids are shown */
 };
 
 static int send_frame(struct port *p, int type, uint32_t sid, const void *data, size_t len)
@@ -904,7 +905,7 @@ static void session(struct port *p, uint32_t sid, const unsigned char *pl, uint3
 		send_frame(p, PISB_VM_EXIT, sid, "\x7e\0\0\0", 4);
 		return;
 	}
-	{
+	if (p->service) {
 		unsigned char b[4];
 		pisb_vm_put32(b, (uint32_t)pid);
 		send_frame(p, PISB_VM_STARTED, sid, b, 4);
@@ -1160,6 +1161,7 @@ static void __attribute__((noreturn)) serve(int n)
 	}
 	if (n == PISB_VM_NET_PORT)
 		net_serve(p.fd);
+	p.service = n >= PISB_VM_SVC_PORT;
 	/* a new host is served at once, not at the next poll */
 	if (port_async(p.fd) < 0)
 		logmsg("port %d: no SIGIO (%s): polling it", n, strerror(errno));

@@ -107,6 +107,18 @@ peer_up() {
 	return 1
 }
 
+# peer_get NAME URL OUT WHAT: one download through the peer, its speed
+# appended to OUT; a peer that stalls past PEER_MAX_S cannot run (1)
+peer_get() {
+	local v
+	if v=$(curl -s -m "$PEER_MAX_S" -o /dev/null -w '%{speed_download}\n' "$2/file?path=$work/big.bin"); then
+		echo "$v" >>"$3"
+		return 0
+	fi
+	cannot_run "$1" "a ${SIZE_MB} MiB download through $4 did not finish in $PEER_MAX_S s" "preview relay throughput (1 GiB)"
+	return 1
+}
+
 # the peer: the same server in pasta's user + network namespace, its port
 # forwarded to the host's loopback by pasta (-t), the same file
 pasta_url=
@@ -164,22 +176,8 @@ for _ in $(seq "$ROUNDS"); do
 	innet curl -s -m 600 -o /dev/null -w '%{speed_download}\n' "$inside/file?path=/tmp/big.bin" >>"$work/tp.direct"
 	curl -s -m 600 -o /dev/null -w '%{speed_download}\n' "$url/file?path=/tmp/big.bin" >>"$work/tp.relay"
 	# a peer that stalls is dropped with the reason, never waited for
-	if [ -n "$pasta_url" ]; then
-		if v=$(curl -s -m "$PEER_MAX_S" -o /dev/null -w '%{speed_download}\n' "$pasta_url/file?path=$work/big.bin"); then
-			echo "$v" >>"$work/tp.pasta"
-		else
-			cannot_run pasta "a ${SIZE_MB} MiB download through its -t forwarder did not finish in $PEER_MAX_S s" "preview relay throughput (1 GiB)"
-			pasta_url=
-		fi
-	fi
-	if [ -n "$rk_url" ]; then
-		if v=$(curl -s -m "$PEER_MAX_S" -o /dev/null -w '%{speed_download}\n' "$rk_url/file?path=$work/big.bin"); then
-			echo "$v" >>"$work/tp.rk"
-		else
-			cannot_run rootlesskit "a ${SIZE_MB} MiB download through its builtin port driver did not finish in $PEER_MAX_S s" "preview relay throughput (1 GiB)"
-			rk_url=
-		fi
-	fi
+	[ -z "$pasta_url" ] || peer_get pasta "$pasta_url" "$work/tp.pasta" "its -t forwarder" || pasta_url=
+	[ -z "$rk_url" ] || peer_get rootlesskit "$rk_url" "$work/tp.rk" "its builtin port driver" || rk_url=
 done
 h=$(median <"$work/tp.host")
 d=$(median <"$work/tp.direct")

@@ -22,7 +22,6 @@ int pisb_docker_curl_exchange(int port, const char *method, const char *path, co
 	_cleanup_buf_ struct pisb_buf req = PISB_BUF_INIT;
 	_cleanup_close_ int s = -1;
 	struct sockaddr_in sa;
-	int64_t deadline;
 
 	pisb_buf_addf(&req, "%s %s HTTP/1.0\r\nHost: 127.0.0.1:%d\r\nUser-Agent: pisb\r\nConnection: close\r\n",
 		      method, path, port);
@@ -42,24 +41,8 @@ int pisb_docker_curl_exchange(int port, const char *method, const char *path, co
 		return pisb_err_sys(e, PISB_EXIT_BACKEND, "docker curl: connect 127.0.0.1:%d", port);
 	if (pisb_write_all(s, req.s, req.len) < 0)
 		return pisb_err_sys(e, PISB_EXIT_BACKEND, "docker curl: send");
-	deadline = pisb_mono_ms() + 10000;
-	for (;;) {
-		struct pollfd pf = { s, POLLIN, 0 };
-		int64_t left = deadline - pisb_mono_ms();
-		ssize_t k;
-		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
-			return pisb_err_set(e, PISB_EXIT_TIMEOUT, "docker curl: no complete answer from 127.0.0.1:%d within 10 s", port);
-		pisb_buf_grow(resp, 4096);
-		k = read(s, resp->s + resp->len, resp->cap - resp->len - 1);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		resp->len += (size_t)k;
-		resp->s[resp->len] = '\0';
-		if (resp->len > PISB_DOCKER_CURL_CAP)
-			break;
-	}
+	if (pisb_read_until(s, resp, pisb_mono_ms() + 10000, PISB_DOCKER_CURL_CAP) < 0)
+		return pisb_err_set(e, PISB_EXIT_TIMEOUT, "docker curl: no complete answer from 127.0.0.1:%d within 10 s", port);
 	{
 		int status = 0;
 		const char *b = resp->s ? strstr(resp->s, "\r\n\r\n") : NULL;

@@ -262,7 +262,7 @@ ssize_t pisb_read_all(int fd, void *p, size_t n)
 	return (ssize_t)done;
 }
 
-void pisb_read_until(int fd, struct pisb_buf *b, int64_t deadline, size_t cap)
+int pisb_read_until(int fd, struct pisb_buf *b, int64_t deadline, size_t cap)
 {
 	for (;;) {
 		struct pollfd p = { fd, POLLIN, 0 };
@@ -270,17 +270,17 @@ void pisb_read_until(int fd, struct pisb_buf *b, int64_t deadline, size_t cap)
 		ssize_t n;
 
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-			return;
+			return -1;
 		pisb_buf_grow(b, 4096);
 		n = read(fd, b->s + b->len, b->cap - b->len - 1);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return;
+			return 0;
 		b->len += (size_t)n;
 		b->s[b->len] = '\0';
 		if (b->len > cap)
-			return;
+			return 0;
 	}
 }
 

@@ -74,8 +74,9 @@ static inline int pisb_steal_fd(int *fd) { int r = *fd; *fd = -1; return r; }
 ssize_t pisb_write_all(int fd, const void *p, size_t n);
 ssize_t pisb_read_all(int fd, void *p, size_t n);
 /* Append what fd reads to b until EOF, the deadline (pisb_mono_ms) or
- * more than cap bytes (a peer's output, read with limits). */
-void pisb_read_until(int fd, struct pisb_buf *b, int64_t deadline, size_t cap);
+ * more than cap bytes (a peer's output, read with limits): 0 at EOF (or a
+ * read error) or past cap, -1 when the deadline came first. */
+int pisb_read_until(int fd, struct pisb_buf *b, int64_t deadline, size_t cap);
 /* A unix stream socket listening on dirfd/name (any old one replaced),
  * mode 0600, through /proc/self/fd (short whatever dirfd's path);
  * sockflags: SOCK_NONBLOCK or 0.  The fd, or -1 (errno). */

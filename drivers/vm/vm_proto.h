@@ -28,8 +28,8 @@
  *            the restored VM is still paused; answers PONG, then mounts
  *            the disk and the hot-plugged share.
  * Guest to host:
- *   STARTED  u32le the command's pid in the guest, once, before its output
- *            (shown only: a service's "pid");
+ *   STARTED  u32le the command's pid in the guest, once, before its output,
+ *            on a service port only (shown only: a service's "pid");
  *   STDOUT / STDERR  output bytes;  EXIT  i32le exit status (N, 128+signal,
  *   126 cannot run, 127 not found);  PONG.
  *
