@@ -177,7 +177,7 @@ if [ "$(id -u)" = 0 ]; then
 	for i in $(seq "$DN"); do
 		timed "$tmp/dcreate" sh -c "pisb create dk$i -q -f '$tmp/disk.yaml' && pisb exec dk$i -- true"
 		timed "$tmp/dplain" sh -c "pisb create dp$i -q && pisb exec dp$i -- true"
-		[ "$i" = 1 ] && dkb=$(du -k "$PI_SANDBOX_HOME/instances/dk1/disk.img" 2>/dev/null | cut -f1)
+		[ "$i" = 1 ] && dkb=$(du -k "${PI_SANDBOX_HOME:-${XDG_STATE_HOME:-$HOME/.local/state}/pi-sandbox}/instances/dk1/disk.img" 2>/dev/null | cut -f1)
 		pisb destroy "dk$i" --confirm "dk$i" -q >/dev/null 2>&1
 		pisb destroy "dp$i" --confirm "dp$i" -q >/dev/null 2>&1
 	done

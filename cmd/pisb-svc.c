@@ -11,7 +11,12 @@
 
 static int cmd_supervise(struct pisb_ctx *c)
 {
-	return pisb_driver_supervise(&c->st, pisb_args_get(&c->a, "driver"), c->a.pos[0], &c->err) < 0 ? -1 : 0;
+	long long notify;
+
+	if (pisb_args_int(&c->a, "notify-fd", 3, 1 << 20, -1, &notify, &c->err) < 0)
+		return -1;
+	return pisb_driver_supervise(&c->st, pisb_args_get(&c->a, "driver"), c->a.pos[0], (int)notify,
+				     &c->err) < 0 ? -1 : 0;
 }
 
 /* One shell string: a single word as given, several quoted and joined. */

@@ -169,6 +169,7 @@ static const struct pisb_opt renew_opts[] = {
 static const struct pisb_opt supervise_opts[] = {
 	HIDDEN("foreground", NULL, "do not detach"),
 	HIDDEN("driver", "DRIVER", "whose supervisor runs (default local)"),
+	HIDDEN("notify-fd", "FD", "its starter's socket: the word to begin, then the news that it runs"),
 	END,
 };
 

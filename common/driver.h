@@ -212,8 +212,11 @@ struct pisb_driver {
 	int (*destroy_template)(struct pisb_sandbox *sb, const struct pisb_lc_opts *o, struct pisb_err *e);
 	/* pisb-svc supervise NAME (internal): the process that stays with a
 	 * running sandbox (local: its controller), started by the driver's
-	 * own start; returns when the sandbox stops */
-	int (*supervise)(struct pisb_state *st, const char *name, struct pisb_err *e);
+	 * own start; returns when the sandbox stops.  notify_fd (>= 0: its
+	 * starter's socket, --notify-fd) first gives the word to begin (EOF:
+	 * the start was abandoned, return 0 having touched nothing), then
+	 * hears when the sandbox runs or failed. */
+	int (*supervise)(struct pisb_state *st, const char *name, int notify_fd, struct pisb_err *e);
 	/* after pisb start: a note for the user (caller frees), or NULL */
 	char *(*start_note)(struct pisb_sandbox *sb);
 
@@ -398,7 +401,7 @@ void pisb_drivers_json(struct pisb_jw *w);
 void pisb_drivers_text(struct pisb_buf *b, bool names_only);
 /* pisb-svc supervise NAME --driver D (default local): D's supervise slot. */
 int pisb_driver_supervise(struct pisb_state *st, const char *driver, const char *name,
-			  struct pisb_err *e);
+			  int notify_fd, struct pisb_err *e);
 /* pisb verify NAME: the driver's audit report into out; 0 passed, 1 a
  * check failed, -1 with e (a driver without verify: the refusal). */
 int pisb_verify_sandbox(struct pisb_state *st, const char *name, bool json, struct pisb_buf *out,

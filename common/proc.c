@@ -117,7 +117,7 @@ pid_t pisb_fork_piped(int p[2], struct pisb_err *e)
 	return pid;
 }
 
-pid_t pisb_spawn_detached(char *const argv[], int log_fd, struct pisb_err *e)
+pid_t pisb_spawn_detached(char *const argv[], int log_fd, int pass_fd, struct pisb_err *e)
 {
 	int p[2];
 	pid_t pid, got = -1;
@@ -136,13 +136,18 @@ pid_t pisb_spawn_detached(char *const argv[], int log_fd, struct pisb_err *e)
 				pisb_write_all(p[1], &gc, sizeof(gc));
 			_exit(gc > 0 ? 0 : 1);
 		}
-		/* the grandchild: no terminal, no inherited fds */
+		/* the grandchild: no terminal, no inherited fds but pass_fd,
+		 * which becomes fd 3 (moved out of stdio's way first) */
 		signal(SIGHUP, SIG_IGN);
+		if (pass_fd >= 0)
+			pass_fd = fcntl(pass_fd, F_DUPFD_CLOEXEC, 10);
 		null = open("/dev/null", O_RDWR | O_CLOEXEC);
 		dup2(null, 0);
 		dup2(log_fd >= 0 ? log_fd : null, 1);
 		dup2(log_fd >= 0 ? log_fd : null, 2);
-		pisb_close_from(3, -1);
+		if (pass_fd >= 0 && dup2(pass_fd, 3) != 3)
+			_exit(127);
+		pisb_close_from(pass_fd >= 0 ? 4 : 3, -1);
 		signal(SIGHUP, SIG_DFL);
 		sigset_t none;
 		sigemptyset(&none);

@@ -372,7 +372,7 @@ disk_sums() {
 		[ "$CTL" = 0 ] || gone "$CTL"
 		[ "$INIT" = 0 ] || gone "$INIT"
 		[ ! -e "$S/instances/$n" ]
-		run -0 sh -c "pgrep -f 'supervise $n --state-dir $S\$' | wc -l"
+		run -0 sh -c "pgrep -f 'supervise $n --state-dir $S( --notify-fd [0-9]+)?\$' | wc -l"
 		[ "$output" = 0 ]
 		run -0 sh -c "ls -A '$S/trash' 2>/dev/null | wc -l"
 		[ "$output" = 0 ]
@@ -392,7 +392,7 @@ disk_sums() {
 		esac
 	done
 	wait
-	run -0 sh -c "pgrep -f 'supervise $n --state-dir $S\$' | wc -l"
+	run -0 sh -c "pgrep -f 'supervise $n --state-dir $S( --notify-fd [0-9]+)?\$' | wc -l"
 	ctls=$output
 	[ "$ctls" -le 1 ]
 	if [ -d "$S/instances/$n" ]; then
@@ -408,7 +408,7 @@ disk_sums() {
 	else
 		[ "$ctls" = 0 ]
 	fi
-	run -0 sh -c "pgrep -f 'supervise $n --state-dir $S\$' | wc -l"
+	run -0 sh -c "pgrep -f 'supervise $n --state-dir $S( --notify-fd [0-9]+)?\$' | wc -l"
 	[ "$output" = 0 ]
 }
 

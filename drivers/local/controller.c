@@ -67,7 +67,22 @@ struct ctl {
 	int64_t idir_checked;       /* when idir_gone last looked (monotonic ms) */
 	struct pisb_services *svc;
 	struct pisb_hooklog hooks;  /* the hooks' output, to our log (ctllog.h) */
+	int notify;                 /* the starter's socket (--notify-fd), or -1 */
 };
+
+/* The starter waits for this (then reads status.json), not for a turn of
+ * polling.  Told once, the socket is not kept: no child forked meanwhile
+ * holds it longer than needed. */
+static void notify_starter(struct ctl *c, const char *state)
+{
+	if (c->notify < 0)
+		return;
+	if (write(c->notify, state, 1) < 0) {
+		/* a starter that gave up reads status.json anyway */
+	}
+	close(c->notify);
+	c->notify = -1;
+}
 
 static int save_as(struct ctl *c, const char *state, bool sync, struct pisb_err *e)
 {
@@ -78,9 +93,12 @@ static int save_as(struct ctl *c, const char *state, bool sync, struct pisb_err 
 		c->rt.services_json = pisb_services_status_json(c->svc);
 		c->rt.previews_json = pisb_services_previews_json(c->svc);
 	}
+	if ((sync ? pisb_runtime_save(c->idir, &c->rt, e) : pisb_runtime_save_volatile(c->idir, &c->rt, e)) < 0)
+		return -1;
+	/* "running" is told once its control socket listens (below) */
 	if (sync)
-		return pisb_runtime_save(c->idir, &c->rt, e);
-	return pisb_runtime_save_volatile(c->idir, &c->rt, e);
+		notify_starter(c, state);
+	return 0;
 }
 
 /* what runs now needs no fsync: a power loss ends it anyway, and the
@@ -514,14 +532,15 @@ static int open_target(struct pisb_state *st, const char *name, struct pisb_err 
 	return pisb_instance_open(st, "instances", name, e);
 }
 
-PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, struct pisb_err *e)
+PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, int notify_fd,
+					struct pisb_err *e)
 {
 	struct ctl c;
 	_cleanup_close_ int lock = -1;
 	_cleanup_free_ char *lower = NULL, *disk = NULL, *pbound = NULL, *initp = init_program();
 	bool disk_mounted = false;
 	_cleanup_buf_ struct pisb_buf intent = PISB_BUF_INIT;
-	bool fresh = false, prepare = false;
+	bool fresh = false, prepare = false, setup_ran = false;
 	struct pisb_boot b;
 	sigset_t mask;
 	char gen[17];
@@ -529,6 +548,22 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 
 	pisb_trace("controller: start");
 	memset(&c, 0, sizeof(c));
+	c.notify = notify_fd;
+	if (c.notify >= 0) {
+		/* spawned while the sandbox was being staged: begin when it is
+		 * published (a byte), or not at all (EOF) */
+		char go;
+		ssize_t n;
+		fcntl(c.notify, F_SETFD, FD_CLOEXEC);
+		do
+			n = read(c.notify, &go, 1);
+		while (n < 0 && errno == EINTR);
+		if (n != 1) {
+			close(c.notify);
+			return 0;
+		}
+		pisb_trace("controller: told to begin");
+	}
 	c.st = st;
 	c.name = pisb_str_starts(name, "@prep/") ? name + 6 : name;
 	c.initctl = c.lsock = c.sigfd = -1;
@@ -709,14 +744,13 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	}
 	if (fresh) {
 		struct pisb_err ig = PISB_ERR_INIT;
-		bool ran = false;
-		char *err = run_setup(&c, &ran);
+		char *err = run_setup(&c, &setup_ran);
 		if (err) {
 			logf_("setup failed: %s", err);
 			c.rt.setup_error = err;
 		}
 		/* nothing setup started may outlive it, detached or not */
-		if (ran)
+		if (setup_ran)
 			pisb_sandbox_killall(c.initctl, 5000, &ig);
 		unlinkat(c.idir, "intent.json", 0);
 	} else {
@@ -730,6 +764,12 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	pisb_trace("controller: setup or resume hooks");
 	c.svc = pisb_services_new(c.st, c.idir, c.name, c.cfg, &c.rt);
 	pisb_services_on_change(c.svc, save_running, &c);
+	/* a fresh disk of the host image, no template, no project, no setup
+	 * run: nothing but create wrote the guest's config, from the text
+	 * the creation config was parsed from */
+	if (fresh && !setup_ran && !c.rec.template_ && !strcmp(c.cfg->image, "host") &&
+	    faccessat(c.idir, "project", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+		pisb_services_config_is_creation(c.svc);
 	if (c.svc) {
 		struct pisb_err se = PISB_ERR_INIT;
 		if (pisb_services_start_all(c.svc, &se) < 0)
@@ -741,6 +781,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	pisb_trace("controller: control socket");
 	if (save(&c, "running", e) < 0)
 		goto out_failed;
+	notify_starter(&c, "running");
 	pisb_trace("controller: status written (running)");
 	logf_("running");
 	/* idle from here on: what the start freed, and the mappings of code
@@ -842,5 +883,7 @@ out:
 	if (c.cfg)
 		pisb_config_free(c.cfg);
 	close(c.idir);
+	if (c.notify >= 0)
+		close(c.notify);
 	return ret;
 }

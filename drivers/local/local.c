@@ -294,19 +294,44 @@ out:
 
 /* ---------- talking to / waiting for the controller ---------- */
 
-static pid_t spawn_controller(struct pisb_state *st, int idir, const char *name,
+/* Start the controller of NAME (its log: idir's controller.log), with a
+ * socket to it in *sock: a byte written there tells it to begin (it
+ * waits for one: a create spawns it while still staging, so that its
+ * exec and start-up overlap the staging's fsyncs, issue #21), and it
+ * writes one when the sandbox runs, or stopped, or failed
+ * (wait_controller). */
+static pid_t spawn_controller(struct pisb_state *st, int idir, const char *name, int *sock,
 			      struct pisb_err *e)
 {
 	char bin[4096];
 	_cleanup_close_ int log = openat(idir, "controller.log",
 					 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	char *argv[] = { bin, "supervise", (char *)name, "--state-dir", st->path, NULL };
+	char *argv[] = { bin, "supervise", (char *)name, "--state-dir", st->path, "--notify-fd", "3", NULL };
+	int sv[2];
+	pid_t pid;
 
 	if (log < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "open controller.log");
 	if (pisb_find_binary("pisb-svc", bin, sizeof(bin), e) < 0)
 		return -1;
-	return pisb_spawn_detached(argv, log, e);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "socketpair");
+	pid = pisb_spawn_detached(argv, log, sv[1], e);
+	close(sv[1]);
+	if (pid < 0) {
+		close(sv[0]);
+		return -1;
+	}
+	*sock = sv[0];
+	return pid;
+}
+
+/* The word to begin (spawn_controller). */
+static int tell_controller(int sock, const char *name, struct pisb_err *e)
+{
+	if (pisb_write_all(sock, "g", 1) < 0)
+		return pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s' failed to start: its controller exited (see 'pisb logs')", name);
+	return 0;
 }
 
 /* Last line of controller.log that says "fatal:", for error messages. */
@@ -330,7 +355,7 @@ static void last_fatal(int idir, char *out, size_t n)
 /* Wait until the controller says running (or stopped, for prepare), or
  * dies.  Returns 0, or -1 with the controller's own fatal message. */
 static int wait_controller(int idir, const char *name, const char *want,
-			   pid_t ctl, struct pisb_err *e)
+			   pid_t ctl, int sock, struct pisb_err *e)
 {
 	int64_t deadline = pisb_mono_ms() + BOOT_WAIT_MS;
 	bool seen_alive = false;
@@ -373,8 +398,17 @@ static int wait_controller(int idir, const char *name, const char *want,
 		}
 		if (pisb_mono_ms() > deadline)
 			return pisb_err_set(e, PISB_EXIT_TIMEOUT, "sandbox '%s' did not become ready in time", name);
-		struct timespec ts = { 0, 1000 * 1000 };
-		nanosleep(&ts, NULL);
+		if (sock >= 0) {
+			/* its word (or EOF), else a look every 100 ms: a controller
+			 * killed -9 may leave the socket to a child of its own */
+			struct pollfd p = { sock, POLLIN, 0 };
+			char b[16];
+			if (poll(&p, 1, 100) > 0 && read(sock, b, sizeof(b)) <= 0)
+				sock = -1;
+		} else {
+			struct timespec ts = { 0, 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
 	}
 }
 
@@ -394,9 +428,10 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 	struct pisb_ids ids = *idsp;
 	struct pisb_record rec;
 	_cleanup_free_ char *stage = NULL, *dest = NULL, *cache = NULL, *disk_mnt = NULL;
-	_cleanup_close_ int sdir = -1, lock = -1, tdir = -1;
+	_cleanup_close_ int sdir = -1, lock = -1, tdir = -1, ctl_sock = -1;
 	bool tmpl = o->prepare;
 	int ret = -1;
+	pid_t ctl;
 
 	*setup_error = NULL;
 	pisb_trace("create: local driver");
@@ -430,6 +465,16 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 	if (sdir < 0)
 		return -1;
 	pisb_trace("create: staging directory");
+	{
+		/* the controller starts now, beside the staging, and waits for
+		 * the word to begin (spawn_controller); it runs on the published
+		 * directory (a template's: staging/NAME.prep) */
+		_cleanup_free_ char *cname = tmpl ? xasprintf("@prep/%s", o->name) : xstrdup(o->name);
+		ctl = spawn_controller(st, sdir, cname, &ctl_sock, e);
+		if (ctl < 0)
+			goto fail;
+	}
+	pisb_trace("create: controller spawned");
 	if (o->template_) {
 		if (stage_template_disk(st, sdir, tdir, stage, o->template_, cfg, &ids, &disk_mnt, e) < 0)
 			goto fail;
@@ -519,19 +564,16 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 	pisb_fsync_dir(st->fd);
 	pisb_trace("create: published (rename, fsync)");
 	{
-		/* the controller is started on the published (or .prep) dir */
 		const char *where = tmpl ? stage : dest;
 		_cleanup_close_ int idir = openat(st->fd, where, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		_cleanup_free_ char *cname = tmpl ? xasprintf("@prep/%s", o->name) : xstrdup(o->name);
 		struct pisb_runtime rt;
 
 		if (idir < 0) {
 			pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", where);
 			goto fail_published;
 		}
-		pid_t ctl = spawn_controller(st, idir, cname, e);
-		pisb_trace("create: controller spawned");
-		if (ctl < 0 || wait_controller(idir, o->name, tmpl ? "stopped" : "running", ctl, e) < 0)
+		if (tell_controller(ctl_sock, o->name, e) < 0 ||
+		    wait_controller(idir, o->name, tmpl ? "stopped" : "running", ctl, ctl_sock, e) < 0)
 			goto fail_published;
 		pisb_trace("create: controller running");
 		if (pisb_runtime_load(idir, &rt, e) < 0)
@@ -638,10 +680,11 @@ int pisb_local_start(struct pisb_sandbox *sb, int wait_ms, struct pisb_err *e)
 		return -1;
 	if (pisb_lock_is_held(idir, "controller.lock"))
 		return pisb_err_set(e, PISB_EXIT_BUSY, "sandbox '%s' is already running", name);
-	pid_t ctl = spawn_controller(st, idir, name, e);
-	if (ctl < 0)
+	_cleanup_close_ int sock = -1;
+	pid_t ctl = spawn_controller(st, idir, name, &sock, e);
+	if (ctl < 0 || tell_controller(sock, name, e) < 0)
 		return -1;
-	return wait_controller(idir, name, "running", ctl, e);
+	return wait_controller(idir, name, "running", ctl, sock, e);
 }
 
 /* Record that sandbox NAME (no controller) is stopped: state stopped, its

@@ -532,6 +532,16 @@ static int view_bind(const char *src, const char *dst)
 	return mount(src, dst, NULL, MS_BIND | MS_REC, NULL);
 }
 
+/* A bind that failed: an entry the host removed since it was listed is
+ * left out; anything else fails the boot. */
+static void view_gone(int sock, const char *sp, const char *dp)
+{
+	if (errno != ENOENT)
+		child_fail(sock, sp);
+	if (remove(dp) < 0)
+		child_fail(sock, dp);
+}
+
 static void view_dir(const char *src, const char *dst, bool top, int sock)
 {
 	DIR *d = opendir(src);
@@ -541,9 +551,13 @@ static void view_dir(const char *src, const char *dst, bool top, int sock)
 		return;
 	if (!d)
 		child_fail(sock, src);
+	/* ~150 entries in a host's /etc, at each boot: two system calls for
+	 * most (a mountpoint and its bind), the type from the directory
+	 * itself (issue #21) */
 	while ((de = readdir(d))) {
 		char sp[4096], dp[4096], link[4096];
-		struct stat sb;
+		unsigned type = de->d_type;
+		mode_t mode = 0755;   /* a bind's mountpoint: its own never shows */
 		ssize_t n;
 		int kind;
 
@@ -551,24 +565,28 @@ static void view_dir(const char *src, const char *dst, bool top, int sock)
 			continue;
 		snprintf(sp, sizeof(sp), "%s/%s", src, de->d_name);
 		snprintf(dp, sizeof(dp), "%s/%s", dst, de->d_name);
-		if (lstat(sp, &sb) < 0)
-			continue;
 		kind = mask_kind(sp);
-		if (kind == 1 || (kind == 0 && S_ISREG(sb.st_mode))) {
-			int fd = open(dp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kind ? 0640 : 0644);
-			if (fd < 0)
+		if (type == DT_UNKNOWN || kind >= 2) {
+			/* a masked or rebuilt directory keeps the host's mode */
+			struct stat sb;
+			if (lstat(sp, &sb) < 0)
+				continue;
+			type = IFTODT(sb.st_mode);
+			mode = sb.st_mode & 07777;
+		}
+		if (kind == 1 || (kind == 0 && type == DT_REG)) {
+			if (mknod(dp, S_IFREG | (kind ? 0640 : 0644), 0) < 0)
 				child_fail(sock, sp);
-			close(fd);
 			if (!kind && view_bind(sp, dp) < 0)
-				child_fail(sock, sp);
-		} else if (S_ISDIR(sb.st_mode)) {
-			if (mkdir(dp, sb.st_mode & 07777) < 0)
+				view_gone(sock, sp, dp);
+		} else if (type == DT_DIR) {
+			if (mkdir(dp, mode) < 0)
 				child_fail(sock, sp);
 			if (kind == 3)
 				view_dir(sp, dp, false, sock);
 			else if (kind == 0 && view_bind(sp, dp) < 0)
-				child_fail(sock, sp);
-		} else if (S_ISLNK(sb.st_mode) && !kind) {
+				view_gone(sock, sp, dp);
+		} else if (type == DT_LNK && !kind) {
 			n = readlink(sp, link, sizeof(link) - 1);
 			if (n < 0)
 				continue;

@@ -150,6 +150,7 @@ struct pisb_services {
 	int64_t accept_pause_until;
 	int proxy_off, gate_off, relay_off, nfds;
 	bool started;
+	bool config_known;         /* pisb_services_config_is_creation */
 };
 
 void pisb_svc_log(const char *fmt, ...)
@@ -1337,6 +1338,11 @@ char *pisb_services_previews_json(struct pisb_services *s)
 	return pisb_buf_detach(&b);
 }
 
+void pisb_services_config_is_creation(struct pisb_services *s)
+{
+	s->config_known = true;
+}
+
 void pisb_services_on_change(struct pisb_services *s, void (*fn)(void *arg), void *arg)
 {
 	s->on_change = fn;
@@ -1983,7 +1989,10 @@ static size_t begin_all(struct pisb_services *s, struct svc ***t)
 	size_t n;
 
 	s->started = true;
-	if (refresh_config(s, &ce) < 0) {
+	if (s->config_known) {
+		s->config_known = false;   /* once: the sandbox runs from now on */
+		apply_config(s, s->cfg);
+	} else if (refresh_config(s, &ce) < 0) {
 		pisb_svc_log("services: %s; using the services of the sandbox's creation config", ce.msg);
 		apply_config(s, s->cfg);
 	}

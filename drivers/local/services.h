@@ -74,6 +74,11 @@ bool pisb_services_changed(struct pisb_services *s);
  * something shown there changed, so that the reply never runs ahead of
  * the record. */
 void pisb_services_on_change(struct pisb_services *s, void (*fn)(void *arg), void *arg);
+/* The guest's config is known to be the creation config (the first boot
+ * of a fresh disk that nothing of the sandbox has run on yet): the next
+ * start of all services does not read it from inside (a fork into the
+ * sandbox's namespaces, ~0.6 ms of a create, issue #21). */
+void pisb_services_config_is_creation(struct pisb_services *s);
 /* Owned JSON arrays for status.json, or NULL. */
 char *pisb_services_status_json(struct pisb_services *s);
 char *pisb_services_previews_json(struct pisb_services *s);
