@@ -25,7 +25,7 @@ setup_file() {
 teardown_file() {
 	pisb destroy seam --confirm seam >/dev/null 2>&1 || true
 	rm -rf "$FS_TMP"
-	rm -f /usr/local/.pisb-test94-secret /etc/ssh/pisb-test94.pub
+	rm -f /usr/local/.pisb-test94-secret /etc/ssh/pisb-test94.pub /etc/ssh/pisb-test94-late.pub /etc/sudoers.d/pisb-test94-late /etc/pisb-test94-live /etc/pisb-test94.sock
 }
 
 setup() {
@@ -181,6 +181,29 @@ uncover='show() { cat /etc/shadow /etc/gshadow /etc/ssh/* /etc/ssl/private/* /tm
 	if [ -s /etc/shadow ]; then
 		[[ $output != *"$(head -1 /etc/shadow)"* ]]
 	fi
+}
+
+@test "a masked path the host makes while the sandbox runs stays masked; the rest of /etc is the host's, live and read-only; no socket of the host's /etc shows" {
+	require_root
+	local pub="HOST-LATE-$RANDOM-$RANDOM"
+	python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' /etc/pisb-test94.sock
+	run -0 pisb create maskl
+	mkdir -p /etc/ssh /etc/sudoers.d
+	echo "$pub" >/etc/ssh/pisb-test94-late.pub
+	echo "$pub" >/etc/sudoers.d/pisb-test94-late
+	echo "$pub" >/etc/pisb-test94-live
+	chmod 644 /etc/ssh/pisb-test94-late.pub /etc/sudoers.d/pisb-test94-late /etc/pisb-test94-live
+	run pisb exec maskl --sh 'cat /etc/ssh/* /etc/sudoers.d/* 2>/dev/null; ls -A /etc/ssh /etc/sudoers.d; echo "live: $(cat /etc/pisb-test94-live)"
+		ls -la /etc/pisb-test94.sock 2>&1; touch /etc/pisb-w 2>&1; echo end'
+	rm -f /etc/ssh/pisb-test94-late.pub /etc/sudoers.d/pisb-test94-late /etc/pisb-test94-live /etc/pisb-test94.sock
+	pisb destroy maskl --confirm maskl >/dev/null
+	[ "$status" = 0 ]
+	[[ $output == *end* ]]
+	[ "$(grep -c "$pub" <<<"$output")" = 1 ]
+	[[ $output == *"live: $pub"* ]]
+	[[ $output == *"pisb-test94.sock"*"No such file"* ]]
+	[[ $output == *"Read-only file system"* ]]
+	[ ! -e /etc/pisb-w ]
 }
 
 @test "the masks hold for an unprivileged user too" {

@@ -309,6 +309,7 @@ static void do_stop(struct ctl *c)
 {
 	struct pisb_err e = PISB_ERR_INIT;
 	int status;
+	pid_t init;
 
 	if (c->stopping)
 		return;
@@ -328,6 +329,23 @@ static void do_stop(struct ctl *c)
 		close(c->initctl); /* init exits: the pid ns is torn down */
 		c->initctl = -1;
 	}
+	/* Every process of the sandbox is gone but its init, which is ending
+	 * now, its namespaces torn down on a CPU of its own: "stopped" and
+	 * the flush (for it and the disk: the checkpoint is what is on the
+	 * disk now; a crash before the flush ends starts from the disk as
+	 * last synced, as after any interrupted run) meanwhile, not after
+	 * (issue #21).  The record still names the cgroup, removed below. */
+	init = c->rt.init.pid;
+	c->rt.init.pid = 0;
+	c->rt.resume.pid = 0;
+	c->rt.stopped_at = pisb_now_ms() / 1000;
+	unlinkat(c->idir, "control.sock", 0);
+	if (save_as(c, "stopped", false, &e) < 0 || sync_disk(c, &e) < 0) {
+		/* the client's stop must not say it stopped cleanly */
+		logf_("stop: %s", e.msg);
+		snprintf(c->stop_error, sizeof(c->stop_error), "%s", e.msg);
+	}
+	pisb_trace("stop: stopped recorded, disk synced (syncfs)");
 	/* Reap until the init is gone.  Our other children (hooks, services:
 	 * we are their subreaper) may be zombies of its pid namespace, and
 	 * the init cannot finish exiting until they are reaped: reap them
@@ -335,12 +353,12 @@ static void do_stop(struct ctl *c)
 	 * a SIGCHLD (blocked, so one that comes between the waitpid and the
 	 * poll is pending there, not lost); other signals only ask for the
 	 * stop we are doing. */
-	if (c->rt.init.pid > 0) {
+	if (init > 0) {
 		int64_t deadline = pisb_mono_ms() + 5000;
 		bool killed = false;
 		for (;;) {
 			pid_t w = waitpid(-1, &status, WNOHANG);
-			if (w == c->rt.init.pid || (w < 0 && errno == ECHILD))
+			if (w == init || (w < 0 && errno == ECHILD))
 				break;
 			if (w > 0) {
 				if (c->svc)
@@ -349,7 +367,7 @@ static void do_stop(struct ctl *c)
 			}
 			if (!killed && pisb_mono_ms() > deadline) {
 				logf_("stop: the init did not exit in 5 s; killing it");
-				kill(c->rt.init.pid, SIGKILL);
+				kill(init, SIGKILL);
 				killed = true;
 			} else if (killed && pisb_mono_ms() > deadline + 10000) {
 				/* a process outside that joined the sandbox and does not
@@ -377,24 +395,15 @@ static void do_stop(struct ctl *c)
 	/* gone: "stopped" names no cgroup, and the stop's caller has none
 	 * to remove again; one that could not be removed stays named, for
 	 * the caller and the next start to try */
-	if (pisb_cgroup_remove(c->rt.cgroup) == 0) {
+	if (c->rt.cgroup && pisb_cgroup_remove(c->rt.cgroup) == 0) {
+		struct pisb_err ig = PISB_ERR_INIT;
 		free(c->rt.cgroup);
 		c->rt.cgroup = NULL;
+		/* unsynced: a record that still names it after a crash makes
+		 * the next start or stop remove it (gone: nothing to do) */
+		save_as(c, "stopped", false, &ig);
 	}
 	pisb_trace("stop: cgroup removed");
-	c->rt.init.pid = 0;
-	c->rt.resume.pid = 0;
-	c->rt.stopped_at = pisb_now_ms() / 1000;
-	unlinkat(c->idir, "control.sock", 0);
-	/* "stopped", then one flush for it and the disk: the checkpoint is
-	 * what is on the disk now (a crash before the flush ends starts from
-	 * the disk as last synced, as after any interrupted run) */
-	if (save_as(c, "stopped", false, &e) < 0 || sync_disk(c, &e) < 0) {
-		/* the client's stop must not say it stopped cleanly */
-		logf_("stop: %s", e.msg);
-		snprintf(c->stop_error, sizeof(c->stop_error), "%s", e.msg);
-	}
-	pisb_trace("stop: stopped recorded, disk synced (syncfs)");
 	logf_("stopped");
 }
 
@@ -537,7 +546,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 {
 	struct ctl c;
 	_cleanup_close_ int lock = -1;
-	_cleanup_free_ char *lower = NULL, *disk = NULL, *pbound = NULL, *initp = init_program();
+	_cleanup_free_ char *lower = NULL, *disk = NULL, *pbound = NULL, *initp = init_program(), *etcmask = NULL;
 	bool disk_mounted = false;
 	_cleanup_buf_ struct pisb_buf intent = PISB_BUF_INIT;
 	bool fresh = false, prepare = false, setup_ran = false;
@@ -715,6 +724,13 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	b.docker = c.cfg->docker;
 	b.lower_path = lower;
 	b.host_image = !strcmp(c.cfg->image, "host");
+	if (b.host_image) {
+		struct pisb_err me = PISB_ERR_INIT;
+		if (pisb_etc_mask_prepare(c.idir, &me) == 0)
+			b.etc_mask = etcmask = xasprintf("%.*s/etc-mask", (int)(strlen(disk) - strlen("/disk")), disk);
+		else
+			logf_("warning: %s; /etc is a view of per-entry binds instead", me.msg);
+	}
 	b.disk_path = disk;
 	b.workspace = c.cfg->workspace;
 	b.tmp_mib = (unsigned)c.cfg->memory_gib * 512;

@@ -599,10 +599,195 @@ static void view_dir(const char *src, const char *dst, bool top, int sock)
 	closedir(d);
 }
 
+/* ---------- the mask layers of /etc (host side) ---------- */
+
+/* What one layer of etc-mask holds: the masked paths, as they are now */
+static const char *etc_mask_stamp(void)
+{
+	static char stamp[2048];
+
+	if (!stamp[0]) {
+		size_t n = (size_t)snprintf(stamp, sizeof(stamp), "pisb etc-mask 1\n");
+		for (int k = 0; k < 2; k++)
+			for (int i = 0; (k ? masked_dirs : masked_files)[i] && n < sizeof(stamp); i++)
+				n += (size_t)snprintf(stamp + n, sizeof(stamp) - n, "%s %s\n", k ? "dir" : "file",
+						      (k ? masked_dirs : masked_files)[i]);
+	}
+	return stamp;
+}
+
+/* rel's parent directories (under /etc) in layer dir, each with the
+ * host's mode (an upper layer's directory gives the merged one its mode) */
+static int mask_parents(int dir, const char *rel)
+{
+	char p[4096], host[4200];
+
+	snprintf(p, sizeof(p), "%s", rel);
+	for (char *s = strchr(p, '/'); s; s = strchr(s + 1, '/')) {
+		struct stat sb;
+		*s = '\0';
+		snprintf(host, sizeof(host), "/etc/%s", p);
+		if (mkdirat(dir, p, stat(host, &sb) == 0 ? sb.st_mode & 07777 : 0755) < 0 && errno != EEXIST)
+			return -1;
+		*s = '/';
+	}
+	return 0;
+}
+
+static int whiteout(int dir, const char *rel)
+{
+	if (mknodat(dir, rel, S_IFCHR, makedev(0, 0)) < 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+static int etc_mask_build(int idir, const char *tmp)
+{
+	_cleanup_close_ int d = -1, top = -1, wh = -1;
+	struct stat sb;
+
+	if (mkdirat(idir, tmp, 0755) < 0 ||
+	    (d = openat(idir, tmp, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    mkdirat(d, "top", stat("/etc", &sb) == 0 ? sb.st_mode & 07777 : 0755) < 0 ||
+	    mkdirat(d, "wh", 0755) < 0 ||
+	    (top = openat(d, "top", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    (wh = openat(d, "wh", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -1;
+	for (int i = 0; masked_files[i]; i++) {
+		const char *rel = masked_files[i] + strlen("/etc/");
+		if (mask_parents(top, rel) < 0 || mknodat(top, rel, S_IFREG | 0644, 0) < 0)
+			return -1;
+	}
+	for (int i = 0; masked_dirs[i]; i++) {
+		const char *rel = masked_dirs[i] + strlen("/etc/");
+		if (mask_parents(top, rel) < 0 || mkdirat(top, rel, 0755) < 0 ||
+		    mask_parents(wh, rel) < 0 || whiteout(wh, rel) < 0)
+			return -1;
+	}
+	/* unsynced: a crash that loses it makes the next start build anew */
+	{
+		struct pisb_err ig = PISB_ERR_INIT;
+		return pisb_atomic_write_volatile(d, "stamp", etc_mask_stamp(), strlen(etc_mask_stamp()), 0644, &ig);
+	}
+}
+
+int pisb_etc_mask_prepare(int idir, struct pisb_err *e)
+{
+	_cleanup_buf_ struct pisb_buf have = PISB_BUF_INIT;
+	_cleanup_close_ int wh = -1;
+	struct pisb_err ig = PISB_ERR_INIT;
+	DIR *d;
+	struct dirent *de;
+
+	if (pisb_read_file_at(idir, "etc-mask/stamp", &have, 4096) < 0 || !have.s ||
+	    strcmp(have.s, etc_mask_stamp())) {
+		char tmp[64];
+		snprintf(tmp, sizeof(tmp), "etc-mask.tmp.%d", (int)getpid());
+		pisb_rm_rf_at(idir, tmp, &ig);
+		if (etc_mask_build(idir, tmp) < 0) {
+			pisb_err_sys(e, PISB_EXIT_FAIL, "make the mask layers of /etc");
+			pisb_rm_rf_at(idir, tmp, &ig);
+			return -1;
+		}
+		pisb_rm_rf_at(idir, "etc-mask", &ig);
+		if (renameat(idir, tmp, idir, "etc-mask") < 0) {
+			pisb_err_sys(e, PISB_EXIT_FAIL, "make the mask layers of /etc");
+			pisb_rm_rf_at(idir, tmp, &ig);
+			return -1;
+		}
+	}
+	/* the host's sockets, fifos and devices stay out, as they come */
+	wh = openat(idir, "etc-mask/wh", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	d = opendir("/etc");
+	if (wh < 0 || !d) {
+		if (d)
+			closedir(d);
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "the mask layers of /etc");
+	}
+	while ((de = readdir(d))) {
+		unsigned t = de->d_type;
+		if (t == DT_UNKNOWN) {
+			struct stat sb;
+			if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+				continue;
+			t = IFTODT(sb.st_mode);
+		}
+		if ((t == DT_SOCK || t == DT_FIFO || t == DT_CHR || t == DT_BLK) && whiteout(wh, de->d_name) < 0) {
+			pisb_err_sys(e, PISB_EXIT_FAIL, "mask '/etc/%s'", de->d_name);
+			closedir(d);
+			return -1;
+		}
+	}
+	closedir(d);
+	return 0;
+}
+
+/* /etc as a read-only overlay: the mask layers (pisb_etc_mask_prepare)
+ * above the host's /etc.  One mount, where the per-entry view (view_dir)
+ * made ~150 at each boot and the kernel undid them one by one at each
+ * stop (together 2 ms of a create and 1 ms of a stop here, issue #21).
+ * The masks are names in a lower layer, not mounts: nothing to unmount,
+ * and what the host later puts at a masked name is masked too. */
+static int etc_overlay(int mask)
+{
+	char opts[256];
+
+	snprintf(opts, sizeof(opts), "lowerdir=/proc/self/fd/%d/top:/proc/self/fd/%d/wh:/etc", mask, mask);
+	if (mount("overlay", "etc", "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts) == 0)
+		return 0;
+	/* kernels that want it spelled out inside a user namespace */
+	strncat(opts, ",userxattr", sizeof(opts) - strlen(opts) - 1);
+	return mount("overlay", "etc", "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts);
+}
+
+/* What is mounted under the host's /etc (a container's /etc/hosts and
+ * resolv.conf, say) does not show through an overlay of it: each such
+ * mount, bound read-only over its place, unless it is masked or holds a
+ * masked path (left out: the view shows what lies under it). */
+static void etc_submounts(int sock)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[8192];
+
+	if (!f)
+		child_fail(sock, "read /proc/self/mountinfo");
+	while (fgets(line, sizeof(line), f)) {
+		char mp[4096], *w = mp, *s;
+		int field = 0;
+		bool masked = false;
+
+		/* the fifth field, its spaces and the like written \ooo */
+		for (s = line; *s && field < 4; s++)
+			if (*s == ' ')
+				field++;
+		for (; *s && *s != ' ' && w < mp + sizeof(mp) - 1; s++) {
+			if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+			    s[3] >= '0' && s[3] <= '7') {
+				*w++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+				s += 3;
+			} else {
+				*w++ = *s;
+			}
+		}
+		*w = '\0';
+		if (strncmp(mp, "/etc/", 5))
+			continue;
+		for (int i = 0; masked_dirs[i] && !masked; i++) {
+			size_t n = strlen(masked_dirs[i]);
+			masked = !strncmp(mp, masked_dirs[i], n) && mp[n] == '/';
+		}
+		if (masked || mask_kind(mp))
+			continue;
+		if (bind_ro(mp, mp + 1) < 0 && errno != ENOENT)
+			child_fail(sock, mp);
+	}
+	fclose(f);
+}
+
 /* The host's system directories, read-only, into the new root (cwd).
  * /etc, where the masked paths are, is a read-only tmpfs of its own
  * holding the view of view_dir. */
-static void host_binds(int sock)
+static void host_binds(int etc_mask, int sock)
 {
 	static const char *const sys[] = {
 		"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", NULL,
@@ -617,8 +802,17 @@ static void host_binds(int sock)
 		if (mkdir_p(sys[i] + 1, 0755) < 0 || bind_ro(sys[i], sys[i] + 1) < 0)
 			child_fail(sock, sys[i]);
 	}
-	if (mkdir_p("etc", 0755) < 0 ||
-	    mount("tmpfs", "etc", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
+	if (mkdir_p("etc", 0755) < 0)
+		child_fail(sock, "mkdir /etc");
+	if (etc_mask >= 0) {
+		if (etc_overlay(etc_mask) == 0) {
+			etc_submounts(sock);
+			return;
+		}
+		fprintf(stderr, "warning: /etc as an overlay of the host's: %s; a view of per-entry binds instead\n",
+			strerror(errno));
+	}
+	if (mount("tmpfs", "etc", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
 		child_fail(sock, "mount /etc");
 	/* one mount_setattr for the ~150 binds instead of a remount each
 	 * (Linux 5.12 and later; else each bind is remounted) */
@@ -978,7 +1172,7 @@ static int project_nest(const struct pisb_boot *b, int sock, pid_t *wpid)
 /* The overlay root at <disk>/merged.  Called as root inside the user ns;
  * lower and disk are fds opened earlier, in this mount ns, while we still
  * had the caller's uid (which can walk the state directory). */
-static void mount_root(const struct pisb_boot *b, int lower, int disk, int sock)
+static void mount_root(const struct pisb_boot *b, int lower, int disk, int etc_mask, int sock)
 {
 	char opts[512], merged[64];
 
@@ -996,7 +1190,7 @@ static void mount_root(const struct pisb_boot *b, int lower, int disk, int sock)
 	if (fchdir(disk) < 0 || chdir("merged") < 0)
 		child_fail(sock, "enter the new root");
 	if (b->host_image)
-		host_binds(sock);
+		host_binds(etc_mask, sock);
 	if (b->docker) {
 		char src[64];
 		snprintf(src, sizeof(src), "/proc/self/fd/%d/docker", disk);
@@ -1290,7 +1484,7 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 	const int rest = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
 			 CLONE_NEWUTS | CLONE_NEWCGROUP;
 	pid_t init, wpid = 0;
-	int lower, disk, go[2], exe, ws = -1;
+	int lower, disk, etc_mask, go[2], exe, ws = -1;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (b->log_fd >= 0)
@@ -1331,15 +1525,19 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 	disk = open(b->disk_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (lower < 0 || disk < 0)
 		child_fail(sock, "open the image or the disk");
+	/* with the caller's ids still (its instance directory is 0700) */
+	etc_mask = b->etc_mask ? open(b->etc_mask, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
 	if (mkdirat(disk, "merged", 0755) < 0 && errno != EEXIST)
 		child_fail(sock, "mkdir merged");
 	if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
 		child_fail(sock, "become root inside");
 	if (b->ids.count > 1)
 		setgroups(0, NULL);
-	mount_root(b, lower, disk, sock);
+	mount_root(b, lower, disk, etc_mask, sock);
 	close(lower);
 	close(disk);
+	if (etc_mask >= 0)
+		close(etc_mask);
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		child_fail(sock, "unshare the cgroup namespace");
 	/* The init and we share sock: it must not speak before our "P" + pid

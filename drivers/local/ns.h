@@ -80,6 +80,9 @@ struct pisb_boot {
 	const char *hostname;
 	const char *lower_path;  /* image root directory (absolute) */
 	bool host_image;     /* bind the host's system directories read-only */
+	/* host_image: the mask layers of its /etc (pisb_etc_mask_prepare,
+	 * absolute), or NULL: /etc a view of per-entry binds instead */
+	const char *etc_mask;
 	const char *disk_path;   /* the instance disk: upper/, work/, merged/ */
 	const char *workspace;
 	unsigned tmp_mib;    /* size of /tmp and /dev/shm (tmpfs), 0 = kernel default */
@@ -102,6 +105,16 @@ struct pisb_boot {
 	 * caller once the boot is done: ns.c), 0 for none; or NULL */
 	pid_t *watch_pid;
 };
+
+/* The mask layers of a host-image sandbox's /etc, in its instance
+ * directory idir: etc-mask/top holds an empty file at each masked file
+ * (hostmask.h) and an empty directory at each masked directory (the
+ * directories above them with the host's modes); etc-mask/wh a whiteout at each masked directory, so that
+ * nothing of the host's shows through top's empty one, and at each
+ * socket, fifo and device in the host's /etc.  Made once (again when
+ * the masked paths change), its whiteouts brought up to date at each
+ * start.  0, or -1 with e (the boot then binds entry by entry). */
+int pisb_etc_mask_prepare(int idir, struct pisb_err *e);
 
 /* Boot; on success *init is the init's pid and *ctl the controller end of
  * the init's socketpair (closing it kills the sandbox). */
