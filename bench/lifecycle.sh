@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # create -> first command and start -> first command against the throwaway
-# peers (bwrap cold with the host's /usr, pasta's user + network namespace,
-# rootlesskit's), interleaved round by round; where create's time goes
+# peers (bwrap cold with the same view of the host: /usr, /etc masked;
+# pasta's user + network namespace, rootlesskit's), interleaved round by
+# round; where create's time goes
 # (PISB_TRACE phases, medians); stop; idle memory (RSS and PSS of
 # controller + init, of one sandbox alone and per sandbox of BENCH_IDLE,
 # default 10, idle together); BENCH_CONC (default 100) concurrent sandboxes.
@@ -25,9 +26,18 @@ timed() {
 	elapsed_ms "$s" "$e" >>"$f"
 }
 
-# the peers: each starts a fresh sandbox-like environment and runs true
+# the peers: each starts a fresh sandbox-like environment and runs true;
+# bwrap with the view pisb's host image gives: /usr, and /etc with the
+# paths common/hostmask.c masks covered (empty files, empty directories)
 bw=(bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib
-	--symlink usr/lib64 /lib64 --proc /proc --dev /dev --tmpfs /tmp true)
+	--symlink usr/lib64 /lib64 --proc /proc --dev /dev --tmpfs /tmp --ro-bind /etc /etc)
+for f in /etc/shadow /etc/gshadow /etc/shadow- /etc/gshadow- /etc/security/opasswd; do
+	[ -f "$f" ] && bw+=(--ro-bind /dev/null "$f")
+done
+for d in /etc/ssh /etc/ssl/private /etc/sudoers.d /etc/docker /etc/pisb; do
+	[ -d "$d" ] && bw+=(--tmpfs "$d")
+done
+bw+=(true)
 pa=(timeout 20 pasta --config-net -q); [ "$(id -u)" = 0 ] && pa+=(--runas 0)
 pa+=(-- true)
 rk=(timeout 20 rootlesskit --net=host true)
