@@ -787,6 +787,11 @@ static void sweep_images(struct gc *g)
 			add(&g->r->kept, "image", what, "host-image skeleton (a few empty directories)");
 			continue;
 		}
+		if (pisb_str_starts(ns.v[i], "etc-mask-")) {
+			/* a running sandbox's /etc stands on it: never removed */
+			add(&g->r->kept, "image", what, "the masks of the host image's /etc (a few empty entries)");
+			continue;
+		}
 		if ((user = cache_user(g, ns.v[i]))) {
 			add(&g->r->kept, "image", what, "used by %s", user);
 			continue;

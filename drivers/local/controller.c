@@ -726,9 +726,8 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	b.host_image = !strcmp(c.cfg->image, "host");
 	if (b.host_image) {
 		struct pisb_err me = PISB_ERR_INIT;
-		if (pisb_etc_mask_prepare(c.idir, &me) == 0)
-			b.etc_mask = etcmask = xasprintf("%.*s/etc-mask", (int)(strlen(disk) - strlen("/disk")), disk);
-		else
+		b.etc_mask = etcmask = pisb_etc_mask_prepare(st, &me);
+		if (!etcmask)
 			logf_("warning: %s; /etc is a view of per-entry binds instead", me.msg);
 	}
 	b.disk_path = disk;

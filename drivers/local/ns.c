@@ -641,13 +641,13 @@ static int whiteout(int dir, const char *rel)
 	return 0;
 }
 
-static int etc_mask_build(int idir, const char *tmp)
+static int etc_mask_build(int at, const char *tmp)
 {
 	_cleanup_close_ int d = -1, top = -1, wh = -1;
 	struct stat sb;
 
-	if (mkdirat(idir, tmp, 0755) < 0 ||
-	    (d = openat(idir, tmp, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	if (mkdirat(at, tmp, 0755) < 0 ||
+	    (d = openat(at, tmp, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
 	    mkdirat(d, "top", stat("/etc", &sb) == 0 ? sb.st_mode & 07777 : 0755) < 0 ||
 	    mkdirat(d, "wh", 0755) < 0 ||
 	    (top = openat(d, "top", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
@@ -664,45 +664,53 @@ static int etc_mask_build(int idir, const char *tmp)
 		    mask_parents(wh, rel) < 0 || whiteout(wh, rel) < 0)
 			return -1;
 	}
-	/* unsynced: a crash that loses it makes the next start build anew */
+	/* what it was made for, to read (its name says it by a hash) */
 	{
 		struct pisb_err ig = PISB_ERR_INIT;
 		return pisb_atomic_write_volatile(d, "stamp", etc_mask_stamp(), strlen(etc_mask_stamp()), 0644, &ig);
 	}
 }
 
-int pisb_etc_mask_prepare(int idir, struct pisb_err *e)
+/* images/etc-mask-HASH of the state directory st: HASH names the masked
+ * paths it was made for, so a layer that running sandboxes use is never
+ * changed but for whiteouts added; made once, in a directory of its own
+ * then renamed (a second controller making it at the same time uses the
+ * first one's). */
+char *pisb_etc_mask_prepare(struct pisb_state *st, struct pisb_err *e)
 {
-	_cleanup_buf_ struct pisb_buf have = PISB_BUF_INIT;
-	_cleanup_close_ int wh = -1;
 	struct pisb_err ig = PISB_ERR_INIT;
+	const char *stamp = etc_mask_stamp();
+	unsigned long long h = 1469598103934665603ULL;
+	_cleanup_close_ int wh = -1;
+	char name[64], tmp[96];
 	DIR *d;
 	struct dirent *de;
 
-	if (pisb_read_file_at(idir, "etc-mask/stamp", &have, 4096) < 0 || !have.s ||
-	    strcmp(have.s, etc_mask_stamp())) {
-		char tmp[64];
-		snprintf(tmp, sizeof(tmp), "etc-mask.tmp.%d", (int)getpid());
-		pisb_rm_rf_at(idir, tmp, &ig);
-		if (etc_mask_build(idir, tmp) < 0) {
-			pisb_err_sys(e, PISB_EXIT_FAIL, "make the mask layers of /etc");
-			pisb_rm_rf_at(idir, tmp, &ig);
-			return -1;
+	for (const char *p = stamp; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	snprintf(name, sizeof(name), "images/etc-mask-%016llx", h);
+	if (faccessat(st->fd, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
+		snprintf(tmp, sizeof(tmp), "%s.tmp.%d", name, (int)getpid());
+		pisb_rm_rf_at(st->fd, tmp, &ig);
+		if (pisb_mkdirs_at(st->fd, "images", 0700, e) < 0)
+			return NULL;
+		if (etc_mask_build(st->fd, tmp) < 0 ||
+		    (renameat(st->fd, tmp, st->fd, name) < 0 && errno != EEXIST && errno != ENOTEMPTY)) {
+			pisb_err_sys(e, PISB_EXIT_FAIL, "make the mask layers of /etc ('%s')", name);
+			pisb_rm_rf_at(st->fd, tmp, &ig);
+			return NULL;
 		}
-		pisb_rm_rf_at(idir, "etc-mask", &ig);
-		if (renameat(idir, tmp, idir, "etc-mask") < 0) {
-			pisb_err_sys(e, PISB_EXIT_FAIL, "make the mask layers of /etc");
-			pisb_rm_rf_at(idir, tmp, &ig);
-			return -1;
-		}
+		pisb_rm_rf_at(st->fd, tmp, &ig);
 	}
 	/* the host's sockets, fifos and devices stay out, as they come */
-	wh = openat(idir, "etc-mask/wh", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	snprintf(tmp, sizeof(tmp), "%s/wh", name);
+	wh = openat(st->fd, tmp, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	d = opendir("/etc");
 	if (wh < 0 || !d) {
 		if (d)
 			closedir(d);
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "the mask layers of /etc");
+		pisb_err_sys(e, PISB_EXIT_FAIL, "the mask layers of /etc ('%s')", name);
+		return NULL;
 	}
 	while ((de = readdir(d))) {
 		unsigned t = de->d_type;
@@ -715,11 +723,11 @@ int pisb_etc_mask_prepare(int idir, struct pisb_err *e)
 		if ((t == DT_SOCK || t == DT_FIFO || t == DT_CHR || t == DT_BLK) && whiteout(wh, de->d_name) < 0) {
 			pisb_err_sys(e, PISB_EXIT_FAIL, "mask '/etc/%s'", de->d_name);
 			closedir(d);
-			return -1;
+			return NULL;
 		}
 	}
 	closedir(d);
-	return 0;
+	return xasprintf("%s/%s", st->path, name);
 }
 
 /* /etc as a read-only overlay: the mask layers (pisb_etc_mask_prepare)

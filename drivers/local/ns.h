@@ -106,15 +106,17 @@ struct pisb_boot {
 	pid_t *watch_pid;
 };
 
-/* The mask layers of a host-image sandbox's /etc, in its instance
- * directory idir: etc-mask/top holds an empty file at each masked file
- * (hostmask.h) and an empty directory at each masked directory (the
- * directories above them with the host's modes); etc-mask/wh a whiteout at each masked directory, so that
- * nothing of the host's shows through top's empty one, and at each
- * socket, fifo and device in the host's /etc.  Made once (again when
- * the masked paths change), its whiteouts brought up to date at each
- * start.  0, or -1 with e (the boot then binds entry by entry). */
-int pisb_etc_mask_prepare(int idir, struct pisb_err *e);
+/* The mask layers of a host-image sandbox's /etc, shared by the state
+ * directory's sandboxes: images/etc-mask-HASH/top holds an empty file at
+ * each masked file (hostmask.h) and an empty directory at each masked
+ * directory (the directories above them with the host's modes); wh/ a
+ * whiteout at each masked directory, so that nothing of the host's shows
+ * through top's empty one, and at each socket, fifo and device in the
+ * host's /etc (added at each start).  HASH names the masked paths: a
+ * layer in use is never changed but for whiteouts added.  Its absolute
+ * path (caller frees), or NULL with e (the boot then binds entry by
+ * entry). */
+char *pisb_etc_mask_prepare(struct pisb_state *st, struct pisb_err *e);
 
 /* Boot; on success *init is the init's pid and *ctl the controller end of
  * the init's socketpair (closing it kills the sandbox). */
