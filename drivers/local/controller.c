@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,7 @@ struct ctl {
 	struct pisb_services *svc;
 	struct pisb_hooklog hooks;  /* the hooks' output, to our log (ctllog.h) */
 	int notify;                 /* the starter's socket (--notify-fd), or -1 */
+	int stop_client;            /* the stop's client, answered last, or -1 */
 };
 
 /* The starter waits for this (then reads status.json), not for a turn of
@@ -304,10 +306,28 @@ static int sync_disk(struct ctl *c, struct pisb_err *e)
 	return 0;
 }
 
+/* sync_disk on a thread of its own (do_stop) */
+struct sync_job {
+	struct ctl *c;
+	struct pisb_err e;
+	int rc;
+};
+
+static void *sync_job_run(void *arg)
+{
+	struct sync_job *j = arg;
+
+	j->rc = sync_disk(j->c, &j->e);
+	return NULL;
+}
+
 /* Stop: services, every process, sync, checkpoint mark. */
 static void do_stop(struct ctl *c)
 {
 	struct pisb_err e = PISB_ERR_INIT;
+	struct sync_job sj = { c, PISB_ERR_INIT, 0 };
+	pthread_t syncer;
+	bool threaded = false;
 	int status;
 	pid_t init;
 
@@ -330,22 +350,22 @@ static void do_stop(struct ctl *c)
 		c->initctl = -1;
 	}
 	/* Every process of the sandbox is gone but its init, which is ending
-	 * now, its namespaces torn down on a CPU of its own: "stopped" and
-	 * the flush (for it and the disk: the checkpoint is what is on the
+	 * now, its namespaces torn down on a CPU of its own: "stopped", and
+	 * the flush for it and the disk (the checkpoint is what is on the
 	 * disk now; a crash before the flush ends starts from the disk as
-	 * last synced, as after any interrupted run) meanwhile, not after
-	 * (issue #21).  The record still names the cgroup, removed below. */
+	 * last synced, as after any interrupted run) on a thread meanwhile,
+	 * beside the reaping and the cgroup's removal, not after them (issue
+	 * #21).  The record still names the cgroup, removed below. */
 	init = c->rt.init.pid;
 	c->rt.init.pid = 0;
 	c->rt.resume.pid = 0;
 	c->rt.stopped_at = pisb_now_ms() / 1000;
 	unlinkat(c->idir, "control.sock", 0);
-	if (save_as(c, "stopped", false, &e) < 0 || sync_disk(c, &e) < 0) {
-		/* the client's stop must not say it stopped cleanly */
-		logf_("stop: %s", e.msg);
-		snprintf(c->stop_error, sizeof(c->stop_error), "%s", e.msg);
-	}
-	pisb_trace("stop: stopped recorded, disk synced (syncfs)");
+	if (save_as(c, "stopped", false, &sj.e) < 0)
+		sj.rc = -1;
+	else if (!(threaded = pthread_create(&syncer, NULL, sync_job_run, &sj) == 0))
+		sj.rc = sync_disk(c, &sj.e);
+	pisb_trace("stop: stopped recorded, disk sync begun");
 	/* Reap until the init is gone.  Our other children (hooks, services:
 	 * we are their subreaper) may be zombies of its pid namespace, and
 	 * the init cannot finish exiting until they are reaped: reap them
@@ -404,6 +424,14 @@ static void do_stop(struct ctl *c)
 		save_as(c, "stopped", false, &ig);
 	}
 	pisb_trace("stop: cgroup removed");
+	if (threaded)
+		pthread_join(syncer, NULL);
+	if (sj.rc < 0) {
+		/* the client's stop must not say it stopped cleanly */
+		logf_("stop: %s", sj.e.msg);
+		snprintf(c->stop_error, sizeof(c->stop_error), "%s", sj.e.msg);
+	}
+	pisb_trace("stop: disk synced (syncfs: what outlasted the reaping)");
 	logf_("stopped");
 }
 
@@ -411,6 +439,21 @@ static void reply(int fd, const char *json)
 {
 	pisb_write_all(fd, json, strlen(json));
 	pisb_write_all(fd, "\n", 1);
+}
+
+/* A stop's answer: ok, or why the stop could not be recorded. */
+static void stop_reply(const struct ctl *c, int fd)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct pisb_jw w;
+
+	pisb_jw_init(&w, &b);
+	pisb_jw_obj(&w);
+	pisb_jw_kbool(&w, "ok", !c->stop_error[0]);
+	if (c->stop_error[0])
+		pisb_jw_kstr(&w, "error", c->stop_error);
+	pisb_jw_obj_end(&w);
+	reply(fd, b.s);
 }
 
 static void handle_client(struct ctl *c, int fd)
@@ -446,18 +489,11 @@ static void handle_client(struct ctl *c, int fd)
 		reply(fd, "{\"ok\":true}");
 	} else if (!strcmp(op, "stop")) {
 		do_stop(c);
-		if (c->stop_error[0]) {
-			_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
-			struct pisb_jw w;
-			pisb_jw_init(&w, &b);
-			pisb_jw_obj(&w);
-			pisb_jw_kbool(&w, "ok", false);
-			pisb_jw_kstr(&w, "error", c->stop_error);
-			pisb_jw_obj_end(&w);
-			reply(fd, b.s);
-		} else {
-			reply(fd, "{\"ok\":true}");
-		}
+		/* answered once all is undone and controller.lock is let go of
+		 * (pisb_controller_run's end): its client need not wait for our
+		 * exit (issue #21); with no fd to keep, now */
+		if (c->stop_client < 0 && (c->stop_client = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0)
+			stop_reply(c, fd);
 	} else if (c->svc) {
 		/* the reply may come later (ensure waits for readiness) */
 		pisb_services_request(c->svc, op, &j, fd);
@@ -558,6 +594,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	pisb_trace("controller: start");
 	memset(&c, 0, sizeof(c));
 	c.notify = notify_fd;
+	c.stop_client = -1;
 	if (c.notify >= 0) {
 		/* spawned while the sandbox was being staged: begin when it is
 		 * published (a byte), or not at all (EOF) */
@@ -900,5 +937,11 @@ out:
 	close(c.idir);
 	if (c.notify >= 0)
 		close(c.notify);
+	close(lock);
+	lock = -1;
+	if (c.stop_client >= 0) {
+		stop_reply(&c, c.stop_client);
+		close(c.stop_client);
+	}
 	return ret;
 }

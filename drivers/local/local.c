@@ -817,7 +817,13 @@ static int stop_locked(int idir, const char *name, bool record, struct pisb_err 
 				clean = ok;
 				pisb_json_release(&j);
 			}
-			cl = lock_when_gone(idir, &pidfd, 1, 30000, &le);
+			/* it answers once it let go of the lock (an older controller:
+			 * before its end, so wait for that) */
+			cl = pisb_lock_acquire(idir, "controller.lock", true, 0, "the sandbox controller", &le);
+			if (cl < 0) {
+				le = (struct pisb_err)PISB_ERR_INIT;
+				cl = lock_when_gone(idir, &pidfd, 1, 30000, &le);
+			}
 			clean = clean && cl >= 0;
 		}
 		/* no answer, or it did not exit: TERM, then KILL, what holds the lock */
