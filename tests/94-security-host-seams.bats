@@ -252,6 +252,39 @@ uncover='show() { cat /etc/shadow /etc/gshadow /etc/ssh/* /etc/ssl/private/* /tm
 	pisb exec seam -- rm -f /workspace/.sandbox.yaml
 }
 
+@test "at a start, the init reads the guest's .sandbox.yaml with the sandbox's rights only, before anything of the sandbox runs" {
+	require_root
+	local text="HOST-ROOT-ONLY-$RANDOM-$RANDOM" t
+	printf '%s: 1\n' "$text" >/usr/local/.pisb-test94-secret
+	chmod 600 /usr/local/.pisb-test94-secret
+	for t in /usr/local/.pisb-test94-secret ../../../../usr/local/.pisb-test94-secret \
+		/proc/1/root/usr/local/.pisb-test94-secret /etc/shadow; do
+		pisb exec seam -- ln -sf "$t" /workspace/.sandbox.yaml
+		run -0 pisb stop seam
+		run pisb start seam
+		[ "$status" = 0 ]
+		[[ $output != *"$text"* ]]
+		run pisb logs seam
+		[[ $output != *"$text"* ]]
+		if [ -s /etc/shadow ]; then
+			[[ $output != *"$(head -1 /etc/shadow)"* ]]
+		fi
+	done
+	# the one it cannot read is named in the controller's log
+	pisb exec seam -- ln -sf /usr/local/.pisb-test94-secret /workspace/.sandbox.yaml
+	run -0 pisb stop seam
+	run -0 pisb start seam
+	grep -q "Permission denied" "$PI_SANDBOX_HOME/instances/seam/controller.log"
+	# and a config it can read is taken at the start
+	pisb exec seam --sh 'rm -f /workspace/.sandbox.yaml && printf "version: 1\nservices:\n  w94:\n    command: sleep 1000\n    health: process\n" >/workspace/.sandbox.yaml'
+	run -0 pisb stop seam
+	run -0 pisb start seam
+	run -0 pisb svc seam status --json
+	[[ $output == *'"w94"'* ]]
+	rm -f /usr/local/.pisb-test94-secret
+	pisb exec seam -- rm -f /workspace/.sandbox.yaml
+}
+
 @test "pull over a host symlink is a conflict: exit 4, the link and its target untouched" {
 	local h="$BATS_TEST_TMPDIR/h" target="$BATS_TEST_TMPDIR/target"
 	mkdir -p "$h"

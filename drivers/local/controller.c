@@ -242,7 +242,8 @@ static char *run_setup(struct ctl *c, bool *ran)
 }
 
 /* resume lines and .agents/resume in one background script; wait 10 s */
-static void run_resume(struct ctl *c)
+/* true when hooks ran (they may have changed the guest's config) */
+static bool run_resume(struct ctl *c)
 {
 	struct pisb_err e = PISB_ERR_INIT;
 	struct pisb_buf s = PISB_BUF_INIT;
@@ -250,7 +251,7 @@ static void run_resume(struct ctl *c)
 	int status;
 
 	if (!c->cfg->nresume && !agents_hook(c, "resume"))
-		return;
+		return false;
 	for (size_t i = 0; i < c->cfg->nresume; i++) {
 		pisb_buf_adds(&s, "/bin/sh -lc ");
 		/* single-quote the line for the outer shell */
@@ -268,7 +269,7 @@ static void run_resume(struct ctl *c)
 	if (run_script(c, s.s, 0, false, &pid, &e) < 0) {
 		logf_("resume: %s", e.msg);
 		pisb_buf_release(&s);
-		return;
+		return true;
 	}
 	pisb_buf_release(&s);
 	if (wait_hook(c, pid, &status, RESUME_WAIT_MS) == 0) {
@@ -276,6 +277,7 @@ static void run_resume(struct ctl *c)
 		c->rt.resume.pid = pid;
 		c->rt.resume.start = pisb_proc_start(pid);
 	}
+	return true;
 }
 
 static int bind_control(struct ctl *c, struct pisb_err *e)
@@ -585,7 +587,10 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	_cleanup_free_ char *lower = NULL, *disk = NULL, *pbound = NULL, *initp = init_program(), *etcmask = NULL;
 	bool disk_mounted = false;
 	_cleanup_buf_ struct pisb_buf intent = PISB_BUF_INIT;
-	bool fresh = false, prepare = false, setup_ran = false;
+	bool fresh = false, prepare = false, setup_ran = false, resume_ran = false;
+	_cleanup_buf_ struct pisb_buf guest = PISB_BUF_INIT;
+	_cleanup_free_ char *guest_path = NULL;
+	int guest_err = 0;
 	struct pisb_boot b;
 	sigset_t mask;
 	char gen[17];
@@ -776,6 +781,13 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	for (int i = 0; i < 16; i++)
 		b.cgroup_dirfds[i] = i <= PISB_CG_MAX ? c.cg.dirfds[i] : -1;
 	pisb_trace("controller: image layers");
+	if (!fresh) {
+		/* read by the init before anything of the sandbox runs: the
+		 * services need not fork into it for it (issue #21) */
+		b.guest_config = guest_path = xasprintf("%s/.sandbox.yaml", c.cfg->workspace);
+		b.guest_config_out = &guest;
+		b.guest_config_err = &guest_err;
+	}
 	if (pisb_project_bound(c.idir, &pbound, &b.project_ro) > 0) {
 		b.project = pbound;   /* mounted anew (secrets hidden anew) each start */
 		b.project_cfg = &c.cfg->project;
@@ -806,7 +818,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 			pisb_sandbox_killall(c.initctl, 5000, &ig);
 		unlinkat(c.idir, "intent.json", 0);
 	} else {
-		run_resume(&c);
+		resume_ran = run_resume(&c);
 	}
 	if (prepare) {
 		do_stop(&c);
@@ -822,6 +834,9 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	if (fresh && !setup_ran && !c.rec.template_ && !strcmp(c.cfg->image, "host") &&
 	    faccessat(c.idir, "project", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
 		pisb_services_config_is_creation(c.svc);
+	/* no resume hook ran since the init read it */
+	else if (b.guest_config && !resume_ran)
+		pisb_services_guest_config(c.svc, &guest, guest_err);
 	if (c.svc) {
 		struct pisb_err se = PISB_ERR_INIT;
 		if (pisb_services_start_all(c.svc, &se) < 0)

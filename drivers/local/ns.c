@@ -4,6 +4,7 @@
 #include "hostmask.h"
 #include "local.h"
 #include "err.h"
+#include "fs.h"
 #include "instance.h"
 #include "lock.h"
 #include "proc.h"
@@ -1415,6 +1416,32 @@ static void blank_cmdline(void)
 }
 
 /* The init, pid 1 of the new pid ns, cwd = the new root. */
+/* In the init, pivoted into the sandbox: "G", the errno of reading the
+ * guest's config (4 bytes, 0 read), its length (4 bytes), its bytes.
+ * Nothing of the sandbox has run yet; symlinks resolve inside its root. */
+static void guest_config_send(int sock, const char *abs)
+{
+	_cleanup_close_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), fd = -1;
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	struct stat st;
+	int err = 0;
+	uint32_t len;
+
+	fd = root < 0 ? -1 : pisb_fs_resolve(root, abs, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd < 0)
+		err = errno ? errno : EIO;
+	else if (fstat(fd, &st) < 0)
+		err = errno;
+	else if (!S_ISREG(st.st_mode))
+		err = EISDIR;
+	else if (st.st_size > PISB_CONFIG_MAX || pisb_read_fd(fd, &b, PISB_CONFIG_MAX) < 0)
+		err = EFBIG;
+	len = err ? 0 : (uint32_t)b.len;
+	if (pisb_write_all(sock, "G", 1) < 0 || pisb_write_all(sock, &err, sizeof(err)) < 0 ||
+	    pisb_write_all(sock, &len, sizeof(len)) < 0 || (len && pisb_write_all(sock, b.s, len) < 0))
+		_exit(1);
+}
+
 static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int sock, int exe)
 {
 	char ws[4096];
@@ -1451,6 +1478,8 @@ static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int s
 	if (sethostname(b->hostname, strlen(b->hostname)) < 0)
 		child_fail(sock, "sethostname");
 	loopback_up(sock);
+	if (b->guest_config)
+		guest_config_send(sock, b->guest_config);
 	/* stdio of /dev/null: the stderr we were given is the controller's
 	 * log, a host file that root inside could reopen through
 	 * /proc/1/fd/2 and grow without bound */
@@ -1586,6 +1615,34 @@ static int write_file(const char *path, const char *s)
 	return r < 0 ? -1 : 0;
 }
 
+/* guest_config_send's message, from the init's socket (an "E" is left
+ * for read_msg); -1 when the init died or spoke out of turn. */
+static int guest_config_recv(int fd, const struct pisb_boot *b)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	uint32_t len;
+	int err;
+	char c;
+
+	if (poll(&p, 1, 30000) <= 0 || recv(fd, &c, 1, MSG_PEEK) != 1)
+		return -1;
+	if (c != 'G')
+		return 0;   /* "E": the init failed before it could read */
+	if (read(fd, &c, 1) != 1 || pisb_read_all(fd, &err, sizeof(err)) != sizeof(err) ||
+	    pisb_read_all(fd, &len, sizeof(len)) != sizeof(len) || len > PISB_CONFIG_MAX)
+		return -1;
+	*b->guest_config_err = err;
+	pisb_buf_release(b->guest_config_out);
+	if (len) {
+		pisb_buf_grow(b->guest_config_out, len);
+		if (pisb_read_all(fd, b->guest_config_out->s, len) != (ssize_t)len)
+			return -1;
+		b->guest_config_out->len = len;
+		b->guest_config_out->s[len] = '\0';
+	}
+	return 0;
+}
+
 static int read_msg(int fd, char *buf, size_t n, int timeout_ms)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
@@ -1680,6 +1737,12 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 	pisb_trace("boot: namespaces, root mounted, init forked");
 	waitpid(child, NULL, 0);
 	child = -1;
+	if (b->guest_config && guest_config_recv(sp[0], b) < 0) {
+		pisb_err_set(e, PISB_EXIT_FAIL, "boot the sandbox: the init died while starting");
+		kill(ipid, SIGKILL);
+		waitpid(ipid, NULL, 0);
+		goto fail_sp;
+	}
 	if (read_msg(sp[0], reply, sizeof(reply), 30000) < 0 || reply[0] != 'R') {
 		pisb_err_set(e, PISB_EXIT_FAIL, "boot the sandbox: %s (see 'pisb doctor')",
 			     reply[0] == 'E' ? reply + 1 : "the init died while starting");

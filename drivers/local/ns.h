@@ -104,6 +104,13 @@ struct pisb_boot {
 	/* out: the pid of the project's watcher (pisb-watch, a child of the
 	 * caller once the boot is done: ns.c), 0 for none; or NULL */
 	pid_t *watch_pid;
+	/* the guest's config (absolute, inside), read by the init with the
+	 * sandbox root's rights once the root is made, before anything of the
+	 * sandbox runs, into *guest_config_out (at most PISB_CONFIG_MAX bytes,
+	 * a regular file) or its errno into *guest_config_err; NULL: not */
+	const char *guest_config;
+	struct pisb_buf *guest_config_out;
+	int *guest_config_err;
 };
 
 /* The mask layers of a host-image sandbox's /etc, shared by the state

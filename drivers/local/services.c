@@ -151,6 +151,9 @@ struct pisb_services {
 	int proxy_off, gate_off, relay_off, nfds;
 	bool started;
 	bool config_known;         /* pisb_services_config_is_creation */
+	bool guest_given;          /* pisb_services_guest_config: */
+	int guest_err;             /*   errno of its read, or 0 */
+	struct pisb_buf guest_text;
 };
 
 void pisb_svc_log(const char *fmt, ...)
@@ -454,10 +457,18 @@ static int load_guest(void *ctx, struct pisb_config **out, struct pisb_err *e)
 	int r = -1;
 
 	*out = NULL;
-	if (pisb_proc_start(s->rt->init.pid) == s->rt->init.start)
+	if (s->guest_given) {
+		/* read at the boot (pisb_services_guest_config), once */
+		s->guest_given = false;
+		b = s->guest_text;
+		s->guest_text = (struct pisb_buf)PISB_BUF_INIT;
+		r = s->guest_err ? -1 : 0;
+		errno = s->guest_err;
+	} else if (pisb_proc_start(s->rt->init.pid) == s->rt->init.start) {
 		r = pisb_local_read_guest(s->rt->init.pid, s->rt->init.start, shown, PISB_CONFIG_MAX, &b);
-	else
+	} else {
 		errno = ESRCH;
+	}
 	if (r < 0 && errno == ESRCH) {
 		_cleanup_close_ int up = openat(s->idir, "disk/upper", O_PATH | O_DIRECTORY | O_CLOEXEC);
 		_cleanup_close_ int fd = up < 0 ? -1 : open_in_root(up, rel);
@@ -1343,6 +1354,15 @@ void pisb_services_config_is_creation(struct pisb_services *s)
 	s->config_known = true;
 }
 
+void pisb_services_guest_config(struct pisb_services *s, struct pisb_buf *text, int err)
+{
+	pisb_buf_release(&s->guest_text);
+	s->guest_text = *text;
+	*text = (struct pisb_buf)PISB_BUF_INIT;
+	s->guest_err = err;
+	s->guest_given = true;
+}
+
 void pisb_services_on_change(struct pisb_services *s, void (*fn)(void *arg), void *arg)
 {
 	s->on_change = fn;
@@ -2144,6 +2164,7 @@ void pisb_services_free(struct pisb_services *s)
 {
 	if (!s)
 		return;
+	pisb_buf_release(&s->guest_text);
 	for (size_t i = 0; i < s->n; i++)
 		if (s->v[i]->pid > 0)
 			kill(-s->v[i]->pid, SIGKILL);
