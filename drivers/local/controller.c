@@ -79,7 +79,7 @@ static void notify_starter(struct ctl *c, const char *state)
 {
 	if (c->notify < 0)
 		return;
-	if (write(c->notify, state, 1) < 0) {
+	if (send(c->notify, state, 1, MSG_NOSIGNAL) < 0) {
 		/* a starter that gave up reads status.json anyway */
 	}
 	close(c->notify);

@@ -329,7 +329,8 @@ static pid_t spawn_controller(struct pisb_state *st, int idir, const char *name,
 /* The word to begin (spawn_controller). */
 static int tell_controller(int sock, const char *name, struct pisb_err *e)
 {
-	if (pisb_write_all(sock, "g", 1) < 0)
+	/* no SIGPIPE from a controller that is already gone */
+	if (send(sock, "g", 1, MSG_NOSIGNAL) != 1)
 		return pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s' failed to start: its controller exited (see 'pisb logs')", name);
 	return 0;
 }

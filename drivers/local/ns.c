@@ -602,7 +602,7 @@ static void view_dir(const char *src, const char *dst, bool top, int sock)
 
 /* ---------- the mask layers of /etc (host side) ---------- */
 
-/* What one layer of etc-mask holds: the masked paths, as they are now */
+/* What the mask layers are made for: the masked paths (their stamp) */
 static const char *etc_mask_stamp(void)
 {
 	static char stamp[2048];
@@ -794,7 +794,8 @@ static void etc_submounts(int sock)
 }
 
 /* The host's system directories, read-only, into the new root (cwd).
- * /etc, where the masked paths are, is a read-only tmpfs of its own
+ * /etc, where the masked paths are, is the overlay of etc_overlay (with
+ * etc_mask, the layers' directory) or else a read-only tmpfs of its own
  * holding the view of view_dir. */
 static void host_binds(int etc_mask, int sock)
 {
@@ -1415,7 +1416,6 @@ static void blank_cmdline(void)
 	snprintf((char *)start, end - start, "pisb-init");
 }
 
-/* The init, pid 1 of the new pid ns, cwd = the new root. */
 /* In the init, pivoted into the sandbox: "G", the errno of reading the
  * guest's config (4 bytes, 0 read), its length (4 bytes), its bytes.
  * Nothing of the sandbox has run yet; symlinks resolve inside its root. */
@@ -1442,6 +1442,7 @@ static void guest_config_send(int sock, const char *abs)
 		_exit(1);
 }
 
+/* The init, pid 1 of the new pid ns, cwd = the new root. */
 static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int sock, int exe)
 {
 	char ws[4096];
@@ -1562,7 +1563,7 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 	disk = open(b->disk_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (lower < 0 || disk < 0)
 		child_fail(sock, "open the image or the disk");
-	/* with the caller's ids still (its instance directory is 0700) */
+	/* with the caller's ids still (the state directory is 0700) */
 	etc_mask = b->etc_mask ? open(b->etc_mask, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
 	if (mkdirat(disk, "merged", 0755) < 0 && errno != EEXIST)
 		child_fail(sock, "mkdir merged");
