@@ -147,7 +147,7 @@ breakdown() {
 	awk -F'\t' -v tot="$total" '{ printf "    %7.2f ms %4.0f%%  %s\n", $1, (tot > 0 ? 100 * $1 / tot : 0), $2 }' "$ph.med"
 	awk -F'\t' '
 		/guest config|record written|intent written|staged files synced|published|status written/ { k["fsync'\''ed writes (state files)"] += $1; next }
-		/controller spawned|controller: start|controller: lock|controller running|controller gone/ { k["controller spawn, exec, readiness and exit"] += $1; next }
+		/controller spawned|controller: start|controller: lock|controller running|controller gone|told to begin/ { k["controller spawn, exec, readiness and exit"] += $1; next }
 		/config parsed|record and config/ { k["config parse (create and controller)"] += $1; next }
 		/cgroups joined/ { k["cgroup joins (cgroup.procs on v1 waits for an RCU grace period)"] += $1; next }
 		/boot: forked/ { k["fork of the boot child"] += $1; next }
@@ -158,8 +158,9 @@ breakdown() {
 		/services/ { k["services and network helper"] += $1; next }
 		/user namespace and id maps/ { k["user namespace and id maps"] += $1; next }
 		/init ready|booted$/ { k["sandbox init start"] += $1; next }
-		/init reaped|every process killed/ { k["ending the processes and the pid namespace"] += $1; next }
-		/syncfs/ { k["disk sync (syncfs)"] += $1; next }
+		/init reaped|every process killed/ { k["ending the processes and the pid namespace (the disk sync beside it)"] += $1; next }
+		/syncfs/ { k["disk sync (syncfs): what outlasted the reaping"] += $1; next }
+		/stopped recorded/ { k["status written (stopped)"] += $1; next }
 		/image layers/ { k["image layers (host skeleton)"] += $1; next }
 		/local driver|state directories|staging|disk$/ { k["state and staging directories"] += $1; next }
 		/setup or resume|control socket|old run/ { k["hooks, control socket, old run"] += $1; next }
