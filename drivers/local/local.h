@@ -61,6 +61,13 @@ int pisb_controller_run(struct pisb_state *st, const char *name, int notify_fd,
 void pisb_local_inspect(struct pisb_state *st, int idir, const char *name,
 			bool full, struct pisb_jw *w);
 
+/* Read abs below root (symlinks resolved inside it), with the caller's
+ * rights: a regular file of at most max bytes into b.  0, or the errno of
+ * what failed (EISDIR not a regular file, EFBIG larger than max): for a
+ * process already inside the sandbox (pisb_local_read_guest's child, the
+ * init at the boot). */
+int pisb_local_guest_read_in(int root, const char *abs, size_t max, struct pisb_buf *b);
+
 /* local_fs.c: the file verbs' way in (the driver's fs_how) */
 extern const struct pisb_fs_how pisb_local_fs_how;
 /* Read the regular file abs inside the sandbox whose init is pid (with

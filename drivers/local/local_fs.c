@@ -26,14 +26,30 @@ static int fs_enter(const struct pisb_fs *fs, struct pisb_err *e)
 
 const struct pisb_fs_how pisb_local_fs_how = { NULL, true, NULL, fs_enter };
 
+int pisb_local_guest_read_in(int root, const char *abs, size_t max, struct pisb_buf *b)
+{
+	_cleanup_close_ int fd = pisb_fs_resolve(root, abs, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	struct stat st;
+
+	if (fd < 0)
+		return errno ? errno : EIO;
+	if (fstat(fd, &st) < 0)
+		return errno;
+	if (!S_ISREG(st.st_mode))
+		return EISDIR;
+	if ((unsigned long long)st.st_size > max || pisb_read_fd(fd, b, max) < 0)
+		return EFBIG;
+	return 0;
+}
+
 /* The child of pisb_local_read_guest: errno (4 bytes, 0 ok), then the file. */
 static void __attribute__((noreturn)) guest_child(pid_t pid, unsigned long long start, const char *abs,
 						 size_t max, int out)
 {
 	struct pisb_err e = PISB_ERR_INIT;
-	_cleanup_close_ int root = -1, fd = -1;
-	struct stat st;
-	int err = 0;
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	_cleanup_close_ int root = -1;
+	int err;
 
 	if (pisb_sandbox_enter_ns(pid, start, PISB_NS_USER | PISB_NS_MNT, &e) < 0 ||
 	    pisb_sandbox_become_root(geteuid() == 0, &e) < 0) {
@@ -41,31 +57,10 @@ static void __attribute__((noreturn)) guest_child(pid_t pid, unsigned long long 
 	} else {
 		prctl(PR_SET_DUMPABLE, 0);
 		root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-		fd = root < 0 ? -1 : pisb_fs_resolve(root, abs, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-		if (fd < 0)
-			err = errno ? errno : EIO;
-		else if (fstat(fd, &st) < 0)
-			err = errno;
-		else if (!S_ISREG(st.st_mode))
-			err = EISDIR;
-		else if ((unsigned long long)st.st_size > max)
-			err = EFBIG;
+		err = root < 0 ? errno : pisb_local_guest_read_in(root, abs, max, &b);
 	}
-	if (pisb_write_all(out, &err, sizeof(err)) < 0)
+	if (pisb_write_all(out, &err, sizeof(err)) < 0 || (!err && b.len && pisb_write_all(out, b.s, b.len) < 0))
 		_exit(1);
-	if (!err) {
-		char buf[16384];
-		size_t left = max + 1;
-		ssize_t r;
-		while (left && ((r = read(fd, buf, sizeof(buf) < left ? sizeof(buf) : left)) > 0 ||
-				(r < 0 && errno == EINTR))) {
-			if (r < 0)
-				continue;
-			if (pisb_write_all(out, buf, (size_t)r) < 0)
-				_exit(1);
-			left -= (size_t)r;
-		}
-	}
 	_exit(0);
 }
 

@@ -4,7 +4,6 @@
 #include "hostmask.h"
 #include "local.h"
 #include "err.h"
-#include "fs.h"
 #include "instance.h"
 #include "lock.h"
 #include "proc.h"
@@ -1421,22 +1420,11 @@ static void blank_cmdline(void)
  * Nothing of the sandbox has run yet; symlinks resolve inside its root. */
 static void guest_config_send(int sock, const char *abs)
 {
-	_cleanup_close_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), fd = -1;
+	_cleanup_close_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
-	struct stat st;
-	int err = 0;
-	uint32_t len;
+	int err = root < 0 ? errno : pisb_local_guest_read_in(root, abs, PISB_CONFIG_MAX, &b);
+	uint32_t len = err ? 0 : (uint32_t)b.len;
 
-	fd = root < 0 ? -1 : pisb_fs_resolve(root, abs, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-	if (fd < 0)
-		err = errno ? errno : EIO;
-	else if (fstat(fd, &st) < 0)
-		err = errno;
-	else if (!S_ISREG(st.st_mode))
-		err = EISDIR;
-	else if (st.st_size > PISB_CONFIG_MAX || pisb_read_fd(fd, &b, PISB_CONFIG_MAX) < 0)
-		err = EFBIG;
-	len = err ? 0 : (uint32_t)b.len;
 	if (pisb_write_all(sock, "G", 1) < 0 || pisb_write_all(sock, &err, sizeof(err)) < 0 ||
 	    pisb_write_all(sock, &len, sizeof(len)) < 0 || (len && pisb_write_all(sock, b.s, len) < 0))
 		_exit(1);
