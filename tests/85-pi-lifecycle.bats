@@ -67,10 +67,13 @@ events() {
 }
 
 @test "opensandbox: shutdown waits for a renewal in flight before the kill, and none starts after it" {
-	os_project kill 6
-	# the renewal due at 3 s takes 2.5 s: it is in flight when the session ends at about 4 s
-	os_fault '{"delay_ms":{"renew":2500}}'
-	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"sleep 4; echo slept"}}]},{"text":"done"}]' "$OUT"
+	os_project kill 10
+	# the renewal due at 5 s takes 3 s: it is in flight when the session
+	# ends, 6 s and Pi's start after the create; the TTL leaves 2 s beyond
+	# it (a busy machine once let the sandbox expire with TTL 6 s and a
+	# renewal due at 3 s that took 2.5 s)
+	os_fault '{"delay_ms":{"renew":3000}}'
+	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"sleep 6; echo slept"}}]},{"text":"done"}]' "$OUT"
 	tool_result "$OUT" 0
 	[ "$tool_err" = false ]
 	run -0 os_admin GET /_fake/log
