@@ -500,42 +500,6 @@ static bool staged_by_driver(int dirfd)
 	return false;
 }
 
-/* Mount points at or under DIR (a canonical path), in /proc/self/mountinfo
- * order (a mount after the one it sits on); the \NNN escapes decoded. */
-static void mounts_under(const char *dir, struct pisb_strv *out)
-{
-	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
-	size_t dl = strlen(dir);
-	char *line, *next;
-
-	if (pisb_read_file_at(AT_FDCWD, "/proc/self/mountinfo", &b, 64 << 20) < 0 || !b.s)
-		return;
-	for (line = b.s; line && *line; line = next) {
-		char *p = line, *mp, *o;
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT ... */
-		for (int i = 0; i < 4 && p; i++)
-			p = strchr(p + 1, ' ');
-		if (!p)
-			continue;
-		mp = o = ++p;
-		for (; *p && *p != ' '; p++) {
-			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
-			    p[3] >= '0' && p[3] <= '7') {
-				*o++ = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
-				p += 3;
-			} else {
-				*o++ = *p;
-			}
-		}
-		*o = '\0';
-		if (!strncmp(mp, dir, dl) && (mp[dl] == '\0' || mp[dl] == '/'))
-			pisb_strv_push(out, mp);
-	}
-}
-
 /* Detach the mounts of ms, the deepest first. */
 static int detach_all(const struct pisb_strv *ms, struct pisb_err *e)
 {
@@ -559,7 +523,7 @@ static int reap_mounted(int sdir, const char *name, const char *staging_real,
 
 	if (d < 0 || pisb_lock_is_held(d, "op.lock") || pisb_lock_is_held(d, "controller.lock"))
 		return 0;
-	mounts_under(path, &ms);
+	pisb_mounts_under(path, &ms);
 	if (!ms.n)
 		return 0;
 	if (dry_run)
@@ -679,7 +643,7 @@ static void sweep_trash(struct gc *g)
 		/* a disk image still mounted in it (a destroy that ran into a
 		 * mount a killed controller left) */
 		if (!g->o->dry_run)
-			mounts_under(path, &ms);
+			pisb_mounts_under(path, &ms);
 		if (!g->o->dry_run && (detach_all(&ms, &e) < 0 || pisb_rm_rf_at(tdir, ns.v[i], &e) < 0))
 			add(&g->r->failed, "trash", what, "%s", e.msg);
 		else

@@ -607,3 +607,37 @@ int pisb_unix_listen_at(int dirfd, const char *name, int backlog, int sockflags)
 	errno = saved;
 	return -1;
 }
+
+void pisb_mounts_under(const char *dir, struct pisb_strv *out)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	size_t dl = strlen(dir);
+	char *line, *next;
+
+	if (pisb_read_file_at(AT_FDCWD, "/proc/self/mountinfo", &b, 64 << 20) < 0 || !b.s)
+		return;
+	for (line = b.s; line && *line; line = next) {
+		char *p = line, *mp, *o;
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT ... */
+		for (int i = 0; i < 4 && p; i++)
+			p = strchr(p + 1, ' ');
+		if (!p)
+			continue;
+		mp = o = ++p;
+		for (; *p && *p != ' '; p++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+			    p[3] >= '0' && p[3] <= '7') {
+				*o++ = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
+				p += 3;
+			} else {
+				*o++ = *p;
+			}
+		}
+		*o = '\0';
+		if (!strncmp(mp, dir, dl) && (mp[dl] == '\0' || mp[dl] == '/'))
+			pisb_strv_push(out, mp);
+	}
+}

@@ -53,6 +53,9 @@ void pisb_strv_push(struct pisb_strv *sv, const char *s);
 void pisb_strv_pushf(struct pisb_strv *sv, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void pisb_strv_release(struct pisb_strv *sv);
+/* Mount points at or under dir (a canonical path) in /proc/self/mountinfo
+ * order (a mount after the one it sits on), the \NNN escapes decoded. */
+void pisb_mounts_under(const char *dir, struct pisb_strv *out);
 /* Whether sv holds s. */
 bool pisb_strv_has(const struct pisb_strv *sv, const char *s);
 

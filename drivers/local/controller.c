@@ -95,12 +95,9 @@ static int save_as(struct ctl *c, const char *state, bool sync, struct pisb_err 
 		c->rt.services_json = pisb_services_status_json(c->svc);
 		c->rt.previews_json = pisb_services_previews_json(c->svc);
 	}
-	if ((sync ? pisb_runtime_save(c->idir, &c->rt, e) : pisb_runtime_save_volatile(c->idir, &c->rt, e)) < 0)
-		return -1;
-	/* "running" is told once its control socket listens (below) */
 	if (sync)
-		notify_starter(c, state);
-	return 0;
+		return pisb_runtime_save(c->idir, &c->rt, e);
+	return pisb_runtime_save_volatile(c->idir, &c->rt, e);
 }
 
 /* what runs now needs no fsync: a power loss ends it anyway, and the
@@ -830,11 +827,12 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	pisb_services_on_change(c.svc, save_running, &c);
 	/* a fresh disk of the host image, no template, no project, no setup
 	 * run: nothing but create wrote the guest's config, from the text
-	 * the creation config was parsed from */
+	 * the creation config was parsed from, so that one's services are
+	 * its (as for no file); else what the init read, if no resume hook
+	 * ran since */
 	if (fresh && !setup_ran && !c.rec.template_ && !strcmp(c.cfg->image, "host") &&
 	    faccessat(c.idir, "project", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
-		pisb_services_config_is_creation(c.svc);
-	/* no resume hook ran since the init read it */
+		pisb_services_guest_config(c.svc, &guest, ENOENT);
 	else if (b.guest_config && !resume_ran)
 		pisb_services_guest_config(c.svc, &guest, guest_err);
 	if (c.svc) {
@@ -933,6 +931,7 @@ out_failed:
 		if (c.rt.cgroup)
 			pisb_cgroup_remove(c.rt.cgroup);
 		save(&c, "failed", &ig);
+		notify_starter(&c, "failed");
 	}
 out:
 	if (disk_mounted)
@@ -950,10 +949,12 @@ out:
 	if (c.cfg)
 		pisb_config_free(c.cfg);
 	close(c.idir);
-	if (c.notify >= 0)
-		close(c.notify);
+	/* a template's starter (stopped) hears the end of the socket, once
+	 * the lock is free */
 	close(lock);
 	lock = -1;
+	if (c.notify >= 0)
+		close(c.notify);
 	if (c.stop_client >= 0) {
 		stop_reply(&c, c.stop_client);
 		close(c.stop_client);

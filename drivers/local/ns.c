@@ -491,8 +491,9 @@ static int touch(const char *path)
 #define masked_files pisb_host_masked_files
 #define masked_dirs pisb_host_masked_dirs
 
-/* What host path p is to the view: 1 a masked file, 2 a masked directory,
- * 3 a directory holding a masked path, 0 none of these. */
+/* What host path p is to the view: 1 a masked file, 2 a masked directory
+ * or a path under one, 3 a directory holding a masked path, 0 none of
+ * these. */
 static int mask_kind(const char *p)
 {
 	size_t n = strlen(p);
@@ -500,9 +501,11 @@ static int mask_kind(const char *p)
 	for (int i = 0; masked_files[i]; i++)
 		if (!strcmp(p, masked_files[i]))
 			return 1;
-	for (int i = 0; masked_dirs[i]; i++)
-		if (!strcmp(p, masked_dirs[i]))
+	for (int i = 0; masked_dirs[i]; i++) {
+		size_t m = strlen(masked_dirs[i]);
+		if (!strncmp(p, masked_dirs[i], m) && (p[m] == '\0' || p[m] == '/'))
 			return 2;
+	}
 	for (int k = 0; k < 2; k++)
 		for (int i = 0; (k ? masked_dirs : masked_files)[i]; i++) {
 			const char *m = (k ? masked_dirs : masked_files)[i];
@@ -597,6 +600,23 @@ static void view_dir(const char *src, const char *dst, bool top, int sock)
 		/* sockets, fifos and devices of the host's /etc stay out */
 	}
 	closedir(d);
+}
+
+/* An overlay at target, in the boot child: as asked, or with userxattr
+ * for kernels that want it spelled out inside a user namespace (tried
+ * first from then on: the root's mount tells for /etc's). */
+static int overlay_mount(const char *target, unsigned long flags, const char *opts)
+{
+	static bool userxattr;
+	char with[600];
+
+	snprintf(with, sizeof(with), "%s,userxattr", opts);
+	if (!userxattr && mount("overlay", target, "overlay", flags, opts) == 0)
+		return 0;
+	if (mount("overlay", target, "overlay", flags, with) < 0)
+		return -1;
+	userxattr = true;
+	return 0;
 }
 
 /* ---------- the mask layers of /etc (host side) ---------- */
@@ -741,11 +761,7 @@ static int etc_overlay(int mask)
 	char opts[256];
 
 	snprintf(opts, sizeof(opts), "lowerdir=/proc/self/fd/%d/top:/proc/self/fd/%d/wh:/etc", mask, mask);
-	if (mount("overlay", "etc", "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts) == 0)
-		return 0;
-	/* kernels that want it spelled out inside a user namespace */
-	strncat(opts, ",userxattr", sizeof(opts) - strlen(opts) - 1);
-	return mount("overlay", "etc", "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts);
+	return overlay_mount("etc", MS_RDONLY | MS_NOSUID | MS_NODEV, opts);
 }
 
 /* What is mounted under the host's /etc (a container's /etc/hosts and
@@ -754,42 +770,13 @@ static int etc_overlay(int mask)
  * masked path (left out: the view shows what lies under it). */
 static void etc_submounts(int sock)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[8192];
+	_cleanup_strv_ struct pisb_strv ms = PISB_STRV_INIT;
 
-	if (!f)
-		child_fail(sock, "read /proc/self/mountinfo");
-	while (fgets(line, sizeof(line), f)) {
-		char mp[4096], *w = mp, *s;
-		int field = 0;
-		bool masked = false;
-
-		/* the fifth field, its spaces and the like written \ooo */
-		for (s = line; *s && field < 4; s++)
-			if (*s == ' ')
-				field++;
-		for (; *s && *s != ' ' && w < mp + sizeof(mp) - 1; s++) {
-			if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-			    s[3] >= '0' && s[3] <= '7') {
-				*w++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
-				s += 3;
-			} else {
-				*w++ = *s;
-			}
-		}
-		*w = '\0';
-		if (strncmp(mp, "/etc/", 5))
-			continue;
-		for (int i = 0; masked_dirs[i] && !masked; i++) {
-			size_t n = strlen(masked_dirs[i]);
-			masked = !strncmp(mp, masked_dirs[i], n) && mp[n] == '/';
-		}
-		if (masked || mask_kind(mp))
-			continue;
-		if (bind_ro(mp, mp + 1) < 0 && errno != ENOENT)
-			child_fail(sock, mp);
-	}
-	fclose(f);
+	pisb_mounts_under("/etc", &ms);
+	for (size_t i = 0; i < ms.n; i++)
+		if (strcmp(ms.v[i], "/etc") && !mask_kind(ms.v[i]) &&
+		    bind_ro(ms.v[i], ms.v[i] + 1) < 0 && errno != ENOENT)
+			child_fail(sock, ms.v[i]);
 }
 
 /* The host's system directories, read-only, into the new root (cwd).
@@ -1189,12 +1176,8 @@ static void mount_root(const struct pisb_boot *b, int lower, int disk, int etc_m
 		 "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d/upper,workdir=/proc/self/fd/%d/work",
 		 lower, disk, disk);
 	snprintf(merged, sizeof(merged), "/proc/self/fd/%d/merged", disk);
-	if (mount("overlay", merged, "overlay", MS_NOSUID, opts) < 0) {
-		/* kernels that want it spelled out inside a user namespace */
-		strncat(opts, ",userxattr", sizeof(opts) - strlen(opts) - 1);
-		if (mount("overlay", merged, "overlay", MS_NOSUID, opts) < 0)
-			child_fail(sock, "mount overlay root");
-	}
+	if (overlay_mount(merged, MS_NOSUID, opts) < 0)
+		child_fail(sock, "mount overlay root");
 	/* step into the mount (an fd of the mountpoint would be under it) */
 	if (fchdir(disk) < 0 || chdir("merged") < 0)
 		child_fail(sock, "enter the new root");

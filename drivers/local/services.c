@@ -150,7 +150,6 @@ struct pisb_services {
 	int64_t accept_pause_until;
 	int proxy_off, gate_off, relay_off, nfds;
 	bool started;
-	bool config_known;         /* pisb_services_config_is_creation */
 	bool guest_given;          /* pisb_services_guest_config: */
 	int guest_err;             /*   errno of its read, or 0 */
 	struct pisb_buf guest_text;
@@ -1349,11 +1348,6 @@ char *pisb_services_previews_json(struct pisb_services *s)
 	return pisb_buf_detach(&b);
 }
 
-void pisb_services_config_is_creation(struct pisb_services *s)
-{
-	s->config_known = true;
-}
-
 void pisb_services_guest_config(struct pisb_services *s, struct pisb_buf *text, int err)
 {
 	pisb_buf_release(&s->guest_text);
@@ -2009,10 +2003,7 @@ static size_t begin_all(struct pisb_services *s, struct svc ***t)
 	size_t n;
 
 	s->started = true;
-	if (s->config_known) {
-		s->config_known = false;   /* once: the sandbox runs from now on */
-		apply_config(s, s->cfg);
-	} else if (refresh_config(s, &ce) < 0) {
+	if (refresh_config(s, &ce) < 0) {
 		pisb_svc_log("services: %s; using the services of the sandbox's creation config", ce.msg);
 		apply_config(s, s->cfg);
 	}

@@ -74,15 +74,11 @@ bool pisb_services_changed(struct pisb_services *s);
  * something shown there changed, so that the reply never runs ahead of
  * the record. */
 void pisb_services_on_change(struct pisb_services *s, void (*fn)(void *arg), void *arg);
-/* The guest's config is known to be the creation config (the first boot
- * of a fresh disk that nothing of the sandbox has run on yet): the next
- * start of all services does not read it from inside (a fork into the
- * sandbox's namespaces, ~0.6 ms of a create, issue #21). */
-void pisb_services_config_is_creation(struct pisb_services *s);
 /* The guest's config as read at the boot, inside, before anything of the
- * sandbox ran (pisb_boot's guest_config; text taken, err its errno or 0):
- * the next start of all services takes it instead of forking into the
- * sandbox to read it again (~0.6 ms of a start, issue #21). */
+ * sandbox ran (pisb_boot's guest_config; text taken, err its errno or 0;
+ * ENOENT: none, the creation config's services): the next start of all
+ * services takes it instead of forking into the sandbox to read it again
+ * (~0.6 ms of a start, issue #21). */
 void pisb_services_guest_config(struct pisb_services *s, struct pisb_buf *text, int err);
 /* Owned JSON arrays for status.json, or NULL. */
 char *pisb_services_status_json(struct pisb_services *s);
