@@ -708,7 +708,8 @@ wait_covered() {
 }
 
 # dead PID: no such process, or only its zombie
-dead() { [ ! -e "/proc/$1" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status"; }
+# (reaped between the two looks: gone too)
+dead() { [ ! -e "/proc/$1" ] || grep -qs '^State:[[:space:]]*Z' "/proc/$1/status" || [ ! -e "/proc/$1" ]; }
 
 @test "bind: a secret or .git made on the host while the sandbox runs is covered, locked (create, written later, temp+rename, new directory, moved in, made readable, nested .git)" {
 	make_bound bind

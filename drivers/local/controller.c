@@ -380,7 +380,9 @@ static void do_stop(struct ctl *c)
 			if (w == init || (w < 0 && errno == ECHILD))
 				break;
 			if (w > 0) {
-				if (c->svc)
+				if (w == c->watch)
+					c->watch = 0;
+				else if (c->svc)
 					pisb_services_reaped(c->svc, w, status);
 				continue;
 			}
@@ -408,6 +410,13 @@ static void do_stop(struct ctl *c)
 						;
 			}
 		}
+	}
+	/* the project's watcher ends with the init (it waits on its pidfd);
+	 * the stop's client must find it gone, not ending */
+	if (c->watch > 0) {
+		kill(c->watch, SIGKILL);
+		waitpid(c->watch, &status, 0);
+		c->watch = 0;
 	}
 	pisb_trace("stop: init reaped");
 	pisb_cgroup_close(&c->cg);
