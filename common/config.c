@@ -1370,7 +1370,6 @@ static int load_services(struct ld *L, const struct ynode *n, struct pisb_config
 {
 	size_t ns;
 	_cleanup_free_ struct svc_ix *ix = NULL;
-	_cleanup_free_ long *owner = NULL;
 
 	if (need_map(L, "services", n) < 0)
 		return -1;
@@ -1383,19 +1382,21 @@ static int load_services(struct ld *L, const struct ynode *n, struct pisb_config
 		if (load_service(L, p, KEY(n, k)->s, VAL(n, k), &c->services[k]) < 0)
 			return -1;
 	}
-	/* Fixed ports are unique among the services that run here. */
-	owner = xcalloc(65536, sizeof(*owner));
+	/* Fixed ports are unique among the services that run here (a few
+	 * services: a look at the ones before, not a table of every port,
+	 * which was half a MiB zeroed at each parse) */
 	for (size_t k = 0; k < ns; k++) {
 		const struct pisb_service *s = &c->services[k];
 
 		if (!s->port || !pisb_service_enabled(s))
 			continue;
-		if (owner[s->port]) {
-			_cleanup_free_ char *p = xasprintf("services.%s.port", s->name);
-			return bad(L, p, "%d is already used by services.%s", s->port,
-				   c->services[owner[s->port] - 1].name);
+		for (size_t j = 0; j < k; j++) {
+			const struct pisb_service *o = &c->services[j];
+			if (o->port == s->port && pisb_service_enabled(o)) {
+				_cleanup_free_ char *p = xasprintf("services.%s.port", s->name);
+				return bad(L, p, "%d is already used by services.%s", s->port, o->name);
+			}
 		}
-		owner[s->port] = (long)k + 1;
 	}
 	ix = xcalloc(ns ? ns : 1, sizeof(*ix));
 	for (size_t k = 0; k < ns; k++)

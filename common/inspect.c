@@ -230,6 +230,15 @@ int pisb_list(struct pisb_state *st, bool templates, int refresh_ms, struct pisb
 	}
 	if (names.n)
 		qsort(names.v, names.n, sizeof(char *), cmp);
+	/* every running controller's ping first (instance.h) */
+	for (size_t i = 0; !templates && names.n > 1 && i < names.n; i++) {
+		struct pisb_err ig = PISB_ERR_INIT;
+		int idir = pisb_instance_open(st, kind, names.v[i], &ig);
+		if (idir >= 0) {
+			pisb_ping_ahead(idir);
+			close(idir);
+		}
+	}
 	for (size_t i = 0; i < names.n; i++) {
 		struct pisb_err ie = PISB_ERR_INIT;
 		/* a half-deleted or foreign entry must not hide the others */
@@ -241,6 +250,7 @@ int pisb_list(struct pisb_state *st, bool templates, int refresh_ms, struct pisb
 			pisb_jw_obj_end(w);
 		}
 	}
+	pisb_ping_ahead_end();
 	pisb_jw_arr_end(w);
 	(void)e;
 	return 0;

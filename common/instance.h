@@ -140,5 +140,10 @@ int pisb_control_connect(int idir);
 /* Send one JSON request line, read one JSON reply line (timeout_ms). */
 int pisb_control_call(int idir, const char *req, struct pisb_buf *reply,
 		      int timeout_ms, struct pisb_err *e);
+/* Send idir's controller a ping now, if it listens; the next
+ * pisb_instance_status of idir reads its answer (the controllers of a
+ * list answer side by side).  pisb_ping_ahead_end closes those not read. */
+void pisb_ping_ahead(int idir);
+void pisb_ping_ahead_end(void);
 
 #endif
