@@ -351,7 +351,6 @@ static PISB_IDLE_PATH bool has_textrel(const struct dl_phdr_info *info)
 /* the read-only segments to drop, gathered first: the program headers
  * they are found by lie in them */
 struct ro_ranges {
-	bool program_only;
 	size_t n;
 	uintptr_t r[64][2];
 };
@@ -364,9 +363,6 @@ static PISB_IDLE_PATH int find_ro_segments(struct dl_phdr_info *info, size_t siz
 	(void)size;
 	/* the vDSO is the kernel's, not a file's */
 	if (info->dlpi_name && strstr(info->dlpi_name, "linux-vdso"))
-		return 0;
-	/* the program's name is "" */
-	if (rs->program_only && info->dlpi_name && *info->dlpi_name)
 		return 0;
 	if (has_textrel(info))
 		return 0;
@@ -394,13 +390,4 @@ PISB_IDLE_PATH void pisb_proc_idle_trim(void)
 	dl_iterate_phdr(find_ro_segments, &rs);
 	for (size_t i = 0; i < rs.n; i++)
 		madvise((void *)rs.r[i][0], rs.r[i][1] - rs.r[i][0], MADV_DONTNEED);
-}
-
-void pisb_proc_busy(void)
-{
-	struct ro_ranges rs = { .program_only = true };
-
-	dl_iterate_phdr(find_ro_segments, &rs);
-	for (size_t i = 0; i < rs.n; i++)
-		madvise((void *)rs.r[i][0], rs.r[i][1] - rs.r[i][0], MADV_POPULATE_READ);
 }

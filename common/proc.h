@@ -74,11 +74,4 @@ void pisb_close_except(const int *keep, size_t n);
  * wrote into the code go with them. */
 void pisb_proc_idle_trim(void);
 
-/* Its opposite, before a burst of work in such a process (a controller's
- * stop): the program's own code and read-only data mapped again in one
- * call (MADV_POPULATE_READ, Linux 5.14; a no-op before), not page by page
- * in a fault each.  Libraries are left to fault: most of their pages are
- * mapped by many processes and cost little. */
-void pisb_proc_busy(void);
-
 #endif
