@@ -661,6 +661,7 @@ static struct ping_ahead {
 	dev_t dev;
 	ino_t ino;
 	int fd;
+	int64_t sent_ms;
 } *ahead;
 static size_t nahead;
 
@@ -675,7 +676,7 @@ void pisb_ping_ahead(int idir)
 	if (fstat(idir, &sb) < 0 || (fd = control_send(idir, ping_req, &ig)) < 0)
 		return;
 	ahead = xrealloc(ahead, (nahead + 1) * sizeof(*ahead));
-	ahead[nahead++] = (struct ping_ahead){ sb.st_dev, sb.st_ino, fd };
+	ahead[nahead++] = (struct ping_ahead){ sb.st_dev, sb.st_ino, fd, pisb_mono_ms() };
 }
 
 void pisb_ping_ahead_end(void)
@@ -689,8 +690,8 @@ void pisb_ping_ahead_end(void)
 }
 
 /* The connection of the ping sent ahead to idir's controller (the
- * caller's to close), or -1 */
-static int ping_taken(int idir)
+ * caller's to close), or -1; *sent_ms: when it was sent */
+static int ping_taken(int idir, int64_t *sent_ms)
 {
 	struct stat sb;
 
@@ -700,18 +701,24 @@ static int ping_taken(int idir)
 		if (ahead[i].fd >= 0 && ahead[i].dev == sb.st_dev && ahead[i].ino == sb.st_ino) {
 			int fd = ahead[i].fd;
 			ahead[i].fd = -1;
+			*sent_ms = ahead[i].sent_ms;
 			return fd;
 		}
 	return -1;
 }
 
+/* A second to answer, from when it was asked: controllers that do not
+ * answer cost a list one second in all, not one each */
 static int ping(int idir, struct pisb_buf *reply, struct pisb_err *e)
 {
-	_cleanup_close_ int fd = ping_taken(idir);
+	int64_t sent = 0;
+	_cleanup_close_ int fd = ping_taken(idir, &sent);
+	int64_t left;
 
 	if (fd < 0)
 		return pisb_control_call(idir, ping_req, reply, 1000, e);
-	return control_recv(fd, reply, 1000, e);
+	left = 1000 - (pisb_mono_ms() - sent);
+	return control_recv(fd, reply, left < 1 ? 1 : (int)left, e);
 }
 
 enum pisb_status pisb_instance_status(int idir, const struct pisb_runtime *r)

@@ -169,21 +169,23 @@ teardown() {
 	jq -e '.status == "unavailable"' <<<"$output"
 }
 
-@test "list pings every running controller at once: a stuck one is unavailable, the others running, a stopped one stopped" {
+@test "list pings every running controller at once: stuck ones are unavailable, the others running, a stopped one stopped" {
 	run -0 pisb create la
 	run -0 pisb create lb
 	run -0 pisb create lc
 	run -0 pisb create ld
+	run -0 pisb create le
 	run -0 pisb stop ld
 	pid=$(pisb inspect lb | jq -r .controller.pid)
-	kill -STOP "$pid"
+	pid2=$(pisb inspect le | jq -r .controller.pid)
+	kill -STOP "$pid" "$pid2"
 	run -0 --separate-stderr pisb list --json
-	kill -CONT "$pid"
-	[ "$(jq -c '[.[] | select(.name | test("^l[a-d]$")) | [.name, .status]]' <<<"$output")" = \
-	  '[["la","running"],["lb","unavailable"],["lc","running"],["ld","stopped"]]' ]
+	kill -CONT "$pid" "$pid2"
+	[ "$(jq -c '[.[] | select(.name | test("^l[a-e]$")) | [.name, .status]]' <<<"$output")" = \
+	  '[["la","running"],["lb","unavailable"],["lc","running"],["ld","stopped"],["le","unavailable"]]' ]
 	# the stuck one answers again: running (no ping of the last list is read in its place)
 	run -0 --separate-stderr pisb list --json
-	[ "$(jq -c '[.[] | select(.name | test("^l[a-d]$")) | .status]' <<<"$output")" = '["running","running","running","stopped"]' ]
+	[ "$(jq -c '[.[] | select(.name | test("^l[a-e]$")) | .status]' <<<"$output")" = '["running","running","running","stopped","running"]' ]
 }
 
 @test "the sandbox survives its caller: SIGHUP of the creating shell" {
