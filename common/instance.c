@@ -673,8 +673,13 @@ void pisb_ping_ahead(int idir)
 	struct stat sb;
 	int fd;
 
-	if (fstat(idir, &sb) < 0 || (fd = control_send(idir, ping_req, &ig)) < 0)
+	/* a stopped sandbox has no control.sock: one failed connect */
+	if ((fd = control_send(idir, ping_req, &ig)) < 0)
 		return;
+	if (fstat(idir, &sb) < 0) {
+		close(fd);
+		return;
+	}
 	ahead = xrealloc(ahead, (nahead + 1) * sizeof(*ahead));
 	ahead[nahead++] = (struct ping_ahead){ sb.st_dev, sb.st_ino, fd, pisb_mono_ms() };
 }

@@ -279,8 +279,6 @@ static int kill_procs(const char *dir, bool kill_them)
 	return n;
 }
 
-/* rmdir dir; while it is busy (processes still exiting, or left behind),
- * kill what is in it and retry until the deadline. */
 static int remove_dir(const char *dir, int64_t deadline);
 
 /* a delegated sandbox's own cgroups below dir */
@@ -298,6 +296,9 @@ static void remove_children(const char *dir, int64_t deadline)
 		closedir(d);
 }
 
+/* rmdir dir; while it is busy (cgroups below it, processes still
+ * exiting or left behind), remove those, kill what is in it and retry
+ * until the deadline. */
 static int remove_dir(const char *dir, int64_t deadline)
 {
 	/* a v1 cgroup stays busy for about a millisecond after its last
