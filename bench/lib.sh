@@ -42,13 +42,21 @@ paired_ms() {
 # runs one command's runs after the other's.  GAP_MS: a pause before each
 # run.  BENCH_RUNS / ROUNDS pairs per round; the same five numbers.
 interleaved_ms() {
-	local rounds=$1 runs bin=${BENCH_INTERLEAVE:-/tmp/pisb-bench-interleave.$(id -u)}
+	local rounds=$1 runs bin
 	runs=$(( BENCH_RUNS / rounds )); [ "$runs" -ge 3 ] || runs=3
-	if [ ! -x "$bin" ] || [ "$bin" -ot "$(dirname "${BASH_SOURCE[0]}")/interleave.c" ]; then
-		cc -O2 -o "$bin.$$" "$(dirname "${BASH_SOURCE[0]}")/interleave.c" && mv -f "$bin.$$" "$bin" ||
-			{ echo NaN NaN NaN NaN NaN; return 1; }
-	fi
+	bin=${BENCH_INTERLEAVE:-$(bench_tool interleave)} || { echo NaN NaN NaN NaN NaN; return 1; }
 	"$bin" ${4:+-g "$4"} "$rounds" "$runs" "$2" "$3" || { echo NaN NaN NaN NaN NaN; return 1; }
+}
+
+# bench_tool NAME: the path of bench/NAME.c built (on first use, and again
+# when the source is newer), or nothing when it cannot be built
+bench_tool() {
+	local src bin=/tmp/pisb-bench-$1.$(id -u)
+	src=$(dirname "${BASH_SOURCE[0]}")/$1.c
+	if [ ! -x "$bin" ] || [ "$bin" -ot "$src" ]; then
+		cc -O2 -o "$bin.$$" "$src" && mv -f "$bin.$$" "$bin" || return 1
+	fi
+	echo "$bin"
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }

@@ -123,6 +123,8 @@ static struct {
 	bool on;
 	int n;
 	int fd[DEFER_MAX];
+	dev_t dev[DEFER_MAX];
+	ino_t ino[DEFER_MAX];
 } deferred;
 
 void pisb_sync_defer(void)
@@ -131,16 +133,24 @@ void pisb_sync_defer(void)
 }
 
 /* keep fd (a written file or its directory) for the flush; false when
- * not deferring or full (the caller fsyncs now) */
+ * not deferring or full (the caller fsyncs now).  A directory that holds
+ * several of the files is kept once: each fsync waits for the disk's
+ * cache flush, even one with nothing left to write (issue #21) */
 static bool defer_fd(int fd)
 {
+	struct stat sb;
 	int d;
 
-	if (!deferred.on || deferred.n == DEFER_MAX)
+	if (!deferred.on || deferred.n == DEFER_MAX || fstat(fd, &sb) < 0)
 		return false;
+	for (int i = 0; i < deferred.n; i++)
+		if (deferred.dev[i] == sb.st_dev && deferred.ino[i] == sb.st_ino)
+			return true;
 	d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	if (d < 0)
 		return false;
+	deferred.dev[deferred.n] = sb.st_dev;
+	deferred.ino[deferred.n] = sb.st_ino;
 	deferred.fd[deferred.n++] = d;
 	return true;
 }

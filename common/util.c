@@ -243,6 +243,51 @@ ssize_t pisb_write_all(int fd, const void *p, size_t n)
 	return (ssize_t)done;
 }
 
+int pisb_send_byte_fd(int sock, char byte, int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec io = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+
+	if (fd >= 0) {
+		memset(cbuf, 0, sizeof(cbuf));
+		m.msg_control = cbuf;
+		m.msg_controllen = sizeof(cbuf);
+		cm = CMSG_FIRSTHDR(&m);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
+	}
+	for (;;) {
+		ssize_t n = sendmsg(sock, &m, MSG_NOSIGNAL);
+		if (n == 1)
+			return 0;
+		if (n >= 0 || errno != EINTR)
+			return -1;
+	}
+}
+
+int pisb_recv_byte_fd(int sock, char *byte, int *fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec io = { byte, 1 };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	*fd = -1;
+	while ((n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC)) < 0)
+		if (errno != EINTR)
+			return -1;
+	cm = CMSG_FIRSTHDR(&m);
+	if (n > 0 && cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+		memcpy(fd, CMSG_DATA(cm), sizeof(*fd));
+	return n > 0;
+}
+
 ssize_t pisb_read_all(int fd, void *p, size_t n)
 {
 	char *c = p;

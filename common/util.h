@@ -75,6 +75,12 @@ static inline int pisb_steal_fd(int *fd) { int r = *fd; *fd = -1; return r; }
 
 /* Full reads and writes, retrying EINTR and short transfers. */
 ssize_t pisb_write_all(int fd, const void *p, size_t n);
+/* One byte on a local socket, with fd (SCM_RIGHTS) unless it is -1:
+ * 0, or -1 (errno; never SIGPIPE). */
+int pisb_send_byte_fd(int sock, char byte, int fd);
+/* One byte from a local socket into *byte, and the descriptor that came
+ * with it (close-on-exec) into *fd, or -1: 1, 0 at its end, -1 (errno). */
+int pisb_recv_byte_fd(int sock, char *byte, int *fd);
 ssize_t pisb_read_all(int fd, void *p, size_t n);
 /* Append what fd reads to b until EOF, the deadline (pisb_mono_ms) or
  * more than cap bytes (a peer's output, read with limits): 0 at EOF (or a

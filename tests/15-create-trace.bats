@@ -124,3 +124,25 @@ teardown() {
 	[[ $output == *"| stop | 7.00 ms | - | - | < 5 | **no** | - |"* ]]
 	[[ $output == *"| broken | failed |"* ]]
 }
+
+@test "make bench's timer (bench/timeit.c): a clock before and after each command, no shell, stops at the first that fails" {
+	bin=$BATS_TEST_TMPDIR/timeit
+	cc -O2 -o "$bin" "$BATS_TEST_DIRNAME/../bench/timeit.c"
+	# two commands: three increasing times, the first command's output
+	# drained (not on the timer's stdout), the second after the first
+	run -0 "$bin" sh -c 'echo noise; echo more >&2; sleep 0.05' '&&' /bin/true
+	read -r a b c rest <<<"$output"
+	[ -z "$rest" ]
+	[[ $a =~ ^[0-9]{16}$ ]]
+	[ "$b" -ge $((a + 50000)) ]
+	[ "$c" -ge "$b" ]
+	# a failure ends the sequence: the times up to it, exit 1
+	run -1 "$bin" false '&&' touch "$BATS_TEST_TMPDIR/ran"
+	[ "$(wc -w <<<"$output")" = 2 ]
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+	# a command that does not exist fails the same way; no command: usage
+	run -1 "$bin" /nonexistent/cmd
+	run -2 "$bin"
+	run -2 "$bin" '&&' true
+	[[ $output == *usage* ]]
+}

@@ -412,6 +412,59 @@ disk_sums() {
 	[ "$output" = 0 ]
 }
 
+@test "two creates of one name: the one that loses the publishing rename ends the controller it had begun, which leaves no cgroup" {
+	require_userns
+	n=$(uname_ w)
+	t=$BATS_TEST_TMPDIR/trace
+	# the first stops itself once its staged files are synced: its
+	# controller has its lock, record and cgroup in the staged directory
+	PISB_TRACE=$t PISB_TRACE_STOP='create: staged files synced' pisb create "$n" -q \
+		>"$BATS_TEST_TMPDIR/a.out" 2>"$BATS_TEST_TMPDIR/a.err" 3>&- &
+	bg=$!
+	pid=
+	for i in $(seq 600); do
+		pid=$(awk '$4 " " $5 " " $6 " " $7 == "create: staged files synced" { print $3 }' "$t" 2>/dev/null)
+		if [ -n "$pid" ] && [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" = T ]; then
+			break
+		fi
+		pid=
+		sleep 0.05
+	done
+	[ -n "$pid" ]
+	loser=$(awk '$4 " " $5 == "controller: staged" { print $3 }' "$t")
+	[ -n "$loser" ]
+	[ -d "/proc/$loser" ]
+	if [ "$(id -u)" = 0 ]; then
+		run -0 cgroups_of "$n"
+		[ "$output" -ge 1 ]
+	fi
+	# the second publishes first
+	run -0 pisb create "$n" -q
+	kill -CONT "$pid"
+	rc=0
+	wait "$bg" || rc=$?
+	[ "$rc" = 4 ]
+	grep -q "sandbox '$n' already exists" "$BATS_TEST_TMPDIR/a.err"
+	# the first's controller is gone (it undid its cgroup first), its
+	# staged directory too; the winner runs with its own cgroup only
+	gone "$loser"
+	run -0 sh -c "ls '$S/staging' | grep -c '^$n\\.' || true"
+	[ "$output" = 0 ]
+	gen=$(pisb inspect "$n" | jq -r .controller.generation)
+	if [ "$(id -u)" = 0 ]; then
+		run -0 cgroups_of "$n"
+		total=$output
+		run -0 cgroups_of "$n" "$gen"
+		[ "$total" = "$output" ]
+		[ "$total" -ge 1 ]
+	fi
+	run -0 pisb exec "$n" -- echo ran
+	[ "$output" = ran ]
+	run -0 pisb destroy "$n" --confirm "$n"
+	run -0 cgroups_of "$n"
+	[ "$output" = 0 ]
+}
+
 @test "20 parallel execs all run, each with its own output" {
 	require_userns
 	n=$(uname_ x)

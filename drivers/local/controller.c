@@ -594,7 +594,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	_cleanup_free_ char *lower = NULL, *disk = NULL, *pbound = NULL, *initp = init_program(), *etcmask = NULL;
 	bool disk_mounted = false;
 	_cleanup_buf_ struct pisb_buf intent = PISB_BUF_INIT;
-	bool fresh = false, prepare = false, setup_ran = false, resume_ran = false;
+	bool fresh = false, prepare = false, setup_ran = false, resume_ran = false, staged = false;
 	_cleanup_buf_ struct pisb_buf guest = PISB_BUF_INIT;
 	_cleanup_free_ char *guest_path = NULL;
 	int guest_err = 0;
@@ -607,26 +607,35 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	memset(&c, 0, sizeof(c));
 	c.notify = notify_fd;
 	c.stop_client = -1;
+	c.idir = -1;
 	if (c.notify >= 0) {
 		/* spawned while the sandbox was being staged: begin when it is
-		 * published (a byte), or not at all (EOF) */
+		 * published ('g'), or not at all (EOF).  A create sends the
+		 * staged directory first ('s'): what comes before the boot is
+		 * done in it meanwhile (the lock, the record, the cgroup) */
 		char go;
-		ssize_t n;
+		int fd;
 		fcntl(c.notify, F_SETFD, FD_CLOEXEC);
-		do
-			n = read(c.notify, &go, 1);
-		while (n < 0 && errno == EINTR);
-		if (n != 1) {
+		if (pisb_recv_byte_fd(c.notify, &go, &fd) != 1) {
 			close(c.notify);
 			return 0;
 		}
-		pisb_trace("controller: told to begin");
+		if (go == 's' && fd >= 0) {
+			c.idir = fd;
+			staged = true;
+			pisb_trace("controller: staged");
+		} else {
+			if (fd >= 0)
+				close(fd);
+			pisb_trace("controller: told to begin");
+		}
 	}
 	c.st = st;
 	c.name = pisb_str_starts(name, "@prep/") ? name + 6 : name;
 	c.initctl = c.lsock = c.sigfd = -1;
 	c.hooks.r = c.hooks.w = -1;
-	c.idir = open_target(st, name, e);
+	if (c.idir < 0)
+		c.idir = open_target(st, name, e);
 	if (c.idir < 0)
 		return -1;
 	pisb_ctllog_init(c.idir);
@@ -734,6 +743,25 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 			lower = pisb_image_path(st, c.cfg->image, &c.ids, e);
 		if (!lower)
 			goto out_failed;
+	}
+	if (staged) {
+		/* the rest works on paths: only once the directory is published */
+		char go;
+		int fd;
+		int n = pisb_recv_byte_fd(c.notify, &go, &fd);
+		if (fd >= 0)
+			close(fd);
+		if (n != 1 || go != 'g') {
+			/* the create failed: it removes the directory once we are gone */
+			pisb_cgroup_close(&c.cg);
+			if (c.rt.cgroup)
+				pisb_cgroup_remove(c.rt.cgroup);
+			close(c.notify);
+			c.notify = -1;
+			ret = 0;
+			goto out;
+		}
+		pisb_trace("controller: told to begin");
 	}
 	disk = pisb_str_starts(name, "@prep/")
 		? xasprintf("%s/staging/%s.prep/disk", st->path, c.name)

@@ -326,6 +326,20 @@ static pid_t spawn_controller(struct pisb_state *st, int idir, const char *name,
 	return pid;
 }
 
+/* Whether controller ctl ended saying it failed (its status). */
+static bool controller_failed(int idir, pid_t ctl)
+{
+	struct pisb_runtime rt;
+	struct pisb_err le = PISB_ERR_INIT;
+	bool failed;
+
+	if (pisb_lock_is_held(idir, "controller.lock") || pisb_runtime_load(idir, &rt, &le) < 0)
+		return false;
+	failed = !strcmp(rt.state, "failed") && rt.controller.pid == ctl;
+	pisb_runtime_release(&rt);
+	return failed;
+}
+
 /* The word to begin (spawn_controller). */
 static int tell_controller(int sock, const char *name, struct pisb_err *e)
 {
@@ -422,6 +436,14 @@ static int op_lock(int idir, const char *name, int wait_ms, struct pisb_err *e)
 
 /* ---------- create / prepare ---------- */
 
+/* fsync the directory NAME of dirfd (where a rename put an entry) */
+static int fsync_subdir(int dirfd, const char *name)
+{
+	_cleanup_close_ int d = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	return d < 0 ? -1 : pisb_fsync_dir(d);
+}
+
 static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 		     const char *config_json, const struct pisb_create_opts *o,
 		     const struct pisb_ids *idsp, char **setup_error, struct pisb_err *e)
@@ -430,7 +452,7 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 	struct pisb_record rec;
 	_cleanup_free_ char *stage = NULL, *dest = NULL, *cache = NULL, *disk_mnt = NULL;
 	_cleanup_close_ int sdir = -1, lock = -1, tdir = -1, ctl_sock = -1;
-	bool tmpl = o->prepare;
+	bool tmpl = o->prepare, ctl_staged = false;
 	int ret = -1;
 	pid_t ctl;
 
@@ -534,6 +556,14 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 		if (pisb_atomic_write(sdir, "intent.json", intent, strlen(intent), 0600, e) < 0)
 			goto fail;
 	}
+	/* the controller begins its part in the staged directory (lock,
+	 * record, cgroup) while the staged files are flushed */
+	if (pisb_send_byte_fd(ctl_sock, 's', sdir) < 0) {
+		pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s' failed to start: its controller exited (see 'pisb logs')",
+			     o->name);
+		goto fail;
+	}
+	ctl_staged = true;
 	/* everything staged (and the id range) durable before it is published */
 	if (pisb_sync_flush() < 0) {
 		pisb_err_sys(e, PISB_EXIT_FAIL, "sync the staged files of '%s'", o->name);
@@ -561,9 +591,7 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 		free(stage);
 		stage = NULL;
 	}
-	pisb_trace("create: intent written");
-	pisb_fsync_dir(st->fd);
-	pisb_trace("create: published (rename, fsync)");
+	pisb_trace("create: published (rename)");
 	{
 		const char *where = tmpl ? stage : dest;
 		_cleanup_close_ int idir = openat(st->fd, where, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -573,8 +601,23 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 			pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", where);
 			goto fail_published;
 		}
-		if (tell_controller(ctl_sock, o->name, e) < 0 ||
-		    wait_controller(idir, o->name, tmpl ? "stopped" : "running", ctl, ctl_sock, e) < 0)
+		/* the controller begins on the renamed directory while the
+		 * rename is made durable: the create reports only after both.
+		 * One that failed in the staged directory (a limit it cannot
+		 * enforce) said why there: wait_controller reads it at once */
+		if (tell_controller(ctl_sock, o->name, e) < 0) {
+			if (controller_failed(idir, ctl)) {
+				*e = (struct pisb_err)PISB_ERR_INIT;
+				wait_controller(idir, o->name, "running", ctl, -1, e);
+			}
+			goto fail_published;
+		}
+		if (fsync_subdir(st->fd, tmpl ? "staging" : "instances") < 0) {
+			pisb_err_sys(e, PISB_EXIT_FAIL, "sync the rename of '%s'", o->name);
+			goto fail_published;
+		}
+		pisb_trace("create: rename synced");
+		if (wait_controller(idir, o->name, tmpl ? "stopped" : "running", ctl, ctl_sock, e) < 0)
 			goto fail_published;
 		pisb_trace("create: controller running");
 		if (pisb_runtime_load(idir, &rt, e) < 0)
@@ -634,6 +677,17 @@ fail:
 	pisb_sync_discard();
 	if (disk_mnt)
 		pisb_disk_image_umount(disk_mnt);
+	if (ctl_staged) {
+		/* told to stop (EOF), it undoes its part (the cgroup) and lets
+		 * go of its lock in the directory: only then is it removed */
+		struct pisb_err ig = PISB_ERR_INIT;
+		int held;
+		close(ctl_sock);
+		ctl_sock = -1;
+		held = pisb_lock_acquire(sdir, "controller.lock", true, 5000, "the sandbox controller", &ig);
+		if (held >= 0)
+			close(held);
+	}
 	if (stage) {
 		struct pisb_err ig = PISB_ERR_INIT;
 		pisb_rm_rf_at(st->fd, stage, &ig);

@@ -937,36 +937,10 @@ static int project_disk(const struct pisb_boot *b, int sock)
 /* The fd that came with one message on sock (SCM_RIGHTS), or -1. */
 static int recv_fd(int sock)
 {
-	char c, cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec io = { &c, 1 };
-	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = cbuf,
-			    .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *cm;
-	int fd = -1;
+	char c;
+	int fd;
 
-	while (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) < 0)
-		if (errno != EINTR)
-			return -1;
-	cm = CMSG_FIRSTHDR(&m);
-	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-		memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
-	return fd;
-}
-
-static void send_fd(int sock, int fd)
-{
-	char c = 'p', cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec io = { &c, 1 };
-	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = cbuf,
-			    .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
-	while (sendmsg(sock, &m, MSG_NOSIGNAL) < 0 && errno == EINTR) {
-	}
+	return pisb_recv_byte_fd(sock, &c, &fd) == 1 ? fd : -1;
 }
 
 /* The watcher: in the project's mount namespace (it outlives the boot
@@ -1075,7 +1049,7 @@ static void watch_init(int ws, pid_t wpid, pid_t init, int sock)
 	pisb_write_all(sock, msg, sizeof(msg));
 	fd = (int)syscall(SYS_pidfd_open, init, 0);
 	if (fd >= 0) {
-		send_fd(ws, fd);
+		pisb_send_byte_fd(ws, 'p', fd);
 		close(fd);
 	}
 	close(ws);
