@@ -621,6 +621,14 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 			return 0;
 		}
 		if (go == 's' && fd >= 0) {
+			/* spawned before there was a directory: its log is there */
+			int log = openat(fd, "controller.log", O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
+					 O_CLOEXEC | O_NOCTTY, 0600);
+			if (log >= 0) {
+				dup2(log, 1);
+				dup2(log, 2);
+				close(log);
+			}
 			c.idir = fd;
 			staged = true;
 			pisb_trace("controller: staged");

@@ -294,23 +294,24 @@ out:
 
 /* ---------- talking to / waiting for the controller ---------- */
 
-/* Start the controller of NAME (its log: idir's controller.log), with a
- * socket to it in *sock: a byte written there tells it to begin (it
- * waits for one: a create spawns it while still staging, so that its
- * exec and start-up overlap the staging's fsyncs, issue #21), and it
- * writes one when the sandbox runs, or stopped, or failed
- * (wait_controller). */
+/* Start the controller of NAME (its log: idir's controller.log; idir -1:
+ * none yet, a create's), with a socket to it in *sock: a byte written
+ * there tells it to begin (it waits for one: a create spawns it first,
+ * so that its exec and start-up overlap the create's own work, issue
+ * #21; it then sends the staged directory, where the controller opens
+ * its log and does what comes before the boot), and it writes one when
+ * the sandbox runs, or stopped, or failed (wait_controller). */
 static pid_t spawn_controller(struct pisb_state *st, int idir, const char *name, int *sock,
 			      struct pisb_err *e)
 {
 	char bin[4096];
-	_cleanup_close_ int log = openat(idir, "controller.log",
-					 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	_cleanup_close_ int log = idir < 0 ? -1 : openat(idir, "controller.log",
+							 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	char *argv[] = { bin, "supervise", (char *)name, "--state-dir", st->path, "--notify-fd", "3", NULL };
 	int sv[2];
 	pid_t pid;
 
-	if (log < 0)
+	if (idir >= 0 && log < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "open controller.log");
 	if (pisb_find_binary("pisb-svc", bin, sizeof(bin), e) < 0)
 		return -1;
@@ -444,17 +445,42 @@ static int fsync_subdir(int dirfd, const char *name)
 	return d < 0 ? -1 : pisb_fsync_dir(d);
 }
 
+/* A create's controller, spawned first (spawn_controller). */
+struct starting {
+	pid_t pid;
+	int sock;   /* its socket */
+	int pidfd;  /* or -1 */
+};
+
+/* Close the controller's socket; a create that failed before publishing
+ * (wait) waits for it to exit: told so by the socket's end, it undoes
+ * what it did in the staged directory (its cgroup), and nothing of it
+ * outlives the create or sees the directory go */
+static void starting_end(struct starting *c, bool wait)
+{
+	if (c->sock >= 0)
+		close(c->sock);
+	c->sock = -1;
+	if (c->pidfd >= 0 && wait)
+		pisb_pidfd_wait(c->pidfd, 5000);
+	if (c->pidfd >= 0)
+		close(c->pidfd);
+	c->pidfd = -1;
+}
+
+/* Stage, publish and start sandbox (or template) o->name with controller
+ * ctl. */
 static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 		     const char *config_json, const struct pisb_create_opts *o,
-		     const struct pisb_ids *idsp, char **setup_error, struct pisb_err *e)
+		     const struct pisb_ids *idsp, struct starting *ctl,
+		     char **setup_error, struct pisb_err *e)
 {
 	struct pisb_ids ids = *idsp;
 	struct pisb_record rec;
 	_cleanup_free_ char *stage = NULL, *dest = NULL, *cache = NULL, *disk_mnt = NULL;
-	_cleanup_close_ int sdir = -1, lock = -1, tdir = -1, ctl_sock = -1;
-	bool tmpl = o->prepare, ctl_staged = false;
+	_cleanup_close_ int sdir = -1, lock = -1, tdir = -1;
+	bool tmpl = o->prepare;
 	int ret = -1;
-	pid_t ctl;
 
 	*setup_error = NULL;
 	pisb_trace("create: local driver");
@@ -488,16 +514,6 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 	if (sdir < 0)
 		return -1;
 	pisb_trace("create: staging directory");
-	{
-		/* the controller starts now, beside the staging, and waits for
-		 * the word to begin (spawn_controller); it runs on the published
-		 * directory (a template's: staging/NAME.prep) */
-		_cleanup_free_ char *cname = tmpl ? xasprintf("@prep/%s", o->name) : xstrdup(o->name);
-		ctl = spawn_controller(st, sdir, cname, &ctl_sock, e);
-		if (ctl < 0)
-			goto fail;
-	}
-	pisb_trace("create: controller spawned");
 	if (o->template_) {
 		if (stage_template_disk(st, sdir, tdir, stage, o->template_, cfg, &ids, &disk_mnt, e) < 0)
 			goto fail;
@@ -558,12 +574,11 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 	}
 	/* the controller begins its part in the staged directory (lock,
 	 * record, cgroup) while the staged files are flushed */
-	if (pisb_send_byte_fd(ctl_sock, 's', sdir) < 0) {
+	if (pisb_send_byte_fd(ctl->sock, 's', sdir) < 0) {
 		pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s' failed to start: its controller exited (see 'pisb logs')",
 			     o->name);
 		goto fail;
 	}
-	ctl_staged = true;
 	/* everything staged (and the id range) durable before it is published */
 	if (pisb_sync_flush() < 0) {
 		pisb_err_sys(e, PISB_EXIT_FAIL, "sync the staged files of '%s'", o->name);
@@ -605,10 +620,10 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 		 * rename is made durable: the create reports only after both.
 		 * One that failed in the staged directory (a limit it cannot
 		 * enforce) said why there: wait_controller reads it at once */
-		if (tell_controller(ctl_sock, o->name, e) < 0) {
-			if (controller_failed(idir, ctl)) {
+		if (tell_controller(ctl->sock, o->name, e) < 0) {
+			if (controller_failed(idir, ctl->pid)) {
 				*e = (struct pisb_err)PISB_ERR_INIT;
-				wait_controller(idir, o->name, "running", ctl, -1, e);
+				wait_controller(idir, o->name, "running", ctl->pid, -1, e);
 			}
 			goto fail_published;
 		}
@@ -617,7 +632,7 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 			goto fail_published;
 		}
 		pisb_trace("create: rename synced");
-		if (wait_controller(idir, o->name, tmpl ? "stopped" : "running", ctl, ctl_sock, e) < 0)
+		if (wait_controller(idir, o->name, tmpl ? "stopped" : "running", ctl->pid, ctl->sock, e) < 0)
 			goto fail_published;
 		pisb_trace("create: controller running");
 		if (pisb_runtime_load(idir, &rt, e) < 0)
@@ -677,17 +692,7 @@ fail:
 	pisb_sync_discard();
 	if (disk_mnt)
 		pisb_disk_image_umount(disk_mnt);
-	if (ctl_staged) {
-		/* told to stop (EOF), it undoes its part (the cgroup) and lets
-		 * go of its lock in the directory: only then is it removed */
-		struct pisb_err ig = PISB_ERR_INIT;
-		int held;
-		close(ctl_sock);
-		ctl_sock = -1;
-		held = pisb_lock_acquire(sdir, "controller.lock", true, 5000, "the sandbox controller", &ig);
-		if (held >= 0)
-			close(held);
-	}
+	starting_end(ctl, true);
 	if (stage) {
 		struct pisb_err ig = PISB_ERR_INIT;
 		pisb_rm_rf_at(st->fd, stage, &ig);
@@ -700,19 +705,33 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 		      char **setup_error, struct pisb_err *e)
 {
 	struct pisb_ids ids;
+	_cleanup_free_ char *cname = o->prepare ? xasprintf("@prep/%s", o->name) : xstrdup(o->name);
+	struct starting ctl = { 0, -1, -1 };
+	int rc;
 
 	/* an image other than the host's may need libarchive to import:
 	 * the static pisb hands the create over before it changes anything */
 	if (strcmp(cfg->image, "host"))
 		pisb_dl_needed("libarchive (to import the image)");
+	/* the controller starts first, beside all that follows, and waits
+	 * for the staged directory (create_in); a create that fails before
+	 * closes its socket, and it exits */
+	ctl.pid = spawn_controller(st, -1, cname, &ctl.sock, e);
+	if (ctl.pid < 0)
+		return -1;
+	ctl.pidfd = pisb_pidfd_open(ctl.pid);
+	pisb_trace("create: controller spawned");
 	/* the state files' fsyncs at once, before the publishing rename */
 	pisb_sync_defer();
 	/* as root, a host id range of the sandbox's own (ns.h) */
 	if (pisb_ids_alloc(st, o->name, &ids, e) < 0) {
 		pisb_sync_discard();
+		starting_end(&ctl, true);
 		return -1;
 	}
-	if (create_in(st, cfg, config_json, o, &ids, setup_error, e) < 0) {
+	rc = create_in(st, cfg, config_json, o, &ids, &ctl, setup_error, e);
+	starting_end(&ctl, false);
+	if (rc < 0) {
 		pisb_sync_discard();
 		pisb_ids_free(st, ids.uid_base);
 		return -1;
