@@ -434,6 +434,10 @@ disk_sums() {
 	loser=$(awk '$4 " " $5 == "controller: staged" { print $3 }' "$t")
 	[ -n "$loser" ]
 	[ -d "/proc/$loser" ]
+	# it boots beside the flush: its init runs
+	for i in $(seq 200); do grep -q "^pisb-trace [0-9]* $loser controller: booted\$" "$t" && break; sleep 0.05; done
+	init=$(pgrep -P "$loser" -x pisb-init)
+	[ -n "$init" ]
 	if [ "$(id -u)" = 0 ]; then
 		run -0 cgroups_of "$n"
 		[ "$output" -ge 1 ]
@@ -448,6 +452,7 @@ disk_sums() {
 	# the first's controller is gone (it undid its cgroup first), its
 	# staged directory too; the winner runs with its own cgroup only
 	gone "$loser"
+	gone "$init"
 	run -0 sh -c "ls '$S/staging' | grep -c '^$n\\.' || true"
 	[ "$output" = 0 ]
 	gen=$(pisb inspect "$n" | jq -r .controller.generation)
@@ -463,6 +468,41 @@ disk_sums() {
 	run -0 pisb destroy "$n" --confirm "$n"
 	run -0 cgroups_of "$n"
 	[ "$output" = 0 ]
+}
+
+@test "a create's controller boots beside the create's flush, but runs no setup hook before the sandbox is published" {
+	require_userns
+	n=$(uname_ h)
+	t=$BATS_TEST_TMPDIR/trace
+	printf 'setup:\n  - echo ran > /workspace/setup-mark\n' > "$BATS_TEST_TMPDIR/s.yaml"
+	PISB_TRACE=$t PISB_TRACE_STOP='create: staged files synced' pisb create "$n" -q -f "$BATS_TEST_TMPDIR/s.yaml" \
+		>"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+	bg=$!
+	pid=
+	for i in $(seq 600); do
+		pid=$(awk '$4 " " $5 " " $6 " " $7 == "create: staged files synced" { print $3 }' "$t" 2>/dev/null)
+		if [ -n "$pid" ] && [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" = T ]; then
+			break
+		fi
+		pid=
+		sleep 0.05
+	done
+	[ -n "$pid" ]
+	ctl=$(awk '$4 " " $5 == "controller: staged" { print $3 }' "$t")
+	[ -n "$ctl" ]
+	for i in $(seq 200); do grep -q "^pisb-trace [0-9]* $ctl controller: booted\$" "$t" && break; sleep 0.05; done
+	grep -q "^pisb-trace [0-9]* $ctl controller: booted\$" "$t"
+	# booted, unpublished: no setup ran, no control socket, no sandbox
+	sleep 0.3
+	run -0 sh -c "ls -d '$S'/staging/$n.*/disk/upper/workspace"
+	[ ! -e "$output/setup-mark" ]
+	[ ! -e "$S/instances/$n" ]
+	run -1 grep -q "$ctl controller: told to begin" "$t"
+	kill -CONT "$pid"
+	wait "$bg"
+	run -0 pisb exec "$n" -- cat /workspace/setup-mark
+	[ "$output" = ran ]
+	run -0 pisb destroy "$n" --confirm "$n"
 }
 
 @test "20 parallel execs all run, each with its own output" {

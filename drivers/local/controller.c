@@ -25,6 +25,7 @@
 #include "state.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -558,6 +559,37 @@ static PISB_IDLE_PATH bool idir_gone(struct ctl *c)
 	return now.st_ino != c->idir_st.st_ino || now.st_dev != c->idir_st.st_dev;
 }
 
+/* The path of the disk of the published directory (a template's:
+ * staging/NAME.prep, named @prep/NAME). */
+static char *published_disk(const struct ctl *c, const char *name)
+{
+	return pisb_str_starts(name, "@prep/")
+		? xasprintf("%s/staging/%s.prep/disk", c->st->path, c->name)
+		: xasprintf("%s/instances/%s/disk", c->st->path, c->name);
+}
+
+/* The staged directory we were sent (c->idir): its name in staging/,
+ * found by its inode, or NULL (the create renamed it meanwhile). */
+static char *staged_name(const struct ctl *c)
+{
+	_cleanup_close_ int sfd = openat(c->st->fd, "staging", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat want, sb;
+	struct dirent *de;
+	char *name = NULL;
+	DIR *d;
+
+	if (sfd < 0 || fstat(c->idir, &want) < 0 || !(d = fdopendir(sfd)))
+		return NULL;
+	sfd = -1;
+	while (!name && (de = readdir(d)))
+		if (de->d_ino == want.st_ino && de->d_name[0] != '.' &&
+		    fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    sb.st_ino == want.st_ino && sb.st_dev == want.st_dev)
+			name = xstrdup(de->d_name);
+	closedir(d);
+	return name;
+}
+
 /* pisb-init, beside the binary we run from (bin/, or the libexec dir) */
 static char *init_program(void)
 {
@@ -592,6 +624,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	struct ctl c;
 	_cleanup_close_ int lock = -1;
 	_cleanup_free_ char *lower = NULL, *disk = NULL, *pbound = NULL, *initp = init_program(), *etcmask = NULL;
+	_cleanup_free_ char *disk_staged = NULL, *disk_published = NULL;
 	bool disk_mounted = false;
 	_cleanup_buf_ struct pisb_buf intent = PISB_BUF_INIT;
 	bool fresh = false, prepare = false, setup_ran = false, resume_ran = false, staged = false;
@@ -752,28 +785,21 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		if (!lower)
 			goto out_failed;
 	}
+	/* the disk by its path: the staged directory's until the create
+	 * publishes it (the boot opens it once; the mounts stay with the
+	 * directory through the rename), then the published one's */
+	/* the disk's path: the published directory's; while the create has
+	 * not published it (staged), ours through our descriptor of the
+	 * staged one, and for the boot (which looks it up in a mount
+	 * namespace of its own) the staged path, or the published one */
+	disk = published_disk(&c, name);
 	if (staged) {
-		/* the rest works on paths: only once the directory is published */
-		char go;
-		int fd;
-		int n = pisb_recv_byte_fd(c.notify, &go, &fd);
-		if (fd >= 0)
-			close(fd);
-		if (n != 1 || go != 'g') {
-			/* the create failed: it removes the directory once we are gone */
-			pisb_cgroup_close(&c.cg);
-			if (c.rt.cgroup)
-				pisb_cgroup_remove(c.rt.cgroup);
-			close(c.notify);
-			c.notify = -1;
-			ret = 0;
-			goto out;
-		}
-		pisb_trace("controller: told to begin");
+		_cleanup_free_ char *sname = staged_name(&c);
+		disk_published = disk;
+		disk = xasprintf("/proc/self/fd/%d/disk", c.idir);
+		if (sname)
+			disk_staged = xasprintf("%s/staging/%s/disk", st->path, sname);
 	}
-	disk = pisb_str_starts(name, "@prep/")
-		? xasprintf("%s/staging/%s.prep/disk", st->path, c.name)
-		: xasprintf("%s/instances/%s/disk", st->path, c.name);
 	/* diskGiB: the disk's own filesystem image, when it has one */
 	{
 		_cleanup_free_ char *dir = xstrndup(disk, strlen(disk) - strlen("/disk"));
@@ -815,7 +841,8 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		if (!etcmask)
 			logf_("warning: %s; /etc is a view of per-entry binds instead", me.msg);
 	}
-	b.disk_path = disk;
+	b.disk_path = disk_staged ? disk_staged : disk_published ? disk_published : disk;
+	b.disk_path_published = disk_published;
 	b.workspace = c.cfg->workspace;
 	b.tmp_mib = (unsigned)c.cfg->memory_gib * 512;
 	b.ids = c.ids;
@@ -844,6 +871,27 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	if (save(&c, "starting", e) < 0)
 		goto out_failed;
 	pisb_trace("controller: status written (booted)");
+	if (staged) {
+		/* booted beside the create's flush: nothing of the guest runs
+		 * (setup, services) before the create published the sandbox */
+		char go;
+		int fd;
+		int n = pisb_recv_byte_fd(c.notify, &go, &fd);
+		if (fd >= 0)
+			close(fd);
+		if (n != 1 || go != 'g') {
+			/* the create failed: undone, and it removes the directory
+			 * once we are gone */
+			close(c.notify);
+			c.notify = -1;
+			do_stop(&c);
+			ret = 0;
+			goto out;
+		}
+		pisb_trace("controller: told to begin");
+		free(disk);
+		disk = PISB_STEAL(disk_published);
+	}
 
 	if (pisb_hooklog_open(&c.hooks) < 0) {
 		pisb_err_sys(e, PISB_EXIT_FAIL, "pipe for the hooks' output");

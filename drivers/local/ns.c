@@ -917,6 +917,18 @@ static int owner_userns(const char *project, bool ro, const struct pisb_ids *ids
 	return pisb_idmap_userns(um, gm);
 }
 
+/* The disk (O_PATH), looked up in the mount namespace we are in (the
+ * overlay clones its layers' mounts from there): at its staged path, or
+ * where the create's rename put it meanwhile; -1 */
+static int open_disk(const struct pisb_boot *b)
+{
+	int disk = open(b->disk_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (disk < 0 && errno == ENOENT && b->disk_path_published)
+		disk = open(b->disk_path_published, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	return disk;
+}
+
 /* The project's own private mount namespace and the disk it is bound into,
  * with the mask sources made; returns the disk's O_PATH fd. */
 static int project_disk(const struct pisb_boot *b, int sock)
@@ -925,7 +937,7 @@ static int project_disk(const struct pisb_boot *b, int sock)
 
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_fail(sock, "a mount namespace for the project");
-	disk = open(b->disk_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	disk = open_disk(b);
 	if (disk < 0)
 		child_fail(sock, "open the disk");
 	hidden_sources(disk, sock);
@@ -1505,7 +1517,7 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 	if (mount(NULL, "/", NULL, MS_REC | (ws >= 0 ? MS_SLAVE : MS_PRIVATE), NULL) < 0)
 		child_fail(sock, "make / private");
 	lower = open(b->lower_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	disk = open(b->disk_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	disk = open_disk(b);
 	if (lower < 0 || disk < 0)
 		child_fail(sock, "open the image or the disk");
 	/* with the caller's ids still (the state directory is 0700) */

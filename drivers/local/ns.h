@@ -84,6 +84,9 @@ struct pisb_boot {
 	 * absolute), or NULL: /etc a view of per-entry binds instead */
 	const char *etc_mask;
 	const char *disk_path;   /* the instance disk: upper/, work/, merged/ */
+	/* where disk_path is once the create that stages it published it
+	 * (a rename, at any moment of the boot), or NULL */
+	const char *disk_path_published;
 	const char *workspace;
 	unsigned tmp_mib;    /* size of /tmp and /dev/shm (tmpfs), 0 = kernel default */
 	struct pisb_ids ids;
