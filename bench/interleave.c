@@ -16,7 +16,8 @@
  * (ms; medians over all runs; the ratios A/B of each round's medians),
  * the same as bench/lib.sh's paired_ms.  Exit 1 when a run fails.
  */
-#include <errno.h>
+#include "spawn.h"
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,25 +48,11 @@ static double run(char **argv, int null, int gap_ms)
 {
 	struct timespec gap = { gap_ms / 1000, (gap_ms % 1000) * 1000000L };
 	double t0;
-	pid_t pid;
-	int st;
 
 	if (gap_ms)
 		nanosleep(&gap, NULL);
 	t0 = now_ms();
-	pid = vfork();
-	if (pid == 0) {
-		dup2(null, 1);
-		dup2(null, 2);
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	if (pid < 0)
-		return -1;
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+	if (spawn_wait(argv, null) != 0)
 		return -1;
 	return now_ms() - t0;
 }

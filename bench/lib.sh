@@ -49,11 +49,11 @@ interleaved_ms() {
 }
 
 # bench_tool NAME: the path of bench/NAME.c built (on first use, and again
-# when the source is newer), or nothing when it cannot be built
+# when it or bench/spawn.h is newer), or nothing when it cannot be built
 bench_tool() {
 	local src bin=/tmp/pisb-bench-$1.$(id -u)
 	src=$(dirname "${BASH_SOURCE[0]}")/$1.c
-	if [ ! -x "$bin" ] || [ "$bin" -ot "$src" ]; then
+	if [ ! -x "$bin" ] || [ "$bin" -ot "$src" ] || [ "$bin" -ot "${src%/*}/spawn.h" ]; then
 		cc -O2 -o "$bin.$$" "$src" && mv -f "$bin.$$" "$bin" || return 1
 	fi
 	echo "$bin"

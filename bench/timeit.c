@@ -18,12 +18,12 @@
  * takes 0.9 ms alone; hyperfine -N times one command, not a sequence.
  * The fork here is vfork's, and this process is small.
  */
-#include <errno.h>
+#include "spawn.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 static long long now_us(void)
 {
@@ -31,27 +31,6 @@ static long long now_us(void)
 
 	clock_gettime(CLOCK_REALTIME, &t);
 	return (long long)t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
-
-/* Run argv with its output to out (the pipe's write end); its exit
- * status, or -1. */
-static int run(char **argv, int out)
-{
-	pid_t pid = vfork();
-	int st;
-
-	if (pid == 0) {
-		dup2(out, 1);
-		dup2(out, 2);
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	if (pid < 0)
-		return -1;
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 int main(int argc, char **argv)
@@ -84,7 +63,7 @@ int main(int argc, char **argv)
 		while (j < argc && strcmp(argv[j], "&&"))
 			j++;
 		argv[j < argc ? j : argc] = NULL;
-		failed = run(argv + i, p[1]) != 0;
+		failed = spawn_wait(argv + i, p[1]) != 0;
 		t[n++] = now_us();
 		if (failed)
 			break;

@@ -421,16 +421,7 @@ disk_sums() {
 	PISB_TRACE=$t PISB_TRACE_STOP='create: staged files synced' pisb create "$n" -q \
 		>"$BATS_TEST_TMPDIR/a.out" 2>"$BATS_TEST_TMPDIR/a.err" 3>&- &
 	bg=$!
-	pid=
-	for i in $(seq 600); do
-		pid=$(awk '$4 " " $5 " " $6 " " $7 == "create: staged files synced" { print $3 }' "$t" 2>/dev/null)
-		if [ -n "$pid" ] && [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" = T ]; then
-			break
-		fi
-		pid=
-		sleep 0.05
-	done
-	[ -n "$pid" ]
+	pid=$(stopped_at "$t" "create: staged files synced")
 	loser=$(awk '$4 " " $5 == "controller: staged" { print $3 }' "$t")
 	[ -n "$loser" ]
 	[ -d "/proc/$loser" ]
@@ -478,16 +469,7 @@ disk_sums() {
 	PISB_TRACE=$t PISB_TRACE_STOP='create: staged files synced' pisb create "$n" -q -f "$BATS_TEST_TMPDIR/s.yaml" \
 		>"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
 	bg=$!
-	pid=
-	for i in $(seq 600); do
-		pid=$(awk '$4 " " $5 " " $6 " " $7 == "create: staged files synced" { print $3 }' "$t" 2>/dev/null)
-		if [ -n "$pid" ] && [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" = T ]; then
-			break
-		fi
-		pid=
-		sleep 0.05
-	done
-	[ -n "$pid" ]
+	pid=$(stopped_at "$t" "create: staged files synced")
 	ctl=$(awk '$4 " " $5 == "controller: staged" { print $3 }' "$t")
 	[ -n "$ctl" ]
 	for i in $(seq 200); do grep -q "^pisb-trace [0-9]* $ctl controller: booted\$" "$t" && break; sleep 0.05; done

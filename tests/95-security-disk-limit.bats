@@ -77,16 +77,7 @@ kill_create_at_disk() {
 	t=$BATS_TEST_TMPDIR/trace.$1
 	PISB_TRACE=$t PISB_TRACE_STOP='create: disk' pisb create "$1" -f "$BATS_TEST_TMPDIR/d.yaml" -q 3>&- &
 	bg=$!
-	pid=
-	for i in $(seq 600); do
-		pid=$(awk '$4 " " $5 == "create: disk" { print $3 }' "$t" 2>/dev/null)
-		if [ -n "$pid" ] && [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" = T ]; then
-			break
-		fi
-		pid=
-		sleep 0.1
-	done
-	[ -n "$pid" ]
+	pid=$(stopped_at "$t" "create: disk")
 	MNT=$(awk -v p="$PI_SANDBOX_HOME/staging/$1." 'index($2, p) == 1 && $3 == "ext4" { print $2 }' /proc/mounts)
 	[ -n "$MNT" ]
 	kill -9 "$pid"

@@ -33,6 +33,22 @@ run_ok() {
 	[ "$status" -eq 0 ] || { printf '`%s` exited %s; its stderr:\n%s\n' "$*" "$status" "$stderr"; return 1; }
 }
 
+# stopped_at TRACE WHAT: the pid of the process that wrote the PISB_TRACE
+# mark WHAT to TRACE and stopped itself there (PISB_TRACE_STOP=WHAT), once
+# it has (60 s at most: a disk image may be made first; else it fails)
+stopped_at() {
+	local pid i
+	for i in $(seq 1200); do
+		pid=$(awk -v w="$2" 'substr($0, index($0, $4)) == w { print $3 }' "$1" 2>/dev/null)
+		if [ -n "$pid" ] && [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" = T ]; then
+			echo "$pid"
+			return 0
+		fi
+		sleep 0.05
+	done
+	return 1
+}
+
 # Run a command as an unprivileged test user (created by .ci/run, or here).
 as_user() {
 	local u=${PISB_TEST_USER:-pisbtest}
