@@ -907,7 +907,9 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		/* nothing setup started may outlive it, detached or not */
 		if (setup_ran)
 			pisb_sandbox_killall(c.initctl, 5000, &ig);
-		unlinkat(c.idir, "intent.json", 0);
+		/* a template's is dropped with its runtime files */
+		if (prepare)
+			unlinkat(c.idir, "intent.json", 0);
 	} else {
 		resume_ran = run_resume(&c);
 	}
@@ -942,6 +944,13 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		goto out_failed;
 	notify_starter(&c, "running");
 	pisb_trace("controller: status written (running)");
+	/* setup is done: not at the next start.  After the word to the
+	 * starter: the unlink waits for the journal, which the create's
+	 * last fsync holds now (0.2-0.3 ms here, issue #21).  A controller
+	 * killed in between leaves it, and setup runs again, as after a
+	 * crash before the unlink reached the disk */
+	if (fresh)
+		unlinkat(c.idir, "intent.json", 0);
 	logf_("running");
 	/* idle from here on: what the start freed, and the mappings of code
 	 * that only the start ran, go back to the system */
