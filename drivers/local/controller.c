@@ -644,8 +644,9 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	if (c.notify >= 0) {
 		/* spawned while the sandbox was being staged: begin when it is
 		 * published ('g'), or not at all (EOF).  A create sends the
-		 * staged directory first ('s'): what comes before the boot is
-		 * done in it meanwhile (the lock, the record, the cgroup) */
+		 * staged directory first ('s'): the lock, the record, the
+		 * cgroup and the boot are done in it meanwhile, and nothing of
+		 * the guest runs before the 'g' (below, after the boot) */
 		char go;
 		int fd;
 		fcntl(c.notify, F_SETFD, FD_CLOEXEC);
@@ -785,9 +786,6 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		if (!lower)
 			goto out_failed;
 	}
-	/* the disk by its path: the staged directory's until the create
-	 * publishes it (the boot opens it once; the mounts stay with the
-	 * directory through the rename), then the published one's */
 	/* the disk's path: the published directory's; while the create has
 	 * not published it (staged), ours through our descriptor of the
 	 * staged one, and for the boot (which looks it up in a mount

@@ -299,7 +299,7 @@ out:
  * there tells it to begin (it waits for one: a create spawns it first,
  * so that its exec and start-up overlap the create's own work, issue
  * #21; it then sends the staged directory, where the controller opens
- * its log and does what comes before the boot), and it writes one when
+ * its log and boots the sandbox), and it writes one when
  * the sandbox runs, or stopped, or failed (wait_controller). */
 static pid_t spawn_controller(struct pisb_state *st, int idir, const char *name, int *sock,
 			      struct pisb_err *e)
@@ -453,9 +453,9 @@ struct starting {
 };
 
 /* Close the controller's socket; a create that failed before publishing
- * (wait) waits for it to exit: told so by the socket's end, it undoes
- * what it did in the staged directory (its cgroup), and nothing of it
- * outlives the create or sees the directory go */
+ * (wait) waits for it to exit: told so by the socket's end, it stops
+ * what it booted in the staged directory and removes its cgroup, and
+ * nothing of it outlives the create or sees the directory go */
 static void starting_end(struct starting *c, bool wait)
 {
 	if (c->sock >= 0)
@@ -572,8 +572,8 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 		if (pisb_atomic_write(sdir, "intent.json", intent, strlen(intent), 0600, e) < 0)
 			goto fail;
 	}
-	/* the controller begins its part in the staged directory (lock,
-	 * record, cgroup) while the staged files are flushed */
+	/* the controller takes the staged directory (lock, record, cgroup)
+	 * and boots the sandbox in it while the staged files are flushed */
 	if (pisb_send_byte_fd(ctl->sock, 's', sdir) < 0) {
 		pisb_err_set(e, PISB_EXIT_FAIL, "sandbox '%s' failed to start: its controller exited (see 'pisb logs')",
 			     o->name);
