@@ -144,7 +144,7 @@ breakdown() {
 	awk -F'\t' -v tot="$total" '{ printf "    %7.2f ms %4.0f%%  %s\n", $1, (tot > 0 ? 100 * $1 / tot : 0), $2 }' "$ph.med"
 	awk -F'\t' '
 		/guest config|record written|intent written|staged files synced|published|rename synced|status written/ { k["fsync'\''ed writes (state files)"] += $1; next }
-		/controller spawned|controller: start|controller: lock|controller running|controller gone|told to begin/ { k["controller spawn, exec, readiness and exit"] += $1; next }
+		/controller spawned|controller: start|controller: staged|controller: lock|controller running|controller gone|told to begin/ { k["controller spawn, exec, readiness and exit"] += $1; next }
 		/config parsed|record and config/ { k["config parse (create and controller)"] += $1; next }
 		/cgroups joined/ { k["cgroup joins (cgroup.procs on v1 waits for an RCU grace period)"] += $1; next }
 		/boot: forked/ { k["fork of the boot child"] += $1; next }

@@ -2092,6 +2092,14 @@ int pisb_services_start_all(struct pisb_services *s, struct pisb_err *e)
 	return 0;
 }
 
+bool pisb_services_any_process(const struct pisb_services *s)
+{
+	for (size_t i = 0; s && i < s->n; i++)
+		if (s->v[i]->pid > 0)
+			return true;
+	return false;
+}
+
 void pisb_services_stop_all(struct pisb_services *s)
 {
 	int64_t deadline = pisb_mono_ms() + STOP_GRACE_MS;

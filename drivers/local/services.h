@@ -58,6 +58,8 @@ int pisb_services_start_all(struct pisb_services *s, struct pisb_err *e);
 /* Stop every service (TERM to its process group, KILL after 2 s), close
  * previews and the proxy. */
 void pisb_services_stop_all(struct pisb_services *s);
+/* Whether a service has a process (that stop_all waits for); s may be NULL. */
+bool pisb_services_any_process(const struct pisb_services *s);
 void pisb_services_reaped(struct pisb_services *s, pid_t pid, int status);
 /* Fill at most max pollfds; may lower *timeout_ms for timers. */
 int pisb_services_pollfds(struct pisb_services *s, struct pollfd *p, int max,
