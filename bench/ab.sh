@@ -13,34 +13,34 @@ set -uo pipefail
 A=$(realpath "$1") B=$(realpath "$2") N=${3:-20}
 tmp=$(mktemp -d /tmp/pisb-bench-ab.XXXXXX)
 trap 'for x in a b; do for n in $(PI_SANDBOX_HOME=$tmp/$x.state "$A/pisb" list -q 2>/dev/null); do PI_SANDBOX_HOME=$tmp/$x.state "$A/pisb" destroy "$n" --confirm "$n" -q >/dev/null 2>&1; done; done; rm -rf "$tmp"' EXIT
-now_us() { local t=$EPOCHREALTIME; echo "${t/./}"; }
+. "$(dirname "$0")/lib.sh"
+TIMEIT=$(bench_tool timeit) || { echo "bench/ab.sh: cannot build bench/timeit.c (cc)" >&2; exit 2; }
 med() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "NaN"; else print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-# t OUT CMD...: CMD's wall time (ms) appended to OUT
+# t OUT CMD... [&& CMD...]: the commands' wall time (ms) appended to OUT,
+# timed by bench/timeit.c as make bench times them (no shell between the
+# clock and the commands, output to a pipe)
 t() {
-	local f=$1 s e
+	local f=$1 out v
 	shift
-	s=$(now_us)
-	"$@" >/dev/null 2>&1 || echo "$f" >>"$tmp/failed"
-	e=$(now_us)
-	echo $(( (e - s) )) | awk '{ printf "%.3f\n", $1 / 1000 }' >>"$f"
+	out=$("$TIMEIT" "$@") || echo "$f" >>"$tmp/failed"
+	read -ra v <<<"$out"
+	awk -v a="${v[0]}" -v b="${v[-1]}" 'BEGIN { printf "%.3f\n", (b - a) / 1000 }' >>"$f"
 }
 bw=(bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib
 	--symlink usr/lib64 /lib64 --proc /proc --dev /dev --tmpfs /tmp true)
-ce() { PI_SANDBOX_HOME=$2 "$1/pisb" create "$3" -q && PI_SANDBOX_HOME=$2 "$1/pisb" exec "$3" -- true; }
-se() { PI_SANDBOX_HOME=$2 "$1/pisb" start "$3" -q && PI_SANDBOX_HOME=$2 "$1/pisb" exec "$3" -- true; }
 head -c 65536 /dev/urandom | base64 >"$tmp/f64k"
 for i in $(seq "$N"); do
 	for x in a b; do
 		bin=$A; [ $x = b ] && bin=$B
-		st=$tmp/$x.state
-		t "$tmp/$x.create" ce "$bin" "$st" "ab$i"
-		t "$tmp/$x.exec" env PI_SANDBOX_HOME="$st" "$bin/pisb" exec "ab$i" -- true
-		t "$tmp/$x.write" env PI_SANDBOX_HOME="$st" "$bin/pisb" write "ab$i" f64k --from "$tmp/f64k"
-		t "$tmp/$x.read" env PI_SANDBOX_HOME="$st" "$bin/pisb" read "ab$i" f64k --raw
+		export PI_SANDBOX_HOME=$tmp/$x.state
+		t "$tmp/$x.create" "$bin/pisb" create "ab$i" -q '&&' "$bin/pisb" exec "ab$i" -- true
+		t "$tmp/$x.exec" "$bin/pisb" exec "ab$i" -- true
+		t "$tmp/$x.write" "$bin/pisb" write "ab$i" f64k --from "$tmp/f64k"
+		t "$tmp/$x.read" "$bin/pisb" read "ab$i" f64k --raw
 		t "$tmp/bw.$x" "${bw[@]}"
-		t "$tmp/$x.stop" env PI_SANDBOX_HOME="$st" "$bin/pisb" stop "ab$i" -q
-		t "$tmp/$x.start" se "$bin" "$st" "ab$i"
-		PI_SANDBOX_HOME=$st "$bin/pisb" destroy "ab$i" --confirm "ab$i" -q >/dev/null 2>&1
+		t "$tmp/$x.stop" "$bin/pisb" stop "ab$i" -q
+		t "$tmp/$x.start" "$bin/pisb" start "ab$i" -q '&&' "$bin/pisb" exec "ab$i" -- true
+		"$bin/pisb" destroy "ab$i" --confirm "ab$i" -q >/dev/null 2>&1
 	done
 done
 [ -s "$tmp/failed" ] && echo "warning: $(wc -l <"$tmp/failed") commands failed ($(sort -u "$tmp/failed" | xargs -n1 basename | tr '\n' ' '))"
