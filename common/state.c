@@ -109,6 +109,15 @@ void pisb_state_release(struct pisb_state *st)
 	st->path = NULL;
 }
 
+int pisb_fsync_parent(int dirfd, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	_cleanup_free_ char *dir = slash ? xstrndup(path, (size_t)(slash - path)) : xstrdup(".");
+	_cleanup_close_ int fd = openat(dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	return fd < 0 ? -1 : fsync(fd);
+}
+
 int pisb_fsync_dir(int dirfd)
 {
 	_cleanup_close_ int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -311,7 +320,9 @@ int pisb_state_trash(struct pisb_state *st, const char *dir, const char *name,
 					    dir, name);
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "move '%s' to trash", from);
 	}
-	pisb_fsync_dir(st->fd);
+	/* gone from its directory, there in the trash, after a crash too */
+	pisb_fsync_parent(st->fd, from);
+	pisb_fsync_parent(st->fd, to);
 	return pisb_rm_rf_at(st->fd, to, e);
 }
 

@@ -76,5 +76,8 @@ char *pisb_image_lock_path(const char *name);
 
 /* fsync a directory fd. */
 int pisb_fsync_dir(int dirfd);
+/* fsync the directory that holds path (relative to dirfd): where a rename
+ * put or took an entry.  0, or -1 (errno). */
+int pisb_fsync_parent(int dirfd, const char *path);
 
 #endif

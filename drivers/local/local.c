@@ -327,20 +327,6 @@ static pid_t spawn_controller(struct pisb_state *st, int idir, const char *name,
 	return pid;
 }
 
-/* Whether controller ctl ended saying it failed (its status). */
-static bool controller_failed(int idir, pid_t ctl)
-{
-	struct pisb_runtime rt;
-	struct pisb_err le = PISB_ERR_INIT;
-	bool failed;
-
-	if (pisb_lock_is_held(idir, "controller.lock") || pisb_runtime_load(idir, &rt, &le) < 0)
-		return false;
-	failed = !strcmp(rt.state, "failed") && rt.controller.pid == ctl;
-	pisb_runtime_release(&rt);
-	return failed;
-}
-
 /* The word to begin (spawn_controller). */
 static int tell_controller(int sock, const char *name, struct pisb_err *e)
 {
@@ -419,8 +405,12 @@ static int wait_controller(int idir, const char *name, const char *want,
 			 * killed -9 may leave the socket to a child of its own */
 			struct pollfd p = { sock, POLLIN, 0 };
 			char b[16];
-			if (poll(&p, 1, 100) > 0 && read(sock, b, sizeof(b)) <= 0)
+			if (poll(&p, 1, 100) > 0 && read(sock, b, sizeof(b)) <= 0) {
+				/* its end, no word: the controller is gone (what it
+				 * left says why), not one that never began */
 				sock = -1;
+				seen_alive = true;
+			}
 		} else {
 			struct timespec ts = { 0, 1000 * 1000 };
 			nanosleep(&ts, NULL);
@@ -436,14 +426,6 @@ static int op_lock(int idir, const char *name, int wait_ms, struct pisb_err *e)
 }
 
 /* ---------- create / prepare ---------- */
-
-/* fsync the directory NAME of dirfd (where a rename put an entry) */
-static int fsync_subdir(int dirfd, const char *name)
-{
-	_cleanup_close_ int d = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-	return d < 0 ? -1 : pisb_fsync_dir(d);
-}
 
 /* A create's controller, spawned first (spawn_controller). */
 struct starting {
@@ -619,15 +601,14 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 		/* the controller begins on the renamed directory while the
 		 * rename is made durable: the create reports only after both.
 		 * One that failed in the staged directory (a limit it cannot
-		 * enforce) said why there: wait_controller reads it at once */
+		 * enforce) is gone and said why there: wait_controller reads it */
 		if (tell_controller(ctl->sock, o->name, e) < 0) {
-			if (controller_failed(idir, ctl->pid)) {
-				*e = (struct pisb_err)PISB_ERR_INIT;
-				wait_controller(idir, o->name, "running", ctl->pid, -1, e);
-			}
+			struct pisb_err we = PISB_ERR_INIT;
+			if (wait_controller(idir, o->name, "running", ctl->pid, ctl->sock, &we) < 0)
+				*e = we;
 			goto fail_published;
 		}
-		if (fsync_subdir(st->fd, tmpl ? "staging" : "instances") < 0) {
+		if (pisb_fsync_parent(st->fd, where) < 0) {
 			pisb_err_sys(e, PISB_EXIT_FAIL, "sync the rename of '%s'", o->name);
 			goto fail_published;
 		}

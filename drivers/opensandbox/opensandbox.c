@@ -780,7 +780,7 @@ static int publish(struct pisb_state *st, int sdir, const char *stg, const char 
 			return pisb_err_set(e, PISB_EXIT_BUSY, "sandbox '%s' already exists", name);
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "publish sandbox '%s'", name);
 	}
-	pisb_fsync_dir(st->fd);
+	pisb_fsync_parent(st->fd, dest);
 	return 0;
 }
 

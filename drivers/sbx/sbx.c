@@ -894,7 +894,7 @@ int pisb_sbx_create(struct pisb_state *st, const struct pisb_config *cfg,
 			pisb_err_sys(e, PISB_EXIT_FAIL, "publish sandbox '%s'", o->name);
 		goto out;
 	}
-	pisb_fsync_dir(st->fd);
+	pisb_fsync_parent(st->fd, dest);
 	published = true;
 	{
 		_cleanup_free_ char *w = xasprintf("%s/workspace", dest);

@@ -2500,7 +2500,7 @@ static int publish_template(struct pisb_state *st, int idir, const char *live, c
 		pisb_err_sys(e, errno == EEXIST ? PISB_EXIT_BUSY : PISB_EXIT_FAIL, "publish template '%s'", name);
 		goto out;
 	}
-	pisb_fsync_dir(st->fd);
+	pisb_fsync_parent(st->fd, dest);
 	ret = 0;
 out:
 	pisb_runtime_release(&t.rt);
@@ -2580,7 +2580,7 @@ static int make(struct pisb_state *st, const struct pisb_config *cfg, const char
 			pisb_err_sys(e, PISB_EXIT_FAIL, "publish %s '%s'", what, o->name);
 		goto out;
 	}
-	pisb_fsync_dir(st->fd);
+	pisb_fsync_parent(st->fd, live);
 	published = true;
 	if (tlock >= 0) {
 		close(tlock);
