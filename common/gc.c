@@ -620,6 +620,27 @@ static bool trash_in_use(const char *n, int64_t now_ms)
 	return now_ms - t < TRASH_AGE_MS && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
+/* What a trashed sandbox still holds outside its directory (local: the
+ * cgroups its status names, when its controller was killed), dropped
+ * through its driver's gc_drop as for a sandbox gc removes.  False when
+ * its controller still runs: then nothing of it is touched. */
+static bool drop_trashed(struct gc *g, int tdir, const char *entry)
+{
+	_cleanup_sandbox_ struct pisb_sandbox sb = PISB_SANDBOX_INIT;
+
+	sb.idir = openat(tdir, entry, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (sb.idir < 0)
+		return true;
+	if (pisb_lock_is_held(sb.idir, "controller.lock"))
+		return false;
+	sb.st = g->st;
+	sb.name = xstrdup(entry);
+	sb.drv = pisb_driver_salvage(sb.idir);
+	if (sb.drv->gc_drop)
+		sb.drv->gc_drop(&sb);
+	return true;
+}
+
 static void sweep_trash(struct gc *g)
 {
 	_cleanup_strv_ struct pisb_strv ns = PISB_STRV_INIT;
@@ -638,6 +659,10 @@ static void sweep_trash(struct gc *g)
 
 		if (trash_in_use(ns.v[i], pisb_now_ms())) {
 			add(&g->r->kept, "trash", what, "its destroy is still running");
+			continue;
+		}
+		if (!g->o->dry_run && !drop_trashed(g, tdir, ns.v[i])) {
+			add(&g->r->kept, "trash", what, "its sandbox's controller still runs");
 			continue;
 		}
 		/* a disk image still mounted in it (a destroy that ran into a

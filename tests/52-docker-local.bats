@@ -283,8 +283,7 @@ CMD ["/bin/cat", "/built.txt"]
 	run -0 pisb exec dk -- sh -c 'echo "{\"features\": {\"buildkit\": false}}" > /etc/docker/daemon.json'
 	run -0 pisb stop dk
 	# no cgroup of it (nor of its containers, below it) is left in any hierarchy
-	run -0 bash -c "for d in /sys/fs/cgroup/$rel /sys/fs/cgroup/*/$rel; do [ ! -e \"\$d\" ] || echo \"\$d\"; done"
-	[ -z "$output" ]
+	[ -z "$(cgroup_dirs "$rel")" ]
 	run -0 --separate-stderr pisb docker dk status --json
 	jq -e '.status == "stopped" and (.daemon.reachable | not)' <<<"$output"
 	run -1 --separate-stderr pisb docker dk ps

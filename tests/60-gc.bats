@@ -36,9 +36,11 @@ dead_pid() {
 	sh -c 'echo $$'
 }
 
-# the JSON item {kind,name,reason} of list L (removed|cleaned|kept) named N
+# item L N [FILTER]: list L (removed|cleaned|kept) has one item
+# {kind,name,reason} named N, and the jq FILTER is true of it; fails
+# otherwise (a pipe into jq -e would pass on no input at all)
 item() {
-	jq -e --arg l "$1" --arg n "$2" '.[$l][] | select(.name == $n)' <<<"$output"
+	jq -e --arg l "$1" --arg n "$2" '[.[$l][] | select(.name == $n)] | length == 1 and (.[0] | '"${3:-true}"')' <<<"$output"
 }
 
 # fake a record for a sandbox that lives elsewhere (driver $2, owner pid $3)
@@ -61,8 +63,8 @@ remote_record() {
 	kill "$owner"
 	wait "$owner" 2>/dev/null || true
 	run -0 --separate-stderr pisb gc --json
-	item removed a | jq -e '.kind == "sandbox" and (.reason | test("owner pid '"$owner"' is gone"))'
-	item kept b | jq -e '.reason == "running"'
+	item removed a '.kind == "sandbox" and (.reason | test("owner pid '"$owner"' is gone"))'
+	item kept b '.reason == "running"'
 	[ ! -e "$S/instances/a" ]
 	run -0 pisb list -q
 	[ "$output" = b ]
@@ -84,7 +86,7 @@ remote_record() {
 	run -0 pisb inspect c
 	jq -e '.status == "interrupted"' <<<"$output"
 	run -0 --separate-stderr pisb gc --json
-	item cleaned c | jq -e '.kind == "sandbox" and (.reason | test("interrupted \\(last state .running.\\): marked stopped, its cgroup removed"))'
+	item cleaned c '.kind == "sandbox" and (.reason | test("interrupted \\(last state .running.\\): marked stopped, its cgroup removed"))'
 	jq -e '.removed == []' <<<"$output"
 	run -0 pisb inspect c
 	jq -e '.status == "stopped" and .stoppedAt != null' <<<"$output"
@@ -107,11 +109,11 @@ remote_record() {
 	jq --argjson t "$t" '.stoppedAt = $t' "$S/instances/old/status.json" > "$BATS_TEST_TMPDIR/st.json"
 	cp "$BATS_TEST_TMPDIR/st.json" "$S/instances/old/status.json"
 	run -0 --separate-stderr pisb gc --json
-	item kept old | jq -e '.reason == "stopped"'
+	item kept old '.reason == "stopped"'
 	run -0 --separate-stderr pisb gc --hours 5 --json
 	jq -e '.removed == []' <<<"$output"
 	run -0 --separate-stderr pisb gc --hours 2 --json
-	item removed old | jq -e '.reason | test("stopped for 3 hours .since .*, more than --hours 2")'
+	item removed old '.reason | test("stopped for 3 hours .since .*, more than --hours 2")'
 	item kept recent
 	[ ! -e "$S/instances/old" ]
 	run -0 pisb list -q
@@ -131,9 +133,9 @@ remote_record() {
 	run -0 pisb stop s
 	mkdir -p "$S/instances/s/exec/abcdef01-00000001"
 	run -0 --separate-stderr pisb gc --json
-	item cleaned instances/h/exec/00000000-deadbeef | jq -e '.kind == "handle" and (.reason | test("earlier run"))'
-	item cleaned instances/s/exec/abcdef01-00000001 | jq -e '.reason | test("stopped")'
-	item kept instances/h/exec/00000000-11111111 | jq -e '.reason | test("lock")'
+	item cleaned instances/h/exec/00000000-deadbeef '.kind == "handle" and (.reason | test("earlier run"))'
+	item cleaned instances/s/exec/abcdef01-00000001 '.reason | test("stopped")'
+	item kept instances/h/exec/00000000-11111111 '.reason | test("lock")'
 	[ ! -e "$S/instances/h/exec/00000000-deadbeef" ]
 	[ ! -e "$S/instances/s/exec/abcdef01-00000001" ]
 	[ -d "$S/instances/h/exec/00000000-11111111" ]
@@ -148,22 +150,26 @@ remote_record() {
 	hold_lock "$S/staging/z.9999abcd/op.lock"
 	touch -d '2 hours ago' "$S/staging/z.9999abcd"
 	run -0 --separate-stderr pisb gc --json
-	item cleaned staging/x.1234abcd | jq -e '.kind == "staging" and (.reason | test("interrupted create"))'
-	item kept staging/y.5678abcd | jq -e '.reason | test("younger than 1 hour")'
-	item kept staging/z.9999abcd | jq -e '.reason | test("using it")'
+	item cleaned staging/x.1234abcd '.kind == "staging" and (.reason | test("interrupted create"))'
+	item kept staging/y.5678abcd '.reason | test("younger than 1 hour")'
+	item kept staging/z.9999abcd '.reason | test("using it")'
 	[ ! -e "$S/staging/x.1234abcd" ]
 	[ -d "$S/staging/y.5678abcd" ]
 	[ -d "$S/staging/z.9999abcd" ]
 }
 
-@test "trash leftovers of an interrupted destroy go; one still being removed stays" {
+@test "trash leftovers of an interrupted destroy go; one still being removed, or whose controller runs, stays" {
 	dead=$(dead_pid)
 	now=$(( $(date +%s) * 1000 ))
-	mkdir -p "$S/trash/instances-gone-$dead-1000/disk/upper" "$S/trash/instances-busy-$$-$now"
+	mkdir -p "$S/trash/instances-gone-$dead-1000/disk/upper" "$S/trash/instances-busy-$$-$now" \
+		"$S/trash/instances-live-$dead-1000/disk/upper"
+	hold_lock "$S/trash/instances-live-$dead-1000/controller.lock"
 	run -0 --separate-stderr pisb gc --json
-	item cleaned "trash/instances-gone-$dead-1000" | jq -e '.kind == "trash"'
-	item kept "trash/instances-busy-$$-$now" | jq -e '.reason | test("still running")'
+	item cleaned "trash/instances-gone-$dead-1000" '.kind == "trash"'
+	item kept "trash/instances-busy-$$-$now" '.reason | test("still running")'
+	item kept "trash/instances-live-$dead-1000" '.reason | test("controller still runs")'
 	[ ! -e "$S/trash/instances-gone-$dead-1000" ]
+	[ -d "$S/trash/instances-live-$dead-1000/disk/upper" ]
 }
 
 # a local record (no sandbox behind it) in $1 (instances/N or templates/N)
@@ -200,16 +206,16 @@ K3=3333333333333333333333333333333333333333333333333333333333333333
 	BGPIDS+=($!)
 	for i in $(seq 100); do ! flock -n "$S/images/$K3-1000.lock" true && break; sleep 0.02; done
 	run -0 --separate-stderr pisb gc --dry-run --json
-	item cleaned images/0123abcd | jq -e '.kind == "image" and (.reason | test("unreferenced"))'
+	item cleaned images/0123abcd '.kind == "image" and (.reason | test("unreferenced"))'
 	[ -d "$S/images/0123abcd" ]
 	run -0 --separate-stderr pisb gc --json
-	item cleaned images/0123abcd | jq -e '.reason | test("unreferenced")'
-	item kept "images/$K1-1000" | jq -e '.reason == "used by sandbox '\''a'\''"'
-	item kept "images/$K2-1000" | jq -e '.reason == "used by template '\''t'\''"'
-	item kept "images/$K1-2000" | jq -e '.reason == "used by the staged create '\''staging/s.0000'\''"'
-	item kept "images/$K3-1000" | jq -e '.reason | test("in use or being imported")'
-	item kept images/fresh | jq -e '.reason | test("younger than 1 hour")'
-	item kept images/host-1000000000 | jq -e '.kind == "image"'
+	item cleaned images/0123abcd '.reason | test("unreferenced")'
+	item kept "images/$K1-1000" '.reason == "used by sandbox '\''a'\''"'
+	item kept "images/$K2-1000" '.reason == "used by template '\''t'\''"'
+	item kept "images/$K1-2000" '.reason == "used by the staged create '\''staging/s.0000'\''"'
+	item kept "images/$K3-1000" '.reason | test("in use or being imported")'
+	item kept images/fresh '.reason | test("younger than 1 hour")'
+	item kept images/host-1000000000 '.kind == "image"'
 	[ ! -e "$S/images/0123abcd" ]
 	[ -f "$S/images/$K1-1000/complete" ]
 	[ -f "$S/images/$K2-1000/complete" ]
@@ -221,7 +227,7 @@ K3=3333333333333333333333333333333333333333333333333333333333333333
 	kill "${BGPIDS[-1]}"
 	hold_lock "$S/images/$K3-1000.lock"
 	run -0 --separate-stderr pisb gc --json
-	item kept "images/$K3-1000" | jq -e '.reason | test("in use or being imported")'
+	item kept "images/$K3-1000" '.reason | test("in use or being imported")'
 	kill "$HOLDER"
 	wait "$HOLDER" 2>/dev/null || true
 	# nobody holds it any more, nobody references it: it goes
@@ -239,9 +245,9 @@ K3=3333333333333333333333333333333333333333333333333333333333333333
 		"$S/images/.import-$K3-$dead/rootfs"
 	touch -d '3 hours ago' "$S/images/.import-$K1-$dead" "$S/images/.import-$K2-$(printf '%x' $$)"
 	run -0 --separate-stderr pisb gc --json
-	item cleaned "images/.import-$K1-$dead" | jq -e '.reason | test("interrupted import")'
-	item kept "images/.import-$K2-$(printf '%x' $$)" | jq -e '.reason | test("under way")'
-	item kept "images/.import-$K3-$dead" | jq -e '.reason | test("younger than 1 hour")'
+	item cleaned "images/.import-$K1-$dead" '.reason | test("interrupted import")'
+	item kept "images/.import-$K2-$(printf '%x' $$)" '.reason | test("under way")'
+	item kept "images/.import-$K3-$dead" '.reason | test("younger than 1 hour")'
 	[ ! -e "$S/images/.import-$K1-$dead" ]
 	[ -d "$S/images/.import-$K3-$dead" ]
 }
@@ -251,14 +257,14 @@ K3=3333333333333333333333333333333333333333333333333333333333333333
 	local_record instances/new "$K1-1000"
 	local_record instances/img ""
 	run -0 --separate-stderr pisb gc --json
-	item kept "images/$K1-1000" | jq -e '.reason | test("used by sandbox")'
-	item kept "images/$K2-1000" | jq -e '.reason == "sandbox '\''img'\'' uses a rootfs image, but its record.json has no imageCache: every cache is kept"'
+	item kept "images/$K1-1000" '.reason | test("used by sandbox")'
+	item kept "images/$K2-1000" '.reason == "sandbox '\''img'\'' uses a rootfs image, but its record.json has no imageCache: every cache is kept"'
 	[ -d "$S/images/$K2-1000" ]
 	# an old-style record on image: host references nothing
 	jq '.config.image = "host"' "$S/instances/img/record.json" > "$BATS_TEST_TMPDIR/r.json"
 	cp "$BATS_TEST_TMPDIR/r.json" "$S/instances/img/record.json"
 	run -0 --separate-stderr pisb gc --json
-	item cleaned "images/$K2-1000" | jq -e '.reason | test("unreferenced")'
+	item cleaned "images/$K2-1000" '.reason | test("unreferenced")'
 	item kept "images/$K1-1000"
 	[ ! -e "$S/images/$K2-1000" ]
 }
@@ -293,17 +299,17 @@ K3=3333333333333333333333333333333333333333333333333333333333333333
 	run -0 pisb stop one
 	# the template still uses image b
 	run -0 --separate-stderr pisb gc --json
-	item kept "images/$c1" | jq -e '.reason == "used by sandbox '\''one'\''"'
-	item kept "images/$c3" | jq -e '.reason == "used by template '\''tpl'\''"'
+	item kept "images/$c1" '.reason == "used by sandbox '\''one'\''"'
+	item kept "images/$c3" '.reason == "used by template '\''tpl'\''"'
 	if [ "$c3" != "$c2" ]; then
 		# two's own copy went with it
-		item cleaned "images/$c2" | jq -e '.reason | test("unreferenced")'
+		item cleaned "images/$c2" '.reason | test("unreferenced")'
 		[ ! -e "$S/images/$c2" ]
 		c2=$c3
 	fi
 	run -0 pisb destroy tpl --template --confirm tpl
 	run -0 --separate-stderr pisb gc --dry-run --json
-	item cleaned "images/$c2" | jq -e '.reason | test("unreferenced")'
+	item cleaned "images/$c2" '.reason | test("unreferenced")'
 	[ -d "$S/images/$c2" ]
 	run -0 --separate-stderr pisb gc
 	[ "$output" = "cleaned image 'images/$c2': unreferenced: no sandbox or template uses it" ]
@@ -317,7 +323,7 @@ K3=3333333333333333333333333333333333333333333333333333333333333333
 	jq 'del(.imageCache)' "$S/instances/one/record.json" > "$BATS_TEST_TMPDIR/r.json"
 	jq '.config.image = "host"' "$BATS_TEST_TMPDIR/r.json" > "$S/instances/one/record.json"
 	run -0 --separate-stderr pisb gc --json
-	item kept "images/$c1" | jq -e '.reason | test("in use")'
+	item kept "images/$c1" '.reason | test("in use")'
 	[ -f "$S/images/$c1/complete" ]
 	# a sandbox whose removal gc decides keeps nothing: its cache goes in the same pass
 	cp "$BATS_TEST_TMPDIR/r.json" "$S/instances/one/record.json"
@@ -354,9 +360,9 @@ K3=3333333333333333333333333333333333333333333333333333333333333333
 	# cannot read is not touched
 	remote_record odd opensandbox "$dead"
 	run -0 --separate-stderr pisb gc --hours 0 --json
-	item kept far | jq -e '.reason | test("owner pid '"$dead"' is gone, but a sbx sandbox is released by its own driver")'
-	item kept near | jq -e '.reason | test("driver sbx")'
-	item kept odd | jq -e '.reason | test("not touched")'
+	item kept far '.reason | test("owner pid '"$dead"' is gone, but a sbx sandbox is released by its own driver")'
+	item kept near '.reason | test("driver sbx")'
+	item kept odd '.reason | test("not touched")'
 	jq -e '.removed == [] and .cleaned == []' <<<"$output"
 	[ -f "$S/instances/far/record.json" ]
 	[ -f "$S/instances/near/record.json" ]
@@ -443,15 +449,15 @@ K3=3333333333333333333333333333333333333333333333333333333333333333
 	jq -n --arg s "pi-sbx-$dead-aa99" --argjson p "$dead" '{version:1,name:"kept",driver:"sbx",createdAt:1,template:null,owner:{pid:$p,start:1},sessionId:null,remote:{sbxName:$s,workspace:"/nowhere"},config:{version:1}}' \
 		> "$PI_SANDBOX_HOME/instances/kept/record.json"
 	PATH="$BATS_TEST_TMPDIR/bin:$PATH" DOCKER_HOST=tcp://203.0.113.1:2375 run -0 --separate-stderr pisb gc --dry-run --json
-	item removed "pi-sbx-$dead-ab12" | jq -e '.kind == "sbx"'
+	item removed "pi-sbx-$dead-ab12" '.kind == "sbx"'
 	[ "$(grep -c '^rm' "$BATS_TEST_TMPDIR/sbx.log")" = 0 ]
 	PATH="$BATS_TEST_TMPDIR/bin:$PATH" DOCKER_HOST=tcp://203.0.113.1:2375 run -0 --separate-stderr pisb gc --json
-	item removed "pi-sbx-$dead-ab12" | jq -e '.reason | test("owner pid '"$dead"' is gone")'
-	item kept "pi-sbx-$dead-aa99" | jq -e '.reason | test("a pisb sandbox is this one")'
-	item kept "pi-sbx-$$-cd34" | jq -e '.reason | test("alive")'
-	item kept "pi-sbx-$dead-ef56" | jq -e '.reason | test("running")'
-	item kept pi-sbx-myproj-1234abcd | jq -e '.reason | test("not a session sandbox")'
-	run -4 item kept mine
+	item removed "pi-sbx-$dead-ab12" '.reason | test("owner pid '"$dead"' is gone")'
+	item kept "pi-sbx-$dead-aa99" '.reason | test("a pisb sandbox is this one")'
+	item kept "pi-sbx-$$-cd34" '.reason | test("alive")'
+	item kept "pi-sbx-$dead-ef56" '.reason | test("running")'
+	item kept pi-sbx-myproj-1234abcd '.reason | test("not a session sandbox")'
+	run -1 item kept mine
 	[ "$(grep '^rm' "$BATS_TEST_TMPDIR/sbx.log")" = "rm --force pi-sbx-$dead-ab12 DOCKER_HOST=unset" ]
 	# DOCKER_* never reaches the sbx CLI
 	run -1 grep -v 'DOCKER_HOST=unset' "$BATS_TEST_TMPDIR/sbx.log"

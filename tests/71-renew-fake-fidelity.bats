@@ -64,6 +64,13 @@ lc() {
 	curl -sS -X "$m" -H "OPEN-SANDBOX-API-KEY: $KEY" -w '\n%{http_code}' "$@" "$B$p"
 }
 body() { sed '$d' <<<"$1"; }
+# body_is JQ_ARGS...: the body of $output is JSON and jq -e ARGS holds of
+# it (fails on an empty body, where a pipe into jq -e would pass)
+body_is() {
+	local b
+	b=$(body "$output")
+	[ -n "$b" ] && jq -e "$@" <<<"$b"
+}
 code() { tail -n1 <<<"$1"; }
 
 CREATE='{"image":{"uri":"python:3.11"},"entrypoint":["tail","-f","/dev/null"],"resourceLimits":{"cpu":"1","memory":"2Gi"},"timeout":600,"metadata":{"team":"pisb"}}'
@@ -98,14 +105,14 @@ execd() {
 @test "auth: 401 bodies are {code,message}; X-Request-ID on every response" {
 	run -0 curl -sS -D "$BATS_TEST_TMPDIR/h" -w '\n%{http_code}' "$B/v1/sandboxes"
 	[ "$(code "$output")" = 401 ]
-	body "$output" | jq -e '(keys == ["code","message"]) and .code == "MISSING_API_KEY"
+	body_is '(keys == ["code","message"]) and .code == "MISSING_API_KEY"
 		and .message == "Authentication credentials are missing. Provide API key via OPEN-SANDBOX-API-KEY header."'
 	grep -qiE '^x-request-id: [0-9a-f]{32}' "$BATS_TEST_TMPDIR/h"
 
 	run -0 curl -sS -H 'OPEN-SANDBOX-API-KEY: wrong' -H 'X-Request-ID: trace-123' -D "$BATS_TEST_TMPDIR/h" \
 		-w '\n%{http_code}' "$B/v1/sandboxes/anything"
 	[ "$(code "$output")" = 401 ]
-	body "$output" | jq -e '(keys == ["code","message"]) and .code == "INVALID_API_KEY"
+	body_is '(keys == ["code","message"]) and .code == "INVALID_API_KEY"
 		and .message == "Authentication credentials are invalid. Check your API key and try again."'
 	grep -qi '^x-request-id: trace-123' "$BATS_TEST_TMPDIR/h"
 
@@ -114,10 +121,10 @@ execd() {
 	[ "$(code "$output")" = 401 ]
 	run -0 curl -sS -w '\n%{http_code}' "$B/health"
 	[ "$(code "$output")" = 200 ]
-	body "$output" | jq -e '.status == "healthy"'
+	body_is '.status == "healthy"'
 	run -0 lc GET /v1/sandboxes
 	[ "$(code "$output")" = 200 ]
-	body "$output" | jq -e '.items == [] and .pagination.totalItems == 0 and .pagination.hasNextPage == false'
+	body_is '.items == [] and .pagination.totalItems == 0 and .pagination.hasNextPage == false'
 }
 
 @test "create: 202, required fields, Pending -> Running, omitted fields absent" {
@@ -139,26 +146,26 @@ execd() {
 	run -0 wait_state "$id" Running
 	[ "$output" = "Pending Running " ]
 	run -0 lc GET "/v1/sandboxes/$id"
-	body "$output" | jq -e '.image == {"uri":"python:3.11"} and .status.reason == "CONTAINER_RUNNING"
+	body_is '.image == {"uri":"python:3.11"} and .status.reason == "CONTAINER_RUNNING"
 		and (.status.lastTransitionAt | type == "string")'
 
 	# timeout omitted = manual cleanup: no expiresAt key at all
 	run -0 mk '{"snapshotId":"snap-1","resourceLimits":{"cpu":"1"}}'
 	run -0 lc GET "/v1/sandboxes/$output"
-	body "$output" | jq -e '(has("expiresAt") | not) and .snapshotId == "snap-1" and .entrypoint == ["tail","-f","/dev/null"]'
+	body_is '(has("expiresAt") | not) and .snapshotId == "snap-1" and .entrypoint == ["tail","-f","/dev/null"]'
 }
 
 @test "create validation: 422 pydantic detail, 400 reserved metadata prefix" {
 	run -0 lc POST /v1/sandboxes -d '{"image":{"uri":"x"},"entrypoint":["a"],"resourceLimits":{},"timeout":10}'
 	[ "$(code "$output")" = 422 ]
-	body "$output" | jq -e '.detail[0].loc == ["body","timeout"] and .detail[0].type == "greater_than_equal"'
+	body_is '.detail[0].loc == ["body","timeout"] and .detail[0].type == "greater_than_equal"'
 	run -0 lc POST /v1/sandboxes -d '{"image":{"uri":"x"},"resourceLimits":{}}'
 	[ "$(code "$output")" = 422 ]
 	run -0 lc POST /v1/sandboxes -d '{"image":{"uri":"x"},"snapshotId":"s","entrypoint":["a"],"resourceLimits":{}}'
 	[ "$(code "$output")" = 422 ]
 	run -0 lc POST /v1/sandboxes -d '{"image":{"uri":"x"},"entrypoint":["a"],"resourceLimits":{},"metadata":{"opensandbox.io/x":"y"}}'
 	[ "$(code "$output")" = 400 ]
-	body "$output" | jq -e '.code == "SANDBOX::INVALID_METADATA_LABEL" and (.message | contains("reserved prefix"))'
+	body_is '.code == "SANDBOX::INVALID_METADATA_LABEL" and (.message | contains("reserved prefix"))'
 	run -0 lc POST /v1/sandboxes -d '{"image":{"uri":"x"},"entrypoint":["a"],"resourceLimits":{},"metadata":{"k":"has space"}}'
 	[ "$(code "$output")" = 400 ]
 }
@@ -172,12 +179,12 @@ execd() {
 	# still Pending: pause is a conflict
 	run -0 lc POST "/v1/sandboxes/$id/pause"
 	[ "$(code "$output")" = 409 ]
-	body "$output" | jq -e '.code == "DOCKER::SANDBOX_NOT_RUNNING" and .message == "Sandbox is not in a running state."'
+	body_is '.code == "DOCKER::SANDBOX_NOT_RUNNING" and .message == "Sandbox is not in a running state."'
 	wait_state "$id" Running >/dev/null
 
 	run -0 lc POST "/v1/sandboxes/$id/resume"
 	[ "$(code "$output")" = 409 ]
-	body "$output" | jq -e '.code == "DOCKER::SANDBOX_NOT_PAUSED" and .message == "Sandbox is not in a paused state."'
+	body_is '.code == "DOCKER::SANDBOX_NOT_PAUSED" and .message == "Sandbox is not in a paused state."'
 
 	run -0 lc POST "/v1/sandboxes/$id/pause"
 	[ "$(code "$output")" = 202 ]
@@ -218,22 +225,22 @@ execd() {
 
 	run -0 lc POST "/v1/sandboxes/$id/renew-expiration" -d '{"expiresAt":"2001-01-01T00:00:00Z"}'
 	[ "$(code "$output")" = 400 ]
-	body "$output" | jq -e '.code == "DOCKER::INVALID_EXPIRATION" and .message == "New expiration time must be in the future."'
+	body_is '.code == "DOCKER::INVALID_EXPIRATION" and .message == "New expiration time must be in the future."'
 
 	manual=$(mk '{"image":{"uri":"x"},"entrypoint":["a"],"resourceLimits":{}}')
 	run -0 lc POST "/v1/sandboxes/$manual/renew-expiration" -d "{\"expiresAt\":\"$new\"}"
 	[ "$(code "$output")" = 409 ]
-	body "$output" | jq -e --arg id "$manual" '.code == "DOCKER::INVALID_EXPIRATION"
+	body_is --arg id "$manual" '.code == "DOCKER::INVALID_EXPIRATION"
 		and .message == "Sandbox \($id) does not have automatic expiration enabled."'
 
 	run -0 lc POST "/v1/sandboxes/$id/renew-expiration" -d '{"expiresAt":"tomorrow"}'
 	[ "$(code "$output")" = 422 ]
-	body "$output" | jq -e '.detail[0].loc == ["body","expiresAt"]'
+	body_is '.detail[0].loc == ["body","expiresAt"]'
 	run -0 lc POST "/v1/sandboxes/$id/renew-expiration" -d "{\"expiresAt\":\"$new\",\"extra\":1}"
 	[ "$(code "$output")" = 422 ]
 	run -0 lc POST /v1/sandboxes/nope/renew-expiration -d "{\"expiresAt\":\"$new\"}"
 	[ "$(code "$output")" = 404 ]
-	body "$output" | jq -e '.code == "DOCKER::SANDBOX_NOT_FOUND" and .message == "Sandbox nope not found."'
+	body_is '.code == "DOCKER::SANDBOX_NOT_FOUND" and .message == "Sandbox nope not found."'
 }
 
 @test "expiry: once expiresAt passes the sandbox is 404 (lifecycle and execd)" {
@@ -249,7 +256,7 @@ execd() {
 	sleep 1.2
 	run -0 lc GET "/v1/sandboxes/$id"
 	[ "$(code "$output")" = 404 ]
-	body "$output" | jq -e --arg id "$id" '. == {"code":"DOCKER::SANDBOX_NOT_FOUND","message":"Sandbox \($id) not found."}'
+	body_is --arg id "$id" '. == {"code":"DOCKER::SANDBOX_NOT_FOUND","message":"Sandbox \($id) not found."}'
 	run -0 curl -sS -o /dev/null -w '%{http_code}' "$ep/ping"
 	[ "$output" = 404 ]
 	run -0 lc POST "/v1/sandboxes/$id/renew-expiration" -d "{\"expiresAt\":\"$(date -u -d '+1 hour' +%FT%TZ)\"}"
@@ -270,12 +277,12 @@ execd() {
 	ep=$(body "$output" | jq -r .endpoint)
 	[[ $ep != http* ]]
 	[ "$ep" = "127.0.0.1:$PORT/sandboxes/$id/proxy/44772" ]
-	body "$output" | jq -e 'has("headers") | not'
+	body_is 'has("headers") | not'
 	run -0 lc GET "/v1/sandboxes/$id/endpoints/18080?use_server_proxy=false"
 	[ "$(body "$output" | jq -r .endpoint)" = "127.0.0.1:$PORT/sandboxes/$id/proxy/18080" ]
 	run -0 lc GET "/v1/sandboxes/$id/endpoints/70000"
 	[ "$(code "$output")" = 400 ]
-	body "$output" | jq -e '.code == "DOCKER::INVALID_PORT"'
+	body_is '.code == "DOCKER::INVALID_PORT"'
 	run -0 lc GET "/v1/sandboxes/$id/endpoints/abc"
 	[ "$(code "$output")" = 422 ]
 	# the proxy route needs no API key; execd answers once Running
@@ -318,7 +325,7 @@ execd() {
 	# synchronous validation errors are JSON, not a stream
 	run -0 curl -sS -w '\n%{http_code}' -d '{"command":"ls","cwd":"/no/such/dir"}' "$ep/command"
 	[ "$(code "$output")" = 400 ]
-	body "$output" | jq -e '.code == "INVALID_REQUEST_BODY"'
+	body_is '.code == "INVALID_REQUEST_BODY"'
 }
 
 @test "interrupt and timeout: error event with evalue -1; status endpoint; 500 when not running" {
@@ -341,7 +348,7 @@ execd() {
 	jq -e '.running == false and .exit_code == -1 and .error == "signal: terminated" and (.finished_at | type == "string")' <<<"$output"
 	run -0 curl -sS -X DELETE -w '\n%{http_code}' "$ep/command?id=$cid"
 	[ "$(code "$output")" = 500 ]
-	body "$output" | jq -e '.code == "RUNTIME_ERROR"'
+	body_is '.code == "RUNTIME_ERROR"'
 
 	run -0 curl -sS -N -d '{"command":"sleep 10","timeout":200}' "$ep/command"
 	sed -n 'p;n' <<<"$output" | jq -s -e '.[-1].error == {"ename":"CommandExecError","evalue":"-1","traceback":["signal: killed"]}'
@@ -371,7 +378,7 @@ execd() {
 	jq -e '."/workspace/up/in.bin" | .path == "/workspace/up/in.bin" and .type == "file" and .size == 15 and .mode == 640' <<<"$output"
 	run -0 curl -sS -w '\n%{http_code}' "$ep/files/info?path=/workspace/up/in.bin&path=/workspace/missing"
 	[ "$(code "$output")" = 404 ]
-	body "$output" | jq -e '.code == "FILE_NOT_FOUND"'
+	body_is '.code == "FILE_NOT_FOUND"'
 	run -0 curl -sS -w '\n%{http_code}' "$ep/files/download?path=/workspace/missing"
 	[ "$(code "$output")" = 404 ]
 
@@ -394,7 +401,7 @@ execd() {
 	# missing metadata filename= is not a file part (gin form.File)
 	run -0 curl -sS -w '\n%{http_code}' -F 'metadata={"path":"/workspace/x"}' -F "file=@$BATS_TEST_TMPDIR/in.bin" "$ep/files/upload"
 	[ "$(code "$output")" = 400 ]
-	body "$output" | jq -e '.code == "INVALID_FILE_METADATA"'
+	body_is '.code == "INVALID_FILE_METADATA"'
 }
 
 @test "fault knobs: renew 503 N times, per-op delay, stats per route, concurrent renewals" {

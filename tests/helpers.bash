@@ -33,6 +33,15 @@ run_ok() {
 	[ "$status" -eq 0 ] || { printf '`%s` exited %s; its stderr:\n%s\n' "$*" "$status" "$stderr"; return 1; }
 }
 
+# cgroup_dirs REL: the directories of the cgroup REL (pisb/NAME.GEN) that
+# exist, one a line, in every hierarchy (v1's controllers, v2's root)
+cgroup_dirs() {
+	local d
+	for d in /sys/fs/cgroup/"$1" /sys/fs/cgroup/*/"$1"; do
+		[ ! -e "$d" ] || echo "$d"
+	done
+}
+
 # stopped_at TRACE WHAT: the pid of the process that wrote the PISB_TRACE
 # mark WHAT to TRACE and stopped itself there (PISB_TRACE_STOP=WHAT), once
 # it has (60 s at most: a disk image may be made first; else it fails)
