@@ -1832,13 +1832,26 @@ int pisb_host_skeleton(int dirfd, const char *path, const struct pisb_ids *ids,
 	fd = openat(dirfd, path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s'", path);
+	/* made once, then only looked at: each boot of a sandbox checks it,
+	 * and a chmod or chown of what is already right would still write
+	 * its inode (ctime) to the journal that the create's fsyncs wait for */
 	for (int i = 0; dirs[i]; i++) {
 		mode_t m = !strcmp(dirs[i], "tmp") || !strcmp(dirs[i], "var/tmp") ? 01777 :
 			   !strcmp(dirs[i], "root") ? 0700 : 0755;
-		if (mkdirat(fd, dirs[i], m) < 0 && errno != EEXIST)
+		struct stat sb;
+		if (fstatat(fd, dirs[i], &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT || (mkdirat(fd, dirs[i], m) < 0 && errno != EEXIST) ||
+			    fstatat(fd, dirs[i], &sb, AT_SYMLINK_NOFOLLOW) < 0)
+				return pisb_err_sys(e, PISB_EXIT_FAIL, "mkdir '%s/%s'", path, dirs[i]);
+		}
+		if (!S_ISDIR(sb.st_mode)) {
+			errno = ENOTDIR;
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "mkdir '%s/%s'", path, dirs[i]);
-		fchmodat(fd, dirs[i], m, 0);
-		if (root && fchownat(fd, dirs[i], ids->uid_base, ids->gid_base, AT_SYMLINK_NOFOLLOW) < 0)
+		}
+		if ((sb.st_mode & 07777) != m)
+			fchmodat(fd, dirs[i], m, 0);
+		if (root && (sb.st_uid != ids->uid_base || sb.st_gid != ids->gid_base) &&
+		    fchownat(fd, dirs[i], ids->uid_base, ids->gid_base, AT_SYMLINK_NOFOLLOW) < 0)
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "chown '%s/%s'", path, dirs[i]);
 	}
 	for (int i = 0; links[i]; i++) {
@@ -1852,7 +1865,12 @@ int pisb_host_skeleton(int dirfd, const char *path, const struct pisb_ids *ids,
 		if (symlinkat(target, fd, links[i]) < 0 && errno != EEXIST)
 			return pisb_err_sys(e, PISB_EXIT_FAIL, "symlink '%s/%s'", path, links[i]);
 	}
-	if (root && fchownat(dirfd, path, ids->uid_base, ids->gid_base, AT_SYMLINK_NOFOLLOW) < 0)
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "chown '%s'", path);
+	if (root) {
+		struct stat sb;
+		if (fstat(fd, &sb) < 0 ||
+		    ((sb.st_uid != ids->uid_base || sb.st_gid != ids->gid_base) &&
+		     fchownat(dirfd, path, ids->uid_base, ids->gid_base, AT_SYMLINK_NOFOLLOW) < 0))
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "chown '%s'", path);
+	}
 	return 0;
 }
