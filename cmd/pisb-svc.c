@@ -1,5 +1,6 @@
 /* pisb-svc - services, previews, and the controller; see man/pisb-svc.1 */
 #include "front.h"
+#include "svc_cmd.h"
 #include "driver.h"
 #include "instance.h"
 #include "json.h"
@@ -8,16 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int cmd_supervise(struct pisb_ctx *c)
-{
-	long long notify;
-
-	if (pisb_args_int(&c->a, "notify-fd", 3, 1 << 20, -1, &notify, &c->err) < 0)
-		return -1;
-	return pisb_driver_supervise(&c->st, pisb_args_get(&c->a, "driver"), c->a.pos[0], (int)notify,
-				     &c->err) < 0 ? -1 : 0;
-}
 
 /* One shell string: a single word as given, several quoted and joined. */
 static void command_string(struct pisb_buf *b, char **argv, size_t n)
@@ -219,7 +210,7 @@ static int cmd_svc(struct pisb_ctx *c)
 }
 
 static const struct pisb_handler handlers[] = {
-	{ "supervise", cmd_supervise, true },
+	{ "supervise", svc_cmd_supervise, true },
 	{ "svc", cmd_svc, true },
 	{ NULL, NULL, false },
 };

@@ -236,7 +236,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	v = pisb_verb_find(argv[1]);
-	if (!v || v->hidden) {
+	if (!v || (v->hidden && !pisb_serve_has(v))) {
 		fprintf(stderr, "fatal: unknown verb '%s'; the verbs are:\n", argv[1]);
 		list_verbs(stderr);
 		return PISB_EXIT_USAGE;

@@ -15,6 +15,9 @@ int pisb_dispatch_exec(const char *bin, char **argv);
 /* If pisb serves verb v itself, run it in this process and return its exit
  * status, as its own binary would; else return -1 (exec the binary). */
 int pisb_serve(const struct pisb_verb *v, int argc, char **argv);
+/* Whether pisb serves verb v itself (a hidden verb is reached through
+ * pisb only then: supervise, the controller its create and start spawn) */
+bool pisb_serve_has(const struct pisb_verb *v);
 
 /* Hand the command being served, from its start, to the binary that owns
  * its verb: this process cannot do what it needs (why: "libcurl.so.4"...).

@@ -20,6 +20,7 @@
 #include "pisb_cmd.h"
 #include "create_cmd.h"
 #include "exec_cmd.h"
+#include "svc_cmd.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -47,12 +48,24 @@ static const struct pisb_handler exec_verbs[] = {
 	{ NULL, NULL, false },
 };
 
+/* the local driver's controller, of a sandbox that needs nothing a static
+ * process cannot load (the local driver's spawn_controller picks this
+ * binary then): it starts in 0.8 ms where pisb-svc's dynamic loader takes
+ * 1.2, and every controller shares its pages.  A sandbox whose image may
+ * have to be imported again (libarchive) or whose egress proxy resolves
+ * names (getaddrinfo, in a child: no hand-off there) gets pisb-svc's. */
+static const struct pisb_handler svc_verbs[] = {
+	{ "supervise", svc_cmd_supervise, true },
+	{ NULL, NULL, false },
+};
+
 static const struct {
 	const char *binary;
 	const struct pisb_handler *verbs;
 } served[] = {
 	{ "pisb-create", create_verbs },
 	{ "pisb-exec", exec_verbs },
+	{ "pisb-svc", svc_verbs },
 };
 
 /* the command being served, for the hand-off: its binary, its arguments,
@@ -88,6 +101,11 @@ static const struct pisb_handler *served_verbs(const struct pisb_verb *v)
 				return served[i].verbs;
 	}
 	return NULL;
+}
+
+bool pisb_serve_has(const struct pisb_verb *v)
+{
+	return served_verbs(v) != NULL;
 }
 
 int pisb_serve(const struct pisb_verb *v, int argc, char **argv)

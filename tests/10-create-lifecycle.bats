@@ -196,6 +196,31 @@ teardown() {
 	jq -e '.status == "running"' <<<"$output"
 }
 
+@test "the controller: pisb itself for a sandbox of the host image, pisb-svc for one whose proxy resolves names; both start, stop, start" {
+	ctl_exe() { readlink -f "/proc/$(pisb inspect "$1" | jq -r .controller.pid)/exe"; }
+	run -0 pisb create lean
+	[ "$(ctl_exe lean)" = "$(readlink -f "$PISB_BIN_DIR/pisb")" ]
+	pgrep -f "pisb supervise lean --state-dir"
+	printf 'version: 1\nnetwork:\n  allowedHosts: ["localhost"]\n' > "$BATS_TEST_TMPDIR/ah.yaml"
+	run -0 pisb create proxied -f "$BATS_TEST_TMPDIR/ah.yaml"
+	[ "$(ctl_exe proxied)" = "$(readlink -f "$PISB_BIN_DIR/pisb-svc")" ]
+	for n in lean proxied; do
+		run -0 pisb stop "$n"
+		run -0 pisb start "$n"
+		run -0 pisb exec "$n" -- cat /proc/1/comm
+		[ "$output" = pisb-init ]
+	done
+	[ "$(ctl_exe lean)" = "$(readlink -f "$PISB_BIN_DIR/pisb")" ]
+	# a create that pisb-create runs (not pisb) spawns pisb-svc's
+	run -0 pisb-create create viacreate
+	[ "$(ctl_exe viacreate)" = "$(readlink -f "$PISB_BIN_DIR/pisb-svc")" ]
+	# the verb is internal: pisb runs it, and lists it nowhere
+	run -2 --separate-stderr pisb supervise
+	[[ $stderr == *"usage: pisb supervise NAME"* ]]
+	run -0 pisb help
+	[[ $output != *supervise* ]]
+}
+
 @test "limits are enforced (as root) and read back in inspect" {
 	require_root
 	printf 'resources:\n  cpus: 1\n  memoryGiB: 1\n  pids: 64\n' > "$BATS_TEST_TMPDIR/s.yaml"

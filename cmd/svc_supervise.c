@@ -1,0 +1,17 @@
+/* svc_supervise.c - the process that stays with a running sandbox (the
+ * local driver's controller): pisb-svc supervise, and the static
+ * dispatcher's own (cmd/pisb_serve.c), which a create or start of the
+ * local driver spawns for a sandbox of the host image (no exec of the
+ * dynamic loader and its relocations at each start, issue #21). */
+#include "svc_cmd.h"
+#include "driver.h"
+
+int svc_cmd_supervise(struct pisb_ctx *c)
+{
+	long long notify;
+
+	if (pisb_args_int(&c->a, "notify-fd", 3, 1 << 20, -1, &notify, &c->err) < 0)
+		return -1;
+	return pisb_driver_supervise(&c->st, pisb_args_get(&c->a, "driver"), c->a.pos[0], (int)notify,
+				     &c->err) < 0 ? -1 : 0;
+}
