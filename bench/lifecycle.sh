@@ -198,9 +198,12 @@ else
 	line "diskGiB" "not measured: only root enforces it (an ext4 image needs a loop mount)"
 fi
 
-# idle memory of one sandbox: RSS, and PSS (shared pages split fairly)
+# idle memory of one sandbox: RSS, and PSS (shared pages split fairly),
+# idle: its controller gives back what its start (or a request) used 0.2 s
+# after its last work (TRIM_DELAY_MS, drivers/local/controller.c)
 pisb create idle -q
 ctl=$(pisb inspect idle | jq -r .controller.pid); init=$(pisb inspect idle | jq -r .controller.initPid)
+sleep 0.5   # after the inspects: each is a request to the controller
 kib() { awk -v k="$2:" '$1 == k { s += $2 } END { print s + 0 }' "/proc/$1/smaps_rollup"; }
 rss=$(( $(kib "$ctl" Rss) + $(kib "$init" Rss) ))
 pss=$(( $(kib "$ctl" Pss) + $(kib "$init" Pss) ))
@@ -214,10 +217,10 @@ result "idle sandboxes in 1 GiB (by PSS of one alone)" "$(( pss > 0 ? 1048576 / 
 # sandbox's PSS counts them all to it), and so how many fit in 1 GiB
 IDLE=${BENCH_IDLE:-10}
 for i in $(seq 2 "$IDLE"); do pisb create "idle$i" -q || echo "  cannot create idle$i"; done
+pids=$(for n in idle $(seq -f 'idle%g' 2 "$IDLE"); do pisb inspect "$n" | jq -r '.controller.pid, .controller.initPid'; done)
+sleep 0.5
 tot=0
-for n in idle $(seq -f 'idle%g' 2 "$IDLE"); do
-	for p in $(pisb inspect "$n" | jq -r '.controller.pid, .controller.initPid'); do tot=$(( tot + $(kib "$p" Pss) )); done
-done
+for p in $pids; do tot=$(( tot + $(kib "$p" Pss) )); done
 per=$(( tot / IDLE ))
 printf '  %-34s %9d KiB PSS per sandbox (controller + init; goal <= 512 KiB; %d idle sandboxes in 1 GiB)\n' \
 	"idle memory, $IDLE sandboxes idle" "$per" "$(( per > 0 ? 1048576 / per : 0 ))"

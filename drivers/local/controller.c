@@ -46,6 +46,8 @@
 
 #define SETUP_DEADLINE_MS (20 * 60 * 1000)
 #define RESUME_WAIT_MS 10000
+/* the idle trim (pisb_proc_idle_trim) this long after the last work */
+#define TRIM_DELAY_MS 200
 
 /* The controller's log is its stderr (controller.log): one line per event. */
 #define logf_ pisb_svc_log
@@ -632,6 +634,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	bool disk_mounted = false;
 	_cleanup_buf_ struct pisb_buf intent = PISB_BUF_INIT;
 	bool fresh = false, prepare = false, setup_ran = false, resume_ran = false, staged = false;
+	int64_t trim_at = 0;
 	_cleanup_buf_ struct pisb_buf guest = PISB_BUF_INIT;
 	_cleanup_free_ char *guest_path = NULL;
 	int guest_err = 0;
@@ -963,8 +966,11 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		unlinkat(c.idir, "intent.json", 0);
 	logf_("running");
 	/* idle from here on: what the start freed, and the mappings of code
-	 * that only the start ran, go back to the system */
-	pisb_proc_idle_trim();
+	 * that only the start ran, go back to the system once nothing has
+	 * asked anything of us for TRIM_DELAY_MS (not at once: the caller of
+	 * a create or start runs its first command at once, and on two CPUs
+	 * the trim took its time; nor between the requests of a burst) */
+	trim_at = pisb_mono_ms() + TRIM_DELAY_MS;
 
 	while (!c.stopping) {
 		struct pollfd p[4 + PISB_SVC_MAX_FDS];
@@ -980,6 +986,11 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		n++;
 		if (c.svc)
 			n += pisb_services_pollfds(c.svc, p + n, PISB_SVC_MAX_FDS, &timeout);
+		if (trim_at) {
+			int64_t left = trim_at - pisb_mono_ms();
+			if (left < timeout)
+				timeout = left > 0 ? (int)left : 0;
+		}
 		if (poll(p, (nfds_t)n, timeout) < 0 && errno != EINTR)
 			break;
 		if (p[1].revents) {
@@ -1025,9 +1036,14 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 				save(&c, "running", &ig);
 			}
 		}
-		/* a request answered: idle again (its code's mappings go back) */
-		if (served && !c.stopping)
+		/* a request answered: idle again soon (its code's mappings go
+		 * back) */
+		if (served)
+			trim_at = pisb_mono_ms() + TRIM_DELAY_MS;
+		if (trim_at && !c.stopping && pisb_mono_ms() >= trim_at) {
 			pisb_proc_idle_trim();
+			trim_at = 0;
+		}
 	}
 	ret = 0;
 	goto out;
