@@ -29,6 +29,9 @@ mem() { # FIELD PID...
 	echo "$s"
 }
 ctl=$(pisb inspect bx | jq -r .controller.pid)
+# idle: 1.5 s after the last request to the controller (the inspect), as
+# bench/lifecycle.sh measures (its trim comes 0.2 s after its last work)
+sleep 1.5
 pisb_pss=$(mem Pss "$ctl" "$init") pisb_rss=$(mem Rss "$ctl" "$init")
 line "idle memory (controller + init)" "PSS $pisb_pss KiB, RSS $pisb_rss KiB"
 mem_peer() { # LABEL PID...

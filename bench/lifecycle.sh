@@ -200,10 +200,13 @@ fi
 
 # idle memory of one sandbox: RSS, and PSS (shared pages split fairly),
 # idle: its controller gives back what its start (or a request) used 0.2 s
-# after its last work (TRIM_DELAY_MS, drivers/local/controller.c)
+# after its last work (TRIM_DELAY_MS, drivers/local/controller.c), and
+# then sleeps until it is asked something.  Measured 1.5 s after the last
+# request (the inspects): a controller that woke once a second would show
+# what its wake-up brought back
 pisb create idle -q
 ctl=$(pisb inspect idle | jq -r .controller.pid); init=$(pisb inspect idle | jq -r .controller.initPid)
-sleep 0.5   # after the inspects: each is a request to the controller
+sleep 1.5
 kib() { awk -v k="$2:" '$1 == k { s += $2 } END { print s + 0 }' "/proc/$1/smaps_rollup"; }
 rss=$(( $(kib "$ctl" Rss) + $(kib "$init" Rss) ))
 pss=$(( $(kib "$ctl" Pss) + $(kib "$init" Pss) ))
@@ -218,7 +221,7 @@ result "idle sandboxes in 1 GiB (by PSS of one alone)" "$(( pss > 0 ? 1048576 / 
 IDLE=${BENCH_IDLE:-10}
 for i in $(seq 2 "$IDLE"); do pisb create "idle$i" -q || echo "  cannot create idle$i"; done
 pids=$(for n in idle $(seq -f 'idle%g' 2 "$IDLE"); do pisb inspect "$n" | jq -r '.controller.pid, .controller.initPid'; done)
-sleep 0.5
+sleep 1.5
 tot=0
 for p in $pids; do tot=$(( tot + $(kib "$p" Pss) )); done
 per=$(( tot / IDLE ))

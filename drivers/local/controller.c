@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -69,6 +70,7 @@ struct ctl {
 	char stop_error[1024];      /* why the stop could not be recorded */
 	struct stat idir_st;        /* what instances/NAME was when we started */
 	int64_t idir_checked;       /* when idir_gone last looked (monotonic ms) */
+	int inot;                   /* inotify of idir and instances/, or -1 */
 	struct pisb_services *svc;
 	struct pisb_hooklog hooks;  /* the hooks' output, to our log (ctllog.h) */
 	int notify;                 /* the starter's socket (--notify-fd), or -1 */
@@ -565,6 +567,33 @@ static PISB_IDLE_PATH bool idir_gone(struct ctl *c)
 	return now.st_ino != c->idir_st.st_ino || now.st_dev != c->idir_st.st_dev;
 }
 
+/* An inotify of what idir_gone looks at: the instance directory itself
+ * (deleted, moved) and, for a published sandbox, the entries of
+ * instances/ (its name removed, or another directory renamed onto it);
+ * -1 when the kernel gives none (fs.inotify.max_user_instances), and the
+ * idle loop looks once a second instead.  With it, an idle sandbox's
+ * controller sleeps until it is asked something: no wake-up a second,
+ * whose code came back into memory after each idle trim (issue #21). */
+static int watch_idir(const struct ctl *c)
+{
+	char path[64];
+	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", c->idir);
+	if (inotify_add_watch(fd, path, IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR) < 0)
+		goto fail;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/instances", c->st->fd);
+	if (c->idir_st.st_ino &&
+	    inotify_add_watch(fd, path, IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR) < 0)
+		goto fail;
+	return fd;
+fail:
+	close(fd);
+	return -1;
+}
+
 /* The path of the disk of the published directory (a template's:
  * staging/NAME.prep, named @prep/NAME). */
 static char *published_disk(const struct ctl *c, const char *name)
@@ -681,7 +710,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	}
 	c.st = st;
 	c.name = pisb_str_starts(name, "@prep/") ? name + 6 : name;
-	c.initctl = c.lsock = c.sigfd = -1;
+	c.initctl = c.lsock = c.sigfd = c.inot = -1;
 	c.hooks.r = c.hooks.w = -1;
 	if (c.idir < 0)
 		c.idir = open_target(st, name, e);
@@ -972,9 +1001,11 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	 * the trim took its time; nor between the requests of a burst) */
 	trim_at = pisb_mono_ms() + TRIM_DELAY_MS;
 
+	c.inot = watch_idir(&c);
 	while (!c.stopping) {
-		struct pollfd p[4 + PISB_SVC_MAX_FDS];
-		int n = 0, timeout = 1000;
+		struct pollfd p[5 + PISB_SVC_MAX_FDS];
+		/* nothing to do, nothing due: sleep until something happens */
+		int n = 0, timeout = c.inot >= 0 ? -1 : 1000;
 		bool served = false;
 
 		p[n++] = (struct pollfd){ c.lsock, POLLIN, 0 };
@@ -984,11 +1015,12 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		if (!pisb_hooklog_pollfd(&c.hooks, p + n, &timeout))
 			p[n] = (struct pollfd){ -1, 0, 0 };
 		n++;
+		p[n++] = (struct pollfd){ c.inot, POLLIN, 0 };
 		if (c.svc)
 			n += pisb_services_pollfds(c.svc, p + n, PISB_SVC_MAX_FDS, &timeout);
 		if (trim_at) {
 			int64_t left = trim_at - pisb_mono_ms();
-			if (left < timeout)
+			if (timeout < 0 || left < timeout)
 				timeout = left > 0 ? (int)left : 0;
 		}
 		if (poll(p, (nfds_t)n, timeout) < 0 && errno != EINTR)
@@ -1003,10 +1035,18 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 				/* SIGHUP: the terminal that started us is gone; ignore */
 			}
 		}
-		/* at most once a second (the idle turn's pace): a relay busy
+		/* when the inotify says something changed there; without one,
+		 * at most once a second (the idle turn's pace): a relay busy
 		 * with a download wakes us thousands of times a second, and
 		 * this is two lookups and an allocation each time */
-		if (!c.stopping && pisb_mono_ms() - c.idir_checked >= 1000 &&
+		if (p[4].revents) {
+			char ev[4096];
+			while (read(c.inot, ev, sizeof(ev)) > 0)
+				;
+			c.idir_checked = 0;
+		}
+		if (!c.stopping && (c.inot < 0 || p[4].revents) &&
+		    pisb_mono_ms() - c.idir_checked >= (c.inot < 0 ? 1000 : 0) &&
 		    (c.idir_checked = pisb_mono_ms(), idir_gone(&c))) {
 			logf_("the instance directory of '%s' was deleted or replaced: stopping the sandbox", c.name);
 			do_stop(&c);
@@ -1030,7 +1070,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		 * what was dropped (a read of the empty pipe costs nothing) */
 		pisb_hooklog_drain(&c.hooks);
 		if (c.svc && !c.stopping) {
-			pisb_services_poll(c.svc, p + 4, (size_t)(n - 4));
+			pisb_services_poll(c.svc, p + 5, (size_t)(n - 5));
 			if (pisb_services_changed(c.svc)) {
 				struct pisb_err ig = PISB_ERR_INIT;
 				save(&c, "running", &ig);
@@ -1071,6 +1111,8 @@ out:
 		close(c.lsock);
 	if (c.sigfd >= 0)
 		close(c.sigfd);
+	if (c.inot >= 0)
+		close(c.inot);
 	pisb_hooklog_drain(&c.hooks);
 	pisb_hooklog_close(&c.hooks);
 	pisb_runtime_release(&c.rt);
