@@ -342,6 +342,10 @@ static void do_stop(struct ctl *c)
 	 * back by faults, a few pages each: mapping all of it back first
 	 * (MADV_POPULATE_READ) took 0.2-0.4 ms of every stop here (issue #21) */
 	pisb_trace("stop: asked");
+	/* first: a command that a client runs attached learns from its
+	 * absence that its sandbox stopped under it (not its own doing) when
+	 * the kill reaches it (local_exec.c's sandbox_still_running) */
+	unlinkat(c->idir, "control.sock", 0);
 	logf_("stopping");
 	/* "stopping" for as long as services take to end (2 s at most);
 	 * with none, the next word is "stopped", a few ms later (a status
@@ -369,7 +373,6 @@ static void do_stop(struct ctl *c)
 	c->rt.init.pid = 0;
 	c->rt.resume.pid = 0;
 	c->rt.stopped_at = pisb_now_ms() / 1000;
-	unlinkat(c->idir, "control.sock", 0);
 	if (save_as(c, "stopped", false, &sj.e) < 0)
 		sj.rc = -1;
 	else if (!(threaded = pthread_create(&syncer, NULL, sync_job_run, &sj) == 0))

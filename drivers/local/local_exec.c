@@ -549,7 +549,10 @@ static bool sandbox_still_running(int idir, const char *gen)
 	struct pisb_err ig = PISB_ERR_INIT;
 	bool yes;
 
-	if (idir < 0 || !pisb_lock_is_held(idir, "controller.lock") || pisb_runtime_load(idir, &rt, &ig) < 0)
+	/* a stopping controller removes its socket before it kills */
+	if (idir < 0 || !pisb_lock_is_held(idir, "controller.lock") ||
+	    faccessat(idir, "control.sock", F_OK, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    pisb_runtime_load(idir, &rt, &ig) < 0)
 		return false;
 	yes = !strcmp(rt.state, "running") && !strcmp(rt.generation, gen);
 	pisb_runtime_release(&rt);
