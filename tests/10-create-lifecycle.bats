@@ -221,6 +221,29 @@ teardown() {
 	[[ $output != *supervise* ]]
 }
 
+@test "an idle sandbox sleeps: neither its controller nor its init wakes on a timer; orphans are reaped at once" {
+	run -0 pisb create sleepy
+	ctl=$(pisb inspect sleepy | jq -r .controller.pid)
+	init=$(pisb inspect sleepy | jq -r .controller.initPid)
+	# orphans: each sh's background sleep outlives it and becomes the init's
+	run -0 pisb exec sleepy --sh 'for i in 1 2 3 4 5; do sh -c "sleep 0.1 &"; done'
+	sleep 0.6
+	run -0 pisb exec sleepy -- ps -eo stat=,args=
+	[[ $output != *"Z "* ]]
+	[[ $output != *"sleep 0.1"* ]]
+	# after the last request (the exec asks nothing of the controller, the
+	# inspects do): its trim 0.2 s later, then nothing
+	sleep 0.5
+	switches() { awk '/^(voluntary|nonvoluntary)_ctxt_switches/ { s += $2 } END { print s }' "/proc/$1/status"; }
+	c0=$(switches "$ctl") i0=$(switches "$init")
+	sleep 2.5
+	[ "$(switches "$ctl")" = "$c0" ]
+	[ "$(switches "$init")" = "$i0" ]
+	# and it still answers at once
+	run -0 pisb exec sleepy -- true
+	run -0 pisb stop sleepy
+}
+
 @test "limits are enforced (as root) and read back in inspect" {
 	require_root
 	printf 'resources:\n  cpus: 1\n  memoryGiB: 1\n  pids: 64\n' > "$BATS_TEST_TMPDIR/s.yaml"
