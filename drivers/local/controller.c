@@ -667,6 +667,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	_cleanup_buf_ struct pisb_buf intent = PISB_BUF_INIT;
 	bool fresh = false, prepare = false, setup_ran = false, resume_ran = false, staged = false;
 	int64_t trim_at = 0;
+	bool look;
 	_cleanup_buf_ struct pisb_buf guest = PISB_BUF_INIT;
 	_cleanup_free_ char *guest_path = NULL;
 	int guest_err = 0;
@@ -1005,6 +1006,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	trim_at = pisb_mono_ms() + TRIM_DELAY_MS;
 
 	c.inot = watch_idir(&c);
+	look = true;   /* once now: a change from before the watch began */
 	while (!c.stopping) {
 		struct pollfd p[5 + PISB_SVC_MAX_FDS];
 		/* nothing to do, nothing due: sleep until something happens */
@@ -1046,11 +1048,11 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 			char ev[4096];
 			while (read(c.inot, ev, sizeof(ev)) > 0)
 				;
-			c.idir_checked = 0;
+			look = true;
+		} else if (c.inot < 0 && pisb_mono_ms() - c.idir_checked >= 1000) {
+			look = true;
 		}
-		if (!c.stopping && (c.inot < 0 || p[4].revents) &&
-		    pisb_mono_ms() - c.idir_checked >= (c.inot < 0 ? 1000 : 0) &&
-		    (c.idir_checked = pisb_mono_ms(), idir_gone(&c))) {
+		if (!c.stopping && look && (look = false, c.idir_checked = pisb_mono_ms(), idir_gone(&c))) {
 			logf_("the instance directory of '%s' was deleted or replaced: stopping the sandbox", c.name);
 			do_stop(&c);
 			break;
