@@ -24,11 +24,13 @@ wait_daemon() {
 	local i
 	local st
 	for i in $(seq 600); do
-		st=$(pisb docker "$1" status --json 2>/dev/null)
-		jq -e '.daemon.reachable' >/dev/null <<<"$st" && return 0
+		# (a status that times out while the daemon or its VM is still
+		# starting is a "not yet", not a failure of the test)
+		st=$(pisb docker "$1" status --json 2>/dev/null) || true
+		[ -n "$st" ] && jq -e '.daemon.reachable' >/dev/null <<<"$st" && return 0
 		# a sandbox left stopped (by a test that failed midway) has no
 		# daemon to wait for
-		jq -e '.status == "stopped"' >/dev/null <<<"$st" && break
+		[ -n "$st" ] && jq -e '.status == "stopped"' >/dev/null <<<"$st" && break
 		sleep 0.2
 	done
 	pisb docker "$1" status >&2 || true

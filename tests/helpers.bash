@@ -33,6 +33,43 @@ run_ok() {
 	[ "$status" -eq 0 ] || { printf '`%s` exited %s; its stderr:\n%s\n' "$*" "$status" "$stderr"; return 1; }
 }
 
+# jq -e on no input at all exits 0 (jq 1.6: no value is not a false one),
+# so `jq -e FILTER <<<"$output"` would pass for a command that printed
+# nothing.  Here jq -e fails on empty input (exit 4, as jq 1.7 does),
+# read from stdin or from the file named last; not with -n (no input
+# read) or -s (an empty array is a value).
+jq() {
+	local a e=false skip=false last in
+	for a in "$@"; do
+		case $a in
+		-e | --exit-status) e=true ;;
+		-n | --null-input | -s | --slurp) skip=true ;;
+		--*) ;;
+		-*) [[ $a == *e* ]] && e=true
+		    [[ $a == *[ns]* ]] && skip=true ;;
+		esac
+	done
+	if ! $e || $skip; then
+		command jq "$@"
+		return
+	fi
+	last=${!#}
+	if [ $# -ge 2 ] && [ -f "$last" ]; then
+		if [ -z "$(tr -d '[:space:]' <"$last" | head -c 1)" ]; then
+			echo "jq -e: '$last' is empty" >&2
+			return 4
+		fi
+		command jq "$@"
+		return
+	fi
+	in=$(cat)
+	if [ -z "${in//[[:space:]]/}" ]; then
+		echo "jq -e: no input" >&2
+		return 4
+	fi
+	command jq "$@" <<<"$in"
+}
+
 # cgroup_dirs REL: the directories of the cgroup REL (pisb/NAME.GEN) that
 # exist, one a line, in every hierarchy (v1's controllers, v2's root)
 cgroup_dirs() {
