@@ -63,6 +63,11 @@ wait_for() {
 relay_pid() { vm_relay_pid sv1; }
 
 @test "services start with create, after setup; status has the local driver's JSON" {
+	# ready soon after create, not at its return: a TCG guest on a
+	# loaded machine takes its time to start python
+	wait_for web .ready
+	wait_for api .ready
+	wait_for worker .ready
 	run -0 pisb svc sv1 status --json
 	jq -e '.ok and (.services | length == 3)' <<<"$output"
 	jq -e '.services[] | select(.name == "web") | .state == "running" and .ready and .readiness == "ready"
