@@ -305,7 +305,10 @@ kill9_pi() {
 @test "bash through the extension: a background job does not hold the call, and keeps running in the sandbox" {
 	export PISB_SANDBOX PISB_LIFECYCLE=keep; PISB_SANDBOX=$(pi_name bg)
 	# a hang would end in Pi's own timeout (an error), not in a result
-	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"sleep 300 & echo bg started","timeout":60}}]},{"tools":[{"name":"bash","args":{"command":"pgrep -x sleep >/dev/null && echo still running"}}]},{"text":"done"}]' "$OUT"
+	# the job's fork may not have exec'd sleep yet when the second call looks (a
+	# loaded machine): it looks for 2 s, and shows what runs when it finds none
+	run -0 run_pi_json '[{"tools":[{"name":"bash","args":{"command":"sleep 300 & echo bg started","timeout":60}}]},{"tools":[{"name":"bash","args":{"command":"for i in 1 2 3 4 5 6 7 8 9 10; do pgrep -x sleep >/dev/null && echo still running && exit; sleep 0.2; done; ps -ef; exit 1"}}]},{"text":"done"}]' "$OUT"
+	pisb logs "$PISB_SANDBOX" -n 20 || true   # shown if an assertion fails
 	tool_result "$OUT" 0
 	[ "$tool_err" = false ]
 	[ "$tool_text" = "bg started" ]
