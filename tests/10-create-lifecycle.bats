@@ -221,7 +221,7 @@ teardown() {
 	[[ $output != *supervise* ]]
 }
 
-@test "an idle sandbox sleeps: neither its controller nor its init wakes on a timer; orphans are reaped at once" {
+@test "an idle sandbox sleeps: neither its controller nor its init wakes on a timer, nor holds an inotify instance; orphans are reaped at once" {
 	run -0 pisb create sleepy
 	ctl=$(pisb inspect sleepy | jq -r .controller.pid)
 	init=$(pisb inspect sleepy | jq -r .controller.initPid)
@@ -241,6 +241,10 @@ teardown() {
 	[ "$(switches "$init")" = "$i0" ]
 	# and it still answers at once
 	run -0 pisb exec sleepy -- true
+	# its watch of instances/ is no inotify instance: the kernel allows a
+	# user 128, which idle sandboxes must not take from the user's programs
+	run -0 find "/proc/$ctl/fd" -lname 'anon_inode:inotify'
+	[ -z "$output" ]
 	run -0 pisb stop sleepy
 }
 

@@ -35,7 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -70,7 +69,7 @@ struct ctl {
 	char stop_error[1024];      /* why the stop could not be recorded */
 	struct stat idir_st;        /* what instances/NAME was when we started */
 	int64_t idir_checked;       /* when idir_gone last looked (monotonic ms) */
-	int inot;                   /* inotify of idir and instances/, or -1 */
+	int watched;                /* instances/, watched (watch_idir), or -1 */
 	struct pisb_services *svc;
 	struct pisb_hooklog hooks;  /* the hooks' output, to our log (ctllog.h) */
 	int notify;                 /* the starter's socket (--notify-fd), or -1 */
@@ -570,31 +569,31 @@ static PISB_IDLE_PATH bool idir_gone(struct ctl *c)
 	return now.st_ino != c->idir_st.st_ino || now.st_dev != c->idir_st.st_dev;
 }
 
-/* An inotify of what idir_gone looks at: the instance directory itself
- * (deleted, moved) and, for a published sandbox, the entries of
- * instances/ (its name removed, or another directory renamed onto it);
- * -1 when the kernel gives none (fs.inotify.max_user_instances), and the
- * idle loop looks once a second instead.  With it, an idle sandbox's
- * controller sleeps until it is asked something: no wake-up a second,
- * whose code came back into memory after each idle trim (issue #21). */
+/* A watch of what idir_gone looks at: the entries of instances/ (our
+ * name removed, or a directory renamed onto it), by dnotify: the kernel
+ * sends SIGIO (our signalfd's) when one is made, removed or renamed.  Not
+ * an inotify instance: the kernel allows a user 128 of them
+ * (fs.inotify.max_user_instances), which a hundred idle sandboxes would
+ * take from the user's other programs, and closing one waits for an SRCU
+ * grace period.  -1 for a template being prepared (no instances/ path;
+ * short-lived) or a kernel without dnotify: the idle loop looks once a
+ * second then.  With it, an idle sandbox's controller sleeps until it is
+ * asked something: no wake-up a second, whose code came back into memory
+ * after each idle trim (issue #21). */
 static int watch_idir(const struct ctl *c)
 {
-	char path[64];
-	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	int fd;
 
+	if (!c->idir_st.st_ino)
+		return -1;
+	fd = openat(c->st->fd, "instances", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", c->idir);
-	if (inotify_add_watch(fd, path, IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR) < 0)
-		goto fail;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d/instances", c->st->fd);
-	if (c->idir_st.st_ino &&
-	    inotify_add_watch(fd, path, IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR) < 0)
-		goto fail;
+	if (fcntl(fd, F_NOTIFY, DN_CREATE | DN_DELETE | DN_RENAME | DN_MULTISHOT) < 0) {
+		close(fd);
+		return -1;
+	}
 	return fd;
-fail:
-	close(fd);
-	return -1;
 }
 
 /* The path of the disk of the published directory (a template's:
@@ -778,7 +777,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	}
 	c.st = st;
 	c.name = pisb_str_starts(name, "@prep/") ? name + 6 : name;
-	c.initctl = c.lsock = c.sigfd = c.inot = -1;
+	c.initctl = c.lsock = c.sigfd = c.watched = -1;
 	c.hooks.r = c.hooks.w = -1;
 	if (c.idir < 0)
 		c.idir = open_target(st, name, e);
@@ -833,6 +832,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGIO);    /* watch_idir's */
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	c.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	/* a client that gave up before our reply must not kill us: EPIPE, not
@@ -1048,12 +1048,12 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	 * the trim took its time; nor between the requests of a burst) */
 	trim_at = pisb_mono_ms() + TRIM_DELAY_MS;
 
-	c.inot = watch_idir(&c);
+	c.watched = watch_idir(&c);
 	look = true;   /* once now: a change from before the watch began */
 	while (!c.stopping) {
-		struct pollfd p[5 + PISB_SVC_MAX_FDS];
+		struct pollfd p[4 + PISB_SVC_MAX_FDS];
 		/* nothing to do, nothing due: sleep until something happens */
-		int n = 0, timeout = c.inot >= 0 ? -1 : 1000;
+		int n = 0, timeout = c.watched >= 0 ? -1 : 1000;
 		bool served = false;
 
 		p[n++] = (struct pollfd){ c.lsock, POLLIN, 0 };
@@ -1063,7 +1063,6 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		if (!pisb_hooklog_pollfd(&c.hooks, p + n, &timeout))
 			p[n] = (struct pollfd){ -1, 0, 0 };
 		n++;
-		p[n++] = (struct pollfd){ c.inot, POLLIN, 0 };
 		if (c.svc)
 			n += pisb_services_pollfds(c.svc, p + n, PISB_SVC_MAX_FDS, &timeout);
 		if (trim_at) {
@@ -1080,21 +1079,17 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 					on_sigchld(&c);
 				else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
 					do_stop(&c);
+				else if (si.ssi_signo == SIGIO)
+					look = true;   /* instances/ changed */
 				/* SIGHUP: the terminal that started us is gone; ignore */
 			}
 		}
-		/* when the inotify says something changed there; without one,
-		 * at most once a second (the idle turn's pace): a relay busy
-		 * with a download wakes us thousands of times a second, and
-		 * this is two lookups and an allocation each time */
-		if (p[4].revents) {
-			char ev[4096];
-			while (read(c.inot, ev, sizeof(ev)) > 0)
-				;
+		/* when the watch said something changed there (SIGIO, above);
+		 * without one, at most once a second (the idle turn's pace): a
+		 * relay busy with a download wakes us thousands of times a
+		 * second, and this is two lookups and an allocation each time */
+		if (c.watched < 0 && pisb_mono_ms() - c.idir_checked >= 1000)
 			look = true;
-		} else if (c.inot < 0 && pisb_mono_ms() - c.idir_checked >= 1000) {
-			look = true;
-		}
 		if (!c.stopping && look && (look = false, c.idir_checked = pisb_mono_ms(), idir_gone(&c))) {
 			logf_("the instance directory of '%s' was deleted or replaced: stopping the sandbox", c.name);
 			do_stop(&c);
@@ -1118,7 +1113,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		 * what was dropped (a read of the empty pipe costs nothing) */
 		pisb_hooklog_drain(&c.hooks);
 		if (c.svc && !c.stopping) {
-			pisb_services_poll(c.svc, p + 5, (size_t)(n - 5));
+			pisb_services_poll(c.svc, p + 4, (size_t)(n - 4));
 			if (pisb_services_changed(c.svc)) {
 				struct pisb_err ig = PISB_ERR_INIT;
 				save(&c, "running", &ig);
@@ -1183,10 +1178,7 @@ out:
 		stop_reply(&c, c.stop_client);
 		close(c.stop_client);
 	}
-	/* last, once the stop is answered: closing an inotify instance waits
-	 * for the kernel to retire its watches (an SRCU grace period, 7-20 ms
-	 * here), which the stop's client must not wait for (issue #21) */
-	if (c.inot >= 0)
-		close(c.inot);
+	if (c.watched >= 0)
+		close(c.watched);
 	return ret;
 }
