@@ -712,7 +712,6 @@ static int cg_job_end(struct cg_job *j, struct pisb_err *e)
 	c->rt.mem_enforced = c->cg.mem;
 	c->rt.cpu_enforced = c->cg.cpu;
 	c->rt.pids_enforced = c->cg.pids;
-	c->rt.disk_enforced = false;
 	if (c->cg.note[0])
 		c->rt.limits_note = xstrdup(c->cg.note);
 	return 0;
