@@ -17,14 +17,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -689,33 +690,62 @@ static bool handle_valid(const char *h)
 	return strchr(h, '-') != NULL;
 }
 
-/* Wait until status.json appears in hdir, at most timeout_ms. */
+static void on_sigio(int sig)
+{
+	(void)sig;   /* a thread that does not block it: nothing to do */
+}
+
+/* Wait until status.json appears in hdir, at most timeout_ms.  Woken by
+ * dnotify (SIGIO, read from a signalfd while it is blocked here), not by
+ * an inotify instance: closing one waits for the kernel to retire its
+ * watch, an SRCU grace period (up to 20 ms here) that every exec-status
+ * --wait and exec-kill paid on its way out (issue #21). */
 static void wait_done(int hdir, int timeout_ms)
 {
-	_cleanup_close_ int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-	char path[64];
+	struct sigaction sa = { .sa_handler = on_sigio }, old_sa;
+	sigset_t io, old_mask;
 	int64_t deadline = pisb_mono_ms() + timeout_ms;
+	int sfd, dfd;
 	bool done;
 
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", hdir);
-	if (in >= 0)
-		inotify_add_watch(in, path, IN_MOVED_TO | IN_CREATE);
+	sigemptyset(&io);
+	sigaddset(&io, SIGIO);
+	pthread_sigmask(SIG_BLOCK, &io, &old_mask);
+	sigaction(SIGIO, &sa, &old_sa);
+	sfd = signalfd(-1, &io, SFD_NONBLOCK | SFD_CLOEXEC);
+	dfd = sfd < 0 ? -1 : openat(hdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0 && fcntl(dfd, F_NOTIFY, DN_CREATE | DN_RENAME | DN_MULTISHOT) < 0) {
+		close(dfd);
+		dfd = -1;
+	}
 	for (;;) {
-		struct pollfd p = { in, POLLIN, 0 };
+		struct pollfd p = { sfd, POLLIN, 0 };
+		struct signalfd_siginfo si;
 		int64_t left;
-		char ev[4096];
 
 		pisb_exec_status_code(hdir, &done);
 		if (done)
-			return;
+			break;
 		left = deadline - pisb_mono_ms();
 		if (left <= 0)
-			return;
-		/* inotify wakes us at once; the 50 ms cap covers a missed event */
-		poll(&p, in >= 0 ? 1 : 0, left > 50 ? 50 : (int)left);
-		while (in >= 0 && read(in, ev, sizeof(ev)) > 0)
+			break;
+		/* the watch wakes us at once; the 50 ms cap covers a missed event */
+		poll(&p, dfd >= 0 ? 1 : 0, left > 50 ? 50 : (int)left);
+		while (sfd >= 0 && read(sfd, &si, sizeof(si)) == sizeof(si))
 			;
 	}
+	/* no SIGIO is made once the watch is closed: the ones pending are
+	 * read, and the mask and handler put back */
+	if (dfd >= 0)
+		close(dfd);
+	if (sfd >= 0) {
+		struct signalfd_siginfo si;
+		while (read(sfd, &si, sizeof(si)) == sizeof(si))
+			;
+		close(sfd);
+	}
+	sigaction(SIGIO, &old_sa, NULL);
+	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
 }
 
 /* The new output and the state of local handle hdir. */
