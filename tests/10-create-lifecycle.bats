@@ -190,7 +190,8 @@ teardown() {
 
 @test "the sandbox survives its caller: SIGHUP of the creating shell" {
 	# the shell that ran create dies of the hangup (129); the sandbox must not
-	run -129 setsid bash -c 'pisb create survivor >/dev/null; kill -HUP $$'
+	# (HUP's default action restored: a run under nohup ignores it)
+	run -129 setsid env --default-signal=HUP bash -c 'pisb create survivor >/dev/null; kill -HUP $$'
 	sleep 0.2
 	run -0 pisb inspect survivor
 	jq -e '.status == "running"' <<<"$output"
