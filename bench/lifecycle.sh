@@ -149,7 +149,7 @@ breakdown() {
 		/cgroups joined/ { k["cgroup joins (cgroup.procs on v1 waits for an RCU grace period)"] += $1; next }
 		/boot: forked/ { k["fork of the boot child"] += $1; next }
 		/exec: sandbox looked up/ { k["pisb exec start, sandbox lookup"] += $1; next }
-		/cgroup and image layers/ { k["cgroup creation beside the image layers (host skeleton)"] += $1; next }
+		/cgroup created/ { k["cgroup creation"] += $1; next }
 		/cgroup removed/ { k["cgroup removal"] += $1; next }
 		/root mounted/ { k["namespaces and overlay mount"] += $1; next }
 		/services/ { k["services and network helper"] += $1; next }
@@ -158,6 +158,7 @@ breakdown() {
 		/init reaped|every process killed/ { k["ending the processes and the pid namespace (the disk sync beside it)"] += $1; next }
 		/syncfs/ { k["disk sync (syncfs): what outlasted the reaping"] += $1; next }
 		/stopped recorded/ { k["status written (stopped)"] += $1; next }
+		/image layers/ { k["image layers (host skeleton)"] += $1; next }
 		/local driver|state directories|staging|disk$/ { k["state and staging directories"] += $1; next }
 		/setup or resume|control socket|old run/ { k["hooks, control socket, old run"] += $1; next }
 		/first command/ { k["first command: setns, fork, exec, exit"] += $1; next }

@@ -19,7 +19,7 @@ teardown() {
 	# every line: pisb-trace USEC PID WHAT
 	run -1 grep -vE '^pisb-trace [0-9]{16} [0-9]+ [a-z]+: .+$' "$t"
 	grep -q ' create: config parsed$' "$t"
-	grep -q ' controller: cgroup and image layers$' "$t"
+	grep -q ' controller: cgroup created$' "$t"
 	grep -q ' boot: init ready$' "$t"
 	grep -q ' controller: status written (running)$' "$t"
 	grep -q ' create: controller running$' "$t"

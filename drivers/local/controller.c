@@ -655,68 +655,6 @@ static int open_target(struct pisb_state *st, const char *name, struct pisb_err 
 	return pisb_instance_open(st, "instances", name, e);
 }
 
-/* The limits' cgroup, made beside the rest of the boot's preparation
- * (pisb_controller_run): the thread writes only j->rc, j->e and c->cg. */
-struct cg_job {
-	struct ctl *c;
-	char rel[128];
-	pthread_t thread;
-	bool threaded;
-	int rc;
-	struct pisb_err e;
-};
-
-static void *cg_job_run(void *arg)
-{
-	struct cg_job *j = arg;
-	const struct pisb_config *cfg = j->c->cfg;
-	bool required = cfg->profile_explicit || cfg->resources_explicit;
-
-	j->rc = pisb_cgroup_create(&j->c->cg, j->rel, cfg->cpus, (long long)cfg->memory_gib << 30,
-				   cfg->pids, required, &j->e);
-	return NULL;
-}
-
-static void cg_job_start(struct ctl *c, struct cg_job *j, const char *gen)
-{
-	j->c = c;
-	snprintf(j->rel, sizeof(j->rel), "pisb/%s.%s", c->name, gen);
-	j->e = (struct pisb_err)PISB_ERR_INIT;
-	j->threaded = pthread_create(&j->thread, NULL, cg_job_run, j) == 0;
-	if (!j->threaded)
-		cg_job_run(j);
-}
-
-/* Joined, and the cgroup in the run's record; -1 with e when the limits
- * it must enforce could not be set (pisb_cgroup_create removed it). */
-static int cg_job_end(struct cg_job *j, struct pisb_err *e)
-{
-	struct ctl *c = j->c;
-
-	if (j->threaded)
-		pthread_join(j->thread, NULL);
-	j->threaded = false;
-	if (j->rc < 0) {
-		*e = j->e;
-		return -1;
-	}
-	if (c->cfg->docker && c->ids.count >= 65536) {
-		/* the sandbox's daemon makes its containers' cgroups below its
-		 * own; else it runs rootless, without them */
-		struct pisb_err de = PISB_ERR_INIT;
-		if (pisb_cgroup_delegate(&c->cg, (unsigned)c->ids.uid_base, (unsigned)c->ids.gid_base, &de) < 0)
-			logf_("docker: cgroups not delegated (the daemon runs rootless): %s", de.msg);
-	}
-	if (c->cg.dirfds[0] >= 0)
-		c->rt.cgroup = xstrdup(j->rel);
-	c->rt.mem_enforced = c->cg.mem;
-	c->rt.cpu_enforced = c->cg.cpu;
-	c->rt.pids_enforced = c->cg.pids;
-	if (c->cg.note[0])
-		c->rt.limits_note = xstrdup(c->cg.note);
-	return 0;
-}
-
 PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, int notify_fd,
 					struct pisb_err *e)
 {
@@ -733,7 +671,6 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	_cleanup_free_ char *guest_path = NULL;
 	int guest_err = 0;
 	struct pisb_boot b;
-	struct cg_job cgj = { .threaded = false };
 	sigset_t mask;
 	char gen[17];
 	int ret = -1;
@@ -844,16 +781,42 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		sigprocmask(SIG_BLOCK, &pipe, NULL);
 	}
 
-	/* the limits' cgroup, made on a thread of its own (about 0.5 ms of
-	 * mkdirs and writes on cgroup v1) while the root filesystem's layers
-	 * are looked at here (issue #21); joined before the boot forks */
-	cg_job_start(&c, &cgj, gen);
+	/* limits (here, not on a thread beside the image layers below: that
+	 * took 0.4-0.5 ms off a create or start, but a thread leaves the
+	 * process multi-threaded for life, and an idle controller with
+	 * 68 KiB more PSS, issue #21) */
+	{
+		char rel[128];
+		bool required = c.cfg->profile_explicit || c.cfg->resources_explicit;
+		snprintf(rel, sizeof(rel), "pisb/%s.%s", c.name, gen);
+		if (pisb_cgroup_create(&c.cg, rel, c.cfg->cpus,
+				       (long long)c.cfg->memory_gib << 30, c.cfg->pids,
+				       required, e) < 0)
+			goto out_failed;
+		if (c.cfg->docker && c.ids.count >= 65536) {
+			/* the sandbox's daemon makes its containers' cgroups
+			 * below its own; else it runs rootless, without them */
+			struct pisb_err de = PISB_ERR_INIT;
+			if (pisb_cgroup_delegate(&c.cg, (unsigned)c.ids.uid_base, (unsigned)c.ids.gid_base, &de) < 0)
+				logf_("docker: cgroups not delegated (the daemon runs rootless): %s", de.msg);
+		}
+		if (c.cg.dirfds[0] >= 0)
+			c.rt.cgroup = xstrdup(rel);
+		c.rt.mem_enforced = c.cg.mem;
+		c.rt.cpu_enforced = c.cg.cpu;
+		c.rt.pids_enforced = c.cg.pids;
+		c.rt.disk_enforced = false;
+		if (c.cg.note[0])
+			c.rt.limits_note = xstrdup(c.cg.note);
+	}
+
+	pisb_trace("controller: cgroup created");
 	/* the root filesystem layers */
 	if (!strcmp(c.cfg->image, "host")) {
 		_cleanup_free_ char *skel = xasprintf("images/host-%u", (unsigned)c.ids.uid_base);
 		if (pisb_mkdirs_at(st->fd, "images", 0700, e) < 0 ||
 		    pisb_host_skeleton(st->fd, skel, &c.ids, e) < 0)
-			goto out_cgroup;
+			goto out_failed;
 		lower = xasprintf("%s/%s", st->path, skel);
 	} else {
 		/* the image the sandbox was created from, not what the path
@@ -865,7 +828,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		if (!lower)
 			lower = pisb_image_path(st, c.cfg->image, &c.ids, e);
 		if (!lower)
-			goto out_cgroup;
+			goto out_failed;
 	}
 	/* the disk's path: the published directory's; while the create has
 	 * not published it (staged), ours through our descriptor of the
@@ -884,7 +847,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		_cleanup_free_ char *dir = xstrndup(disk, strlen(disk) - strlen("/disk"));
 		int m = pisb_disk_image_mount(c.idir, dir, disk, e);
 		if (m < 0)
-			goto out_cgroup;
+			goto out_failed;
 		c.rt.disk_enforced = m == 1;
 		disk_mounted = m == 1;
 	}
@@ -894,7 +857,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		pisb_err_set(e, PISB_EXIT_FAIL,
 			     "docker: true needs pisb to run as root (a sandbox of uid %u maps %u id, its docker daemon's containers need the 65536 of root's sandboxes)",
 			     (unsigned)geteuid(), c.ids.count);
-		goto out_cgroup;
+		goto out_failed;
 	}
 	if (c.cfg->docker) {
 		/* the daemon's data root: the instance disk, beside the overlay
@@ -902,11 +865,11 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		_cleanup_free_ char *dd = xasprintf("%s/docker", disk);
 		if (mkdir(dd, 0710) < 0 && errno != EEXIST) {
 			pisb_err_sys(e, PISB_EXIT_FAIL, "docker: mkdir '%s'", dd);
-			goto out_cgroup;
+			goto out_failed;
 		}
 		if (geteuid() == 0 && chown(dd, c.ids.uid_base, c.ids.gid_base) < 0) {
 			pisb_err_sys(e, PISB_EXIT_FAIL, "docker: chown '%s' to the sandbox's root", dd);
-			goto out_cgroup;
+			goto out_failed;
 		}
 	}
 	memset(&b, 0, sizeof(b));
@@ -927,11 +890,9 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	b.ids = c.ids;
 	b.log_fd = 2;
 	b.init_path = initp;
-	if (cg_job_end(&cgj, e) < 0)
-		goto out_failed;
 	for (int i = 0; i < 16; i++)
 		b.cgroup_dirfds[i] = i <= PISB_CG_MAX ? c.cg.dirfds[i] : -1;
-	pisb_trace("controller: cgroup and image layers");
+	pisb_trace("controller: image layers");
 	if (!fresh) {
 		/* read by the init before anything of the sandbox runs: the
 		 * services need not fork into it for it (issue #21) */
@@ -1130,13 +1091,6 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	ret = 0;
 	goto out;
 
-out_cgroup:
-	{
-		/* failed beside the cgroup's making: it is joined, and removed
-		 * below with the rest */
-		struct pisb_err ig = PISB_ERR_INIT;
-		cg_job_end(&cgj, &ig);
-	}
 out_failed:
 	logf_("fatal: %s", e->msg);
 	{
