@@ -249,6 +249,24 @@ teardown() {
 	run -0 pisb stop sleepy
 }
 
+@test "a start moves the overlay's scratch directory of the last run aside and drops it, and what an interrupted run left" {
+	run -0 pisb create scratch
+	run -0 pisb exec scratch --sh 'echo kept > /root/f'
+	run -0 pisb stop scratch
+	w=$PI_SANDBOX_HOME/instances/scratch/disk/work
+	[ -d "$w/work" ]
+	mkdir "$w/old-left-by-a-crash"
+	run -0 pisb start scratch
+	run -0 ls -A "$w"
+	[ "$output" = work ]
+	run -0 pisb stop scratch
+	run -0 pisb start scratch
+	run -0 ls -A "$w"
+	[ "$output" = work ]
+	run -0 pisb exec scratch -- cat /root/f
+	[ "$output" = kept ]
+}
+
 @test "limits are enforced (as root) and read back in inspect" {
 	require_root
 	printf 'resources:\n  cpus: 1\n  memoryGiB: 1\n  pids: 64\n' > "$BATS_TEST_TMPDIR/s.yaml"

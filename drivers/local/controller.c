@@ -655,6 +655,37 @@ static int open_target(struct pisb_state *st, const char *name, struct pisb_err 
 	return pisb_instance_open(st, "instances", name, e);
 }
 
+/* The overlay's scratch directory of an earlier run (disk/work/work) is
+ * moved aside before the boot: a mount that finds one empties it and
+ * makes it again, 0.43 ms instead of 0.27 here (issue #21).  Only the
+ * overlay (the kernel) writes there, never the sandbox: it is not in the
+ * sandbox's view.  old: what it became, or "". */
+static void work_aside(const struct ctl *c, const char *gen, char *old, size_t n)
+{
+	snprintf(old, n, "disk/work/old-%s", gen);
+	if (renameat2(c->idir, "disk/work/work", c->idir, old, RENAME_NOREPLACE) < 0)
+		old[0] = '\0';
+}
+
+/* ... and removed once the sandbox runs, with any an interrupted run
+ * left (best effort: a leftover is an empty directory) */
+static void work_aside_drop(const struct ctl *c)
+{
+	_cleanup_close_ int w = openat(c->idir, "disk/work", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = w < 0 ? NULL : fdopendir(w);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	w = -1;   /* closedir closes it */
+	while ((de = readdir(d))) {
+		struct pisb_err ig = PISB_ERR_INIT;
+		if (pisb_str_starts(de->d_name, "old-"))
+			pisb_rm_rf_at(dirfd(d), de->d_name, &ig);
+	}
+	closedir(d);
+}
+
 PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, int notify_fd,
 					struct pisb_err *e)
 {
@@ -672,7 +703,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	int guest_err = 0;
 	struct pisb_boot b;
 	sigset_t mask;
-	char gen[17];
+	char gen[17], work_old[64] = "";
 	int ret = -1;
 
 	pisb_trace("controller: start");
@@ -851,6 +882,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		c.rt.disk_enforced = m == 1;
 		disk_mounted = m == 1;
 	}
+	work_aside(&c, gen, work_old, sizeof(work_old));
 	if (c.cfg->docker && c.ids.count < 65536) {
 		/* runc mounts /dev/pts with gid 5 and images hold files of many
 		 * owners: one id mapped is not enough */
@@ -1000,6 +1032,8 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	 * crash before the unlink reached the disk */
 	if (fresh)
 		unlinkat(c.idir, "intent.json", 0);
+	if (work_old[0])
+		work_aside_drop(&c);
 	logf_("running");
 	/* idle from here on: what the start freed, and the mappings of code
 	 * that only the start ran, go back to the system once nothing has
