@@ -636,6 +636,18 @@ void pisb_trace(const char *what)
 		raise(SIGSTOP);
 }
 
+int pisb_dir_watch(int dirfd, const char *path, unsigned long events)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), saved;
+
+	if (fd < 0 || fcntl(fd, F_NOTIFY, events | DN_MULTISHOT) == 0)
+		return fd;
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return -1;
+}
+
 int pisb_unix_listen_at(int dirfd, const char *name, int backlog, int sockflags)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };

@@ -90,6 +90,13 @@ int pisb_read_until(int fd, struct pisb_buf *b, int64_t deadline, size_t cap);
  * mode 0600, through /proc/self/fd (short whatever dirfd's path);
  * sockflags: SOCK_NONBLOCK or 0.  The fd, or -1 (errno). */
 int pisb_unix_listen_at(int dirfd, const char *name, int backlog, int sockflags);
+
+/* A dnotify watch of directory dirfd/path (DN_* events, multishot): an
+ * fd whose events come as SIGIO, which the caller blocks and reads (a
+ * signalfd); closed, the watch ends at once.  Not an inotify instance:
+ * a user has 128 of those, and closing one waits for an SRCU grace period
+ * (up to 20 ms).  -1 with errno (no dnotify: EINVAL). */
+int pisb_dir_watch(int dirfd, const char *path, unsigned long events);
 /* openat2(dirfd, path, flags | O_CLOEXEC) beneath dirfd, never through a
  * symlink or a magic link; EINTR/EAGAIN retried.  The fd, or -1 (errno). */
 int pisb_open_beneath(int dirfd, const char *path, int flags);

@@ -570,30 +570,18 @@ static PISB_IDLE_PATH bool idir_gone(struct ctl *c)
 }
 
 /* A watch of what idir_gone looks at: the entries of instances/ (our
- * name removed, or a directory renamed onto it), by dnotify: the kernel
- * sends SIGIO (our signalfd's) when one is made, removed or renamed.  Not
- * an inotify instance: the kernel allows a user 128 of them
- * (fs.inotify.max_user_instances), which a hundred idle sandboxes would
- * take from the user's other programs, and closing one waits for an SRCU
- * grace period.  -1 for a template being prepared (no instances/ path;
- * short-lived) or a kernel without dnotify: the idle loop looks once a
- * second then.  With it, an idle sandbox's controller sleeps until it is
+ * name removed, or a directory renamed onto it), by dnotify (SIGIO, on
+ * our signalfd): no inotify instance, of which a hundred idle sandboxes
+ * would take most of the user's 128.  -1 for a template being prepared
+ * (no instances/ path; short-lived) or a kernel without dnotify: the idle
+ * loop looks once a second then.  With it, an idle sandbox's controller sleeps until it is
  * asked something: no wake-up a second, whose code came back into memory
  * after each idle trim (issue #21). */
 static int watch_idir(const struct ctl *c)
 {
-	int fd;
-
 	if (!c->idir_st.st_ino)
 		return -1;
-	fd = openat(c->st->fd, "instances", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	if (fcntl(fd, F_NOTIFY, DN_CREATE | DN_DELETE | DN_RENAME | DN_MULTISHOT) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
+	return pisb_dir_watch(c->st->fd, "instances", DN_CREATE | DN_DELETE | DN_RENAME);
 }
 
 /* The path of the disk of the published directory (a template's:
@@ -659,12 +647,13 @@ static int open_target(struct pisb_state *st, const char *name, struct pisb_err 
  * moved aside before the boot: a mount that finds one empties it and
  * makes it again, 0.43 ms instead of 0.27 here (issue #21).  Only the
  * overlay (the kernel) writes there, never the sandbox: it is not in the
- * sandbox's view.  old: what it became, or "". */
-static void work_aside(const struct ctl *c, const char *gen, char *old, size_t n)
+ * sandbox's view.  Whether there was one. */
+static bool work_aside(const struct ctl *c, const char *gen)
 {
-	snprintf(old, n, "disk/work/old-%s", gen);
-	if (renameat2(c->idir, "disk/work/work", c->idir, old, RENAME_NOREPLACE) < 0)
-		old[0] = '\0';
+	char old[64];
+
+	snprintf(old, sizeof(old), "disk/work/old-%s", gen);
+	return renameat2(c->idir, "disk/work/work", c->idir, old, RENAME_NOREPLACE) == 0;
 }
 
 /* ... and removed once the sandbox runs, with any an interrupted run
@@ -696,6 +685,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	bool disk_mounted = false;
 	_cleanup_buf_ struct pisb_buf intent = PISB_BUF_INIT;
 	bool fresh = false, prepare = false, setup_ran = false, resume_ran = false, staged = false;
+	bool work_moved = false;
 	int64_t trim_at = 0;
 	bool look;
 	_cleanup_buf_ struct pisb_buf guest = PISB_BUF_INIT;
@@ -703,7 +693,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	int guest_err = 0;
 	struct pisb_boot b;
 	sigset_t mask;
-	char gen[17], work_old[64] = "";
+	char gen[17];
 	int ret = -1;
 
 	pisb_trace("controller: start");
@@ -882,7 +872,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		c.rt.disk_enforced = m == 1;
 		disk_mounted = m == 1;
 	}
-	work_aside(&c, gen, work_old, sizeof(work_old));
+	work_moved = work_aside(&c, gen);
 	if (c.cfg->docker && c.ids.count < 65536) {
 		/* runc mounts /dev/pts with gid 5 and images hold files of many
 		 * owners: one id mapped is not enough */
@@ -1032,7 +1022,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	 * crash before the unlink reached the disk */
 	if (fresh)
 		unlinkat(c.idir, "intent.json", 0);
-	if (work_old[0])
+	if (work_moved)
 		work_aside_drop(&c);
 	logf_("running");
 	/* idle from here on: what the start freed, and the mappings of code

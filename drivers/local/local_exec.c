@@ -695,11 +695,19 @@ static void on_sigio(int sig)
 	(void)sig;   /* a thread that does not block it: nothing to do */
 }
 
+static void drain(int sfd)
+{
+	struct signalfd_siginfo si;
+
+	while (sfd >= 0 && read(sfd, &si, sizeof(si)) == sizeof(si))
+		;
+}
+
 /* Wait until status.json appears in hdir, at most timeout_ms.  Woken by
- * dnotify (SIGIO, read from a signalfd while it is blocked here), not by
- * an inotify instance: closing one waits for the kernel to retire its
- * watch, an SRCU grace period (up to 20 ms here) that every exec-status
- * --wait and exec-kill paid on its way out (issue #21). */
+ * pisb_dir_watch's SIGIO, read from a signalfd while it is blocked here
+ * (an inotify instance's close cost every exec-status --timeout-ms and
+ * exec-kill up to 20 ms on its way out, issue #21); nothing of it is set
+ * up for a handle already done. */
 static void wait_done(int hdir, int timeout_ms)
 {
 	struct sigaction sa = { .sa_handler = on_sigio }, old_sa;
@@ -708,42 +716,34 @@ static void wait_done(int hdir, int timeout_ms)
 	int sfd, dfd;
 	bool done;
 
+	pisb_exec_status_code(hdir, &done);
+	if (done || timeout_ms <= 0)
+		return;
 	sigemptyset(&io);
 	sigaddset(&io, SIGIO);
 	pthread_sigmask(SIG_BLOCK, &io, &old_mask);
 	sigaction(SIGIO, &sa, &old_sa);
 	sfd = signalfd(-1, &io, SFD_NONBLOCK | SFD_CLOEXEC);
-	dfd = sfd < 0 ? -1 : openat(hdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0 && fcntl(dfd, F_NOTIFY, DN_CREATE | DN_RENAME | DN_MULTISHOT) < 0) {
-		close(dfd);
-		dfd = -1;
-	}
+	dfd = sfd < 0 ? -1 : pisb_dir_watch(hdir, ".", DN_CREATE | DN_RENAME);
 	for (;;) {
 		struct pollfd p = { sfd, POLLIN, 0 };
-		struct signalfd_siginfo si;
 		int64_t left;
 
 		pisb_exec_status_code(hdir, &done);
-		if (done)
-			break;
 		left = deadline - pisb_mono_ms();
-		if (left <= 0)
+		if (done || left <= 0)
 			break;
 		/* the watch wakes us at once; the 50 ms cap covers a missed event */
 		poll(&p, dfd >= 0 ? 1 : 0, left > 50 ? 50 : (int)left);
-		while (sfd >= 0 && read(sfd, &si, sizeof(si)) == sizeof(si))
-			;
+		drain(sfd);
 	}
 	/* no SIGIO is made once the watch is closed: the ones pending are
 	 * read, and the mask and handler put back */
 	if (dfd >= 0)
 		close(dfd);
-	if (sfd >= 0) {
-		struct signalfd_siginfo si;
-		while (read(sfd, &si, sizeof(si)) == sizeof(si))
-			;
+	drain(sfd);
+	if (sfd >= 0)
 		close(sfd);
-	}
 	sigaction(SIGIO, &old_sa, NULL);
 	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
 }
