@@ -10,6 +10,13 @@
 #               the host's loopback is shown too: it is faster than any
 #               server inside, whose memory is charged to the sandbox's
 #               cgroup, relay or not.
+#   probe       bench/redirect.c: the same download between two loopback
+#               sockets (no sandbox) direct, through a splice relay as
+#               pisb's and, as root, through a sockmap redirect (a BPF
+#               verdict program: the kernel's only relay without user
+#               space), and how much the redirect had queued for the client
+#               at the server's EOF; pisb would take the redirect where it
+#               is faster and can be bounded (it is neither here)
 #   cpu         where the CPU goes during those downloads: CPU seconds per
 #               GiB of the client (curl), the server and the relay (the
 #               controller), from getrusage and /proc/PID/stat.  On a
@@ -65,6 +72,7 @@ for c in pisb python3 curl jq nsenter; do
 	command -v "$c" >/dev/null || { echo "bench/preview.sh: needs $c on PATH" >&2; exit 2; }
 done
 
+col() { awk -v c="$1" '{ print $c }' "$2"; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 cat >"$work/s.yaml" <<'EOF'
@@ -202,6 +210,25 @@ if [ -s "$work/tp.rk" ] && [ "$(wc -l <"$work/tp.rk")" = "$(wc -l <"$work/tp.rel
 	result "preview relay throughput (1 GiB)" "$(mb "$r")" "rootlesskit builtin" "$(mb "$rt")" MB/s ">=1"
 fi
 
+# ---- the kernel's other relay: a sockmap redirect (bench/redirect.c) ----
+# the same bytes carried between two loopback sockets by pisb's way (splice
+# through a pipe) and by a BPF verdict program (root only), interleaved;
+# the tool prints MB/s
+if rd=$(bench_tool redirect) && "$rd" "$SIZE_MB" "$ROUNDS" >"$work/redirect"; then
+	rs=$(col 2 "$work/redirect" | median)
+	if [ "$(col 3 "$work/redirect" | head -1)" = - ]; then
+		printf 'relay probe (loopback, no sandbox): splice %s MB/s; sockmap redirect not measured (it needs CAP_BPF and CAP_NET_ADMIN: run as root)\n' "$rs"
+	else
+		rk=$(col 3 "$work/redirect" | median)
+		printf 'relay probe (loopback, no sandbox): direct %s MB/s, splice relay %s, sockmap redirect %s (%sx splice; by round %s); at the server'"'"'s EOF the redirect held %s MiB queued for the client (no bound)\n' \
+			"$(col 1 "$work/redirect" | median)" "$rs" "$rk" "$(ratio "$rk" "$rs")" \
+			"$(ratios <(col 3 "$work/redirect") <(col 2 "$work/redirect") | tr ' ' -)" "$(col 4 "$work/redirect" | median)"
+		result "relay probe: sockmap redirect (root)" "$rk" "splice relay (pisb's)" "$rs" MB/s
+	fi
+else
+	printf 'relay probe: bench/redirect.c did not run\n'
+fi
+
 # ---- cpu per GiB: client, server, relay ----
 srvpid=$(pisb svc bench status srv --json | jq -r '.services[0].hostPid')
 ctlpid=$(pisb inspect bench | jq -r .controller.pid)
@@ -255,7 +282,6 @@ for _ in $(seq "$ROUNDS"); do
 	fi
 done
 # column 1: p50, column 2: p99 of each round
-col() { awk -v c="$1" '{ print $c }' "$2"; }
 lh=$(col 1 "$work/lat.host" | median)
 ld=$(col 1 "$work/lat.direct" | median)
 lr=$(col 1 "$work/lat.relay" | median)

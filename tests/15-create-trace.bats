@@ -146,3 +146,27 @@ teardown() {
 	run -2 "$bin" '&&' true
 	[[ $output == *usage* ]]
 }
+
+@test "bench/redirect.c (preview's relay probe): every byte arrives direct, through a splice relay and (where BPF is allowed) a sockmap redirect" {
+	bin=$BATS_TEST_TMPDIR/redirect
+	cc -O2 -Wall -Wextra -Werror -o "$bin" "$BATS_TEST_DIRNAME/../bench/redirect.c"
+	# a short download is an error (exit 1), so a line is three full ones
+	run -0 "$bin" 8 2
+	[ "${#lines[@]}" = 2 ]
+	for l in "${lines[@]}"; do
+		read -r d s k q rest <<<"$l"
+		[ -z "$rest" ]
+		[[ $d =~ ^[0-9]+$ ]]
+		[[ $s =~ ^[0-9]+$ ]]
+		# the redirect's pair is measured, or "- -" where BPF is denied
+		# (not root, or a container without CAP_BPF)
+		if [ "$k" != - ]; then
+			[[ $k =~ ^[0-9]+$ ]]
+			[[ $q =~ ^[0-9.]+$ ]]
+		else
+			[ "$q" = - ]
+		fi
+	done
+	run -2 "$bin" 8
+	[[ $output == *usage* ]]
+}
