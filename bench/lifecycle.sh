@@ -151,6 +151,7 @@ breakdown() {
 		/exec: sandbox looked up/ { k["pisb exec start, sandbox lookup"] += $1; next }
 		/cgroup created/ { k["cgroup creation"] += $1; next }
 		/cgroup removed/ { k["cgroup removal"] += $1; next }
+		/namespaces made ahead/ { k["namespaces made ahead (what the boot still waits of them)"] += $1; next }
 		/root mounted/ { k["namespaces and overlay mount"] += $1; next }
 		/services/ { k["services and network helper"] += $1; next }
 		/user namespace and id maps/ { k["user namespace and id maps"] += $1; next }

@@ -49,6 +49,35 @@ teardown() {
 	done
 }
 
+@test "the boot joins namespaces made ahead (while the controller reads the record); their maker is gone, the init is the controller's only child" {
+	require_userns
+	t=$BATS_TEST_TMPDIR/trace
+	PISB_TRACE=$t run -0 pisb create ah -q
+	grep -q ' boot: namespaces made ahead$' "$t"
+	ctl=$(pisb inspect ah | jq -r .controller.pid)
+	init=$(pisb inspect ah | jq -r .controller.initPid)
+	[ "$(ps --ppid "$ctl" -o pid= | tr -d ' ')" = "$init" ]
+	# the sandbox's user, mount, network, ipc and uts namespaces are the
+	# init's (what the command joins), none of them the controller's
+	run -0 pisb exec ah --sh 'for n in user mnt net ipc uts; do readlink /proc/self/ns/$n; done'
+	for n in user mnt net ipc uts; do
+		grep -qxF "$(readlink "/proc/$init/ns/$n")" <<<"$output"
+		[ "$(readlink "/proc/$init/ns/$n")" != "$(readlink "/proc/$ctl/ns/$n")" ]
+	done
+	# the ids of the record are mapped, the hostname is the sandbox's
+	run -0 pisb exec ah --sh 'id -u; hostname; cat /proc/self/uid_map'
+	[ "${lines[0]}" = 0 ]
+	[ "${lines[1]}" = ah ]
+	[ "$(awk '{print $2}' <<<"${lines[2]}")" = "$(pisb inspect ah | jq -r .local.idRange.uidBase)" ]
+	# a start too
+	run -0 pisb stop ah
+	: >"$t"
+	PISB_TRACE=$t run -0 pisb start ah
+	grep -q ' boot: namespaces made ahead$' "$t"
+	ctl=$(pisb inspect ah | jq -r .controller.pid)
+	[ "$(ps --ppid "$ctl" -o pid= | tr -d ' ')" = "$(pisb inspect ah | jq -r .controller.initPid)" ]
+}
+
 @test "PISB_TRACE=1 writes to stderr (the controller's is controller.log); unset, nothing" {
 	require_userns
 	PISB_TRACE=1 run -0 --separate-stderr pisb create on

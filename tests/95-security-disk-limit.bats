@@ -29,7 +29,11 @@ used_kib() { df -k --output=used "$PI_SANDBOX_HOME" | tail -1 | tr -d ' '; }
 	mount -t tmpfs -o size=3g,mode=0755 tmpfs "$OWN_FS"
 	export PI_SANDBOX_HOME=$OWN_FS/state
 	printf 'diskGiB: 2\n' > "$BATS_TEST_TMPDIR/d.yaml"
-	run -0 pisb create dk -f "$BATS_TEST_TMPDIR/d.yaml"
+	PISB_TRACE=$BATS_TEST_TMPDIR/trace run -0 pisb create dk -f "$BATS_TEST_TMPDIR/d.yaml"
+	# the disk image is mounted before the boot: the namespaces made
+	# ahead hold a copy of the mounts from before it, the boot makes its own
+	run -1 grep -q 'namespaces made ahead' "$BATS_TEST_TMPDIR/trace"
+	grep -q 'boot: init ready' "$BATS_TEST_TMPDIR/trace"
 	img=$PI_SANDBOX_HOME/instances/dk/disk.img
 	[ "$(stat -c %s "$img")" = $((2 << 30)) ]
 	run -0 pisb inspect dk

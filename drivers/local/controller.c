@@ -62,6 +62,7 @@ struct ctl {
 	struct pisb_cgroup cg;
 	struct pisb_ids ids;
 	pid_t watch;                /* the project's watcher (ns.h), or 0 */
+	struct pisb_preboot pre;    /* namespaces made ahead of the boot */
 	int initctl;
 	int lsock;
 	int sigfd;
@@ -701,6 +702,8 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	c.notify = notify_fd;
 	c.stop_client = -1;
 	c.idir = -1;
+	/* while we wait for the word, take the lock, read the record... */
+	pisb_preboot_start(&c.pre);
 	if (c.notify >= 0) {
 		/* spawned while the sandbox was being staged: begin when it is
 		 * published ('g'), or not at all (EOF).  A create sends the
@@ -712,6 +715,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		fcntl(c.notify, F_SETFD, FD_CLOEXEC);
 		if (pisb_recv_byte_fd(c.notify, &go, &fd) != 1) {
 			close(c.notify);
+			pisb_preboot_drop(&c.pre);
 			return 0;
 		}
 		if (go == 's' && fd >= 0) {
@@ -738,8 +742,10 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	c.hooks.r = c.hooks.w = -1;
 	if (c.idir < 0)
 		c.idir = open_target(st, name, e);
-	if (c.idir < 0)
+	if (c.idir < 0) {
+		pisb_preboot_drop(&c.pre);
 		return -1;
+	}
 	pisb_ctllog_init(c.idir);
 	if (!pisb_str_starts(name, "@prep/") && fstat(c.idir, &c.idir_st) < 0)
 		memset(&c.idir_st, 0, sizeof(c.idir_st));
@@ -927,8 +933,18 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		b.project_cfg = &c.cfg->project;
 		b.watch_pid = &c.watch;
 	}
-	if (pisb_sandbox_boot(&b, &c.rt.init.pid, &c.initctl, e) < 0)
+	/* the namespaces made ahead hold a copy of our mounts from before the
+	 * disk image's; a bound project's mount namespaces are made in an
+	 * order of their own (ns.c): those boots make theirs */
+	if (!disk_mounted && !b.project)
+		b.pre = &c.pre;
+	else
+		pisb_preboot_drop(&c.pre);
+	if (pisb_sandbox_boot(&b, &c.rt.init.pid, &c.initctl, e) < 0) {
+		pisb_preboot_drop(&c.pre);
 		goto out_failed;
+	}
+	pisb_preboot_drop(&c.pre);
 	c.rt.init.start = pisb_proc_start(c.rt.init.pid);
 	logf_("booted: init pid %d, generation %s", (int)c.rt.init.pid, gen);
 	pisb_trace("controller: booted");
@@ -1130,6 +1146,7 @@ out_failed:
 		notify_starter(&c, "failed");
 	}
 out:
+	pisb_preboot_drop(&c.pre);
 	if (disk_mounted)
 		pisb_disk_image_umount(disk);
 	if (c.svc)

@@ -1468,16 +1468,90 @@ static void want_maps(int sock)
 		_exit(1);
 }
 
+/* ---------- namespaces made ahead (ns.h) ---------- */
+
+#define PREBOOT_NS 5
+static const struct { const char *name; int type; } preboot_ns[PREBOOT_NS] = {
+	{ "user", CLONE_NEWUSER }, { "mnt", CLONE_NEWNS }, { "net", CLONE_NEWNET },
+	{ "ipc", CLONE_NEWIPC }, { "uts", CLONE_NEWUTS },
+};
+
+void pisb_preboot_start(struct pisb_preboot *p)
+{
+	int sp[2];
+
+	p->pid = -1;
+	p->sock = -1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+		return;
+	p->pid = fork();
+	if (p->pid == 0) {
+		/* "U" once they are made, "E" if not; then wait for the end
+		 * of the socket (the controller's close, or its exit) */
+		char c = 'U';
+		close(sp[0]);
+		if (unshare(CLONE_NEWUSER) < 0 ||
+		    unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
+			c = 'E';
+		if (write(sp[1], &c, 1) == 1)
+			while (read(sp[1], &c, 1) < 0 && errno == EINTR)
+				;
+		_exit(0);
+	}
+	close(sp[1]);
+	if (p->pid < 0) {
+		close(sp[0]);
+		return;
+	}
+	p->sock = sp[0];
+}
+
+void pisb_preboot_drop(struct pisb_preboot *p)
+{
+	if (p->sock >= 0)
+		close(p->sock);
+	if (p->pid > 0)
+		while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	p->pid = -1;
+	p->sock = -1;
+}
+
+/* The namespaces the child made, in ns (-1s: none, the boot makes its
+ * own: the child failed, or they cannot be opened). */
+static void preboot_take(struct pisb_preboot *p, int ns[PREBOOT_NS])
+{
+	struct pollfd pf = { p ? p->sock : -1, POLLIN, 0 };
+	char c = 0, path[64];
+
+	for (int i = 0; i < PREBOOT_NS; i++)
+		ns[i] = -1;
+	if (!p || p->pid <= 0 || poll(&pf, 1, 5000) != 1 || read(p->sock, &c, 1) != 1 || c != 'U')
+		return;
+	for (int i = 0; i < PREBOOT_NS; i++) {
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)p->pid, preboot_ns[i].name);
+		if ((ns[i] = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+			while (i-- > 0) {
+				close(ns[i]);
+				ns[i] = -1;
+			}
+			return;
+		}
+	}
+}
+
 /* The first child.  It enters a new user ns (the controller writes the
  * id maps), then a mount ns owned by it, and builds the root filesystem
  * there while it still has the caller's own uid (the owner of the state
  * directory: it can walk to the disk).  Only then does it become root
  * inside, fork the init into the new pid ns, and leave; the controller, a
  * subreaper, inherits the init. */
-static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int sock)
+static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int sock,
+						  const int ahead[PREBOOT_NS])
 {
 	const int rest = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
 			 CLONE_NEWUTS | CLONE_NEWCGROUP;
+	bool joined = ahead[0] >= 0;
 	pid_t init, wpid = 0;
 	int lower, disk, etc_mask, go[2], exe, ws = -1;
 
@@ -1502,15 +1576,26 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 			child_fail(sock, "move the sandbox into its cgroup");
 	if (b->project && b->ids.count > 1)
 		ws = project_prepare(b, sock, &wpid);
-	if (unshare(CLONE_NEWUSER) < 0)
+	if (joined ? setns(ahead[0], CLONE_NEWUSER) < 0 : unshare(CLONE_NEWUSER) < 0)
 		child_fail(sock, "unshare user namespace (are user namespaces allowed?)");
 	want_maps(sock);
 	if (b->project && b->ids.count == 1)
 		ws = project_nest(b, sock, &wpid);
 	/* the cgroup namespace last (below): its root is the cgroup we are
-	 * in when we make it, the sandbox's */
-	if (unshare(rest & ~CLONE_NEWCGROUP) < 0)
+	 * in when we make it, the sandbox's; the pid namespace's first
+	 * process is the init (it cannot be made ahead: a pid namespace
+	 * without one cannot be joined) */
+	if (joined) {
+		for (int i = 1; i < PREBOOT_NS; i++)
+			if (setns(ahead[i], preboot_ns[i].type) < 0)
+				child_fail(sock, "join the namespaces made ahead");
+		if (unshare(CLONE_NEWPID) < 0)
+			child_fail(sock, "unshare the pid namespace");
+		for (int i = 0; i < PREBOOT_NS; i++)
+			close(ahead[i]);
+	} else if (unshare(rest & ~CLONE_NEWCGROUP) < 0) {
 		child_fail(sock, "unshare namespaces");
+	}
 	/* private; but a bound project's mount stays a slave of the
 	 * project's (ws: the watcher's covers come that way; all else of
 	 * that namespace is private) */
@@ -1615,28 +1700,52 @@ static int read_msg(int fd, char *buf, size_t n, int timeout_ms)
 	return (int)r;
 }
 
+/* Ours of the namespaces made ahead, and the socket that holds their
+ * maker: it leaves (the caller reaps it, pisb_preboot_drop). */
+static void close_ahead(const struct pisb_boot *b, int ahead[PREBOOT_NS])
+{
+	for (int i = 0; i < PREBOOT_NS; i++)
+		if (ahead[i] >= 0)
+			close(ahead[i]);
+	if (b->pre && b->pre->sock >= 0) {
+		close(b->pre->sock);
+		b->pre->sock = -1;
+	}
+}
+
 int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 		      struct pisb_err *e)
 {
-	int sp[2];
+	int sp[2], ahead[PREBOOT_NS];
 	char path[64], map[128], reply[1024];
 	pid_t child, ipid = -1;
 
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+	preboot_take(b->pre, ahead);
+	if (ahead[0] >= 0)
+		pisb_trace("boot: namespaces made ahead");
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+		close_ahead(b, ahead);
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "socketpair");
+	}
 	/* the init will be our grandchild: adopt it when its parent leaves */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	child = fork();
 	if (child < 0) {
 		pisb_err_sys(e, PISB_EXIT_FAIL, "fork");
+		close_ahead(b, ahead);
 		goto fail_sp;
 	}
 	if (child == 0) {
 		close(sp[0]);
-		boot_child(b, sp[1]);
+		/* or the child that made them would wait for us to leave */
+		if (b->pre && b->pre->sock >= 0)
+			close(b->pre->sock);
+		boot_child(b, sp[1], ahead);
 	}
 	close(sp[1]);
 	sp[1] = -1;
+	/* held by the boot's child now: their maker may go */
+	close_ahead(b, ahead);
 	pisb_trace("boot: forked");
 	if (read_msg(sp[0], reply, sizeof(reply), 30000) < 0 || reply[0] != 'U') {
 		if (reply[0] == 'E')
