@@ -8,6 +8,8 @@ setup() {
 }
 
 teardown() {
+	# a controller a failed test left stopped (PISB_TRACE_STOP) goes on
+	[ -z "${stopped_ctl:-}" ] || kill -CONT "$stopped_ctl" 2>/dev/null || true
 	for n in $(pisb list -q 2>/dev/null); do pisb destroy "$n" --confirm "$n" >/dev/null 2>&1 || true; done
 }
 
@@ -76,6 +78,40 @@ teardown() {
 	grep -q ' boot: namespaces made ahead$' "$t"
 	ctl=$(pisb inspect ah | jq -r .controller.pid)
 	[ "$(ps --ppid "$ctl" -o pid= | tr -d ' ')" = "$(pisb inspect ah | jq -r .controller.initPid)" ]
+}
+
+@test "the namespaces' maker holds nothing of the controller's (only its socket) and maps no ids; it is gone once the sandbox runs" {
+	require_userns
+	run -0 pisb create mk -q
+	run -0 pisb stop mk
+	t=$BATS_TEST_TMPDIR/trace
+	# the controller stopped where the boot has not taken them yet
+	PISB_TRACE=$t PISB_TRACE_STOP='controller: image layers' pisb start mk >/dev/null 2>&1 3>&- &
+	bg=$!
+	ctl=$(stopped_at "$t" "controller: image layers")
+	stopped_ctl=$ctl
+	early=$(ps --ppid "$ctl" -o pid= | tr -d ' ')
+	[ -n "$early" ]
+	for i in $(seq 40); do
+		[ "$(readlink "/proc/$early/ns/net")" != "$(readlink "/proc/$ctl/ns/net")" ] && break
+		sleep 0.05
+	done
+	for n in user mnt net ipc uts; do
+		[ "$(readlink "/proc/$early/ns/$n")" != "$(readlink "/proc/$ctl/ns/$n")" ]
+	done
+	[ "$(readlink "/proc/$early/ns/pid")" = "$(readlink "/proc/$ctl/ns/pid")" ]
+	[ -z "$(cat "/proc/$early/uid_map")" ]
+	# stdio and one socket: not the create's or start's socket, the lock,
+	# the state directory or the log the controller holds
+	run -0 sh -c "ls /proc/$early/fd | sort -n"
+	[ "${#lines[@]}" = 4 ]
+	[ "${lines[*]:0:3}" = "0 1 2" ]
+	[[ $(readlink "/proc/$early/fd/${lines[3]}") == socket:* ]]
+	[ "$(ls "/proc/$ctl/fd" | wc -l)" -gt 4 ]
+	kill -CONT "$ctl"
+	wait "$bg"
+	[ ! -e "/proc/$early" ]
+	run -0 pisb exec mk -- true
 }
 
 @test "PISB_TRACE=1 writes to stderr (the controller's is controller.log); unset, nothing" {

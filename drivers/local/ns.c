@@ -1489,7 +1489,9 @@ void pisb_preboot_start(struct pisb_preboot *p)
 		/* "U" once they are made, "E" if not; then wait for the end
 		 * of the socket (the controller's close, or its exit) */
 		char c = 'U';
-		close(sp[0]);
+		/* nothing of the controller's: not the create's socket, whose
+		 * end it waits for */
+		pisb_close_from(3, sp[1]);
 		if (unshare(CLONE_NEWUSER) < 0 ||
 		    unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
 			c = 'E';
@@ -1510,9 +1512,12 @@ void pisb_preboot_drop(struct pisb_preboot *p)
 {
 	if (p->sock >= 0)
 		close(p->sock);
-	if (p->pid > 0)
+	/* it would leave on the socket's end; sure and as quick */
+	if (p->pid > 0) {
+		kill(p->pid, SIGKILL);
 		while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
 			;
+	}
 	p->pid = -1;
 	p->sock = -1;
 }
