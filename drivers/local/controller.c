@@ -702,7 +702,8 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	c.notify = notify_fd;
 	c.stop_client = -1;
 	c.idir = -1;
-	/* while we wait for the word, take the lock, read the record... */
+	/* the namespaces, made while we wait for the word, take the lock,
+	 * read the record and make the cgroup (ns.h) */
 	pisb_preboot_start(&c.pre);
 	if (c.notify >= 0) {
 		/* spawned while the sandbox was being staged: begin when it is
@@ -940,11 +941,13 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		b.pre = &c.pre;
 	else
 		pisb_preboot_drop(&c.pre);
-	if (pisb_sandbox_boot(&b, &c.rt.init.pid, &c.initctl, e) < 0) {
+	{
+		int rc = pisb_sandbox_boot(&b, &c.rt.init.pid, &c.initctl, e);
+		/* reaped before the loop's SIGCHLD handling sees it */
 		pisb_preboot_drop(&c.pre);
-		goto out_failed;
+		if (rc < 0)
+			goto out_failed;
 	}
-	pisb_preboot_drop(&c.pre);
 	c.rt.init.start = pisb_proc_start(c.rt.init.pid);
 	logf_("booted: init pid %d, generation %s", (int)c.rt.init.pid, gen);
 	pisb_trace("controller: booted");

@@ -1489,11 +1489,14 @@ void pisb_preboot_start(struct pisb_preboot *p)
 		/* "U" once they are made, "E" if not; then wait for the end
 		 * of the socket (the controller's close, or its exit) */
 		char c = 'U';
+		int rest = 0;
+		for (int i = 1; i < PREBOOT_NS; i++)
+			rest |= preboot_ns[i].type;
 		/* nothing of the controller's: not the create's socket, whose
 		 * end it waits for */
 		pisb_close_from(3, sp[1]);
-		if (unshare(CLONE_NEWUSER) < 0 ||
-		    unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
+		/* the user namespace first: the others are its */
+		if (unshare(CLONE_NEWUSER) < 0 || unshare(rest) < 0)
 			c = 'E';
 		if (write(sp[1], &c, 1) == 1)
 			while (read(sp[1], &c, 1) < 0 && errno == EINTR)
@@ -1581,7 +1584,9 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 			child_fail(sock, "move the sandbox into its cgroup");
 	if (b->project && b->ids.count > 1)
 		ws = project_prepare(b, sock, &wpid);
-	if (joined ? setns(ahead[0], CLONE_NEWUSER) < 0 : unshare(CLONE_NEWUSER) < 0)
+	if (joined && setns(ahead[0], CLONE_NEWUSER) < 0)
+		child_fail(sock, "join the user namespace made ahead");
+	if (!joined && unshare(CLONE_NEWUSER) < 0)
 		child_fail(sock, "unshare user namespace (are user namespaces allowed?)");
 	want_maps(sock);
 	if (b->project && b->ids.count == 1)
