@@ -9,6 +9,7 @@
 #include <link.h>
 #include <malloc.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,52 +118,91 @@ pid_t pisb_fork_piped(int p[2], struct pisb_err *e)
 	return pid;
 }
 
-pid_t pisb_spawn_detached(char *const argv[], int log_fd, int pass_fd, struct pisb_err *e)
+/* pisb_spawn_detached's two processes share our memory (CLONE_VM |
+ * CLONE_VFORK, as posix_spawn): no copy of our page tables for either,
+ * and we wait, suspended, only until the detached one has exec'd.  The
+ * middle one makes the new session and exits; the other is the
+ * detached process.  Both run on stacks in this frame, with every signal
+ * blocked (so that no handler of ours can run in them). */
+struct detach_arg {
+	char *const *argv;
+	int log_fd, pass_fd;
+	pid_t pid;   /* the detached process's, from the middle one */
+	int err;     /* what failed, an errno: its clone, or its exec */
+	char stack[2][32 * 1024] __attribute__((aligned(16)));
+};
+
+static int detached_main(void *p)
 {
-	int p[2];
-	pid_t pid, got = -1;
+	struct detach_arg *a = p;
+	int null, pass = a->pass_fd;
+	sigset_t none;
 
-	pid = pisb_fork_piped(p, e);
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		pid_t gc;
-		int null;
-
-		setsid();
-		gc = fork();
-		if (gc != 0) {
-			if (gc > 0)
-				pisb_write_all(p[1], &gc, sizeof(gc));
-			_exit(gc > 0 ? 0 : 1);
-		}
-		/* the grandchild: no terminal, no inherited fds but pass_fd,
-		 * which becomes fd 3 (moved out of stdio's way first) */
-		signal(SIGHUP, SIG_IGN);
-		if (pass_fd >= 0)
-			pass_fd = fcntl(pass_fd, F_DUPFD_CLOEXEC, 10);
-		null = open("/dev/null", O_RDWR | O_CLOEXEC);
-		dup2(null, 0);
-		dup2(log_fd >= 0 ? log_fd : null, 1);
-		dup2(log_fd >= 0 ? log_fd : null, 2);
-		if (pass_fd >= 0 && dup2(pass_fd, 3) != 3)
-			_exit(127);
-		pisb_close_from(pass_fd >= 0 ? 4 : 3, -1);
-		signal(SIGHUP, SIG_DFL);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		execv(argv[0], argv);
+	/* no terminal, no inherited fds but pass_fd, which becomes fd 3
+	 * (moved out of stdio's way first) */
+	if (pass >= 0)
+		pass = fcntl(pass, F_DUPFD_CLOEXEC, 10);
+	null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	dup2(null, 0);
+	dup2(a->log_fd >= 0 ? a->log_fd : null, 1);
+	dup2(a->log_fd >= 0 ? a->log_fd : null, 2);
+	if (a->pass_fd >= 0 && (pass < 0 || dup2(pass, 3) != 3)) {
+		a->err = errno;
 		_exit(127);
 	}
-	close(p[1]);
-	waitpid(pid, NULL, 0);
-	if (read(p[0], &got, sizeof(got)) != sizeof(got))
-		got = -1;
-	close(p[0]);
-	if (got < 0)
-		return pisb_err_set(e, PISB_EXIT_FAIL, "could not start '%s'", argv[0]);
-	return got;
+	pisb_close_from(pass >= 0 ? 4 : 3, -1);
+	/* our handlers are in the memory this process shares until exec */
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execv(a->argv[0], a->argv);
+	a->err = errno;
+	_exit(127);
+}
+
+static int detach_middle(void *p)
+{
+	struct detach_arg *a = p;
+	pid_t pid;
+
+	setsid();
+	pid = clone(detached_main, a->stack[1] + sizeof(a->stack[1]), CLONE_VM | CLONE_VFORK | SIGCHLD, a);
+	if (pid < 0)
+		a->err = errno;
+	else if (!a->err)
+		a->pid = pid;
+	_exit(0);
+}
+
+pid_t pisb_spawn_detached(char *const argv[], int log_fd, int pass_fd, struct pisb_err *e)
+{
+	struct detach_arg a;   /* not zeroed: 64 KiB of stacks */
+	sigset_t all, old;
+	pid_t mid;
+	int en;
+
+	a.argv = argv;
+	a.log_fd = log_fd;
+	a.pass_fd = pass_fd;
+	a.pid = -1;
+	a.err = 0;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	mid = clone(detach_middle, a.stack[0] + sizeof(a.stack[0]), CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+	en = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (mid < 0) {
+		errno = en;
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "could not start '%s': fork", argv[0]);
+	}
+	while (waitpid(mid, NULL, __WALL) < 0 && errno == EINTR)
+		;
+	if (a.err) {
+		errno = a.err;
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "could not start '%s'", argv[0]);
+	}
+	return a.pid;
 }
 
 void pisb_detach_here(void)

@@ -18,8 +18,10 @@ int pisb_find_binary(const char *bin, char *out, size_t n, struct pisb_err *e);
 pid_t pisb_fork_piped(int p[2], struct pisb_err *e);
 
 /* Start argv fully detached (new session, stdio to /dev/null and log_fd,
- * no fds inherited but pass_fd, if >= 0, as its fd 3).  Returns the
- * detached process's pid (a grandchild; it is not our child). */
+ * no fds inherited but pass_fd, if >= 0, as its fd 3, default signal
+ * handling, no signal blocked).  Returns the detached process's pid (a
+ * grandchild; it is not our child) once it has exec'd, or -1 with e
+ * naming argv[0] and why (its exec's errno too). */
 pid_t pisb_spawn_detached(char *const argv[], int log_fd, int pass_fd, struct pisb_err *e);
 
 /* In a child of fork(): detach it for good (a new session, then a second

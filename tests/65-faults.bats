@@ -557,3 +557,20 @@ disk_sums() {
 	run -2 --separate-stderr pisb action '{"action":"exec","name":"a","env":{"K":"1","K":"2"},"command":"true"}'
 	jq -e ".error.message == \"action key 'env': variable 'K' is given twice\"" <<<"$output"
 }
+
+@test "a controller that cannot be executed: create fails at once naming it and why, and leaves nothing" {
+	n=$(uname_ x)
+	bad=$BATS_TEST_TMPDIR/bad
+	mkdir -p "$bad"
+	# executable, but no program: execve says ENOEXEC
+	printf 'not a program\n' >"$bad/pisb-svc"
+	chmod 755 "$bad/pisb-svc"
+	# pisb-create spawns pisb-svc's controller, found in PISB_EXEC_PATH first
+	PISB_EXEC_PATH=$bad run -1 "$PISB_BIN_DIR/pisb-create" create "$n"
+	[[ "$output" == *"could not start '$bad/pisb-svc': Exec format error"* ]]
+	[ ! -e "$S/instances/$n" ]
+	run -0 sh -c "ls -A '$S/staging' 2>/dev/null | grep -c . || true"
+	[ "$output" = 0 ]
+	run -0 cgroups_of "$n"
+	[ "$output" = 0 ]
+}

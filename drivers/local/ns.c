@@ -1870,13 +1870,36 @@ int pisb_sandbox_enter_ns(pid_t init, unsigned long long start, unsigned which,
 		{ "pid", CLONE_NEWPID, PISB_NS_PID }, { "cgroup", CLONE_NEWCGROUP, PISB_NS_CGROUP },
 		{ "mnt", CLONE_NEWNS, PISB_NS_MNT },
 	};
-	int fds[7], rootfd;
+	int fds[7], rootfd, flags = 0;
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/root", (int)init);
 	rootfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0)
 		return pisb_err_sys(e, PISB_EXIT_BACKEND, "the sandbox is not running (init %d)", (int)init);
+	for (int i = 0; i < 7; i++)
+		if (which & nss[i].bit)
+			flags |= nss[i].type;
+	/* All of them at once where the kernel can (Linux 5.8: setns on a
+	 * pidfd of the init): one new set of namespaces instead of one per
+	 * namespace, and none of the seven /proc lookups; all or nothing.
+	 * Before 5.8 (EINVAL, or no pidfd) one by one, below. */
+	{
+		_cleanup_close_ int pfd = pisb_pidfd_open(init);
+		if (pfd >= 0) {
+			/* the pidfd pins the process: make sure it is the init */
+			if (pisb_proc_start(init) != start) {
+				close(rootfd);
+				return pisb_err_set(e, PISB_EXIT_BACKEND, "the sandbox is not running (its init is gone)");
+			}
+			/* our own user namespace (root's sandbox seen from
+			 * inside it) cannot be joined: EINVAL, harmless */
+			if (setns(pfd, flags) == 0 ||
+			    (errno == EINVAL && (flags & CLONE_NEWUSER) &&
+			     setns(pfd, flags & ~CLONE_NEWUSER) == 0))
+				goto root;
+		}
+	}
 	for (int i = 0; i < 7; i++) {
 		if (!(which & nss[i].bit)) {
 			fds[i] = -1;
@@ -1915,6 +1938,7 @@ int pisb_sandbox_enter_ns(pid_t init, unsigned long long start, unsigned which,
 		}
 		close(fds[i]);
 	}
+root:
 	if (fchdir(rootfd) < 0 || chroot(".") < 0 || chdir("/") < 0) {
 		close(rootfd);
 		return pisb_err_sys(e, PISB_EXIT_BACKEND, "enter the sandbox root");
