@@ -13,5 +13,5 @@ int svc_cmd_supervise(struct pisb_ctx *c)
 	if (pisb_args_int(&c->a, "notify-fd", 3, 1 << 20, -1, &notify, &c->err) < 0)
 		return -1;
 	return pisb_driver_supervise(&c->st, pisb_args_get(&c->a, "driver"), c->a.pos[0], (int)notify,
-				     &c->err) < 0 ? -1 : 0;
+				     pisb_args_has(&c->a, "own-namespaces"), &c->err) < 0 ? -1 : 0;
 }

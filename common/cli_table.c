@@ -170,6 +170,7 @@ static const struct pisb_opt supervise_opts[] = {
 	HIDDEN("foreground", NULL, "do not detach"),
 	HIDDEN("driver", "DRIVER", "whose supervisor runs (default local)"),
 	HIDDEN("notify-fd", "FD", "its starter's socket: the word to begin, then the news that it runs"),
+	HIDDEN("own-namespaces", NULL, "the boot makes the sandbox's namespaces itself (a disk image, a bound project): none are made ahead"),
 	END,
 };
 

@@ -345,12 +345,12 @@ int pisb_sandbox_borrow(struct pisb_sandbox *sb, struct pisb_record *rec,
 }
 
 int pisb_driver_supervise(struct pisb_state *st, const char *driver, const char *name,
-			  int notify_fd, struct pisb_err *e)
+			  int notify_fd, bool own_ns, struct pisb_err *e)
 {
 	const struct pisb_driver *d = pisb_driver_find(driver ? driver : "local");
 
 	if (!d || !d->supervise)
 		return pisb_err_set(e, PISB_EXIT_USAGE, "supervise: driver '%s' has no supervisor",
 				    driver ? driver : "local");
-	return d->supervise(st, name, notify_fd, e);
+	return d->supervise(st, name, notify_fd, own_ns, e);
 }

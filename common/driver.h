@@ -215,8 +215,11 @@ struct pisb_driver {
 	 * own start; returns when the sandbox stops.  notify_fd (>= 0: its
 	 * starter's socket, --notify-fd) first gives the word to begin (EOF:
 	 * the start was abandoned, return 0 having touched nothing), then
-	 * hears when the sandbox runs or failed. */
-	int (*supervise)(struct pisb_state *st, const char *name, int notify_fd, struct pisb_err *e);
+	 * hears when the sandbox runs or failed.  own_ns (--own-namespaces):
+	 * its starter knows that the boot will make the sandbox's namespaces
+	 * itself; none are made ahead of it. */
+	int (*supervise)(struct pisb_state *st, const char *name, int notify_fd, bool own_ns,
+			 struct pisb_err *e);
 	/* after pisb start: a note for the user (caller frees), or NULL */
 	char *(*start_note)(struct pisb_sandbox *sb);
 
@@ -401,7 +404,7 @@ void pisb_drivers_json(struct pisb_jw *w);
 void pisb_drivers_text(struct pisb_buf *b, bool names_only);
 /* pisb-svc supervise NAME --driver D (default local): D's supervise slot. */
 int pisb_driver_supervise(struct pisb_state *st, const char *driver, const char *name,
-			  int notify_fd, struct pisb_err *e);
+			  int notify_fd, bool own_ns, struct pisb_err *e);
 /* pisb verify NAME: the driver's audit report into out; 0 passed, 1 a
  * check failed, -1 with e (a driver without verify: the refusal). */
 int pisb_verify_sandbox(struct pisb_state *st, const char *name, bool json, struct pisb_buf *out,

@@ -101,6 +101,7 @@ teardown() {
 	done
 	[ "$(readlink "/proc/$early/ns/pid")" = "$(readlink "/proc/$ctl/ns/pid")" ]
 	[ -z "$(cat "/proc/$early/uid_map")" ]
+	run -1 grep -qaF -- --own-namespaces "/proc/$ctl/cmdline"
 	# stdio and one socket: not the create's or start's socket, the lock,
 	# the state directory or the log the controller holds
 	run -0 sh -c "ls /proc/$early/fd | sort -n"
@@ -112,6 +113,48 @@ teardown() {
 	wait "$bg"
 	[ ! -e "/proc/$early" ]
 	run -0 pisb exec mk -- true
+}
+
+# stopped_bare WHAT CMD...: runs CMD (a create or start) with its
+# controller stopped at WHAT, and checks that this controller was told
+# that the boot makes its own namespaces and has no child (no maker)
+stopped_bare() {
+	local what=$1 t=$BATS_TEST_TMPDIR/trace.$RANDOM bg ctl
+	shift
+	PISB_TRACE=$t PISB_TRACE_STOP=$what "$@" >/dev/null 2>&1 3>&- &
+	bg=$!
+	ctl=$(stopped_at "$t" "$what")
+	stopped_ctl=$ctl
+	grep -qaF -- --own-namespaces "/proc/$ctl/cmdline"
+	[ -z "$(ps --ppid "$ctl" -o pid=)" ]
+	kill -CONT "$ctl"
+	wait "$bg"
+	run -1 grep -q 'namespaces made ahead' "$t"
+}
+
+@test "a boot that makes its own namespaces (a bound project; a disk image as root) gets none made ahead: its controller forks no maker" {
+	require_userns
+	R=$BATS_TEST_TMPDIR/proj
+	mkdir -p "$R"
+	printf 'hi\n' >"$R/a.txt"
+	# as root, a bound project is a user's (root's own is refused)
+	[ "$(id -u)" != 0 ] || chown -R 4242:4343 "$R"
+	printf 'project:\n  mode: bind-ro\n' >"$BATS_TEST_TMPDIR/p.yaml"
+	stopped_bare 'controller: image layers' pisb create pj -q -f "$BATS_TEST_TMPDIR/p.yaml" --project "$R"
+	run -0 pisb exec pj -- cat a.txt
+	[ "$output" = hi ]
+	run -0 pisb stop pj
+	stopped_bare 'controller: image layers' pisb start pj
+	run -0 pisb exec pj -- cat a.txt
+	[ "$output" = hi ]
+	if [ "$(id -u)" = 0 ]; then
+		printf 'diskGiB: 2\n' >"$BATS_TEST_TMPDIR/d.yaml"
+		stopped_bare 'controller: image layers' pisb create dg -q -f "$BATS_TEST_TMPDIR/d.yaml"
+		run -0 pisb exec dg -- true
+		run -0 pisb stop dg
+		stopped_bare 'controller: image layers' pisb start dg
+		run -0 pisb exec dg -- true
+	fi
 }
 
 @test "PISB_TRACE=1 writes to stderr (the controller's is controller.log); unset, nothing" {

@@ -677,7 +677,7 @@ static void work_aside_drop(const struct ctl *c)
 }
 
 PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, int notify_fd,
-					struct pisb_err *e)
+					bool own_ns, struct pisb_err *e)
 {
 	struct ctl c;
 	_cleanup_close_ int lock = -1;
@@ -703,8 +703,11 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	c.stop_client = -1;
 	c.idir = -1;
 	/* the namespaces, made while we wait for the word, take the lock,
-	 * read the record and make the cgroup (ns.h) */
-	pisb_preboot_start(&c.pre);
+	 * read the record and make the cgroup (ns.h); not for a boot that
+	 * our starter knows will make its own (own_ns) */
+	c.pre.pid = c.pre.sock = -1;
+	if (!own_ns)
+		pisb_preboot_start(&c.pre);
 	if (c.notify >= 0) {
 		/* spawned while the sandbox was being staged: begin when it is
 		 * published ('g'), or not at all (EOF).  A create sends the

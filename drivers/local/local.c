@@ -300,14 +300,18 @@ out:
  * so that its exec and start-up overlap the create's own work, issue
  * #21; it then sends the staged directory, where the controller opens
  * its log and boots the sandbox), and it writes one when
- * the sandbox runs, or stopped, or failed (wait_controller). */
+ * the sandbox runs, or stopped, or failed (wait_controller).  own_ns: the
+ * boot will make the sandbox's namespaces itself (a disk image, a bound
+ * project: ns.h), so the controller makes none ahead of it. */
 static pid_t spawn_controller(struct pisb_state *st, int idir, const char *name,
-			      const struct pisb_config *cfg, int *sock, struct pisb_err *e)
+			      const struct pisb_config *cfg, bool own_ns, int *sock,
+			      struct pisb_err *e)
 {
 	char bin[4096];
 	_cleanup_close_ int log = idir < 0 ? -1 : openat(idir, "controller.log",
 							 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	char *argv[] = { bin, "supervise", (char *)name, "--state-dir", st->path, "--notify-fd", "3", NULL };
+	char *argv[] = { bin, "supervise", (char *)name, "--state-dir", st->path, "--notify-fd", "3",
+			 own_ns ? "--own-namespaces" : NULL, NULL };
 	/* The controller is pisb-svc's verb.  The static dispatcher serves it
 	 * too (cmd/pisb_serve.c) and starts 0.4 ms sooner: a create or start
 	 * that pisb runs itself spawns pisb (its own binary, not one found
@@ -709,7 +713,12 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 	/* the controller starts first, beside all that follows, and waits
 	 * for the staged directory (create_in); a create that fails before
 	 * closes its socket, and it exits */
-	ctl.pid = spawn_controller(st, -1, cname, cfg, &ctl.sock, e);
+	/* its boot makes its own namespaces when the disk is an image (the
+	 * create's: diskGiB, as root) or the project is bound */
+	bool own_ns = (geteuid() == 0 && cfg->disk_explicit) ||
+		      (o->project && (cfg->project.mode == PISB_PROJECT_BIND ||
+				      cfg->project.mode == PISB_PROJECT_BIND_RO));
+	ctl.pid = spawn_controller(st, -1, cname, cfg, own_ns, &ctl.sock, e);
 	if (ctl.pid < 0)
 		return -1;
 	ctl.pidfd = pisb_pidfd_open(ctl.pid);
@@ -750,7 +759,12 @@ int pisb_local_start(struct pisb_sandbox *sb, int wait_ms, struct pisb_err *e)
 	_cleanup_close_ int sock = -1;
 	struct pisb_err ce = PISB_ERR_INIT;
 	const struct pisb_config *cfg = pisb_sandbox_config(sb, &ce);
-	pid_t ctl = spawn_controller(st, idir, name, cfg, &sock, e);
+	_cleanup_free_ char *pdir = NULL;
+	bool pro;
+	/* the boot makes its own namespaces for a disk image or a bound project */
+	bool own_ns = faccessat(idir, "disk.img", F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
+		      pisb_project_bound(idir, &pdir, &pro) > 0;
+	pid_t ctl = spawn_controller(st, idir, name, cfg, own_ns, &sock, e);
 	if (ctl < 0 || tell_controller(sock, name, e) < 0)
 		return -1;
 	return wait_controller(idir, name, "running", ctl, sock, e);

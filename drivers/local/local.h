@@ -52,9 +52,9 @@ int pisb_local_end(struct pisb_sandbox *sb, int wait_ms, bool destroy, struct pi
  * deleted files); what only the image has is not seen.  *root: "/". */
 int pisb_local_disk_enter(int idir, const char *ws, int *root, struct pisb_err *e);
 
-/* The controller: `pisb-svc supervise NAME [--notify-fd FD]`.  Returns
- * when stopped (driver.h's supervise slot). */
-int pisb_controller_run(struct pisb_state *st, const char *name, int notify_fd,
+/* The controller: `pisb-svc supervise NAME [--notify-fd FD]
+ * [--own-namespaces]`.  Returns when stopped (driver.h's supervise slot). */
+int pisb_controller_run(struct pisb_state *st, const char *name, int notify_fd, bool own_ns,
 			struct pisb_err *e);
 
 /* Status of a local instance, for list/inspect. */
