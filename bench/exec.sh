@@ -42,14 +42,17 @@ mem_peer() { # LABEL PID...
 	result "idle memory RSS per sandbox" "$pisb_rss" "$1" "$rss" KiB
 }
 # the shell of --sh/--bash: its start (a login environment captured once
-# per sandbox start, no profile at each call) against an argv exec
+# per sandbox start, no profile at each call) against an argv exec, each
+# pair timed in one interleaved run by the same timer (the exec row's
+# median is bench/interleave.c's, of another run: hyperfine's median of
+# --sh divided by it said 1.54x once, where the two timed alike are 1.08x)
 pisb exec bx --sh true && pisb exec bx --bash true
-s=$(median_ms pisb exec bx --sh true)
-row "pisb exec bx --sh true" "$s" "pisb exec bx -- true" "$p" 1.2
-bb=$(median_ms pisb exec bx --bash true)
-ba=$(median_ms pisb exec bx -- /bin/bash -c true)
+read -r s sa x0 x1 x2 <<<"$(interleaved_ms 3 "pisb exec bx --sh true" "pisb exec bx -- true")"
+row "pisb exec bx --sh true" "$s" "pisb exec bx -- true" "$sa" 1.2
+read -r bb ba x0 x1 x2 <<<"$(interleaved_ms 3 "pisb exec bx --bash true" "pisb exec bx -- /bin/bash -c true")"
 row "pisb exec bx --bash true" "$bb" "pisb exec bx -- /bin/bash -c true" "$ba" 1.2
-row "pisb exec bx --bash true" "$bb" "pisb exec bx -- true" "$p"
+read -r bb bt x0 x1 x2 <<<"$(interleaved_ms 3 "pisb exec bx --bash true" "pisb exec bx -- true")"
+row "pisb exec bx --bash true" "$bb" "pisb exec bx -- true" "$bt"
 bw=(bwrap --unshare-all --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev true)
 if ! command -v bwrap >/dev/null; then
 	cannot_run bwrap "$(missing bwrap bubblewrap)" "pisb exec bx -- true"
