@@ -698,8 +698,9 @@ static void read_head(struct pisb_proxy *p, struct pend *q)
 	}
 }
 
-int pisb_proxy_pollfds(struct pisb_proxy *p, struct pollfd *pf, int max,
-		       int *timeout_ms)
+/* every turn of the controller's loop, idle too: beside it (relay.c) */
+PISB_IDLE_PATH int pisb_proxy_pollfds(struct pisb_proxy *p, struct pollfd *pf, int max,
+				      int *timeout_ms)
 {
 	int n = 0;
 	int64_t now = pisb_mono_ms();

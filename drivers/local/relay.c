@@ -333,8 +333,11 @@ static void pump(struct conn *c, int j)
 	}
 }
 
-int pisb_relay_pollfds(struct pisb_relay *r, struct pollfd *p, int max,
-		       int *timeout_ms)
+/* run at every turn of an idle controller's loop, after its trim too:
+ * beside the rest of that loop (PISB_IDLE_PATH), not on a page of its own
+ * that the fault would map with 15 neighbours */
+PISB_IDLE_PATH int pisb_relay_pollfds(struct pisb_relay *r, struct pollfd *p, int max,
+				      int *timeout_ms)
 {
 	int n = 0;
 	int64_t now = 0;
