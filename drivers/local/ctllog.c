@@ -132,8 +132,14 @@ void pisb_bucket_drain(struct pisb_bucket *b, int fd,
 
 PISB_IDLE_PATH bool pisb_bucket_poll(const struct pisb_bucket *b, int *timeout_ms)
 {
-	int64_t now = pisb_mono_ms();
+	int64_t now;
 
+	/* never dropped, never paused (an idle controller's): no clock to
+	 * read, nor the C library's page of clock_gettime to fault in, with
+	 * its 64 KiB around it, after the idle trim */
+	if (!b->dropped && !b->resume)
+		return true;
+	now = pisb_mono_ms();
 	if (b->dropped)
 		lower(timeout_ms, b->noted + 1000, now);
 	if (now < b->resume) {
