@@ -21,6 +21,8 @@ pisb create bfs -q >/dev/null || { echo "  cannot create a sandbox"; exit 1; }
 init=$(pisb inspect bfs | jq -r .controller.initPid)
 ns=(nsenter -t "$init" -U -m -r -w -S 0 -G 0)
 tmp=$(mktemp -d)
+# gone however the run ends (an interrupted one left it in /tmp)
+trap 'rm -rf "$tmp"' EXIT
 head -c 65536 /dev/urandom > "$tmp/f64"
 pisb write bfs /workspace/f64 --from "$tmp/f64"
 r=$(median_ms pisb read bfs /workspace/f64 --raw)
@@ -82,5 +84,4 @@ elif why=$(why_not fdfind -u -g '*.c' "/proc/$init/root/workspace/tree"); then
 else
 	cannot_run fd "$why" "pisb find '**/*.c' (100k files)"
 fi
-rm -rf "$tmp"
 pisb destroy bfs --confirm bfs -q

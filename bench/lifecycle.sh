@@ -12,6 +12,8 @@ N=${BENCH_LIFECYCLE_RUNS:-20}
 CONC=${BENCH_CONC:-100}
 section "lifecycle (image: host, no setup; median of $N rounds, each round runs pisb and every peer once)"
 tmp=$(mktemp -d /tmp/pisb-bench-lc.XXXXXX)
+# gone however the run ends (an interrupted one left it in /tmp)
+trap 'rm -rf "$tmp"' EXIT
 med() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "NaN"; else print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 now_us() { local t=$EPOCHREALTIME; echo "${t/./}"; }
 # elapsed_ms START_US END_US
@@ -245,5 +247,4 @@ printf '  %-34s %d failures in %.0f ms\n' "$CONC concurrent create/exec/stop" "$
 result "$CONC concurrent create/exec/stop: failures" "$f" - "" count "<1"
 result "$CONC concurrent create/exec/stop: wall time" "$ct" - "" ms ""
 for i in $(seq "$CONC"); do pisb destroy "cc$i" --confirm "cc$i" -q >/dev/null 2>&1; done
-rm -rf "$tmp"
 exit 0

@@ -41,6 +41,8 @@ line "tree" "$((size / 1000000)) MB in $files files (/workspace/corpus$note)"
 [ "$size" -ge "$min" ] || line "warning" "the tree is under $((min / 1000000)) MB"
 D=/workspace/corpus
 tmp=$(mktemp -d)
+# gone however the run ends (an interrupted one left it in /tmp)
+trap 'rm -rf "$tmp"' EXIT
 
 # stats JSON...: "min median max" in ms over the runs of command N (0-based)
 stats() {
@@ -89,5 +91,4 @@ PEERS=("fdfind -g" "fdfind -g -j1")
 nf=$(pisb find bsearch '*.{c,h}' --path $D --limit 100000000 | wc -l)
 KIND= measure "find '*.{c,h}' ($nf)" "pisb find bsearch *.{c,h} --path $D --limit 100000000" \
 	"$ns fdfind -g --hidden --no-ignore *.{c,h} $D" "$ns fdfind -g -j1 --hidden --no-ignore *.{c,h} $D"
-rm -rf "$tmp"
 pisb destroy bsearch --confirm bsearch -q
