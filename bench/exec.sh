@@ -47,11 +47,11 @@ mem_peer() { # LABEL PID...
 # median is bench/interleave.c's, of another run: hyperfine's median of
 # --sh divided by it said 1.54x once, where the two timed alike are 1.08x)
 pisb exec bx --sh true && pisb exec bx --bash true
-read -r s sa x0 x1 x2 <<<"$(interleaved_ms 3 "pisb exec bx --sh true" "pisb exec bx -- true")"
+read -r s sa _ <<<"$(interleaved_ms 3 "pisb exec bx --sh true" "pisb exec bx -- true")"
 row "pisb exec bx --sh true" "$s" "pisb exec bx -- true" "$sa" 1.2
-read -r bb ba x0 x1 x2 <<<"$(interleaved_ms 3 "pisb exec bx --bash true" "pisb exec bx -- /bin/bash -c true")"
+read -r bb ba _ <<<"$(interleaved_ms 3 "pisb exec bx --bash true" "pisb exec bx -- /bin/bash -c true")"
 row "pisb exec bx --bash true" "$bb" "pisb exec bx -- /bin/bash -c true" "$ba" 1.2
-read -r bb bt x0 x1 x2 <<<"$(interleaved_ms 3 "pisb exec bx --bash true" "pisb exec bx -- true")"
+read -r bb bt _ <<<"$(interleaved_ms 3 "pisb exec bx --bash true" "pisb exec bx -- true")"
 row "pisb exec bx --bash true" "$bb" "pisb exec bx -- true" "$bt"
 bw=(bwrap --unshare-all --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev true)
 if ! command -v bwrap >/dev/null; then

@@ -118,12 +118,36 @@ pid_t pisb_fork_piped(int p[2], struct pisb_err *e)
 	return pid;
 }
 
-/* pisb_spawn_detached's two processes share our memory (CLONE_VM |
- * CLONE_VFORK, as posix_spawn): no copy of our page tables for either,
- * and we wait, suspended, only until the detached one has exec'd.  The
- * middle one makes the new session and exits; the other is the
- * detached process.  Both run on stacks in this frame, with every signal
- * blocked (so that no handler of ours can run in them). */
+pid_t pisb_clone_vfork(int (*fn)(void *), void *arg, void *stack_top)
+{
+	sigset_t all, old;
+	pid_t pid;
+	int en;
+
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	pid = clone(fn, stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+	en = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	errno = en;
+	return pid;
+}
+
+void pisb_signals_reset(void)
+{
+	sigset_t none;
+
+	/* the handlers first, while signals are still blocked */
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* pisb_spawn_detached's two processes share our memory until the
+ * detached one has exec'd (pisb_clone_vfork): the middle one makes the
+ * new session and exits; the other is the detached process.  Both run on
+ * stacks in this frame. */
 struct detach_arg {
 	char *const *argv;
 	int log_fd, pass_fd;
@@ -136,7 +160,6 @@ static int detached_main(void *p)
 {
 	struct detach_arg *a = p;
 	int null, pass = a->pass_fd;
-	sigset_t none;
 
 	/* no terminal, no inherited fds but pass_fd, which becomes fd 3
 	 * (moved out of stdio's way first) */
@@ -151,11 +174,7 @@ static int detached_main(void *p)
 		_exit(127);
 	}
 	pisb_close_from(pass >= 0 ? 4 : 3, -1);
-	/* our handlers are in the memory this process shares until exec */
-	for (int sig = 1; sig < NSIG; sig++)
-		signal(sig, SIG_DFL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	pisb_signals_reset();
 	execv(a->argv[0], a->argv);
 	a->err = errno;
 	_exit(127);
@@ -167,7 +186,7 @@ static int detach_middle(void *p)
 	pid_t pid;
 
 	setsid();
-	pid = clone(detached_main, a->stack[1] + sizeof(a->stack[1]), CLONE_VM | CLONE_VFORK | SIGCHLD, a);
+	pid = pisb_clone_vfork(detached_main, a, a->stack[1] + sizeof(a->stack[1]));
 	if (pid < 0)
 		a->err = errno;
 	else if (!a->err)
@@ -178,24 +197,16 @@ static int detach_middle(void *p)
 pid_t pisb_spawn_detached(char *const argv[], int log_fd, int pass_fd, struct pisb_err *e)
 {
 	struct detach_arg a;   /* not zeroed: 64 KiB of stacks */
-	sigset_t all, old;
 	pid_t mid;
-	int en;
 
 	a.argv = argv;
 	a.log_fd = log_fd;
 	a.pass_fd = pass_fd;
 	a.pid = -1;
 	a.err = 0;
-	sigfillset(&all);
-	sigprocmask(SIG_BLOCK, &all, &old);
-	mid = clone(detach_middle, a.stack[0] + sizeof(a.stack[0]), CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
-	en = errno;
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	if (mid < 0) {
-		errno = en;
+	mid = pisb_clone_vfork(detach_middle, &a, a.stack[0] + sizeof(a.stack[0]));
+	if (mid < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "could not start '%s': fork", argv[0]);
-	}
 	while (waitpid(mid, NULL, __WALL) < 0 && errno == EINTR)
 		;
 	if (a.err) {
@@ -208,8 +219,6 @@ pid_t pisb_spawn_detached(char *const argv[], int log_fd, int pass_fd, struct pi
 void pisb_detach_here(void)
 {
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	struct sigaction sa;
-	sigset_t none;
 
 	setsid();
 	if (fork() != 0)
@@ -219,13 +228,7 @@ void pisb_detach_here(void)
 		dup2(null, 1);
 		dup2(null, 2);
 	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
-	for (int s = 1; s < 32; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			sigaction(s, &sa, NULL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	pisb_signals_reset();
 	prctl(PR_SET_PDEATHSIG, 0);
 }
 

@@ -17,6 +17,17 @@ int pisb_find_binary(const char *bin, char *out, size_t n, struct pisb_err *e);
  * does not use); -1 with e and nothing left open when either fails. */
 pid_t pisb_fork_piped(int p[2], struct pisb_err *e);
 
+/* fn(arg) in a process that shares our memory until it execs or exits
+ * (CLONE_VM | CLONE_VFORK, as posix_spawn: no copy of our page tables),
+ * on the stack that ends at stack_top (16-byte aligned); we are suspended
+ * meanwhile.  Every signal is blocked across it, so that no handler of
+ * ours can run in it: fn calls pisb_signals_reset before it execs.
+ * Returns the child's pid (exit signal SIGCHLD), or -1 with errno. */
+pid_t pisb_clone_vfork(int (*fn)(void *), void *arg, void *stack_top);
+/* Every signal's handling the default, none blocked (a child about to
+ * exec, or detached for good). */
+void pisb_signals_reset(void);
+
 /* Start argv fully detached (new session, stdio to /dev/null and log_fd,
  * no fds inherited but pass_fd, if >= 0, as its fd 3, default signal
  * handling, no signal blocked).  Returns the detached process's pid (a

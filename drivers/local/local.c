@@ -108,6 +108,19 @@ static int copy_tree(const char *from, const char *to, struct pisb_err *e)
 	return 0;
 }
 
+/* The create's disk on a filesystem image of its own (diskGiB given, as
+ * root), which the controller mounts at each start. */
+static bool disk_on_image(const struct pisb_config *cfg)
+{
+	return geteuid() == 0 && cfg->disk_explicit;
+}
+
+/* The host's project bound as the workspace (bind, bind-ro), not copied. */
+static bool project_bound(const struct pisb_config *cfg)
+{
+	return cfg->project.mode == PISB_PROJECT_BIND || cfg->project.mode == PISB_PROJECT_BIND_RO;
+}
+
 /* The project into the staged disk's workspace, before anything of the
  * sandbox runs (a template's workspace is followed through no symlink). */
 static int seed_project(int sdir, const struct pisb_config *cfg, const char *dir,
@@ -117,7 +130,7 @@ static int seed_project(int sdir, const struct pisb_config *cfg, const char *dir
 	_cleanup_close_ int wsfd = -1;
 	struct pisb_project_stats s;
 
-	if (cfg->project.mode == PISB_PROJECT_BIND || cfg->project.mode == PISB_PROJECT_BIND_RO) {
+	if (project_bound(cfg)) {
 		bool ro = cfg->project.mode == PISB_PROJECT_BIND_RO;
 		unsigned u, g;
 		/* as root (ids.count > 1) the sandbox's root is the project's
@@ -247,7 +260,7 @@ static int stage_template_disk(struct pisb_state *st, int sdir, int tdir, const 
 	struct pisb_ids tids;
 	struct stat ti;
 	bool timg = fstatat(tdir, "disk.img", &ti, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(ti.st_mode);
-	bool want = geteuid() == 0 && cfg->disk_explicit;
+	bool want = disk_on_image(cfg);
 	int ret = -1;
 
 	if (pisb_record_load(tdir, &trec, e) < 0)
@@ -518,7 +531,7 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 	} else {
 		/* diskGiB given, as root: the disk on an image of that size
 		 * (a template's too: prepare runs on it, and it is copied) */
-		if (geteuid() == 0 && cfg->disk_explicit) {
+		if (disk_on_image(cfg)) {
 			_cleanup_free_ char *sd = xasprintf("%s/%s", st->path, stage);
 			disk_mnt = xasprintf("%s/disk", sd);
 			if (pisb_disk_image_make(sdir, sd, cfg->disk_gib, e) < 0 ||
@@ -712,12 +725,9 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 		pisb_dl_needed("libarchive (to import the image)");
 	/* the controller starts first, beside all that follows, and waits
 	 * for the staged directory (create_in); a create that fails before
-	 * closes its socket, and it exits */
-	/* its boot makes its own namespaces when the disk is an image (the
-	 * create's: diskGiB, as root) or the project is bound */
-	bool own_ns = (geteuid() == 0 && cfg->disk_explicit) ||
-		      (o->project && (cfg->project.mode == PISB_PROJECT_BIND ||
-				      cfg->project.mode == PISB_PROJECT_BIND_RO));
+	 * closes its socket, and it exits.  Its boot makes its own
+	 * namespaces when the disk is an image or the project is bound. */
+	bool own_ns = disk_on_image(cfg) || (o->project && project_bound(cfg));
 	ctl.pid = spawn_controller(st, -1, cname, cfg, own_ns, &ctl.sock, e);
 	if (ctl.pid < 0)
 		return -1;

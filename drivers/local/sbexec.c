@@ -9,7 +9,6 @@
 #include "util.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -101,15 +100,8 @@ static void __attribute__((noreturn)) exec_child(const struct pisb_spawn *s, int
 	for (int i = 0; i < 3 && tty >= 0; i++)
 		if (s->pty_fds & (1u << i))
 			dup2(tty, i);
-	{
-		/* the handlers first, while signals are still blocked: a
-		 * handler of ours must never run here (our memory) */
-		sigset_t none;
-		for (int sig = 1; sig < NSIG; sig++)
-			signal(sig, SIG_DFL);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-	}
+	/* a handler of ours must never run here (our memory) */
+	pisb_signals_reset();
 	/* nothing else of the caller's enters the sandbox */
 	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
 	if (s->cwd && chdir(s->cwd) < 0) {
@@ -200,24 +192,19 @@ pid_t pisb_local_spawn_direct(const struct pisb_spawn *s, int *exec_errno,
 	/* The command's process shares our memory until it execs, and we
 	 * wait meanwhile (vfork, as posix_spawn): no copy of our page tables
 	 * and no copy-on-write faults on either side, and no pipe for the
-	 * exec's result.  Every signal stays blocked across the clone, so
-	 * that none of our handlers can run in it (it resets them, then
-	 * unblocks); the environ it points at the command's goes back. */
+	 * exec's result (pisb_clone_vfork); the environ it points at the
+	 * command's goes back. */
 	{
 		struct child_arg a;   /* not zeroed: 64 KiB */
 		char **env = environ;
-		sigset_t all, old;
 		int en;
 
 		a.s = s;
 		a.slave = master >= 0 ? slave : NULL;
 		a.err = 0;
-		sigfillset(&all);
-		sigprocmask(SIG_BLOCK, &all, &old);
-		cmd = clone(child_main, a.stack + sizeof(a.stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+		cmd = pisb_clone_vfork(child_main, &a, a.stack + sizeof(a.stack));
 		en = errno;
 		environ = env;
-		sigprocmask(SIG_SETMASK, &old, NULL);
 		if (cmd < 0) {
 			if (master >= 0)
 				close(master);
