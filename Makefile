@@ -301,7 +301,7 @@ demo: deps
 
 bench: bench-deps
 	@$(MAKE) --no-print-directory all
-	@PATH=$(CURDIR)/$(BIN):$(CURDIR)/$(BENCH_CACHE)/node_modules/.bin:$$PATH bench/run $(BENCH)
+	@BENCH_BIN=$(CURDIR)/$(BIN) bench/run $(BENCH)
 
 completions: $(BIN)/pisb
 	$(BIN)/pisb completion bash > completions/pisb.bash

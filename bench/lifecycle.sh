@@ -24,11 +24,19 @@ elapsed_ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", (b - a) / 1000 
 # a pipe, `A && B` for pisb's two commands; it prints the clock before the
 # first and after each command (microseconds)
 TIMEIT=$(bench_tool timeit) || { line "lifecycle" "not measured: cannot build bench/timeit.c (cc)"; exit 0; }
-# timed FILE CMD... [&& CMD...]: appends the commands' wall time (ms) to FILE
+# failed WHAT: a timed command that failed (timeit drains its output: run
+# WHAT by hand to see why)
+failed() {
+	echo "$1" >>"$tmp/failed"
+	[ -s "$tmp/first-error" ] || echo "'$1' exited non-zero" >"$tmp/first-error"
+}
+# timed FILE CMD... [&& CMD...]: appends the commands' wall time (ms) to
+# FILE; a failure appends nothing, and is counted (failed)
 timed() {
-	local f=$1 t
+	local f=$1 t out
 	shift
-	read -ra t <<<"$("$TIMEIT" "$@")"
+	out=$("$TIMEIT" "$@") || { failed "$*"; return 1; }
+	read -ra t <<<"$out"
 	elapsed_ms "${t[0]}" "${t[-1]}" >>"$f"
 }
 
@@ -92,7 +100,7 @@ marks() {
 
 for i in $(seq "$N"); do
 	rm -f "$tmp/trace"
-	out=$(PISB_TRACE=$tmp/trace "$TIMEIT" pisb create "lc$i" -q '&&' pisb exec "lc$i" -- true) || echo fail >>"$tmp/failed"
+	out=$(PISB_TRACE=$tmp/trace "$TIMEIT" pisb create "lc$i" -q '&&' pisb exec "lc$i" -- true) || failed "pisb create lc$i && pisb exec lc$i -- true"
 	read -r s m e <<<"$out"
 	[ -n "$e" ] || e=$m
 	elapsed_ms "$s" "$e" >>"$tmp/create"
@@ -103,14 +111,18 @@ for i in $(seq "$N"); do
 	read -r s e <<<"$(PISB_TRACE=$tmp/trace "$TIMEIT" pisb stop "lc$i")"
 	elapsed_ms "$s" "$e" >>"$tmp/stop"
 	marks "$s" "$tmp/trace" "$tmp/stop-phases" "$e" "pisb stop exited"
-	out=$("$TIMEIT" pisb start "lc$i" '&&' pisb exec "lc$i" -- true) || echo fail >>"$tmp/failed"
+	out=$("$TIMEIT" pisb start "lc$i" '&&' pisb exec "lc$i" -- true) || failed "pisb start lc$i && pisb exec lc$i -- true"
 	read -r s m e <<<"$out"
 	elapsed_ms "$s" "${e:-$m}" >>"$tmp/start"
 	timed "$tmp/true" /bin/true
 	pisb destroy "lc$i" --confirm "lc$i" -q >/dev/null 2>&1
 done
 fail=$(cat "$tmp/failed" 2>/dev/null | wc -l)
-[ "$fail" -eq 0 ] || line "warning" "$fail of $((2 * N)) first commands failed"
+if [ "$fail" -gt 0 ]; then
+	# a failed round's time is not a sandbox's: nothing is recorded
+	line "lifecycle" "not measured: $fail of $((2 * N)) rounds failed; the first: $(cat "$tmp/first-error")"
+	exit 1
+fi
 c=$(med <"$tmp/create")
 t=$(med <"$tmp/start")
 st=$(med <"$tmp/stop")
@@ -192,6 +204,10 @@ if [ "$(id -u)" = 0 ]; then
 		pisb destroy "dk$i" --confirm "dk$i" -q >/dev/null 2>&1
 		pisb destroy "dp$i" --confirm "dp$i" -q >/dev/null 2>&1
 	done
+	if [ -s "$tmp/failed" ]; then
+		line "diskGiB: 10" "not measured: $(wc -l <"$tmp/failed") timed commands failed; the first: $(cat "$tmp/first-error")"
+		exit 1
+	fi
 	dc=$(med <"$tmp/dcreate")
 	dp=$(med <"$tmp/dplain")
 	printf '  %-34s %9.3f ms   (without diskGiB %.3f ms, same rounds: +%.0f ms; median of %s; the 10 GiB image takes %s KiB of the host disk)\n' \

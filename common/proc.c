@@ -103,6 +103,31 @@ void pisb_close_except(const int *keep, size_t n)
 	pisb_close_from(from, -1);
 }
 
+char *pisb_find_tool(const char *name)
+{
+	const char *path = getenv("PATH");
+	static const char *const extra[] = { "/usr/sbin", "/sbin", NULL };
+
+	while (path && *path) {
+		const char *c = strchr(path, ':');
+		size_t len = c ? (size_t)(c - path) : strlen(path);
+		if (len) {
+			char *p = xasprintf("%.*s/%s", (int)len, path, name);
+			if (access(p, X_OK) == 0)
+				return p;
+			free(p);
+		}
+		path += len + (c ? 1 : 0);
+	}
+	for (size_t i = 0; extra[i]; i++) {
+		char *p = xasprintf("%s/%s", extra[i], name);
+		if (access(p, X_OK) == 0)
+			return p;
+		free(p);
+	}
+	return NULL;
+}
+
 pid_t pisb_fork_piped(int p[2], struct pisb_err *e)
 {
 	pid_t pid;

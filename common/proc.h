@@ -12,6 +12,11 @@ struct pisb_err;
  * the libexec dir, then PATH.  Returns 0 and fills out. */
 int pisb_find_binary(const char *bin, char *out, size_t n, struct pisb_err *e);
 
+/* The path (caller frees) of a host tool: the first executable NAME in
+ * PATH, then in /usr/sbin and /sbin (a PATH without them, cron's
+ * /usr/bin:/bin, still finds mkfs.ext4), or NULL. */
+char *pisb_find_tool(const char *name);
+
 /* A pipe (p, both ends O_CLOEXEC) and a fork: the child's pid in the
  * parent, 0 in the child, both ends open in each (each closes the one it
  * does not use); -1 with e and nothing left open when either fails. */

@@ -73,6 +73,21 @@ used_kib() { df -k --output=used "$PI_SANDBOX_HOME" | tail -1 | tr -d ' '; }
 	jq -e '.limits.enforced.disk == false' <<<"$output"
 }
 
+@test "a diskGiB create from cron's PATH (/usr/bin:/bin, no sbin) finds mkfs.ext4; without one it says what is missing" {
+	printf 'diskGiB: 2\n' > "$BATS_TEST_TMPDIR/d.yaml"
+	p=$(command -v pisb)
+	PATH=/usr/bin:/bin run -0 "$p" create cron -f "$BATS_TEST_TMPDIR/d.yaml"
+	run -0 pisb inspect cron
+	jq -e '.limits.enforced.disk == true' <<<"$output"
+	# no mkfs.ext4 anywhere pisb looks: a PATH of an empty directory, and
+	# /usr/sbin and /sbin hidden in a mount namespace of the test's own
+	mkdir "$BATS_TEST_TMPDIR/empty"
+	run -1 unshare -m --propagation private sh -c 'mount -t tmpfs tmpfs /usr/sbin && { [ -L /sbin ] || mount -t tmpfs tmpfs /sbin; } && PATH="$0" exec "$1" create nomkfs -f "$2"' \
+		"$BATS_TEST_TMPDIR/empty" "$p" "$BATS_TEST_TMPDIR/d.yaml"
+	[[ $output == *"diskGiB: no mkfs.ext4 in PATH, /usr/sbin or /sbin"*"install e2fsprogs"* ]]
+	[ ! -e "$PI_SANDBOX_HOME/instances/nomkfs" ]
+}
+
 # Start `pisb create NAME -f $BATS_TEST_TMPDIR/d.yaml` in the background,
 # stopped (PISB_TRACE_STOP) at the create's step "create: disk", when its
 # disk image is mounted in staging/; kill it with SIGKILL there.  Sets MNT

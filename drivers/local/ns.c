@@ -319,7 +319,7 @@ void pisb_ids_free(struct pisb_state *st, uid_t base)
 int pisb_disk_image_make(int dirfd, const char *dir, int gib, struct pisb_err *e)
 {
 	_cleanup_close_ int fd = openat(dirfd, "disk.img", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	_cleanup_free_ char *img = xasprintf("%s/disk.img", dir);
+	_cleanup_free_ char *img = xasprintf("%s/disk.img", dir), *mkfs = NULL;
 	pid_t pid;
 	int st;
 
@@ -327,6 +327,11 @@ int pisb_disk_image_make(int dirfd, const char *dir, int gib, struct pisb_err *e
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "create '%s'", img);
 	if (ftruncate(fd, (off_t)gib << 30) < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "size '%s' to %d GiB", img, gib);
+	/* in /usr/sbin: not in cron's PATH */
+	mkfs = pisb_find_tool("mkfs.ext4");
+	if (!mkfs)
+		return pisb_err_set(e, PISB_EXIT_FAIL,
+				    "diskGiB: no mkfs.ext4 in PATH, /usr/sbin or /sbin to format '%s' (install e2fsprogs)", img);
 	pid = fork();
 	if (pid < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "fork");
@@ -337,8 +342,8 @@ int pisb_disk_image_make(int dirfd, const char *dir, int gib, struct pisb_err *e
 		/* no reserved blocks (root inside gets the whole size); the
 		 * inode tables and journal are initialised lazily by the
 		 * kernel, so formatting costs little whatever the size */
-		execlp("mkfs.ext4", "mkfs.ext4", "-q", "-F", "-m", "0", "-E",
-		       "lazy_itable_init=1,lazy_journal_init=1,nodiscard", img, (char *)NULL);
+		execl(mkfs, "mkfs.ext4", "-q", "-F", "-m", "0", "-E",
+		      "lazy_itable_init=1,lazy_journal_init=1,nodiscard", img, (char *)NULL);
 		_exit(127);
 	}
 	while (waitpid(pid, &st, 0) < 0)

@@ -189,31 +189,6 @@ static bool is_file(const char *p)
 	return stat(p, &sb) == 0 && S_ISREG(sb.st_mode) && access(p, R_OK) == 0;
 }
 
-static char *path_find(const char *name)
-{
-	const char *path = getenv("PATH");
-	static const char *const extra[] = { "/usr/sbin", "/sbin", NULL };
-
-	while (path && *path) {
-		const char *c = strchr(path, ':');
-		size_t len = c ? (size_t)(c - path) : strlen(path);
-		if (len) {
-			char *p = xasprintf("%.*s/%s", (int)len, path, name);
-			if (access(p, X_OK) == 0)
-				return p;
-			free(p);
-		}
-		path += len + (c ? 1 : 0);
-	}
-	for (size_t i = 0; extra[i]; i++) {
-		char *p = xasprintf("%s/%s", extra[i], name);
-		if (access(p, X_OK) == 0)
-			return p;
-		free(p);
-	}
-	return NULL;
-}
-
 /* The modules dir for kernel .../boot/vmlinuz-VER. */
 static char *modules_for(const char *kernel)
 {
@@ -335,7 +310,7 @@ static int find_assets(struct vm_assets *a, bool need_mke2fs, bool need_qemu_img
 	char agent[4096];
 
 	memset(a, 0, sizeof(*a));
-	a->qemu = q && *q ? xstrdup(q) : path_find("qemu-system-x86_64");
+	a->qemu = q && *q ? xstrdup(q) : pisb_find_tool("qemu-system-x86_64");
 	if (!a->qemu || access(a->qemu, X_OK) < 0)
 		return pisb_err_set(e, PISB_EXIT_BACKEND,
 				    "the vm driver needs QEMU: qemu-system-x86_64 is not on PATH (install qemu-system-x86); nothing runs on the host instead");
@@ -354,9 +329,9 @@ static int find_assets(struct vm_assets *a, bool need_mke2fs, bool need_qemu_img
 	if (geteuid() != 0)
 		return pisb_err_set(e, PISB_EXIT_BACKEND,
 				    "the vm driver needs root: virtiofsd (the host's read-only userland for the guest) runs as root in a mount namespace of its own");
-	if (need_mke2fs && !(a->mke2fs = path_find("mke2fs")))
+	if (need_mke2fs && !(a->mke2fs = pisb_find_tool("mke2fs")))
 		return pisb_err_set(e, PISB_EXIT_BACKEND, "the vm driver needs mke2fs for the guest's disk (install e2fsprogs)");
-	if (need_qemu_img && !(a->qemu_img = path_find("qemu-img")))
+	if (need_qemu_img && !(a->qemu_img = pisb_find_tool("qemu-img")))
 		return pisb_err_set(e, PISB_EXIT_BACKEND,
 				    "the vm driver needs qemu-img for a template's copy-on-write disk (install qemu-utils)");
 	return 0;
