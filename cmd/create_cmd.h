@@ -20,5 +20,6 @@ int create_cmd_inspect(struct pisb_ctx *c);
 int create_cmd_verify(struct pisb_ctx *c);
 int create_cmd_doctor(struct pisb_ctx *c);
 int create_cmd_drivers(struct pisb_ctx *c);
+int create_cmd_pool(struct pisb_ctx *c);
 
 #endif

@@ -9,6 +9,7 @@
 #include "lifecycle.h"
 #include "json.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,5 +124,51 @@ int create_cmd_start_stop(struct pisb_ctx *c)
 		/* stopping a connected sandbox disconnects it */
 		return create_print_result(c, name, start ? NULL : "disconnected");
 	pisb_front_info(c, "%s sandbox '%s'", start ? "started" : "stopped", name);
+	return 0;
+}
+
+/* pool [N] [-f FILE]: keep N spares of the config; without N, list the
+ * pools */
+int create_cmd_pool(struct pisb_ctx *c)
+{
+	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;
+	const char *f = pisb_args_get(&c->a, "file"), *n_arg = c->a.pos[0];
+	bool refill = pisb_args_has(&c->a, "refill");
+	struct pisb_jw w;
+	char key[17];
+	long n = -1;
+
+	if (n_arg) {
+		char *end;
+		errno = 0;
+		n = strtol(n_arg, &end, 10);
+		if (errno || *end || end == n_arg || n < 0 || n > PISB_POOL_MAX)
+			return pisb_err_set(&c->err, PISB_EXIT_USAGE, "pool: N must be a number from 0 to %d, not '%s'",
+					    PISB_POOL_MAX, n_arg);
+	}
+	if (n_arg || refill) {
+		if (refill && n_arg)
+			return pisb_err_set(&c->err, PISB_EXIT_USAGE, "pool: --refill takes no N");
+		if (pisb_pool(&c->st, f, pisb_args_get(&c->a, "driver"), refill ? -1 : (int)n, key, &c->err) < 0)
+			return -1;
+		if (!c->a.json) {
+			if (!refill)
+				pisb_front_info(c, n ? "pool %s: %ld spare sandbox%s of %s booted" : "pool %s: ended",
+						key, n, n == 1 ? "" : "es", f ? f : "the default config");
+			return 0;
+		}
+	}
+	pisb_jw_init(&w, &b);
+	pisb_pools_json(&c->st, &w);
+	if (c->a.json) {
+		pisb_front_out(&b);
+		return 0;
+	}
+	{
+		_cleanup_buf_ struct pisb_buf t = PISB_BUF_INIT;
+		if (pisb_pools_table(b.s, b.len, c->a.quiet, &t, &c->err) < 0)
+			return -1;
+		pisb_write_all(1, t.s ? t.s : "", t.len);
+	}
 	return 0;
 }

@@ -70,6 +70,7 @@ static const struct pisb_handler handlers[] = {
 	{ "verify", create_cmd_verify, true },
 	{ "doctor", create_cmd_doctor, false },
 	{ "drivers", create_cmd_drivers, false },
+	{ "pool", create_cmd_pool, true },
 	{ NULL, NULL, false },
 };
 

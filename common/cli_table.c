@@ -67,6 +67,12 @@ static const struct pisb_opt validate_opts[] = {
 	OPT("file", 'f', "FILE", "sandbox.yaml to check"),
 	END,
 };
+static const struct pisb_opt pool_opts[] = {
+	OPT("file", 'f', "FILE", "sandbox.yaml whose creates the spares serve (default: the default config)"),
+	OPT("driver", 0, "DRIVER", "the driver to use (overrides the config)"),
+	HIDDEN("refill", NULL, "a replacement for a spare taken: as many as the pool asks"),
+	END,
+};
 static const struct pisb_opt connect_opts[] = {
 	OPT("file", 'f', "FILE", "config with opensandbox.sandboxId"),
 	INT("owner-pid", 0, "PID", "the session process that uses the sandbox"),
@@ -192,6 +198,8 @@ const struct pisb_verb pisb_verbs[] = {
 	  "end a session's use of a sandbox: its own policy (remove, stop or keep)", release_opts),
 	V("list", "pisb-create", "[--templates]", NULL, NULL, NULL, 0, 0, false,
 	  "list sandboxes of every driver", list_opts),
+	V("pool", "pisb-create", "[N] [-f FILE] [--driver D]", NULL, NULL, NULL, 0, 1, false,
+	  "keep N spare sandboxes of a config booted for its creates; list the pools", pool_opts),
 	V("inspect", "pisb-create", "NAME", "name", NULL, NULL, 1, 1, false,
 	  "status, driver, limits, ports, previews of a sandbox", none_opts),
 	V("connect", "pisb-create", "NAME -f FILE", "name", NULL, NULL, 1, 1, false,

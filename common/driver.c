@@ -32,7 +32,7 @@ const char *const pisb_verb_names[PISB_V__COUNT] = {
 	[PISB_V_GREP] = "grep", [PISB_V_LOGS] = "logs", [PISB_V_PUSH] = "push",
 	[PISB_V_PULL] = "pull", [PISB_V_SVC] = "svc", [PISB_V_PREVIEW] = "preview",
 	[PISB_V_DOCKER] = "docker", [PISB_V_VERIFY] = "verify", [PISB_V_GC] = "gc",
-	[PISB_V_RENEW] = "renew", [PISB_V_DIFF] = "diff",
+	[PISB_V_RENEW] = "renew", [PISB_V_DIFF] = "diff", [PISB_V_POOL] = "pool",
 };
 
 const struct pisb_driver *pisb_driver_find(const char *name)
@@ -105,6 +105,7 @@ bool pisb_driver_has(const struct pisb_driver *d, enum pisb_verb_id v)
 	case PISB_V_GC: return (d->caps & PISB_DRV_GC_SWEEP) || d->gc_sweep;
 	case PISB_V_RENEW: return d->renew;
 	case PISB_V_DIFF: return d->project_enter || d->project_archive;
+	case PISB_V_POOL: return d->pool && d->pool_list;
 	case PISB_V__COUNT: break;
 	}
 	return false;

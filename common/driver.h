@@ -145,6 +145,7 @@ enum pisb_verb_id {
 	PISB_V_FIND, PISB_V_GREP, PISB_V_LOGS, PISB_V_PUSH, PISB_V_PULL,
 	PISB_V_SVC, PISB_V_PREVIEW, PISB_V_DOCKER, PISB_V_VERIFY, PISB_V_GC, PISB_V_RENEW,
 	PISB_V_DIFF,  /* create --project, diff, apply (project.h) */
+	PISB_V_POOL,
 	PISB_V__COUNT
 };
 /* "create", ... "exec --timeout-ms", "svc" ... as `pisb drivers` shows them */
@@ -323,6 +324,19 @@ struct pisb_driver {
 	int (*docker)(struct pisb_sandbox *sb, const char *verb, char *const *args,
 		      size_t nargs, struct pisb_jw *w, bool *json_out, int *code,
 		      struct pisb_strv *notes, struct pisb_err *e);
+
+	/* ---- pool: spares of a config booted ahead of its creates, which
+	 * take one instead of booting (pisb pool).  pool: keep n of cfg (its
+	 * text, from file, NULL for the default config); 0 ends the pool,
+	 * -1 is a replacement (as many as the pool asks).  pool_list: every
+	 * pool of the state dir, as objects (key, spares, ready, file) into
+	 * w's open array. ---- */
+	int (*pool)(struct pisb_state *st, const struct pisb_config *cfg, const char *config_json,
+		    const char *text, size_t len, const char *file, int n, struct pisb_err *e);
+	void (*pool_list)(struct pisb_state *st, struct pisb_jw *w);
+	/* pisb gc: spares whose controller is gone (a reboot, a kill),
+	 * removed with what they hold, into r */
+	void (*pool_gc)(struct pisb_state *st, bool dry_run, struct pisb_gc_report *r);
 
 	/* ---- doctor: this host's readiness for the driver, as checks added
 	 * to d (doctor.h), after the core's own ---- */

@@ -861,6 +861,9 @@ int pisb_gc_run(struct pisb_state *st, const struct pisb_gc_opts *o,
 	for (const struct pisb_driver *const *d = pisb_drivers; *d; d++)
 		if ((*d)->gc_sweep)
 			(*d)->gc_sweep(st, o->dry_run, r, &le);
+	for (const struct pisb_driver *const *d = pisb_drivers; *d; d++)
+		if ((*d)->pool_gc)
+			(*d)->pool_gc(st, o->dry_run, r);
 	sweep_staging(&g);
 	sweep_trash(&g);
 	read_names(st->fd, "instances", &names);

@@ -9,6 +9,7 @@
 #include "instance.h"
 #include "json.h"
 #include "project.h"
+#include "sha256.h"
 #include "state.h"
 #include "util.h"
 
@@ -296,3 +297,93 @@ int pisb_lc_project_dir(const struct pisb_config *cfg, const char *arg, char **o
 	return 0;
 }
 
+
+/* ---- pisb pool ---- */
+
+void pisb_config_key(const char *config_json, const char *text, size_t len, char out[17])
+{
+	struct pisb_sha256 c;
+	unsigned char d[32];
+	char hex[65];
+
+	pisb_sha256_init(&c);
+	pisb_sha256_update(&c, config_json, strlen(config_json) + 1);
+	pisb_sha256_update(&c, text ? text : "", text ? len : 0);
+	pisb_sha256_final(&c, d);
+	pisb_sha256_hex(d, hex);
+	memcpy(out, hex, 16);
+	out[16] = '\0';
+}
+
+int pisb_pool(struct pisb_state *st, const char *file, const char *driver, int n,
+	      char *key, struct pisb_err *e)
+{
+	struct pisb_config *cfg = NULL;
+	_cleanup_buf_ struct pisb_buf text = PISB_BUF_INIT, js = PISB_BUF_INIT;
+	_cleanup_free_ char *abs = NULL;
+	const struct pisb_driver *d;
+	const char *t;
+	size_t len;
+	int ret = -1;
+
+	if (pisb_lc_config("pool", file, NULL, driver, &cfg, &text, &js, e) < 0)
+		return -1;
+	d = pisb_driver_find(cfg->driver);
+	if (!d || !pisb_driver_has(d, PISB_V_POOL)) {
+		const char *why = d ? pisb_driver_why(d, PISB_V_POOL) : NULL;
+		pisb_err_set(e, PISB_EXIT_FAIL, "the %s driver cannot 'pool'%s%s; see pisb drivers",
+			     cfg->driver, why ? ": " : "", why ? why : "");
+		goto out;
+	}
+	/* the text a create of this config would give its guest */
+	t = text.len ? text.s : js.s;
+	len = text.len ? text.len : js.len;
+	if (file && !(abs = realpath(file, NULL))) {
+		pisb_err_sys(e, PISB_EXIT_USAGE, "-f '%s'", file);
+		goto out;
+	}
+	if (key)
+		pisb_config_key(js.s, t, len, key);
+	ret = d->pool(st, cfg, js.s, t, len, abs, n, e);
+out:
+	pisb_config_free(cfg);
+	return ret;
+}
+
+void pisb_pools_json(struct pisb_state *st, struct pisb_jw *w)
+{
+	pisb_jw_arr(w);
+	for (const struct pisb_driver *const *d = pisb_drivers; *d; d++)
+		if (pisb_driver_has(*d, PISB_V_POOL))
+			(*d)->pool_list(st, w);
+	pisb_jw_arr_end(w);
+}
+
+int pisb_pools_table(const char *json, size_t len, bool quiet, struct pisb_buf *out,
+		     struct pisb_err *e)
+{
+	struct pisb_json j;
+	int n;
+
+	if (pisb_json_parse(&j, json, len, e) < 0)
+		return -1;
+	n = j.tok[0].size;
+	if (!quiet && n)
+		pisb_buf_addf(out, "%-16s %-8s %-7s %-6s %s\n", "POOL", "DRIVER", "SPARES", "READY", "FILE");
+	for (int i = 0; i < n; i++) {
+		int o = pisb_json_at(&j, 0, i);
+		_cleanup_free_ char *k = pisb_json_str(&j, pisb_json_get(&j, o, "key"));
+		_cleanup_free_ char *d = pisb_json_str(&j, pisb_json_get(&j, o, "driver"));
+		_cleanup_free_ char *f = pisb_json_str(&j, pisb_json_get(&j, o, "file"));
+		long long sp = 0, rd = 0;
+		pisb_json_int(&j, pisb_json_get(&j, o, "spares"), &sp);
+		pisb_json_int(&j, pisb_json_get(&j, o, "ready"), &rd);
+		if (quiet)
+			pisb_buf_addf(out, "%s\n", k ? k : "");
+		else
+			pisb_buf_addf(out, "%-16s %-8s %-7lld %-6lld %s\n", k ? k : "", d ? d : "-", sp, rd,
+				      f ? f : "(the default config)");
+	}
+	pisb_json_release(&j);
+	return 0;
+}

@@ -12,6 +12,7 @@ struct pisb_config;
 struct pisb_event;
 struct pisb_lc_opts;
 struct pisb_sandbox;
+struct pisb_jw;
 
 enum pisb_lc_verb { PISB_LC_START, PISB_LC_STOP, PISB_LC_DESTROY, PISB_LC_RELEASE,
 		    PISB_LC_DESTROY_TEMPLATE /* destroy --template: templates/NAME */ };
@@ -23,6 +24,26 @@ enum pisb_lc_make { PISB_LC_CREATE, PISB_LC_PREPARE, PISB_LC_CONNECT };
 int pisb_lifecycle_make(struct pisb_state *st, enum pisb_lc_make verb,
 			const struct pisb_config *cfg, const char *config_json,
 			struct pisb_lc_opts *o, struct pisb_err *e);
+/* A config's key (pisb pool): the first 16 hex digits of the SHA-256 of
+ * the normalised config, a NUL and the text a create gives the guest. */
+void pisb_config_key(const char *config_json, const char *text, size_t len, char out[17]);
+/* pisb pool: keep n spares of the config in file (NULL: the default
+ * config; driver: overrides it) booted for its creates, through the
+ * driver's pool slot; n 0 ends that pool, -1 is a replacement (as many as
+ * the pool asks).  A driver without pools: pisb_driver_refuse's message.
+ * *key: the pool's key (17 bytes), when not NULL. */
+int pisb_pool(struct pisb_state *st, const char *file, const char *driver, int n,
+	      char *key, struct pisb_err *e);
+/* Every pool of the state dir (of every driver that has pools), as a JSON
+ * array of objects: key, driver, spares (asked), ready, file. */
+void pisb_pools_json(struct pisb_state *st, struct pisb_jw *w);
+/* pisb pool's table of that array into out (quiet: the keys only). */
+struct pisb_buf;
+int pisb_pools_table(const char *json, size_t len, bool quiet, struct pisb_buf *out,
+		     struct pisb_err *e);
+/* The most spares a pool keeps. */
+#define PISB_POOL_MAX 64
+
 /* start / stop / destroy / release sandbox NAME (destroy --template:
  * template NAME).  *note (caller frees, may
  * be NULL): something the user should know after a start. */

@@ -19,6 +19,8 @@ _pisb_verb() {
       vals=" --policy:remove|stop|keep --events-fd:none" pos="name" ;;
     list) opts="--templates"
       vals="" pos="" ;;
+    pool) opts="--file -f --driver"
+      vals=" --file:file -f:file --driver:driver" pos="none" ;;
     inspect) opts=""
       vals="" pos="name" ;;
     connect) opts="--file -f --owner-pid --session-id --on-ready --events-fd"
@@ -75,7 +77,7 @@ _pisb_verb() {
       vals=" --hours:none" pos="" ;;
     renew) opts="--watch --interval"
       vals=" --interval:none" pos="name" ;;
-    help) opts="" vals="" pos="create|prepare|start|stop|destroy|release|list|inspect|connect|verify|doctor|drivers|validate|exec|exec-status|exec-kill|shell|read|write|edit|ls|stat|mkdir|find|grep|logs|push|pull|diff|apply|sync|svc|docker|gc|renew|action|help|completion" ;;
+    help) opts="" vals="" pos="create|prepare|start|stop|destroy|release|list|pool|inspect|connect|verify|doctor|drivers|validate|exec|exec-status|exec-kill|shell|read|write|edit|ls|stat|mkdir|find|grep|logs|push|pull|diff|apply|sync|svc|docker|gc|renew|action|help|completion" ;;
     completion) opts="" vals="" pos="bash|zsh|fish" ;;
     *) opts="" vals="" pos="" ;;
   esac
@@ -125,7 +127,7 @@ _pisb() {
     if [ -z "$verb" ]; then verb=$w; _pisb_verb "$verb"; else n=$((n + 1)); fi
   done
   if [ -z "$verb" ]; then
-    COMPREPLY=($(compgen -W "create prepare start stop destroy release list inspect connect verify doctor drivers validate exec exec-status exec-kill shell read write edit ls stat mkdir find grep logs push pull diff apply sync svc docker gc renew action help completion --state-dir --json --quiet -q --verbose -v --wait --help -h --version" -- "$cur")); return
+    COMPREPLY=($(compgen -W "create prepare start stop destroy release list pool inspect connect verify doctor drivers validate exec exec-status exec-kill shell read write edit ls stat mkdir find grep logs push pull diff apply sync svc docker gc renew action help completion --state-dir --json --quiet -q --verbose -v --wait --help -h --version" -- "$cur")); return
   fi
   case $cur in
     -*) COMPREPLY=($(compgen -W "$opts --state-dir --json --quiet -q --verbose -v --wait --help -h --version" -- "$cur")) ;;

@@ -4,7 +4,7 @@
 # 'value' (an option's) or 'rest' (after --).
 function __pisb_takes -a verb opt
     switch "$verb $opt"
-        case '* --state-dir' 'create --file' 'create -f' 'create --template' 'create --driver' 'create --owner-pid' 'create --session-id' 'create --on-ready' 'create --events-fd' 'create --project' 'prepare --file' 'prepare -f' 'start --events-fd' 'stop --events-fd' 'destroy --confirm' 'destroy --events-fd' 'release --policy' 'release --events-fd' 'connect --file' 'connect -f' 'connect --owner-pid' 'connect --session-id' 'connect --on-ready' 'connect --events-fd' 'validate --file' 'validate -f' 'exec --cwd' 'exec --env' 'exec -e' 'exec --sh' 'exec --bash' 'exec --timeout-ms' 'exec --events-fd' 'exec-status --timeout-ms' 'read --offset' 'read --limit' 'write --mode' 'write --from' 'write --content' 'edit --old' 'edit --new' 'edit --old-file' 'edit --new-file' 'find --path' 'find --limit' 'grep --path' 'grep --glob' 'grep --context' 'grep -C' 'grep --limit' 'logs --lines' 'logs -n' 'push --to' 'pull --max-bytes' 'svc --port' 'svc --title' 'svc --description' 'svc --timeout-ms' 'gc --hours' 'renew --interval'
+        case '* --state-dir' 'create --file' 'create -f' 'create --template' 'create --driver' 'create --owner-pid' 'create --session-id' 'create --on-ready' 'create --events-fd' 'create --project' 'prepare --file' 'prepare -f' 'start --events-fd' 'stop --events-fd' 'destroy --confirm' 'destroy --events-fd' 'release --policy' 'release --events-fd' 'pool --file' 'pool -f' 'pool --driver' 'connect --file' 'connect -f' 'connect --owner-pid' 'connect --session-id' 'connect --on-ready' 'connect --events-fd' 'validate --file' 'validate -f' 'exec --cwd' 'exec --env' 'exec -e' 'exec --sh' 'exec --bash' 'exec --timeout-ms' 'exec --events-fd' 'exec-status --timeout-ms' 'read --offset' 'read --limit' 'write --mode' 'write --from' 'write --content' 'edit --old' 'edit --new' 'edit --old-file' 'edit --new-file' 'find --path' 'find --limit' 'grep --path' 'grep --glob' 'grep --context' 'grep -C' 'grep --limit' 'logs --lines' 'logs -n' 'push --to' 'pull --max-bytes' 'svc --port' 'svc --title' 'svc --description' 'svc --timeout-ms' 'gc --hours' 'renew --interval'
             return 0
     end
     return 1
@@ -77,6 +77,7 @@ complete -c pisb -n '__pisb_verb' -a stop -d 'stop services and processes, check
 complete -c pisb -n '__pisb_verb' -a destroy -d 'remove a sandbox, its disk and logs, for good'
 complete -c pisb -n '__pisb_verb' -a release -d 'end a session\'s use of a sandbox: its own policy (remove, stop or keep)'
 complete -c pisb -n '__pisb_verb' -a list -d 'list sandboxes of every driver'
+complete -c pisb -n '__pisb_verb' -a pool -d 'keep N spare sandboxes of a config booted for its creates; list the pools'
 complete -c pisb -n '__pisb_verb' -a inspect -d 'status, driver, limits, ports, previews of a sandbox'
 complete -c pisb -n '__pisb_verb' -a connect -d 'attach an existing remote sandbox under NAME'
 complete -c pisb -n '__pisb_verb' -a verify -d 'audit a running sandbox\'s isolation live'
@@ -108,7 +109,7 @@ complete -c pisb -n '__pisb_verb' -a renew -d 'renew remote sandboxes whose TTL 
 complete -c pisb -n '__pisb_verb' -a action -d 'run one JSON action object'
 complete -c pisb -n '__pisb_verb' -a help -d 'open the manual page of a verb'
 complete -c pisb -n '__pisb_verb' -a completion -d 'print a completion script'
-complete -c pisb -n '__pisb_pos help 1' -a 'create prepare start stop destroy release list inspect connect verify doctor drivers validate exec exec-status exec-kill shell read write edit ls stat mkdir find grep logs push pull diff apply sync svc docker gc renew action help completion'
+complete -c pisb -n '__pisb_pos help 1' -a 'create prepare start stop destroy release list pool inspect connect verify doctor drivers validate exec exec-status exec-kill shell read write edit ls stat mkdir find grep logs push pull diff apply sync svc docker gc renew action help completion'
 complete -c pisb -n '__pisb_pos completion 1' -a 'bash zsh fish'
 complete -c pisb -n '__pisb_is create' -l file -s f -r -F -d 'sandbox.yaml to create from'
 complete -c pisb -n '__pisb_is create' -l template -x -d 'copy the prepared template T instead of a fresh disk'
@@ -134,6 +135,8 @@ complete -c pisb -n '__pisb_is release' -l policy -x -a 'remove stop keep' -d 'd
 complete -c pisb -n '__pisb_is release' -l events-fd -x -d 'write lifecycle events as JSON lines to fd N'
 complete -c pisb -n '__pisb_pos release 1' -x -a '(__pisb_names)'
 complete -c pisb -n '__pisb_is list' -l templates -d 'list templates instead of instances'
+complete -c pisb -n '__pisb_is pool' -l file -s f -r -F -d 'sandbox.yaml whose creates the spares serve (default: the default config)'
+complete -c pisb -n '__pisb_is pool' -l driver -x -a '(pisb drivers -q 2>/dev/null)' -d 'the driver to use (overrides the config)'
 complete -c pisb -n '__pisb_pos inspect 1' -x -a '(__pisb_names)'
 complete -c pisb -n '__pisb_is connect' -l file -s f -r -F -d 'config with opensandbox.sandboxId'
 complete -c pisb -n '__pisb_is connect' -l owner-pid -x -d 'the session process that uses the sandbox'

@@ -286,6 +286,17 @@ teardown() {
 	rm -rf "$st"
 }
 
+@test "a caller's umask 077 (a hardened root's) does not keep a sandbox from booting, at create or at start" {
+	( umask 077 && pisb create um -q ) || { echo "create under umask 077 failed"; false; }
+	run -0 pisb exec um -- true
+	run -0 pisb stop um
+	( umask 077 && pisb start um -q ) || { echo "start under umask 077 failed"; false; }
+	run -0 pisb exec um -- hostname
+	[ "$output" = um ]
+	# what pisb keeps private stays so
+	[ "$(stat -c %a "$PI_SANDBOX_HOME/instances/um/record.json")" = 600 ]
+}
+
 @test "works as an unprivileged user: create, exec, stop, start, destroy" {
 	st=$(mktemp -d /tmp/pisb-user.XXXXXX); chown pisbtest "$st" 2>/dev/null || skip "machine lacks: the test user pisbtest"
 	run -0 as_user pisb --state-dir "$st/s" create u1

@@ -17,6 +17,7 @@
 #include "json.h"
 #include "lock.h"
 #include "ns.h"
+#include "pool.h"
 #include "proc.h"
 #include "project.h"
 #include "sbexec.h"
@@ -48,6 +49,8 @@
 #define RESUME_WAIT_MS 10000
 /* the idle trim (pisb_proc_idle_trim) this long after the last work */
 #define TRIM_DELAY_MS 200
+/* a spare claimed: its replacement this long after the sandbox runs */
+#define REFILL_DELAY_MS 200
 
 /* The controller's log is its stderr (controller.log): one line per event. */
 #define logf_ pisb_svc_log
@@ -74,6 +77,8 @@ struct ctl {
 	struct pisb_services *svc;
 	struct pisb_hooklog hooks;  /* the hooks' output, to our log (ctllog.h) */
 	int notify;                 /* the starter's socket (--notify-fd), or -1 */
+	char claimed[80];           /* a spare of the pool: the name it was claimed as */
+	char pool_key[17];          /* ... and its pool (pool.h) */
 	int stop_client;            /* the stop's client, answered last, or -1 */
 };
 
@@ -586,12 +591,15 @@ static int watch_idir(const struct ctl *c)
 }
 
 /* The path of the disk of the published directory (a template's:
- * staging/NAME.prep, named @prep/NAME). */
+ * staging/NAME.prep, named @prep/NAME; a spare's, until it is claimed:
+ * pool/NAME, named @spare/NAME). */
 static char *published_disk(const struct ctl *c, const char *name)
 {
-	return pisb_str_starts(name, "@prep/")
-		? xasprintf("%s/staging/%s.prep/disk", c->st->path, c->name)
-		: xasprintf("%s/instances/%s/disk", c->st->path, c->name);
+	if (pisb_str_starts(name, "@prep/"))
+		return xasprintf("%s/staging/%s.prep/disk", c->st->path, c->name);
+	if (pisb_str_starts(name, "@spare/") && !c->claimed[0])
+		return xasprintf("%s/pool/%s/disk", c->st->path, c->name);
+	return xasprintf("%s/instances/%s/disk", c->st->path, c->name);
 }
 
 /* The staged directory we were sent (c->idir): its name in staging/,
@@ -676,6 +684,143 @@ static void work_aside_drop(const struct ctl *c)
 	closedir(d);
 }
 
+/* A spare of the pool (pool.h), booted: wait, idle, to be claimed.  The
+ * claim comes on claim.sock: "c" + NAME + "\n" from the create that takes
+ * us; the first such is answered "k" (the socket is gone from then on:
+ * no second create can take us), and that create is our starter from
+ * then on (c->notify): its "g" once it has written our record and
+ * published us as instances/NAME, or its socket's end.  "x" instead of a
+ * claim: the pool retires us (pisb pool).  Returns 1 with *go the word
+ * that ended the wait (a claim's "g"), 0 when we were retired, the init
+ * died or the claimer gave up. */
+static PISB_IDLE_PATH int spare_wait(struct ctl *c, char *go)
+{
+	_cleanup_close_ int ls = pisb_unix_listen_at(c->idir, "claim.sock", 8, SOCK_NONBLOCK);
+	char msg[80];
+	size_t len = 0;
+	int fd = -1;
+
+	*go = 0;
+	if (ls < 0) {
+		logf_("spare: bind claim.sock: %s", strerror(errno));
+		return 0;
+	}
+	if (save(c, "spare", &(struct pisb_err)PISB_ERR_INIT) < 0)
+		return 0;
+	notify_starter(c, "spare");
+	logf_("spare: waiting to be claimed");
+	pisb_proc_idle_trim();
+	for (;;) {
+		struct pollfd p[3] = { { ls, POLLIN, 0 }, { c->sigfd, POLLIN, 0 }, { c->initctl, POLLIN, 0 } };
+		ssize_t n;
+
+		if (poll(p, 3, -1) < 0 && errno != EINTR)
+			return 0;
+		if (p[2].revents) {
+			logf_("spare: the sandbox init went away");
+			return 0;
+		}
+		if (p[1].revents) {
+			struct signalfd_siginfo si;
+			while (read(c->sigfd, &si, sizeof(si)) == sizeof(si))
+				if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
+					return 0;
+		}
+		if (!(p[0].revents & POLLIN))
+			continue;
+		fd = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		/* one line, promptly: a client that says nothing loses its turn */
+		len = 0;
+		while (len < sizeof(msg) - 1 && !memchr(msg, '\n', len)) {
+			struct pollfd q = { fd, POLLIN, 0 };
+			if (poll(&q, 1, 2000) <= 0 || (n = read(fd, msg + len, sizeof(msg) - 1 - len)) <= 0)
+				break;
+			len += (size_t)n;
+		}
+		msg[len] = '\0';
+		if (len && msg[0] == 'x') {
+			close(fd);
+			logf_("spare: retired by the pool");
+			return 0;
+		}
+		if (len >= 3 && msg[0] == 'c' && msg[len - 1] == '\n') {
+			msg[len - 1] = '\0';
+			if (pisb_name_valid(msg + 1))
+				break;
+		}
+		close(fd);
+	}
+	/* ours: no one else can connect from now on (a create connected
+	 * meanwhile hears the socket's end, not "k") */
+	close(ls);
+	ls = -1;
+	if (send(fd, "k", 1, MSG_NOSIGNAL) != 1) {
+		close(fd);
+		return 0;
+	}
+	unlinkat(c->idir, "claim.sock", 0);
+	snprintf(c->claimed, sizeof(c->claimed), "%s", msg + 1);
+	{
+		_cleanup_buf_ struct pisb_buf k = PISB_BUF_INIT;
+		if (pisb_read_file_at(c->idir, "pool.key", &k, 64) == 0 && k.s && k.len == 16)
+			memcpy(c->pool_key, k.s, 17);
+	}
+	c->notify = fd;
+	/* the name inside, while the create writes our record: nothing of
+	 * the guest runs before its "g" */
+	{
+		struct pisb_err he = PISB_ERR_INIT;
+		if (pisb_sandbox_sethostname(c->rt.init.pid, c->rt.init.start, c->claimed, &he) < 0) {
+			logf_("spare: claimed as '%s': %s", c->claimed, he.msg);
+			return 0;
+		}
+	}
+	{
+		int bfd = -1;
+		int n = pisb_recv_byte_fd(c->notify, go, &bfd);
+		if (bfd >= 0)
+			close(bfd);
+		return n == 1 && *go == 'g';
+	}
+}
+
+/* Claimed (spare_wait, which set the hostname inside): the create has
+ * written our record (the name, its owner, its time) and published us as
+ * instances/NAME: that is who we are from now on. */
+static int spare_claimed(struct ctl *c, struct pisb_err *e)
+{
+	struct pisb_record rec;
+
+	if (pisb_record_load(c->idir, &rec, e) < 0)
+		return -1;
+	if (!rec.name || strcmp(rec.name, c->claimed)) {
+		pisb_record_release(&rec);
+		return pisb_err_set(e, PISB_EXIT_FAIL, "spare: claimed as '%s', but the record names another", c->claimed);
+	}
+	pisb_record_release(&c->rec);
+	c->rec = rec;
+	c->name = c->claimed;
+	if (fstat(c->idir, &c->idir_st) < 0)
+		memset(&c->idir_st, 0, sizeof(c->idir_st));
+	c->rt.started_at = pisb_now_ms() / 1000;
+	logf_("spare: claimed as '%s'", c->name);
+	return 0;
+}
+
+/* A while after a claimed spare runs (not beside the create's first
+ * command): its host id range's entry names it (until then the record
+ * claims it: pisb_ids_adopt), and a replacement is started. */
+static void spare_settle(struct ctl *c)
+{
+	struct pisb_err ie = PISB_ERR_INIT;
+
+	if (c->rec.uid_base && pisb_ids_adopt(c->st, c->rec.uid_base, c->name, &ie) < 0)
+		logf_("spare: %s", ie.msg);
+	pisb_pool_refill(c->st, c->pool_key);
+}
+
 PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, int notify_fd,
 					bool own_ns, struct pisb_err *e)
 {
@@ -687,7 +832,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	_cleanup_buf_ struct pisb_buf intent = PISB_BUF_INIT;
 	bool fresh = false, prepare = false, setup_ran = false, resume_ran = false, staged = false;
 	bool work_moved = false;
-	int64_t trim_at = 0;
+	int64_t trim_at = 0, refill_at = 0;
 	bool look;
 	_cleanup_buf_ struct pisb_buf guest = PISB_BUF_INIT;
 	_cleanup_free_ char *guest_path = NULL;
@@ -741,7 +886,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		}
 	}
 	c.st = st;
-	c.name = pisb_str_starts(name, "@prep/") ? name + 6 : name;
+	c.name = pisb_str_starts(name, "@prep/") ? name + 6 : pisb_str_starts(name, "@spare/") ? name + 7 : name;
 	c.initctl = c.lsock = c.sigfd = c.watched = -1;
 	c.hooks.r = c.hooks.w = -1;
 	if (c.idir < 0)
@@ -751,7 +896,8 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		return -1;
 	}
 	pisb_ctllog_init(c.idir);
-	if (!pisb_str_starts(name, "@prep/") && fstat(c.idir, &c.idir_st) < 0)
+	/* (a spare's, once it is claimed: spare_claimed) */
+	if (!pisb_str_starts(name, "@prep/") && !pisb_str_starts(name, "@spare/") && fstat(c.idir, &c.idir_st) < 0)
 		memset(&c.idir_st, 0, sizeof(c.idir_st));
 	/* a moment's patience: a client may be probing the lock right now */
 	lock = pisb_lock_acquire(c.idir, "controller.lock", true, 2000, "the sandbox controller", e);
@@ -962,6 +1108,12 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		int n = pisb_recv_byte_fd(c.notify, &go, &fd);
 		if (fd >= 0)
 			close(fd);
+		/* a spare of the pool ("p"): booted, it waits to be claimed */
+		if (n == 1 && go == 'p') {
+			n = spare_wait(&c, &go);
+			if (n == 1 && spare_claimed(&c, e) < 0)
+				goto out_failed;
+		}
 		if (n != 1 || go != 'g') {
 			/* the create failed: undone, and it removes the directory
 			 * once we are gone */
@@ -972,6 +1124,10 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 			goto out;
 		}
 		pisb_trace("controller: told to begin");
+		if (c.claimed[0]) {
+			free(disk_published);
+			disk_published = published_disk(&c, c.name);
+		}
 		free(disk);
 		disk = PISB_STEAL(disk_published);
 	}
@@ -1053,6 +1209,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	 * a create or start runs its first command at once, and on two CPUs
 	 * the trim took its time; nor between the requests of a burst) */
 	trim_at = pisb_mono_ms() + TRIM_DELAY_MS;
+	refill_at = c.pool_key[0] ? pisb_mono_ms() + REFILL_DELAY_MS : 0;
 
 	c.watched = watch_idir(&c);
 	look = true;   /* once now: a change from before the watch began */
@@ -1071,8 +1228,9 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		n++;
 		if (c.svc)
 			n += pisb_services_pollfds(c.svc, p + n, PISB_SVC_MAX_FDS, &timeout);
-		if (trim_at) {
-			int64_t left = trim_at - pisb_mono_ms();
+		if (trim_at || refill_at) {
+			int64_t due = trim_at && (!refill_at || trim_at < refill_at) ? trim_at : refill_at;
+			int64_t left = due - pisb_mono_ms();
 			if (timeout < 0 || left < timeout)
 				timeout = left > 0 ? (int)left : 0;
 		}
@@ -1129,11 +1287,18 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		 * back) */
 		if (served)
 			trim_at = pisb_mono_ms() + TRIM_DELAY_MS;
+		if (refill_at && !c.stopping && pisb_mono_ms() >= refill_at) {
+			spare_settle(&c);
+			refill_at = 0;
+		}
 		if (trim_at && !c.stopping && pisb_mono_ms() >= trim_at) {
 			pisb_proc_idle_trim();
 			trim_at = 0;
 		}
 	}
+	/* a sandbox stopped that soon still has its spare replaced */
+	if (refill_at)
+		spare_settle(&c);
 	ret = 0;
 	goto out;
 

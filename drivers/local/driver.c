@@ -18,6 +18,7 @@
 #include "local.h"
 #include "docker_inside.h"
 #include "ns.h"
+#include "pool.h"
 #include "util.h"
 
 #include <stdlib.h>
@@ -31,7 +32,7 @@ static int make(struct pisb_state *st, const struct pisb_config *cfg, const char
 {
 	struct pisb_create_opts co = {
 		o->name, o->template_, o->config_text, o->config_len, o->owner_pid,
-		o->session_id, o->wait_ms, prepare, o->project,
+		o->session_id, o->wait_ms, prepare, o->project, NULL,
 	};
 
 	if (pisb_local_create(st, cfg, config_json, &co, &o->setup_error, e) < 0)
@@ -252,6 +253,9 @@ const struct pisb_driver pisb_driver_local = {
 	.docker = pisb_docker_inside,
 	.doctor = pisb_local_doctor,
 	.verify = verify,
+	.pool = pisb_pool_set,
+	.pool_list = pisb_pool_list,
+	.pool_gc = pisb_pool_gc,
 	.gc_leftovers = gc_leftovers,
 	.gc_drop = gc_drop,
 };

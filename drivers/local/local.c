@@ -1,5 +1,6 @@
 /* local.c - the local driver's lifecycle and its controller. */
 #include "local.h"
+#include "pool.h"
 #include "cgroup.h"
 #include "config.h"
 #include "dl.h"
@@ -447,6 +448,12 @@ static int wait_controller(int idir, const char *name, const char *want,
 	}
 }
 
+int pisb_local_wait_controller(int idir, const char *name, const char *want,
+			       pid_t ctl, int sock, struct pisb_err *e)
+{
+	return wait_controller(idir, name, want, ctl, sock, e);
+}
+
 static int op_lock(int idir, const char *name, int wait_ms, struct pisb_err *e)
 {
 	char what[96];
@@ -497,12 +504,13 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 	pisb_trace("create: local driver");
 	if (pisb_mkdirs_at(st->fd, "instances", 0700, e) < 0 ||
 	    pisb_mkdirs_at(st->fd, "templates", 0700, e) < 0 ||
-	    pisb_mkdirs_at(st->fd, "staging", 0700, e) < 0)
+	    pisb_mkdirs_at(st->fd, "staging", 0700, e) < 0 ||
+	    (o->spare_key && pisb_mkdirs_at(st->fd, "pool", 0700, e) < 0))
 		return -1;
 	/* a create killed with its disk image mounted left it in staging/ */
 	if (geteuid() == 0)
 		pisb_gc_staging_mounted(st);
-	dest = xasprintf("%s/%s", kind_of(tmpl), o->name);
+	dest = xasprintf("%s/%s", o->spare_key ? "pool" : kind_of(tmpl), o->name);
 	if (faccessat(st->fd, dest, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 		return pisb_err_set(e, PISB_EXIT_BUSY, "%s '%s' already exists",
 				    tmpl ? "template" : "sandbox", o->name);
@@ -576,6 +584,9 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 	rec.uid_base = geteuid() == 0 ? ids.uid_base : 0;
 	if (pisb_record_save(sdir, &rec, e) < 0)
 		goto fail;
+	/* the pool's key of a spare: what a create must match to take it */
+	if (o->spare_key && pisb_atomic_write(sdir, "pool.key", o->spare_key, strlen(o->spare_key), 0600, e) < 0)
+		goto fail;
 	pisb_trace("create: record written");
 	/* setup runs on the first boot of a fresh disk, never on a template copy */
 	if (!o->template_) {
@@ -631,7 +642,9 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 		 * rename is made durable: the create reports only after both.
 		 * One that failed in the staged directory (a limit it cannot
 		 * enforce) is gone and said why there: wait_controller reads it */
-		if (tell_controller(ctl->sock, o->name, e) < 0) {
+		/* a spare ("p") waits, booted, to be claimed (pool.h) */
+		if (o->spare_key ? send(ctl->sock, "p", 1, MSG_NOSIGNAL) != 1
+				 : tell_controller(ctl->sock, o->name, e) < 0) {
 			struct pisb_err we = PISB_ERR_INIT;
 			if (wait_controller(idir, o->name, "running", ctl->pid, ctl->sock, &we) < 0)
 				*e = we;
@@ -642,7 +655,8 @@ static int create_in(struct pisb_state *st, const struct pisb_config *cfg,
 			goto fail_published;
 		}
 		pisb_trace("create: rename synced");
-		if (wait_controller(idir, o->name, tmpl ? "stopped" : "running", ctl->pid, ctl->sock, e) < 0)
+		if (wait_controller(idir, o->name, tmpl ? "stopped" : o->spare_key ? "spare" : "running",
+				    ctl->pid, ctl->sock, e) < 0)
 			goto fail_published;
 		pisb_trace("create: controller running");
 		if (pisb_runtime_load(idir, &rt, e) < 0)
@@ -692,7 +706,7 @@ fail_published:
 		if (tmpl)
 			pisb_rm_rf_at(st->fd, stage, &ig);
 		else
-			pisb_state_trash(st, "instances", o->name, &ig);
+			pisb_state_trash(st, o->spare_key ? "pool" : "instances", o->name, &ig);
 		free(stage);
 		stage = NULL;
 		return -1;
@@ -715,10 +729,23 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 		      char **setup_error, struct pisb_err *e)
 {
 	struct pisb_ids ids;
-	_cleanup_free_ char *cname = o->prepare ? xasprintf("@prep/%s", o->name) : xstrdup(o->name);
+	_cleanup_free_ char *cname = o->prepare ? xasprintf("@prep/%s", o->name)
+				   : o->spare_key ? xasprintf("@spare/%s", o->name) : xstrdup(o->name);
 	struct starting ctl = { 0, -1, -1 };
 	int rc;
 
+	/* the modes we give are the ones meant (the sandbox's root traverses
+	 * disk/ and merged/), not narrowed by the caller's umask: under 077
+	 * no sandbox could boot ("mount overlay root: Permission denied").
+	 * The controller inherits it */
+	umask(022);
+	/* a spare of the pool booted for this config takes a create to
+	 * where a sandbox runs in a fraction of a boot (pool.h) */
+	if (!o->spare_key && !o->prepare && !o->template_ && !o->project && !disk_on_image(cfg)) {
+		rc = pisb_pool_claim(st, cfg, config_json, o, setup_error, e);
+		if (rc != 0)
+			return rc < 0 ? -1 : 0;
+	}
 	/* an image other than the host's may need libarchive to import:
 	 * the static pisb hands the create over before it changes anything */
 	if (strcmp(cfg->image, "host"))
@@ -774,6 +801,8 @@ int pisb_local_start(struct pisb_sandbox *sb, int wait_ms, struct pisb_err *e)
 	/* the boot makes its own namespaces for a disk image or a bound project */
 	bool own_ns = faccessat(idir, "disk.img", F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
 		      pisb_project_bound(idir, &pdir, &pro) > 0;
+	/* the controller's umask: as a create's (pisb_local_create) */
+	umask(022);
 	pid_t ctl = spawn_controller(st, idir, name, cfg, own_ns, &sock, e);
 	if (ctl < 0 || tell_controller(sock, name, e) < 0)
 		return -1;

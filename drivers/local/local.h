@@ -25,6 +25,9 @@ struct pisb_create_opts {
 	bool prepare;            /* prepare: save a template, no services */
 	const char *project;     /* --project DIR: copied into the workspace
 				  * before the first boot (project.h) */
+	const char *spare_key;   /* a spare of the pool (pool.h) with this
+				  * key, named o->name in pool/: booted, it
+				  * waits to be claimed; NULL for a sandbox */
 };
 
 /* create / prepare.  On return the sandbox runs (create) or the template
@@ -51,6 +54,12 @@ int pisb_local_end(struct pisb_sandbox *sb, int wait_ms, bool destroy, struct pi
  * ws.  Overlay whiteouts there read as what they are (character devices:
  * deleted files); what only the image has is not seen.  *root: "/". */
 int pisb_local_disk_enter(int idir, const char *ws, int *root, struct pisb_err *e);
+
+/* Wait until the controller ctl (its starter's socket sock, or -1) of
+ * the sandbox in idir says want ("running", "stopped", "spare"), or dies:
+ * 0, or -1 with its own fatal message. */
+int pisb_local_wait_controller(int idir, const char *name, const char *want,
+			       pid_t ctl, int sock, struct pisb_err *e);
 
 /* The controller: `pisb-svc supervise NAME [--notify-fd FD]
  * [--own-namespaces]`.  Returns when stopped (driver.h's supervise slot). */

@@ -75,7 +75,7 @@ void pisb_ids_for_record(const struct pisb_record *rec, struct pisb_ids *ids)
 /* Whether a record at DIR/NAME[.prep] of the state dir sfd claims range base. */
 static bool range_claimed(int sfd, const char *name, uid_t base)
 {
-	static const char *const fmt[] = { "instances/%s", "templates/%s", "staging/%s.prep", NULL };
+	static const char *const fmt[] = { "instances/%s", "templates/%s", "staging/%s.prep", "pool/%s", NULL };
 
 	for (int i = 0; fmt[i]; i++) {
 		_cleanup_free_ char *d = xasprintf(fmt[i], name);
@@ -92,6 +92,34 @@ static bool range_claimed(int sfd, const char *name, uid_t base)
 		pisb_record_release(&r);
 		if (mine)
 			return true;
+	}
+	/* a spare of the pool, claimed: its range is the sandbox's now, whose
+	 * controller names it so a moment later (pisb_ids_adopt); one killed
+	 * before that leaves it to the record of whatever instance holds it */
+	if (pisb_str_starts(name, "spare-")) {
+		_cleanup_close_ int ifd = openat(sfd, "instances", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		DIR *d = ifd < 0 ? NULL : fdopendir(ifd);
+		struct dirent *de;
+		bool mine = false;
+
+		if (!d)
+			return false;
+		ifd = -1;
+		while (!mine && (de = readdir(d))) {
+			_cleanup_close_ int fd = -1;
+			struct pisb_record r;
+			struct pisb_err ig = PISB_ERR_INIT;
+
+			if (de->d_name[0] == '.' ||
+			    (fd = openat(dirfd(d), de->d_name, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+				continue;
+			if (pisb_record_load(fd, &r, &ig) < 0)
+				continue;
+			mine = r.uid_base == base;
+			pisb_record_release(&r);
+		}
+		closedir(d);
+		return mine;
 	}
 	return false;
 }
@@ -271,6 +299,35 @@ out:
 		free(v[i].text);
 	free(v);
 	return ret;
+}
+
+int pisb_ids_adopt(struct pisb_state *st, uid_t base, const char *owner, struct pisb_err *e)
+{
+	_cleanup_close_ int reg = -1, lock = -1, dir = -1;
+	_cleanup_free_ char *line = NULL;
+	struct pisb_err ig = PISB_ERR_INIT;
+	char rpath[4096], fn[16];
+
+	if (geteuid() != 0 || !base)
+		return 0;
+	reg = registry_open(rpath, sizeof(rpath));
+	if (reg < 0) {
+		reg = dup(st->fd);
+		snprintf(rpath, sizeof(rpath), "%s", st->path);
+	}
+	lock = pisb_lock_acquire(reg, "idranges.lock", true, 30000, "the id ranges", e);
+	if (lock < 0)
+		return -1;
+	dir = openat(reg, "idranges", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	snprintf(fn, sizeof(fn), "%u", (unsigned)base);
+	if (dir < 0 || faccessat(dir, fn, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+		return pisb_err_sys(e, PISB_EXIT_FAIL, "host id range %u: no entry in '%s/idranges'", (unsigned)base, rpath);
+	/* no process holds it (pid 0): the record of owner claims it, as a
+	 * finished create's once its process is gone */
+	line = strcmp(rpath, st->path) ? xasprintf("%s 0 0 %s\n", owner, st->path) : xasprintf("%s 0 0\n", owner);
+	if (pisb_atomic_write(dir, fn, line, strlen(line), 0600, &ig) < 0)
+		return pisb_err_set(e, ig.code ? ig.code : PISB_EXIT_FAIL, "host id range %u: %s", (unsigned)base, ig.msg);
+	return 0;
 }
 
 /* Remove rdir/idranges/BASE if it is ours (a failed create) or stale:
@@ -1949,6 +2006,41 @@ root:
 		return pisb_err_sys(e, PISB_EXIT_BACKEND, "enter the sandbox root");
 	}
 	close(rootfd);
+	return 0;
+}
+
+int pisb_sandbox_sethostname(pid_t init, unsigned long long start, const char *name,
+			     struct pisb_err *e)
+{
+	int p[2], status;
+	char why[256] = "";
+	pid_t pid = pisb_fork_piped(p, e);
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		struct pisb_err ce = PISB_ERR_INIT;
+		close(p[0]);
+		if (pisb_sandbox_enter_ns(init, start, PISB_NS_USER | PISB_NS_UTS, &ce) < 0) {
+			pisb_write_all(p[1], ce.msg, strlen(ce.msg));
+			_exit(1);
+		}
+		if (sethostname(name, strlen(name)) < 0) {
+			snprintf(why, sizeof(why), "sethostname: %s", strerror(errno));
+			pisb_write_all(p[1], why, strlen(why));
+			_exit(1);
+		}
+		_exit(0);
+	}
+	close(p[1]);
+	if (read(p[0], why, sizeof(why) - 1) < 0)
+		why[0] = '\0';
+	close(p[0]);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return pisb_err_sys(e, PISB_EXIT_FAIL, "wait for the hostname's child");
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		return pisb_err_set(e, PISB_EXIT_FAIL, "set the hostname inside: %s", why[0] ? why : "its child died");
 	return 0;
 }
 

@@ -56,6 +56,10 @@ struct pisb_record;
 int pisb_ids_alloc(struct pisb_state *st, const char *owner, struct pisb_ids *ids,
 		   struct pisb_err *e);
 void pisb_ids_free(struct pisb_state *st, uid_t base);
+/* Range base is owner's now (a spare of the pool claimed as owner,
+ * pool.h): its entry names owner and no process (pid 0): owner's record
+ * claims it. */
+int pisb_ids_adopt(struct pisb_state *st, uid_t base, const char *owner, struct pisb_err *e);
 void pisb_ids_for_record(const struct pisb_record *rec, struct pisb_ids *ids);
 
 /* diskGiB as root: the instance disk (upper/, work/) on an ext4 image of
@@ -170,6 +174,10 @@ enum {
 int pisb_sandbox_enter_ns(pid_t init, unsigned long long start, unsigned which,
 			  struct pisb_err *e);
 int pisb_sandbox_become_root(bool privileged, struct pisb_err *e);
+/* The hostname inside the sandbox (its UTS namespace), set from a child
+ * of ours that joins it: a spare of the pool claimed under its name. */
+int pisb_sandbox_sethostname(pid_t init, unsigned long long start, const char *name,
+			     struct pisb_err *e);
 
 /* Make the host-image skeleton (lower layer) for ids under dirfd/path. */
 int pisb_host_skeleton(int dirfd, const char *path, const struct pisb_ids *ids,

@@ -209,6 +209,7 @@ static const struct pisb_refusal refusals[] = {
 	{ PISB_V_PREVIEW, "previews run under the local driver's controller" },
 	{ PISB_V_DOCKER, "no docker daemon of its own; pisb docker needs a sbx sandbox (driver: sbx) and never falls back to the host's docker daemon" },
 	{ PISB_V_VERIFY, "the isolation audit knows the local and sbx drivers only" },
+	{ PISB_V_POOL, "not built: a spare would hold a sandbox on the server before any create asks for one" },
 	{ 0, NULL },
 };
 

@@ -198,6 +198,7 @@ static const struct pisb_refusal refusals[] = {
 	{ PISB_V_PREVIEW, "sbx has its own network policy; publish a container's ports with 'pisb docker NAME run -p'" },
 	{ PISB_V_GC, "left to its driver; pisb gc removes only pi-sbx-* leftovers that no instance names" },
 	{ PISB_V_RENEW, "a sbx sandbox does not expire" },
+	{ PISB_V_POOL, "not built: the sbx CLI makes and names its sandboxes; a spare would be one of them kept running before any create asks" },
 	{ 0, NULL },
 };
 

@@ -134,6 +134,7 @@ static const struct pisb_fs_how fs_how = { "setup.log", true, NULL, NULL };
 static const struct pisb_refusal refusals[] = {
 	{ PISB_V_CONNECT, "connect attaches a sandbox that already runs elsewhere (opensandbox.sandboxId)" },
 	{ PISB_V_RENEW, "a vm sandbox does not expire" },
+	{ PISB_V_POOL, "not built for the vm driver yet: its creates boot a VM each (a spare would be a VM kept booted)" },
 	{ 0, NULL },
 };
 
