@@ -37,6 +37,8 @@ static const struct pisb_handler create_verbs[] = {
 	{ "create", create_cmd_make, true },
 	{ "start", create_cmd_start_stop, true },
 	{ "stop", create_cmd_start_stop, true },
+	/* its spares' controllers are then the static pisb too */
+	{ "pool", create_cmd_pool, true },
 	{ NULL, NULL, false },
 };
 

@@ -300,3 +300,29 @@ EOF
 	run -1 pgrep -f -- "--state-dir $st/s( |\$)"
 	rm -rf "$st"
 }
+
+@test "a pool is kept per file: after an edit, pool N -f FILE ends the pool of its old text, pool 0 -f FILE ends both" {
+	printf 'version: 1\n' >"$BATS_TEST_TMPDIR/c.yaml"
+	run -0 pisb pool 1 -f "$BATS_TEST_TMPDIR/c.yaml"
+	run -0 pisb pool 1
+	run -0 pisb pool --json
+	old=$(jq -r --arg f "$BATS_TEST_TMPDIR/c.yaml" '.[] | select(.file == $f) | .key' <<<"$output")
+	oldsp=$(grep -l "$old" "$PI_SANDBOX_HOME"/pool/spare-*/pool.key | xargs dirname)
+	# edited: creates of it no longer match the old spares
+	printf 'version: 1\nenv:\n  A: "1"\n' >"$BATS_TEST_TMPDIR/c.yaml"
+	t=$BATS_TEST_TMPDIR/trace
+	PISB_TRACE=$t run_ok pisb create e1 -f "$BATS_TEST_TMPDIR/c.yaml"
+	run -1 grep -q ' create: spare claimed$' "$t"
+	run -0 pisb pool 1 -f "$BATS_TEST_TMPDIR/c.yaml"
+	run -0 pisb pool --json
+	jq -e --arg f "$BATS_TEST_TMPDIR/c.yaml" --arg old "$old" '[.[] | select(.file == $f)] | length == 1 and .[0].key != $old and .[0].ready == 1' <<<"$output"
+	# the default config's pool is another file's: kept
+	jq -e '[.[] | select(.file == null)] | length == 1 and .[0].ready == 1' <<<"$output"
+	[ ! -e "$oldsp" ]
+	: >"$t"
+	PISB_TRACE=$t run_ok pisb create e2 -f "$BATS_TEST_TMPDIR/c.yaml"
+	grep -q ' create: spare claimed$' "$t"
+	run -0 pisb pool 0 -f "$BATS_TEST_TMPDIR/c.yaml"
+	run -0 pisb pool --json
+	jq -e 'length == 1 and .[0].file == null' <<<"$output"
+}

@@ -184,7 +184,9 @@ void pisb_pool_refill(struct pisb_state *st, const char *key)
 	struct pisb_err ig = PISB_ERR_INIT;
 	_cleanup_close_ int log = -1;
 
-	if (pisb_find_binary("pisb-create", bin, sizeof(bin), &ig) < 0)
+	/* pisb, which serves it itself (cmd/pisb_serve.c): the spares'
+	 * controllers are its, as a create's (local.c spawn_controller) */
+	if (pisb_find_binary("pisb", bin, sizeof(bin), &ig) < 0)
 		return;
 	{
 		_cleanup_free_ char *lp = xasprintf("pool/%s.log", key);
@@ -382,6 +384,54 @@ static int conf_read(int pool, const char *key, int *n, char **file)
 	return 0;
 }
 
+/* End the pool of key: its conf and text gone (a replacement then makes
+ * nothing), its spares retired. */
+static int pool_end(struct pisb_state *st, int pool, const char *key, struct pisb_err *e)
+{
+	_cleanup_free_ char *lockp = xasprintf("%s.lock", key), *confp = xasprintf("%s.conf", key);
+	_cleanup_free_ char *yamlp = xasprintf("%s.yaml", key);
+	_cleanup_strv_ struct pisb_strv have = PISB_STRV_INIT;
+	_cleanup_close_ int lock = pisb_lock_acquire(pool, lockp, true, 120000, "the pool", e);
+
+	if (lock < 0)
+		return -1;
+	unlinkat(pool, confp, 0);
+	unlinkat(pool, yamlp, 0);
+	spares(st, pool, key, &have);
+	for (size_t i = 0; i < have.n; i++)
+		spare_retire(st, pool, have.v[i]);
+	return 0;
+}
+
+/* The pools of file (NULL: the default config) under a key other than
+ * key: the file was edited since (or pisb's default changed), and no
+ * create will match them again.  Ended. */
+static int pools_of_file_end(struct pisb_state *st, int pool, const char *key, const char *file,
+			     struct pisb_err *e)
+{
+	_cleanup_strv_ struct pisb_strv old = PISB_STRV_INIT;
+	DIR *d = fdopendir(dup(pool));
+	struct dirent *de;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		_cleanup_free_ char *f = NULL;
+		char k[17];
+		int n;
+		if (strlen(de->d_name) != 21 || strcmp(de->d_name + 16, ".conf") || !strncmp(de->d_name, key, 16))
+			continue;
+		snprintf(k, sizeof(k), "%.16s", de->d_name);
+		if (conf_read(pool, k, &n, &f) == 0 && (file ? f && !strcmp(f, file) : !f))
+			pisb_strv_push(&old, k);
+	}
+	closedir(d);
+	for (size_t i = 0; i < old.n; i++)
+		if (pool_end(st, pool, old.v[i], e) < 0)
+			return -1;
+	return 0;
+}
+
 int pisb_pool_set(struct pisb_state *st, const struct pisb_config *cfg, const char *config_json,
 		  const char *text, size_t len, const char *file, int n, struct pisb_err *e)
 {
@@ -396,6 +446,12 @@ int pisb_pool_set(struct pisb_state *st, const struct pisb_config *cfg, const ch
 	pool = openat(st->fd, "pool", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (pool < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s/pool'", st->path);
+	/* asked for by a user (not a replacement): the pools this file had
+	 * before it was edited go */
+	if (n >= 0 && pools_of_file_end(st, pool, key, file, e) < 0)
+		return -1;
+	if (n == 0)
+		return pool_end(st, pool, key, e);
 	lockp = xasprintf("%s.lock", key);
 	confp = xasprintf("%s.conf", key);
 	yamlp = xasprintf("%s.yaml", key);
@@ -408,9 +464,6 @@ int pisb_pool_set(struct pisb_state *st, const struct pisb_config *cfg, const ch
 		/* a replacement: as many as the pool asks, if there still is one */
 		if (conf_read(pool, key, &n, NULL) < 0)
 			return 0;
-	} else if (n == 0) {
-		unlinkat(pool, confp, 0);
-		unlinkat(pool, yamlp, 0);
 	} else {
 		_cleanup_free_ char *conf = xasprintf("%d\n%s\n", n, file ? file : "");
 		if (pisb_atomic_write(pool, yamlp, text ? text : "", text ? len : 0, 0600, e) < 0 ||

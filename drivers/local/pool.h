@@ -47,7 +47,7 @@ int pisb_pool_claim(struct pisb_state *st, const struct pisb_config *cfg, const 
 int pisb_pool_set(struct pisb_state *st, const struct pisb_config *cfg, const char *config_json,
 		  const char *text, size_t len, const char *file, int n, struct pisb_err *e);
 
-/* Start a replacement for a spare of pool key that was taken (`pisb-create
+/* Start a replacement for a spare of pool key that was taken (`pisb
  * pool --refill -f pool/KEY.yaml`, detached): from the controller of the
  * sandbox it became, REFILL_DELAY_MS after it runs (not beside the
  * create's first command, on the same CPUs).  Best effort: a pool not
