@@ -156,6 +156,13 @@ setup() {
 	h=$(jq -r .pid <<<"$output")
 	run -0 pisb exec-kill ex "$h" --json
 	jq -e '.exitCode == 143' <<<"$output"
+	# a leader that TERM ends, a child of its group that ignores TERM:
+	# the group is ended, not only the leader
+	run -0 pisb exec ex --json --timeout-ms 100 --sh '(trap "" TERM; exec sleep 36) & wait'
+	h=$(jq -r .pid <<<"$output")
+	run -0 pisb exec-kill ex "$h" --json
+	jq -e '.running == false and .exitCode == 143' <<<"$output"
+	run -1 pisb exec ex -- pgrep -f 'sleep 36'
 }
 
 @test "only the newest 128 completed handles are kept" {

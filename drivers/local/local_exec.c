@@ -956,6 +956,18 @@ int pisb_local_exec_status(struct pisb_sandbox *sb, const char *handle, int time
 	return ret;
 }
 
+/* Whether process group pgid has no process left, waiting at most
+ * timeout_ms.  Its id is not handed out again while a member lives. */
+static bool group_gone(pid_t pgid, int timeout_ms)
+{
+	for (int64_t end = pisb_mono_ms() + timeout_ms;; pisb_sleep_ms(2)) {
+		if (kill(-pgid, 0) < 0 && errno == ESRCH)
+			return true;
+		if (pisb_mono_ms() >= end)
+			return false;
+	}
+}
+
 int pisb_local_exec_kill(struct pisb_sandbox *sb, const char *handle, struct pisb_jw *w,
 			 int *code, struct pisb_err *e)
 {
@@ -973,12 +985,18 @@ int pisb_local_exec_kill(struct pisb_sandbox *sb, const char *handle, struct pis
 	    pisb_read_file_at(hdir, "pid", &pidb, 32) == 0 && pidb.s) {
 		pid_t pid = atoi(pidb.s);
 		if (pid > 1) {
+			/* the group, not only its leader: what the command started
+			 * in it is gone too when we answer (a child that ignores
+			 * TERM outlived a leader that did not; on a busy machine a
+			 * child killed with the leader was still listed after the
+			 * leader's status was recorded) */
+			int64_t term_at = pisb_mono_ms();
 			kill(-pid, SIGTERM);
 			wait_done(hdir, 2000);
-			pisb_exec_status_code(hdir, &done);
-			if (!done && pisb_lock_is_held(hdir, "lock")) {
+			if (!group_gone(pid, (int)(term_at + 2000 - pisb_mono_ms()))) {
 				kill(-pid, SIGKILL);
 				wait_done(hdir, 2000);
+				group_gone(pid, 2000);
 			}
 		}
 	}
