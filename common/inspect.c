@@ -272,8 +272,8 @@ const char *pisb_status_of(struct pisb_state *st, const char *name)
 	return pisb_status_name(s);
 }
 
-int pisb_list_table(const char *json, size_t len, bool quiet, struct pisb_buf *out,
-		    struct pisb_err *e)
+int pisb_json_table(const char *json, size_t len, bool quiet, const struct pisb_table_col *cols,
+		    struct pisb_buf *out, struct pisb_err *e)
 {
 	struct pisb_json j;
 	int n;
@@ -281,22 +281,39 @@ int pisb_list_table(const char *json, size_t len, bool quiet, struct pisb_buf *o
 	if (pisb_json_parse(&j, json, len, e) < 0)
 		return -1;
 	n = j.tok[0].size;
-	if (!quiet && n)
-		pisb_buf_addf(out, "%-24s %-12s %-12s %s\n", "NAME", "DRIVER", "STATUS", "IMAGE");
+	for (int c = 0; !quiet && n && cols[c].key; c++) {
+		bool last = !cols[c + 1].key;
+		pisb_buf_addf(out, "%-*s", last ? 0 : cols[c].width, cols[c].header);
+		pisb_buf_adds(out, last ? "\n" : " ");
+	}
 	for (int i = 0; i < n; i++) {
 		int o = pisb_json_at(&j, 0, i);
-		_cleanup_free_ char *nm = pisb_json_str(&j, pisb_json_get(&j, o, "name"));
-		_cleanup_free_ char *dr = pisb_json_str(&j, pisb_json_get(&j, o, "driver"));
-		_cleanup_free_ char *stt = pisb_json_str(&j, pisb_json_get(&j, o, "status"));
-		_cleanup_free_ char *im = pisb_json_str(&j, pisb_json_get(&j, o, "image"));
-		if (quiet)
-			pisb_buf_addf(out, "%s\n", nm ? nm : "");
-		else
-			pisb_buf_addf(out, "%-24s %-12s %-12s %s\n", nm ? nm : "", dr ? dr : "-",
-				      stt ? stt : "-", im ? im : "-");
+		for (int c = 0; cols[c].key && (c == 0 || !quiet); c++) {
+			int t = pisb_json_get(&j, o, cols[c].key);
+			_cleanup_free_ char *v = pisb_json_str(&j, t);
+			size_t rl = 0;
+			const char *raw = !v && t >= 0 && pisb_json_is_num(&j, t) ? pisb_json_raw(&j, t, &rl) : NULL;
+			bool last = quiet || !cols[c + 1].key;
+			int w = last ? 0 : cols[c].width;
+			if (raw)
+				pisb_buf_addf(out, "%-*.*s", w, (int)rl, raw);
+			else
+				pisb_buf_addf(out, "%-*s", w, v ? v : cols[c].none);
+			pisb_buf_adds(out, last ? "\n" : " ");
+		}
 	}
 	pisb_json_release(&j);
 	return 0;
+}
+
+int pisb_list_table(const char *json, size_t len, bool quiet, struct pisb_buf *out,
+		    struct pisb_err *e)
+{
+	static const struct pisb_table_col cols[] = {
+		{ "name", "NAME", 24, "" }, { "driver", "DRIVER", 12, "-" },
+		{ "status", "STATUS", 12, "-" }, { "image", "IMAGE", 0, "-" }, { NULL, NULL, 0, NULL },
+	};
+	return pisb_json_table(json, len, quiet, cols, out, e);
 }
 
 void pisb_inspect_unready(struct pisb_state *st, const char *name, struct pisb_strv *msgs)

@@ -37,6 +37,18 @@ const char *pisb_status_of(struct pisb_state *st, const char *name);
 
 struct pisb_buf;
 struct pisb_strv;
+/* A table from a JSON array of objects (len bytes): a header, then a
+ * line per object, a column per entry of cols (until key NULL): the
+ * key's string or number, none when it is null or missing, padded to
+ * width (the last column: not padded).  quiet: the first column alone,
+ * no header. */
+struct pisb_table_col {
+	const char *key, *header;
+	int width;
+	const char *none;
+};
+int pisb_json_table(const char *json, size_t len, bool quiet, const struct pisb_table_col *cols,
+		    struct pisb_buf *out, struct pisb_err *e);
 /* pisb list's table (NAME DRIVER STATUS IMAGE; quiet: the names alone)
  * from pisb_list's JSON (len bytes). */
 int pisb_list_table(const char *json, size_t len, bool quiet, struct pisb_buf *out,

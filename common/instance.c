@@ -565,23 +565,7 @@ int pisb_control_listen(int idir, int backlog)
 
 int pisb_control_connect(int idir)
 {
-	struct sockaddr_un sa;
-	int fd;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	/* a short path whatever the state dir's length */
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/control.sock", idir);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int saved = errno;
-		close(fd);
-		errno = saved;
-		return -1;
-	}
-	return fd;
+	return pisb_unix_connect_at(idir, "control.sock");
 }
 
 /* One request line on a new connection: its fd, or -1 with e. */

@@ -6,6 +6,7 @@
 #include "driver.h"
 #include "err.h"
 #include "events.h"
+#include "inspect.h"
 #include "instance.h"
 #include "json.h"
 #include "project.h"
@@ -362,28 +363,9 @@ void pisb_pools_json(struct pisb_state *st, struct pisb_jw *w)
 int pisb_pools_table(const char *json, size_t len, bool quiet, struct pisb_buf *out,
 		     struct pisb_err *e)
 {
-	struct pisb_json j;
-	int n;
-
-	if (pisb_json_parse(&j, json, len, e) < 0)
-		return -1;
-	n = j.tok[0].size;
-	if (!quiet && n)
-		pisb_buf_addf(out, "%-16s %-8s %-7s %-6s %s\n", "POOL", "DRIVER", "SPARES", "READY", "FILE");
-	for (int i = 0; i < n; i++) {
-		int o = pisb_json_at(&j, 0, i);
-		_cleanup_free_ char *k = pisb_json_str(&j, pisb_json_get(&j, o, "key"));
-		_cleanup_free_ char *d = pisb_json_str(&j, pisb_json_get(&j, o, "driver"));
-		_cleanup_free_ char *f = pisb_json_str(&j, pisb_json_get(&j, o, "file"));
-		long long sp = 0, rd = 0;
-		pisb_json_int(&j, pisb_json_get(&j, o, "spares"), &sp);
-		pisb_json_int(&j, pisb_json_get(&j, o, "ready"), &rd);
-		if (quiet)
-			pisb_buf_addf(out, "%s\n", k ? k : "");
-		else
-			pisb_buf_addf(out, "%-16s %-8s %-7lld %-6lld %s\n", k ? k : "", d ? d : "-", sp, rd,
-				      f ? f : "(the default config)");
-	}
-	pisb_json_release(&j);
-	return 0;
+	static const struct pisb_table_col cols[] = {
+		{ "key", "POOL", 16, "" }, { "driver", "DRIVER", 8, "-" }, { "spares", "SPARES", 7, "0" },
+		{ "ready", "READY", 6, "0" }, { "file", "FILE", 0, "(the default config)" }, { NULL, NULL, 0, NULL },
+	};
+	return pisb_json_table(json, len, quiet, cols, out, e);
 }

@@ -675,6 +675,27 @@ int pisb_unix_listen_at(int dirfd, const char *name, int backlog, int sockflags)
 	return -1;
 }
 
+int pisb_unix_connect_at(int dirfd, const char *name)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, saved;
+
+	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dirfd, name) >=
+	    sizeof(sa.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		return fd;
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return -1;
+}
+
 void pisb_mounts_under(const char *dir, struct pisb_strv *out)
 {
 	_cleanup_buf_ struct pisb_buf b = PISB_BUF_INIT;

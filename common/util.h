@@ -90,6 +90,9 @@ int pisb_read_until(int fd, struct pisb_buf *b, int64_t deadline, size_t cap);
  * mode 0600, through /proc/self/fd (short whatever dirfd's path);
  * sockflags: SOCK_NONBLOCK or 0.  The fd, or -1 (errno). */
 int pisb_unix_listen_at(int dirfd, const char *name, int backlog, int sockflags);
+/* A connection (SOCK_CLOEXEC) to the unix stream socket dirfd/name, the
+ * same way; -1 (errno). */
+int pisb_unix_connect_at(int dirfd, const char *name);
 
 /* A dnotify watch of directory dirfd/path (DN_* events, multishot): an
  * fd whose events come as SIGIO, which the caller blocks and reads (a

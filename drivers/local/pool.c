@@ -23,7 +23,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 /* how long a claim waits for the spare's answer, and a retirement for
@@ -49,24 +48,6 @@ static bool spare_key(int pool, const char *name, char key[17])
 	return true;
 }
 
-/* A connection to idir's claim.sock, or -1. */
-static int claim_connect(int idir)
-{
-	struct sockaddr_un sa;
-	int fd;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/claim.sock", idir);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
 
 /* Wait (at most wait_ms) until the controller of idir is gone: its lock
  * free.  0, or -1. */
@@ -110,7 +91,7 @@ static void spare_remove(struct pisb_state *st, int pool, const char *name)
 static void spare_retire(struct pisb_state *st, int pool, const char *name)
 {
 	_cleanup_close_ int idir = openat(pool, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	int fd = idir < 0 ? -1 : claim_connect(idir);
+	int fd = idir < 0 ? -1 : pisb_unix_connect_at(idir, "claim.sock");
 
 	if (fd >= 0) {
 		char c;
@@ -227,7 +208,7 @@ static int claim_one(struct pisb_state *st, int pool, const char *sname, const c
 	int fd, ret = -1;
 	char c = 0;
 
-	if (idir < 0 || (fd = claim_connect(idir)) < 0)
+	if (idir < 0 || (fd = pisb_unix_connect_at(idir, "claim.sock")) < 0)
 		return 0;
 	p = (struct pollfd){ fd, POLLIN, 0 };
 	if (pisb_write_all(fd, msg, strlen(msg)) < 0 || poll(&p, 1, CLAIM_WAIT_MS) <= 0 ||
