@@ -25,7 +25,7 @@ setup_file() {
 
 	local script
 	# the matrix's keys, each with a value that would leave a mark on the host if it were used
-	export MATRIX_ACTIONS='["list","create","prepare","start","stop","destroy","inspect","exec","exec-status","exec-kill","read","write","logs","services","preview","push","pull","apply","diff","sync","docker","shell","connect","gc","renew","doctor","validate","help"]'
+	export MATRIX_ACTIONS='["list","create","prepare","start","stop","destroy","inspect","exec","exec-status","exec-kill","read","write","logs","services","preview","push","pull","apply","diff","sync","docker","shell","connect","gc","renew","doctor","validate","pool","help"]'
 	local keys
 	keys=$(jq -nc --arg h "$HOSTDIR" --arg p "$PROJ" '{
 	 onReady: ("touch " + $h + "/MARK-onready-@A@"), from: ($p + "/.env"), file: ($h + "/outside.yaml"),
@@ -63,6 +63,7 @@ setup_file() {
 	 sb({action:"destroy",name:$mine}),
 	 sb({action:"destroy",name:$mine,confirm:$mine}),
 	 sb({action:"help"}),
+	 sb({action:"pool",n:4}),
 	 {text:"done"}]')
 	run_pi_json "$script" "$OUT" || true
 	# a second session (a fresh context): every action (those of the tool, the
@@ -91,9 +92,9 @@ refused() {
 
 @test "pi played the whole script" {
 	cat "$OUT.stderr"
-	[ "$(jq -s '[.[] | select(.type=="tool_execution_end")] | length' "$OUT")" -eq 28 ]
+	[ "$(jq -s '[.[] | select(.type=="tool_execution_end")] | length' "$OUT")" -eq 29 ]
 	cat "$OUT2.stderr"
-	[ "$(jq -s '[.[] | select(.type=="tool_execution_end")] | length' "$OUT2")" -eq $((28 * 12)) ]
+	[ "$(jq -s '[.[] | select(.type=="tool_execution_end")] | length' "$OUT2")" -eq $((29 * 12)) ]
 }
 
 @test "onReady (a host command) is refused, and no host command ran" {
@@ -189,6 +190,12 @@ refused() {
 	[ "$status" -eq 3 ]
 }
 
+@test "pool (sandboxes kept booted on the host) is refused, and no pool was made" {
+	refused 28 "action 'pool' is not available"
+	run -0 pisb pool --json
+	[ "$output" = "[]" ]
+}
+
 @test "help lists the seed's actions and nothing that reaches the host" {
 	tool_result "$OUT" 27
 	[ "$tool_err" = false ]
@@ -202,7 +209,7 @@ refused() {
 	 | (.toolCallId | split("_")) as $id
 	 | {action: $id[1], key: $id[2], err: (.isError // false), text: ([.result.content[]? | .text // empty] | join(""))}]' "$OUT2"
 	echo "$output" | head -c 3000
-	jq -e 'length == 28 * 12 and (map(.action + "/" + .key) | unique | length) == 28 * 12' <<<"$output"
+	jq -e 'length == 29 * 12 and (map(.action + "/" + .key) | unique | length) == 29 * 12' <<<"$output"
 	jq -e 'map(select(.err != true)) == []' <<<"$output"
 	jq -e 'map(select(. as $r | $r.text | contains("\u0027" + $r.key + "\u0027 is not accepted") | not)) == []' <<<"$output"
 	jq -e 'map(select(.text | contains("nothing was run") | not)) == []' <<<"$output"

@@ -1440,6 +1440,7 @@ export function createPisbExtension(options: PisbExtensionOptions = {}) {
 			renew: "renewal is the session's own",
 			doctor: "it inspects the host",
 			validate: "configs are read only by create and prepare",
+			pool: "it keeps sandboxes booted on the host ahead of creates (the user runs pisb pool)",
 		};
 		const SERVICE_OPS = ["ensure", "status", "restart", "stop", "start", "remove"];
 
