@@ -16,6 +16,11 @@ setup() {
 }
 
 teardown() {
+	# the unprivileged user's state dir (its test ends its pool first)
+	if [ -n "${USER_ST:-}" ]; then
+		as_user pisb --state-dir "$USER_ST/s" pool 0 >/dev/null 2>&1 || true
+		rm -rf "$USER_ST"
+	fi
 	for n in $(pisb list -q 2>/dev/null); do pisb destroy "$n" --confirm "$n" >/dev/null 2>&1 || true; done
 	for f in "$PI_SANDBOX_HOME"/pool/*.conf; do
 		[ -e "$f" ] || continue
@@ -288,7 +293,8 @@ EOF
 }
 
 @test "as an unprivileged user: a pool, a create from it (its name inside), pool 0" {
-	st=$(mktemp -d /tmp/pisb-user.XXXXXX); chown pisbtest "$st" 2>/dev/null || skip "machine lacks: the test user pisbtest"
+	st=$(mktemp -d /tmp/pisb-user.XXXXXX); USER_ST=$st
+	chown pisbtest "$st" 2>/dev/null || skip "machine lacks: the test user pisbtest"
 	run -0 as_user pisb --state-dir "$st/s" pool 1
 	run -0 as_user env PISB_TRACE="$st/trace" pisb --state-dir "$st/s" create u1
 	grep -q ' create: spare claimed$' "$st/trace"
@@ -298,7 +304,6 @@ EOF
 	run -0 as_user pisb --state-dir "$st/s" pool 0
 	sleep 0.3
 	run -1 pgrep -f -- "--state-dir $st/s( |\$)"
-	rm -rf "$st"
 }
 
 @test "a pool is kept per file: after an edit, pool N -f FILE ends the pool of its old text, pool 0 -f FILE ends both" {
