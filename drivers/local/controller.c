@@ -688,19 +688,18 @@ static void work_aside_drop(const struct ctl *c)
  * claim comes on claim.sock: "c" + NAME + "\n" from the create that takes
  * us; the first such is answered "k" (the socket is gone from then on:
  * no second create can take us), and that create is our starter from
- * then on (c->notify): its "g" once it has written our record and
- * published us as instances/NAME, or its socket's end.  "x" instead of a
- * claim: the pool retires us (pisb pool).  Returns 1 with *go the word
- * that ended the wait (a claim's "g"), 0 when we were retired, the init
- * died or the claimer gave up. */
-static PISB_IDLE_PATH int spare_wait(struct ctl *c, char *go)
+ * then on (c->notify): its "g" (read as a create's, by the caller) once
+ * it has written our record and published us as instances/NAME, or its
+ * socket's end.  "x" instead of a claim: the pool retires us (pisb pool).
+ * Returns 1 when claimed (the hostname inside set), 0 when we were
+ * retired, the init died or the name could not be set. */
+static PISB_IDLE_PATH int spare_wait(struct ctl *c)
 {
 	_cleanup_close_ int ls = pisb_unix_listen_at(c->idir, "claim.sock", 8, SOCK_NONBLOCK);
 	char msg[80];
 	size_t len = 0;
 	int fd = -1;
 
-	*go = 0;
 	if (ls < 0) {
 		logf_("spare: bind claim.sock: %s", strerror(errno));
 		return 0;
@@ -777,13 +776,7 @@ static PISB_IDLE_PATH int spare_wait(struct ctl *c, char *go)
 			return 0;
 		}
 	}
-	{
-		int bfd = -1;
-		int n = pisb_recv_byte_fd(c->notify, go, &bfd);
-		if (bfd >= 0)
-			close(bfd);
-		return n == 1 && *go == 'g';
-	}
+	return 1;
 }
 
 /* Claimed (spare_wait, which set the hostname inside): the create has
@@ -1108,10 +1101,13 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		int n = pisb_recv_byte_fd(c.notify, &go, &fd);
 		if (fd >= 0)
 			close(fd);
-		/* a spare of the pool ("p"): booted, it waits to be claimed */
-		if (n == 1 && go == 'p') {
-			n = spare_wait(&c, &go);
-			if (n == 1 && spare_claimed(&c, e) < 0)
+		/* a spare of the pool ("p"): booted, it waits to be claimed; its
+		 * claimer is our starter from then on, and says "g" as a create */
+		if (n == 1 && go == 'p' && spare_wait(&c) == 1) {
+			n = pisb_recv_byte_fd(c.notify, &go, &fd);
+			if (fd >= 0)
+				close(fd);
+			if (n == 1 && go == 'g' && spare_claimed(&c, e) < 0)
 				goto out_failed;
 		}
 		if (n != 1 || go != 'g') {

@@ -742,7 +742,7 @@ int pisb_local_create(struct pisb_state *st, const struct pisb_config *cfg,
 	/* a spare of the pool booted for this config takes a create to
 	 * where a sandbox runs in a fraction of a boot (pool.h) */
 	if (!o->spare_key && !o->prepare && !o->template_ && !o->project && !disk_on_image(cfg)) {
-		rc = pisb_pool_claim(st, cfg, config_json, o, setup_error, e);
+		rc = pisb_pool_claim(st, config_json, o, setup_error, e);
 		if (rc != 0)
 			return rc < 0 ? -1 : 0;
 	}

@@ -64,9 +64,10 @@ static int controller_gone(int idir, int wait_ms)
 
 /* Remove spare pool/NAME, whose controller is gone: what a run left (its
  * cgroup), its directory, its host id range. */
-static void spare_remove(struct pisb_state *st, int pool, const char *name)
+static void spare_remove(struct pisb_state *st, const char *dir, const char *name)
 {
-	_cleanup_close_ int idir = openat(pool, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_free_ char *path = xasprintf("%s/%s", dir, name);
+	_cleanup_close_ int idir = openat(st->fd, path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	struct pisb_err ig = PISB_ERR_INIT;
 	struct pisb_runtime rt;
 	struct pisb_record rec;
@@ -82,7 +83,7 @@ static void spare_remove(struct pisb_state *st, int pool, const char *name)
 		base = rec.uid_base;
 		pisb_record_release(&rec);
 	}
-	if (pisb_state_trash(st, "pool", name, &ig) == 0 && base)
+	if (pisb_state_trash(st, dir, name, &ig) == 0 && base)
 		pisb_ids_free(st, base);
 }
 
@@ -102,7 +103,7 @@ static void spare_retire(struct pisb_state *st, int pool, const char *name)
 		close(fd);
 	}
 	if (idir >= 0 && controller_gone(idir, RETIRE_WAIT_MS) == 0)
-		spare_remove(st, pool, name);
+		spare_remove(st, "pool", name);
 }
 
 /* The spares of pool (key: only those of that key; NULL: all) into v;
@@ -132,7 +133,7 @@ static void spares_gc(struct pisb_state *st, int pool, const char *key, struct p
 		if (!pisb_lock_is_held(idir, "controller.lock")) {
 			_cleanup_free_ char *what = xasprintf("pool/%s", all.v[i]);
 			if (!dry_run)
-				spare_remove(st, pool, all.v[i]);
+				spare_remove(st, "pool", all.v[i]);
 			if (r)
 				pisb_gc_report_add(&r->cleaned, "spare", what,
 						   "a spare of the pool whose controller is gone (a reboot, a kill)");
@@ -281,19 +282,10 @@ fail:
 	if (fd >= 0)
 		close(fd);
 	controller_gone(idir, RETIRE_WAIT_MS);
-	{
-		struct pisb_err ig = PISB_ERR_INIT;
-		if (published) {
-			if (pisb_runtime_load(idir, &rt, &ig) == 0) {
-				pisb_cgroup_remove(rt.cgroup);
-				pisb_runtime_release(&rt);
-			}
-			if (pisb_state_trash(st, "instances", o->name, &ig) == 0 && have_rec && rec.uid_base)
-				pisb_ids_free(st, rec.uid_base);
-		} else {
-			spare_remove(st, pool, sname);
-		}
-	}
+	if (published)
+		spare_remove(st, "instances", o->name);
+	else
+		spare_remove(st, "pool", sname);
 	if (have_rec)
 		pisb_record_release(&rec);
 	/* a spare less: its replacement (a claimed one's comes from its
@@ -302,7 +294,7 @@ fail:
 	return ret;
 }
 
-int pisb_pool_claim(struct pisb_state *st, const struct pisb_config *cfg, const char *config_json,
+int pisb_pool_claim(struct pisb_state *st, const char *config_json,
 		    const struct pisb_create_opts *o, char **setup_error, struct pisb_err *e)
 {
 	_cleanup_close_ int pool = openat(st->fd, "pool", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -311,7 +303,6 @@ int pisb_pool_claim(struct pisb_state *st, const struct pisb_config *cfg, const 
 	char key[17];
 	int r = 0;
 
-	(void)cfg;
 	if (pool < 0)
 		return 0;   /* no pool: most creates stop here */
 	pisb_config_key(config_json, o->config_text, o->config_len, key);
@@ -320,7 +311,7 @@ int pisb_pool_claim(struct pisb_state *st, const struct pisb_config *cfg, const 
 		if (faccessat(pool, conf, F_OK, 0) < 0)
 			return 0;
 	}
-	if (faccessat(st->fd, "instances", F_OK, 0) == 0) {
+	{
 		_cleanup_free_ char *dest = xasprintf("instances/%s", o->name);
 		if (faccessat(st->fd, dest, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 			return 0;   /* the create says it exists */

@@ -37,7 +37,7 @@ struct pisb_err;
  * after pisb_local_create (*setup_error as its), 0 when there is none to
  * take (nothing done: the create boots), -1 with e when the claim failed
  * after it began (nothing of the spare is left). */
-int pisb_pool_claim(struct pisb_state *st, const struct pisb_config *cfg, const char *config_json,
+int pisb_pool_claim(struct pisb_state *st, const char *config_json,
 		    const struct pisb_create_opts *o, char **setup_error, struct pisb_err *e);
 
 /* Keep n spares of cfg (its text, from file, NULL for the default
