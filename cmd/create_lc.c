@@ -9,7 +9,6 @@
 #include "lifecycle.h"
 #include "json.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -136,16 +135,11 @@ int create_cmd_pool(struct pisb_ctx *c)
 	bool refill = pisb_args_has(&c->a, "refill");
 	struct pisb_jw w;
 	char key[17];
-	long n = -1;
+	long long n = -1;
 
-	if (n_arg) {
-		char *end;
-		errno = 0;
-		n = strtol(n_arg, &end, 10);
-		if (errno || *end || end == n_arg || n < 0 || n > PISB_POOL_MAX)
-			return pisb_err_set(&c->err, PISB_EXIT_USAGE, "pool: N must be a number from 0 to %d, not '%s'",
-					    PISB_POOL_MAX, n_arg);
-	}
+	if (n_arg && pisb_parse_ll(n_arg, 0, PISB_POOL_MAX, &n) < 0)
+		return pisb_err_set(&c->err, PISB_EXIT_USAGE, "pool: N must be a number from 0 to %d, not '%s'",
+				    PISB_POOL_MAX, n_arg);
 	if (n_arg || refill) {
 		if (refill && n_arg)
 			return pisb_err_set(&c->err, PISB_EXIT_USAGE, "pool: --refill takes no N");
@@ -153,7 +147,7 @@ int create_cmd_pool(struct pisb_ctx *c)
 			return -1;
 		if (!c->a.json) {
 			if (!refill)
-				pisb_front_info(c, n ? "pool %s: %ld spare sandbox%s of %s booted" : "pool %s: ended",
+				pisb_front_info(c, n ? "pool %s: %lld spare sandbox%s of %s booted" : "pool %s: ended",
 						key, n, n == 1 ? "" : "es", f ? f : "the default config");
 			return 0;
 		}
