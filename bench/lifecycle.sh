@@ -112,9 +112,12 @@ for i in $(seq "$N"); do
 	read -r s e <<<"$(PISB_TRACE=$tmp/trace "$TIMEIT" pisb stop "lc$i")"
 	elapsed_ms "$s" "$e" >>"$tmp/stop"
 	marks "$s" "$tmp/trace" "$tmp/stop-phases" "$e" "pisb stop exited"
-	out=$("$TIMEIT" pisb start "lc$i" '&&' pisb exec "lc$i" -- true) || failed "pisb start lc$i && pisb exec lc$i -- true"
+	rm -f "$tmp/trace"
+	out=$(PISB_TRACE=$tmp/trace "$TIMEIT" pisb start "lc$i" '&&' pisb exec "lc$i" -- true) || failed "pisb start lc$i && pisb exec lc$i -- true"
 	read -r s m e <<<"$out"
-	elapsed_ms "$s" "${e:-$m}" >>"$tmp/start"
+	[ -n "$e" ] || e=$m
+	elapsed_ms "$s" "$e" >>"$tmp/start"
+	marks "$s" "$tmp/trace" "$tmp/start-phases" "$m" "pisb start exited" "$e" "first command: namespaces entered, ran, exited"
 	timed "$tmp/true" /bin/true
 	pisb destroy "lc$i" --confirm "lc$i" -q >/dev/null 2>&1
 done
@@ -219,7 +222,7 @@ breakdown() {
 		/local driver|state directories|staging|disk$/ { k["state and staging directories"] += $1; next }
 		/setup or resume|control socket|old run/ { k["hooks, control socket, old run"] += $1; next }
 		/first command/ { k["first command: setns, fork, exec, exit"] += $1; next }
-		/start$|arguments parsed|exited|reported|locked|asked/ { k["process start and exit, lock, request"] += $1; next }
+		/start$|arguments parsed|record opened|exited|reported|locked|asked/ { k["process start and exit, lock, request"] += $1; next }
 		{ k["other"] += $1 }
 		END { for (x in k) printf "%.2f\t%s\n", k[x], x }' "$ph.med" | sort -rn |
 		awk -F'\t' -v tot="$total" 'BEGIN { print "  by kind:" } { printf "    %7.2f ms %4.0f%%  %s\n", $1, (tot > 0 ? 100 * $1 / tot : 0), $2 }'
@@ -228,6 +231,7 @@ breakdown() {
 {
 	breakdown "create -> first command" "$tmp/phases" "$c"
 	[ ! -s "$tmp/pool-phases" ] || breakdown "create -> first command, from a pool of 1" "$tmp/pool-phases" "$pc"
+	breakdown "start -> first command" "$tmp/start-phases" "$t"
 	breakdown "stop" "$tmp/stop-phases" "$st"
 } | tee "$tmp/breakdown.txt"
 if [ -n "${BENCH_RESULTS:-}" ]; then

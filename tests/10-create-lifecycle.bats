@@ -212,6 +212,14 @@ teardown() {
 		[ "$output" = pisb-init ]
 	done
 	[ "$(ctl_exe lean)" = "$(readlink -f "$PISB_BIN_DIR/pisb")" ]
+	# the init bears its name before the start reports (it said so after
+	# its exec): under load a command read the memfd's name here
+	for _ in 1 2 3 4 5 6 7 8; do
+		run -0 pisb stop lean
+		run -0 pisb start lean
+		run -0 pisb exec lean -- cat /proc/1/comm
+		[ "$output" = pisb-init ]
+	done
 	# a create that pisb-create runs (not pisb) spawns pisb-svc's
 	run -0 pisb-create create viacreate
 	[ "$(ctl_exe viacreate)" = "$(readlink -f "$PISB_BIN_DIR/pisb-svc")" ]

@@ -80,7 +80,21 @@ struct ctl {
 	char claimed[80];           /* a spare of the pool: the name it was claimed as */
 	char pool_key[17];          /* ... and its pool (pool.h) */
 	int stop_client;            /* the stop's client, answered last, or -1 */
+	bool init_named;            /* its "r" read (init_named) */
 };
+
+/* The init's "r" (pisb_sandbox_init_named), read once, before anything
+ * of the guest runs and before we say "running" or "spare": by then it
+ * came long ago (the init's exec beside the rest of the boot).  A failed
+ * read is not fatal: the init's socket tells the loop whether it lives */
+static void init_named(struct ctl *c)
+{
+	if (c->init_named || c->initctl < 0)
+		return;
+	c->init_named = true;
+	if (pisb_sandbox_init_named(c->initctl, 5000) < 0)
+		logf_("warning: the sandbox init did not say it was named");
+}
 
 /* The starter waits for this (then reads status.json), not for a turn of
  * polling.  Told once, the socket is not kept: no child forked meanwhile
@@ -704,6 +718,7 @@ static PISB_IDLE_PATH int spare_wait(struct ctl *c)
 		logf_("spare: bind claim.sock: %s", strerror(errno));
 		return 0;
 	}
+	init_named(c);
 	if (save(c, "spare", &(struct pisb_err)PISB_ERR_INIT) < 0)
 		return 0;
 	notify_starter(c, "spare");
@@ -1138,6 +1153,7 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	 * A controller that dies before either: its init ends with it (its
 	 * socket closes), and the "starting" above names the cgroup */
 	if ((fresh ? c.cfg->nsetup || agents_hook(&c, "setup") : c.cfg->nresume || agents_hook(&c, "resume"))) {
+		init_named(&c);
 		if (save(&c, "starting", e) < 0)
 			goto out_failed;
 		pisb_trace("controller: status written (booted)");
@@ -1176,6 +1192,8 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		pisb_services_guest_config(c.svc, &guest, ENOENT);
 	else if (b.guest_config && !resume_ran)
 		pisb_services_guest_config(c.svc, &guest, guest_err);
+	init_named(&c);
+	pisb_trace("controller: init named");
 	if (c.svc) {
 		struct pisb_err se = PISB_ERR_INIT;
 		if (pisb_services_start_all(c.svc, &se) < 0)

@@ -788,11 +788,13 @@ int pisb_local_start(struct pisb_sandbox *sb, int wait_ms, struct pisb_err *e)
 	int idir = sb->idir;
 	_cleanup_close_ int lock = -1;
 
+	pisb_trace("start: record opened");
 	lock = op_lock(idir, name, wait_ms, e);
 	if (lock < 0)
 		return -1;
 	if (pisb_lock_is_held(idir, "controller.lock"))
 		return pisb_err_set(e, PISB_EXIT_BUSY, "sandbox '%s' is already running", name);
+	pisb_trace("start: locked");
 	_cleanup_close_ int sock = -1;
 	struct pisb_err ce = PISB_ERR_INIT;
 	const struct pisb_config *cfg = pisb_sandbox_config(sb, &ce);
@@ -806,7 +808,11 @@ int pisb_local_start(struct pisb_sandbox *sb, int wait_ms, struct pisb_err *e)
 	pid_t ctl = spawn_controller(st, idir, name, cfg, own_ns, &sock, e);
 	if (ctl < 0 || tell_controller(sock, name, e) < 0)
 		return -1;
-	return wait_controller(idir, name, "running", ctl, sock, e);
+	pisb_trace("start: controller spawned");
+	if (wait_controller(idir, name, "running", ctl, sock, e) < 0)
+		return -1;
+	pisb_trace("start: controller running");
+	return 0;
 }
 
 /* Record that sandbox NAME (no controller) is stopped: state stopped, its

@@ -1415,6 +1415,8 @@ static void exec_init(int sock, int exe)
 	close(x);
 	prctl(PR_SET_NAME, "pisb-init");
 	blank_cmdline();
+	if (pisb_write_all(3, "r", 1) < 0)
+		_exit(1);
 	init_loop(3);
 	_exit(0);
 }
@@ -1516,7 +1518,7 @@ static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int s
 	pisb_close_from(3, sock);
 	prctl(PR_SET_NAME, "pisb-init");
 	blank_cmdline();
-	if (pisb_write_all(sock, "R", 1) < 0)
+	if (pisb_write_all(sock, "Rr", 2) < 0)
 		_exit(1);
 	init_loop(sock);
 	_exit(0);
@@ -1789,7 +1791,7 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 		      struct pisb_err *e)
 {
 	int sp[2], ahead[PREBOOT_NS];
-	char path[64], map[128], reply[1024];
+	char path[64], map[128], reply[1024] = "";
 	pid_t child, ipid = -1;
 
 	preboot_take(b->pre, ahead);
@@ -1882,7 +1884,11 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 		waitpid(ipid, NULL, 0);
 		goto fail_sp;
 	}
-	if (read_msg(sp[0], reply, sizeof(reply), 30000) < 0 || reply[0] != 'R') {
+	/* the "R" alone: the init's "r" may follow it (ns.h) */
+	if (poll(&(struct pollfd){ sp[0], POLLIN, 0 }, 1, 30000) <= 0 ||
+	    recv(sp[0], reply, 1, MSG_PEEK) != 1 ||
+	    (reply[0] == 'R' ? read(sp[0], reply, 1) != 1 : read_msg(sp[0], reply, sizeof(reply), 0) < 0) ||
+	    reply[0] != 'R') {
 		pisb_err_set(e, PISB_EXIT_FAIL, "boot the sandbox: %s (see 'pisb doctor')",
 			     reply[0] == 'E' ? reply + 1 : "the init died while starting");
 		kill(ipid, SIGKILL);
@@ -1903,6 +1909,16 @@ fail_sp:
 	if (sp[1] >= 0)
 		close(sp[1]);
 	return -1;
+}
+
+int pisb_sandbox_init_named(int ctl, int timeout_ms)
+{
+	struct pollfd p = { ctl, POLLIN, 0 };
+	char c;
+
+	if (poll(&p, 1, timeout_ms) <= 0 || read(ctl, &c, 1) != 1 || c != 'r')
+		return -1;
+	return 0;
 }
 
 int pisb_sandbox_killall(int ctl, int timeout_ms, struct pisb_err *e)

@@ -158,6 +158,14 @@ char *pisb_etc_mask_prepare(struct pisb_state *st, struct pisb_err *e);
 int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 		      struct pisb_err *e);
 
+/* The init says "R" when it is ready, before it execs pisb-init (which
+ * takes the exec off the boot's path), and "r" once it bears that name:
+ * until then a command inside reads the memfd's name in /proc/1/comm.
+ * Wait for the "r" (at most timeout_ms); the controller does before it
+ * says "running" or "spare", or lets anything of the guest run.  0, or -1
+ * when the init did not say it. */
+int pisb_sandbox_init_named(int ctl, int timeout_ms);
+
 /* Ask the init to SIGKILL every other process in the sandbox, and wait
  * until they are gone (at most timeout_ms). */
 int pisb_sandbox_killall(int ctl, int timeout_ms, struct pisb_err *e);

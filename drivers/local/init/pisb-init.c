@@ -89,6 +89,9 @@ void __attribute__((noreturn, used)) init_main(void)
 {
 	/* exec'ed from an fd, the kernel names us after its number */
 	sys6(SYS_prctl, PR_SET_NAME, (long)"pisb-init", 0, 0, 0);
+	/* named: what runs inside from now on reads it (ns.h) */
+	while (sys_write(CTL, "r", 1) == -EINTR)
+		;
 	if (ignore_sigchld() < 0)
 		sys_exit(1);
 	for (;;) {
