@@ -459,3 +459,37 @@ PISB_IDLE_PATH void pisb_proc_idle_trim(void)
 	for (size_t i = 0; i < rs.n; i++)
 		madvise((void *)rs.r[i][0], rs.r[i][1] - rs.r[i][0], MADV_DONTNEED);
 }
+
+int pisb_proc_cmdline_set(const char *const *args)
+{
+	char buf[1024], *p, *at;
+	unsigned long start = 0, end = 0;
+	_cleanup_close_ int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	size_t need = 0, keep = 0;
+	ssize_t n;
+
+	if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* field 48 is arg_start, 49 arg_end; after the command name's last
+	 * ')' comes field 3 */
+	p = strrchr(buf, ')');
+	for (int f = 3; p && f <= 48; f++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p + 1, "%lu %lu", &start, &end) != 2 || end <= start)
+		return -1;
+	at = (char *)start;
+	if (!args[0])
+		need = keep = strnlen(at, end - start) + 1;
+	else
+		need = strlen(args[0]) + 1;
+	for (size_t i = 1; args[i]; i++)
+		need += strlen(args[i]) + 1;
+	if (need > end - start)
+		return -1;
+	memset(at + keep, 0, end - start - keep);
+	at = args[0] ? stpcpy(at, args[0]) + 1 : at + keep;
+	for (size_t i = 1; args[i]; i++)
+		at = stpcpy(at, args[i]) + 1;
+	return 0;
+}

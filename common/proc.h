@@ -73,6 +73,13 @@ int pisb_run_capture(char *const argv[], char *const envp[], bool merge,
 		     size_t max, int timeout_ms, struct pisb_buf *out,
 		     int *exec_errno);
 
+/* Our command line (/proc/self/cmdline, what ps and pgrep -f read)
+ * becomes args (NULL-terminated after args[0]), written in place over the
+ * one we were started with, the rest of it zeroed: it cannot grow.
+ * args[0] NULL keeps the first word (the binary's path).  0, or -1 with
+ * nothing changed when args do not fit or the place cannot be read. */
+int pisb_proc_cmdline_set(const char *const *args);
+
 /* Random hex id of n chars (n < 64). */
 void pisb_random_hex(char *out, size_t n);
 

@@ -82,6 +82,11 @@ spare_inits() {
 	jq -e '.name == "a" and .status == "running" and .driver == "local"' <<<"$output"
 	jq -e '.name == "a"' "$PI_SANDBOX_HOME/instances/a/record.json"
 	[ ! -e "$PI_SANDBOX_HOME/instances/a/claim.sock" ]
+	# its controller's command line names it as a create's would, not
+	# the spare it was (ps, pgrep -f)
+	ctl=$(jq -r .controller.pid "$PI_SANDBOX_HOME/instances/a/status.json")
+	[ "$(ps -o args= -p "$ctl")" = "$(readlink -f "$PISB_BIN_DIR/pisb") supervise a --state-dir $PI_SANDBOX_HOME --notify-fd 3" ]
+	run -1 grep -q spare /proc/"$ctl"/cmdline
 	# the taken spare left the pool; a replacement comes a moment later
 	[ "$(ls -d "$PI_SANDBOX_HOME"/pool/spare-* | wc -l)" -le 2 ]
 	wait_ready 2
@@ -144,6 +149,16 @@ EOF
 	: >"$t"
 	PISB_TRACE=$t run_ok pisb create d
 	run -1 grep -q ' create: spare claimed$' "$t"
+}
+
+@test "a claimed spare's controller is found by its name, a long one too (pgrep -f)" {
+	run_ok pisb pool 1
+	long=n234567890123456789012345678901234567890
+	[ "${#long}" = 40 ]
+	run_ok pisb create "$long"
+	ctl=$(jq -r .controller.pid "$PI_SANDBOX_HOME/instances/$long/status.json")
+	[ "$(pgrep -f -- "supervise $long --state-dir $PI_SANDBOX_HOME( |\$)")" = "$ctl" ]
+	run -1 grep -q spare /proc/"$ctl"/cmdline
 }
 
 @test "the create's --owner-pid and --session-id are the sandbox's, not the spare's" {

@@ -797,6 +797,22 @@ static PISB_IDLE_PATH int spare_wait(struct ctl *c)
 /* Claimed (spare_wait, which set the hostname inside): the create has
  * written our record (the name, its owner, its time) and published us as
  * instances/NAME: that is who we are from now on. */
+/* A claimed spare's command line: a create's controller's (local.c's
+ * spawn_controller), with its name, not the pool's "@spare/spare-HEX":
+ * ps and pgrep -f "supervise NAME" find it as any other.  Without
+ * --notify-fd when a long name needs its room (the word is read once) */
+static void retitle(struct ctl *c)
+{
+	const char *args[] = { NULL, "supervise", c->name, "--state-dir", c->st->path,
+			       "--notify-fd", "3", NULL };
+
+	if (pisb_proc_cmdline_set(args) < 0) {
+		args[5] = NULL;
+		if (pisb_proc_cmdline_set(args) < 0)
+			logf_("spare: its command line still names the spare");
+	}
+}
+
 static int spare_claimed(struct ctl *c, struct pisb_err *e)
 {
 	struct pisb_record rec;
@@ -813,6 +829,7 @@ static int spare_claimed(struct ctl *c, struct pisb_err *e)
 	if (fstat(c->idir, &c->idir_st) < 0)
 		memset(&c->idir_st, 0, sizeof(c->idir_st));
 	c->rt.started_at = pisb_now_ms() / 1000;
+	retitle(c);
 	logf_("spare: claimed as '%s'", c->name);
 	return 0;
 }

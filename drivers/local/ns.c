@@ -1425,27 +1425,9 @@ static void exec_init(int sock, int exe)
  * (it names host paths) so the sandbox sees only "pisb-init". */
 static void blank_cmdline(void)
 {
-	char buf[1024], *p;
-	unsigned long start = 0, end = 0;
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	ssize_t n;
+	static const char *const init[] = { "pisb-init", NULL };
 
-	if (fd < 0)
-		return;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	/* field 48 is arg_start, 49 arg_end; p + 2 is field 3 */
-	for (int f = 3; p && f <= 48; f++) {
-		p = strchr(p + 1, ' ');
-	}
-	if (!p || sscanf(p + 1, "%lu %lu", &start, &end) != 2 || end <= start)
-		return;
-	memset((void *)start, 0, end - start);
-	snprintf((char *)start, end - start, "pisb-init");
+	pisb_proc_cmdline_set(init);
 }
 
 /* In the init, pivoted into the sandbox: "G", the errno of reading the
