@@ -1,8 +1,8 @@
 /* svc_supervise.c - the process that stays with a running sandbox (the
  * local driver's controller): pisb-svc supervise, and the static
- * dispatcher's own (cmd/pisb_serve.c), which a create or start of the
- * local driver spawns for a sandbox of the host image (no exec of the
- * dynamic loader and its relocations at each start, issue #21). */
+ * dispatcher's own (cmd/pisb_serve.c).  A create or start that the static
+ * pisb runs forks its controller instead, for a sandbox of the host image
+ * (drivers/local/local.c: no exec, issue #21); what it runs is this. */
 #include "svc_cmd.h"
 #include "driver.h"
 

@@ -175,6 +175,8 @@ void pisb_signals_reset(void)
  * stacks in this frame. */
 struct detach_arg {
 	char *const *argv;
+	int (*fn)(void *);   /* or this, in a copy of our memory */
+	void *fn_arg;
 	int log_fd, pass_fd;
 	pid_t pid;   /* the detached process's, from the middle one */
 	int err;     /* what failed, an errno: its clone, or its exec */
@@ -200,6 +202,8 @@ static int detached_main(void *p)
 	}
 	pisb_close_from(pass >= 0 ? 4 : 3, -1);
 	pisb_signals_reset();
+	if (a->fn)
+		_exit(a->fn(a->fn_arg));
 	execv(a->argv[0], a->argv);
 	a->err = errno;
 	_exit(127);
@@ -211,7 +215,16 @@ static int detach_middle(void *p)
 	pid_t pid;
 
 	setsid();
-	pid = pisb_clone_vfork(detached_main, a, a->stack[1] + sizeof(a->stack[1]));
+	/* fn runs in a copy of our memory: a fork (libc's, which leaves the
+	 * child's state its own: its thread id, its locks), here in the
+	 * middle one while we wait */
+	if (a->fn) {
+		pid = fork();
+		if (pid == 0)
+			detached_main(a);
+	} else {
+		pid = pisb_clone_vfork(detached_main, a, a->stack[1] + sizeof(a->stack[1]));
+	}
 	if (pid < 0)
 		a->err = errno;
 	else if (!a->err)
@@ -219,12 +232,15 @@ static int detach_middle(void *p)
 	_exit(0);
 }
 
-pid_t pisb_spawn_detached(char *const argv[], int log_fd, int pass_fd, struct pisb_err *e)
+static pid_t spawn_detached(char *const argv[], int (*fn)(void *), void *fn_arg, int log_fd, int pass_fd,
+			    struct pisb_err *e)
 {
 	struct detach_arg a;   /* not zeroed: 64 KiB of stacks */
 	pid_t mid;
 
 	a.argv = argv;
+	a.fn = fn;
+	a.fn_arg = fn_arg;
 	a.log_fd = log_fd;
 	a.pass_fd = pass_fd;
 	a.pid = -1;
@@ -239,6 +255,19 @@ pid_t pisb_spawn_detached(char *const argv[], int log_fd, int pass_fd, struct pi
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "could not start '%s'", argv[0]);
 	}
 	return a.pid;
+}
+
+pid_t pisb_spawn_detached(char *const argv[], int log_fd, int pass_fd, struct pisb_err *e)
+{
+	return spawn_detached(argv, NULL, NULL, log_fd, pass_fd, e);
+}
+
+pid_t pisb_spawn_detached_fn(const char *what, int (*fn)(void *), void *arg, int log_fd, int pass_fd,
+			     struct pisb_err *e)
+{
+	char *const name[] = { (char *)what, NULL };
+
+	return spawn_detached(name, fn, arg, log_fd, pass_fd, e);
 }
 
 void pisb_detach_here(void)
@@ -460,36 +489,62 @@ PISB_IDLE_PATH void pisb_proc_idle_trim(void)
 		madvise((void *)rs.r[i][0], rs.r[i][1] - rs.r[i][0], MADV_DONTNEED);
 }
 
+/* The environment's strings, copied out of the place the kernel put them
+ * (pisb_proc_cmdline_set writes over it) */
+static void environ_move(void)
+{
+	static bool moved;
+	size_t n = 0;
+	char **v;
+
+	if (moved)
+		return;
+	moved = true;
+	while (environ && environ[n])
+		n++;
+	v = xcalloc(n + 1, sizeof(*v));
+	for (size_t i = 0; i < n; i++)
+		v[i] = xstrdup(environ[i]);
+	environ = v;
+}
+
 int pisb_proc_cmdline_set(const char *const *args)
 {
 	char buf[1024], *p, *at;
-	unsigned long start = 0, end = 0;
+	unsigned long start = 0, end = 0, env_start = 0, env_end = 0;
 	_cleanup_close_ int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	size_t need = 0, keep = 0;
+	size_t need = 0;
+	bool spill;
 	ssize_t n;
 
 	if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
 		return -1;
 	buf[n] = '\0';
-	/* field 48 is arg_start, 49 arg_end; after the command name's last
-	 * ')' comes field 3 */
+	/* fields 48 to 51: arg_start, arg_end, env_start, env_end; after the
+	 * command name's last ')' comes field 3 */
 	p = strrchr(buf, ')');
 	for (int f = 3; p && f <= 48; f++)
 		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p + 1, "%lu %lu", &start, &end) != 2 || end <= start)
+	if (!p || sscanf(p + 1, "%lu %lu %lu %lu", &start, &end, &env_start, &env_end) != 4 || end <= start)
 		return -1;
 	at = (char *)start;
-	if (!args[0])
-		need = keep = strnlen(at, end - start) + 1;
-	else
-		need = strlen(args[0]) + 1;
-	for (size_t i = 1; args[i]; i++)
+	for (size_t i = 0; args[i]; i++)
 		need += strlen(args[i]) + 1;
-	if (need > end - start)
+	/* longer than the place of the arguments: one line over it and the
+	 * environment's after it (as setproctitle does; the kernel reads it
+	 * to its end when the arguments' last byte is not a NUL), the
+	 * environment copied away first */
+	spill = need > end - start;
+	if (spill && (env_start != end || need > env_end - start))
 		return -1;
-	memset(at + keep, 0, end - start - keep);
-	at = args[0] ? stpcpy(at, args[0]) + 1 : at + keep;
-	for (size_t i = 1; args[i]; i++)
+	if (spill)
+		environ_move();
+	memset(at, 0, (spill ? env_end : end) - start);
+	for (size_t i = 0; args[i]; i++)
 		at = stpcpy(at, args[i]) + 1;
+	if (spill)
+		for (p = (char *)start; p < at - 1; p++)
+			if (!*p)
+				*p = ' ';
 	return 0;
 }

@@ -39,6 +39,12 @@ void pisb_signals_reset(void);
  * grandchild; it is not our child) once it has exec'd, or -1 with e
  * naming argv[0] and why (its exec's errno too). */
 pid_t pisb_spawn_detached(char *const argv[], int log_fd, int pass_fd, struct pisb_err *e);
+/* The same for fn(arg) in a copy of our memory, without an exec: the
+ * detached process exits with what fn returns; what names it in errors
+ * (fn gives it its command line: pisb_proc_cmdline_set).  Returns its
+ * pid once it is forked. */
+pid_t pisb_spawn_detached_fn(const char *what, int (*fn)(void *), void *arg, int log_fd, int pass_fd,
+			     struct pisb_err *e);
 
 /* In a child of fork(): detach it for good (a new session, then a second
  * fork: the first child exits for its parent to reap), with stdio on
@@ -74,10 +80,11 @@ int pisb_run_capture(char *const argv[], char *const envp[], bool merge,
 		     int *exec_errno);
 
 /* Our command line (/proc/self/cmdline, what ps and pgrep -f read)
- * becomes args (NULL-terminated after args[0]), written in place over the
- * one we were started with, the rest of it zeroed: it cannot grow.
- * args[0] NULL keeps the first word (the binary's path).  0, or -1 with
- * nothing changed when args do not fit or the place cannot be read. */
+ * becomes args (NULL-terminated), written in place over the one we were
+ * started with, the rest of it zeroed.  Longer than that: as one line
+ * over it and over the environment's strings after it (setproctitle's
+ * way; the environment is copied away first).  0, or -1 with nothing
+ * changed when args do not fit there either. */
 int pisb_proc_cmdline_set(const char *const *args);
 
 /* Random hex id of n chars (n < 64). */

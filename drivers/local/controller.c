@@ -799,18 +799,18 @@ static PISB_IDLE_PATH int spare_wait(struct ctl *c)
  * instances/NAME: that is who we are from now on. */
 /* A claimed spare's command line: a create's controller's (local.c's
  * spawn_controller), with its name, not the pool's "@spare/spare-HEX":
- * ps and pgrep -f "supervise NAME" find it as any other.  Without
- * --notify-fd when a long name needs its room (the word is read once) */
+ * ps and pgrep -f "supervise NAME" find it as any other */
 static void retitle(struct ctl *c)
 {
-	const char *args[] = { NULL, "supervise", c->name, "--state-dir", c->st->path,
-			       "--notify-fd", "3", NULL };
+	char bin[4096];
+	ssize_t k = readlink("/proc/self/exe", bin, sizeof(bin) - 1);
+	const char *args[] = { bin, "supervise", c->name, "--state-dir", c->st->path, "--notify-fd", "3", NULL };
 
-	if (pisb_proc_cmdline_set(args) < 0) {
-		args[5] = NULL;
-		if (pisb_proc_cmdline_set(args) < 0)
-			logf_("spare: its command line still names the spare");
-	}
+	if (k <= 0)
+		return;
+	bin[k] = '\0';
+	if (pisb_proc_cmdline_set(args) < 0)
+		logf_("spare: its command line still names the spare");
 }
 
 static int spare_claimed(struct ctl *c, struct pisb_err *e)

@@ -489,7 +489,8 @@ void pisb_pool_list(struct pisb_state *st, struct pisb_jw *w)
 			pisb_strv_pushf(&keys, "%.16s", de->d_name);
 	}
 	closedir(d);
-	qsort(keys.v, keys.n, sizeof(*keys.v), cmp_str);
+	if (keys.n)
+		qsort(keys.v, keys.n, sizeof(*keys.v), cmp_str);
 	/* spares of a pool that ended (pisb pool 0 interrupted) go too */
 	spares(st, pool, NULL, &live);
 	for (size_t i = 0; i < live.n; i++) {
