@@ -95,6 +95,19 @@ stopped_at() {
 	return 1
 }
 
+# marked_by TRACE WHAT: the pid of the process that wrote mark WHAT in the
+# PISB_TRACE file TRACE, once it is there (10 s at most): a process told
+# something may mark it after its teller stopped
+marked_by() {
+	local pid i
+	for i in $(seq 200); do
+		pid=$(awk -v w="$2" 'substr($0, index($0, $4)) == w { print $3; exit }' "$1" 2>/dev/null)
+		[ -z "$pid" ] || { echo "$pid"; return 0; }
+		sleep 0.05
+	done
+	return 1
+}
+
 # Run a command as an unprivileged test user (created by .ci/run, or here).
 as_user() {
 	local u=${PISB_TEST_USER:-pisbtest}
