@@ -173,6 +173,10 @@ void pisb_signals_reset(void)
  * detached one has exec'd (pisb_clone_vfork): the middle one makes the
  * new session and exits; the other is the detached process.  Both run on
  * stacks in this frame. */
+/* where the stack began (glibc's: argc's address, below the
+ * arguments, the environment and the auxiliary vector) */
+extern void *__libc_stack_end;
+
 struct detach_arg {
 	char *const *argv;
 	int (*fn)(void *);   /* or this, in a copy of our memory */
@@ -202,8 +206,17 @@ static int detached_main(void *p)
 	}
 	pisb_close_from(pass >= 0 ? 4 : 3, -1);
 	pisb_signals_reset();
-	if (a->fn)
+	if (a->fn) {
+		/* our caller's frames, from the end of the stack we run on to
+		 * where the program's began: dead here (we never return; fn's
+		 * argument is not on them), and no page of them stays ours */
+		uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+		uintptr_t lo = ((uintptr_t)a->stack[1] + pg - 1) & ~(pg - 1);
+		uintptr_t hi = (uintptr_t)__libc_stack_end & ~(pg - 1);
+		if (hi > lo)
+			madvise((void *)lo, hi - lo, MADV_DONTNEED);
 		_exit(a->fn(a->fn_arg));
+	}
 	execv(a->argv[0], a->argv);
 	a->err = errno;
 	_exit(127);
@@ -479,10 +492,34 @@ static PISB_IDLE_PATH int find_ro_segments(struct dl_phdr_info *info, size_t siz
 	return 0;
 }
 
+/* The stack below our frame: pages that the deepest calls of a start
+ * touched (a boot, a command's spawn; in a forked controller, its
+ * starter's), dead from here on; a later call that goes as deep faults
+ * zeroed pages in again.  Its lowest address is the [stack] mapping's. */
+static PISB_IDLE_PATH void __attribute__((noinline)) trim_stack(void)
+{
+	char line[256], here;
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), lo = 0, hi = 0;
+	/* room for the calls below us (fgets, madvise): two pages */
+	uintptr_t top = (((uintptr_t)&here) & ~(pg - 1)) - 2 * pg;
+	FILE *f = fopen("/proc/self/maps", "re");
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "[stack]") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+			break;
+	fclose(f);
+	if (lo && (uintptr_t)&here > lo && (uintptr_t)&here < hi && top > lo)
+		madvise((void *)lo, top - lo, MADV_DONTNEED);
+}
+
 PISB_IDLE_PATH void pisb_proc_idle_trim(void)
 {
 	struct ro_ranges rs = { 0 };
 
+	/* first: its maps reader's buffer is freed before the heap's trim */
+	trim_stack();
 	malloc_trim(0);
 	dl_iterate_phdr(find_ro_segments, &rs);
 	for (size_t i = 0; i < rs.n; i++)

@@ -41,7 +41,9 @@ void pisb_signals_reset(void);
 pid_t pisb_spawn_detached(char *const argv[], int log_fd, int pass_fd, struct pisb_err *e);
 /* The same for fn(arg) in a copy of our memory, without an exec: the
  * detached process exits with what fn returns; what names it in errors
- * (fn gives it its command line: pisb_proc_cmdline_set).  Returns its
+ * (fn gives it its command line: pisb_proc_cmdline_set).  Our stack's
+ * pages are dropped in it: arg, and what it points to, must not be on
+ * our stack (the heap, static storage, our arguments are).  Returns its
  * pid once it is forked. */
 pid_t pisb_spawn_detached_fn(const char *what, int (*fn)(void *), void *arg, int log_fd, int pass_fd,
 			     struct pisb_err *e);

@@ -382,8 +382,14 @@ static pid_t spawn_controller(struct pisb_state *st, int idir, const char *name,
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "socketpair");
 	if (forked) {
-		struct forked_ctl f = { bin, st->path, name, own_ns };
-		pid = pisb_spawn_detached_fn(bin, controller_forked, &f, log, sv[1], e);
+		/* on the heap: our stack is dropped in the child */
+		struct forked_ctl *f = xmalloc(sizeof(*f));
+		*f = (struct forked_ctl){ xstrdup(bin), xstrdup(st->path), xstrdup(name), own_ns };
+		pid = pisb_spawn_detached_fn(bin, controller_forked, f, log, sv[1], e);
+		free((char *)f->bin);
+		free((char *)f->state);
+		free((char *)f->name);
+		free(f);
 	} else {
 		pid = pisb_spawn_detached(argv, log, sv[1], e);
 	}
