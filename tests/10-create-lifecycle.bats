@@ -220,6 +220,15 @@ teardown() {
 		run -0 pisb exec lean -- cat /proc/1/comm
 		[ "$output" = pisb-init ]
 	done
+	# the controller is a fork of pisb (no exec), named as an exec'd one
+	# would be: in full, or with an empty environment as much as fits
+	ctl=$(pisb inspect lean | jq -r .controller.pid)
+	[ "$(ps -o args= -p "$ctl")" = "$(readlink -f "$PISB_BIN_DIR/pisb") supervise lean --state-dir $PI_SANDBOX_HOME --notify-fd 3" ]
+	run -0 env -i "$PISB_BIN_DIR/pisb" --state-dir "$PI_SANDBOX_HOME" stop lean
+	run -0 env -i "$PISB_BIN_DIR/pisb" --state-dir "$PI_SANDBOX_HOME" start lean
+	ctl=$(pisb inspect lean | jq -r .controller.pid)
+	[[ "$(ps -o args= -p "$ctl")" == *"pisb supervise lean"* ]]
+	[ "$(ctl_exe lean)" = "$(readlink -f "$PISB_BIN_DIR/pisb")" ]
 	# a create that pisb-create runs (not pisb) spawns pisb-svc's
 	run -0 pisb-create create viacreate
 	[ "$(ctl_exe viacreate)" = "$(readlink -f "$PISB_BIN_DIR/pisb-svc")" ]

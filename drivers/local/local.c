@@ -334,7 +334,14 @@ static int controller_forked(void *arg)
 	struct pisb_state st;
 	struct pisb_err e = PISB_ERR_INIT;
 
-	pisb_proc_cmdline_set(title);
+	/* (an environment too small for it, env -i: as much as fits) */
+	if (pisb_proc_cmdline_set(title) < 0) {
+		title[3] = NULL;
+		if (pisb_proc_cmdline_set(title) < 0) {
+			title[0] = "pisb";
+			pisb_proc_cmdline_set(title);
+		}
+	}
 	memset(&st, 0, sizeof(st));
 	st.fd = -1;
 	if (pisb_state_open(&st, f->state, &e) < 0 ||
