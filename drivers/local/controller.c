@@ -719,6 +719,13 @@ static PISB_IDLE_PATH int spare_wait(struct ctl *c)
 		return 0;
 	}
 	init_named(c);
+	/* read now, not once claimed: its access time would change then, a
+	 * second journal commit to the claimer's flush */
+	{
+		_cleanup_buf_ struct pisb_buf k = PISB_BUF_INIT;
+		if (pisb_read_file_at(c->idir, "pool.key", &k, 64) == 0 && k.s && k.len == 16)
+			memcpy(c->pool_key, k.s, 17);
+	}
 	if (save(c, "spare", &(struct pisb_err)PISB_ERR_INIT) < 0)
 		return 0;
 	notify_starter(c, "spare");
@@ -776,11 +783,6 @@ static PISB_IDLE_PATH int spare_wait(struct ctl *c)
 	}
 	unlinkat(c->idir, "claim.sock", 0);
 	snprintf(c->claimed, sizeof(c->claimed), "%s", msg + 1);
-	{
-		_cleanup_buf_ struct pisb_buf k = PISB_BUF_INIT;
-		if (pisb_read_file_at(c->idir, "pool.key", &k, 64) == 0 && k.s && k.len == 16)
-			memcpy(c->pool_key, k.s, 17);
-	}
 	c->notify = fd;
 	/* the name inside, while the create writes our record: nothing of
 	 * the guest runs before its "g" */
