@@ -223,8 +223,11 @@ K3=3333333333333333333333333333333333333333333333333333333333333333
 	# a lock file is never removed (lock.h): only caches are listed
 	run -1 jq -e '[.cleaned[], .kept[]] | map(.name) | any(endswith(".lock"))' <<<"$output"
 	[ -e "$S/images/$K3-1000.lock" ]
-	# an import in progress holds the lock exclusively
+	# an import in progress holds the lock exclusively (the shared holder
+	# gone first: hold_lock takes a held lock for its own, and its flock
+	# would take it later, when the last gc runs)
 	kill "${BGPIDS[-1]}"
+	wait "${BGPIDS[-1]}" 2>/dev/null || true
 	hold_lock "$S/images/$K3-1000.lock"
 	run -0 --separate-stderr pisb gc --json
 	item kept "images/$K3-1000" '.reason | test("in use or being imported")'
