@@ -169,14 +169,15 @@ void pisb_signals_reset(void)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-/* pisb_spawn_detached's two processes share our memory until the
- * detached one has exec'd (pisb_clone_vfork): the middle one makes the
- * new session and exits; the other is the detached process.  Both run on
- * stacks in this frame. */
 /* where the stack began (glibc's: argc's address, below the
  * arguments, the environment and the auxiliary vector) */
 extern void *__libc_stack_end;
 
+/* pisb_spawn_detached's two processes share our memory until the
+ * detached one has exec'd (pisb_clone_vfork): the middle one makes the
+ * new session and exits; the other is the detached process.  Both run on
+ * stacks in this frame.  pisb_spawn_detached_fn's detached process is a
+ * fork of the middle one, on its stack (in its copy of our memory). */
 struct detach_arg {
 	char *const *argv;
 	int (*fn)(void *);   /* or this, in a copy of our memory */

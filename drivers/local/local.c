@@ -309,19 +309,11 @@ out:
 
 /* ---------- talking to / waiting for the controller ---------- */
 
-/* Start the controller of NAME (its log: idir's controller.log; idir -1:
- * none yet, a create's), with a socket to it in *sock: a byte written
- * there tells it to begin (it waits for one: a create spawns it first,
- * so that its exec and start-up overlap the create's own work, issue
- * #21; it then sends the staged directory, where the controller opens
- * its log and boots the sandbox), and it writes one when
- * the sandbox runs, or stopped, or failed (wait_controller).  own_ns: the
- * boot will make the sandbox's namespaces itself (a disk image, a bound
- * project: ns.h), so the controller makes none ahead of it. */
 /* A controller forked from the static pisb (spawn_controller): what its
- * supervise verb (cmd/svc_supervise.c) would run after an exec. */
+ * supervise verb (cmd/svc_supervise.c) runs after an exec.  Its strings
+ * are on the heap: the stack it was forked from is dropped in it. */
 struct forked_ctl {
-	const char *bin, *state, *name;
+	char *bin, *state, *name;
 	bool own_ns;
 };
 
@@ -353,6 +345,15 @@ static int controller_forked(void *arg)
 	return 0;
 }
 
+/* Start the controller of NAME (its log: idir's controller.log; idir -1:
+ * none yet, a create's), with a socket to it in *sock: a byte written
+ * there tells it to begin (it waits for one: a create spawns it first,
+ * so that its start-up overlaps the create's own work, issue #21; it
+ * then sends the staged directory, where the controller opens its log
+ * and boots the sandbox), and it writes one when the sandbox runs, or
+ * stopped, or failed (wait_controller).  own_ns: the boot will make the
+ * sandbox's namespaces itself (a disk image, a bound project: ns.h), so
+ * the controller makes none ahead of it. */
 static pid_t spawn_controller(struct pisb_state *st, int idir, const char *name,
 			      const struct pisb_config *cfg, bool own_ns, int *sock,
 			      struct pisb_err *e)
@@ -362,40 +363,35 @@ static pid_t spawn_controller(struct pisb_state *st, int idir, const char *name,
 							 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	char *argv[] = { bin, "supervise", (char *)name, "--state-dir", st->path, "--notify-fd", "3",
 			 own_ns ? "--own-namespaces" : NULL, NULL };
-	/* The controller is pisb-svc's verb.  The static dispatcher serves it
-	 * too (cmd/pisb_serve.c) and starts 0.4 ms sooner: a create or start
-	 * that pisb runs itself spawns pisb (its own binary, not one found
-	 * elsewhere) for a sandbox that needs no library, of the host image
-	 * (another may have to be imported again: libarchive) and with no
-	 * egress proxy (it resolves the allowed hosts: getaddrinfo and its
-	 * NSS modules). */
+	/* The controller is pisb-svc's verb; the static pisb runs it too.  A
+	 * create or start that the static pisb runs forks it (no exec, and
+	 * no second start of the C library, whose CPU probe a hypervisor may
+	 * trap: 0.6-0.7 ms here, issue #21) for a sandbox that needs no
+	 * library: of the host image (another may have to be imported again:
+	 * libarchive) and with no egress proxy (it resolves the allowed
+	 * hosts: getaddrinfo and its NSS modules).  Else pisb-svc's. */
 	bool lean = cfg && !strcmp(cfg->image, "host") && !cfg->nallowed_hosts;
 	ssize_t k = lean ? readlink("/proc/self/exe", bin, sizeof(bin) - 1) : -1;
+	bool forked;
 	int sv[2];
 	pid_t pid;
 
 	if (idir >= 0 && log < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "open controller.log");
-	bool forked;
-
 	if (k > 0)
 		bin[k] = '\0';
-	/* the static pisb forks it: no exec, and no second start of the C
-	 * library, whose CPU probe (cpuid, trapped by a hypervisor: 8.7 us
-	 * each here) was most of the 0.6 ms the exec'd one took to begin */
 	forked = k > 0 && !strcmp(strrchr(bin, '/') + 1, "pisb");
 	if (!forked && pisb_find_binary("pisb-svc", bin, sizeof(bin), e) < 0)
 		return -1;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "socketpair");
 	if (forked) {
-		/* on the heap: our stack is dropped in the child */
 		struct forked_ctl *f = xmalloc(sizeof(*f));
 		*f = (struct forked_ctl){ xstrdup(bin), xstrdup(st->path), xstrdup(name), own_ns };
 		pid = pisb_spawn_detached_fn(bin, controller_forked, f, log, sv[1], e);
-		free((char *)f->bin);
-		free((char *)f->state);
-		free((char *)f->name);
+		free(f->bin);
+		free(f->state);
+		free(f->name);
 		free(f);
 	} else {
 		pid = pisb_spawn_detached(argv, log, sv[1], e);
