@@ -150,13 +150,13 @@ t=$(med <"$tmp/start")
 st=$(med <"$tmp/stop")
 printf '  %-34s %9.3f ms\n' "create -> first command" "$c" "start -> first command" "$t"
 printf '  %-34s %9.3f ms   (goal < 5 ms)\n' "stop" "$st"
-tr_=$(med <"$tmp/true")
-printf '  %-34s %9.3f ms   (the timer and a process start: each pisb command pays it, a peer once)\n' "/bin/true, timed the same way" "$tr_"
+tt=$(med <"$tmp/true")
+printf '  %-34s %9.3f ms   (the timer and a process start: each pisb command pays it, a peer once)\n' "/bin/true, timed the same way" "$tt"
 # what no sandbox work can take back: the C library starts on each path
 # (a program's own start, mostly its CPU probe: bench/startup.sh's floor
 # line).  pisb: its command, pisb exec, the command; bwrap: bwrap, the
 # command (the controller is a fork of pisb, the init a libc-free program)
-awk -v t="$tr_" 'BEGIN { printf "  %-34s 3 for pisb (pisb create or start, pisb exec, true), 2 for bwrap (bwrap, true): the third is about %.2f ms of the difference (/bin/true'\''s time)\n", "C library starts on the path", t }'
+awk -v t="$tt" 'BEGIN { printf "  %-34s 3 for pisb (pisb create or start, pisb exec, true), 2 for bwrap (bwrap, true): the third is about %.2f ms of the difference (/bin/true'\''s time)\n", "C library starts on the path", t }'
 # spread A B: min-median-max over the rounds of A's time / B's (same round)
 spread() {
 	paste "$1" "$2" | awk '$2 > 0 { print $1 / $2 }' | sort -g |

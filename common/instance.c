@@ -40,36 +40,10 @@ const char *pisb_status_name(enum pisb_status s)
 
 unsigned long long pisb_proc_start(pid_t pid)
 {
-	char path[64], buf[1024];
-	_cleanup_close_ int fd = -1;
-	ssize_t n;
-	char *p;
-	unsigned long long v = 0;
+	unsigned long long v;
 
-	if (pid <= 0)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = pisb_read_all(fd, buf, sizeof(buf) - 1);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* comm may contain spaces and parens: skip to the last ')' */
-	p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	p += 2;
-	/* p is at field 3 (state); start time is field 22 */
-	for (int f = 3; f < 22 && p; f++) {
-		p = strchr(p, ' ');
-		if (p)
-			p++;
-	}
-	if (p)
-		v = strtoull(p, NULL, 10);
-	return v;
+	/* field 22: the start time */
+	return pid > 0 && pisb_proc_stat(pid, 22, 1, &v) == 0 ? v : 0;
 }
 
 bool pisb_proc_id_alive(const struct pisb_proc_id *p)

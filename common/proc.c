@@ -546,25 +546,51 @@ static void environ_move(void)
 	environ = v;
 }
 
+int pisb_proc_stat(pid_t pid, int first, int n, unsigned long long *v)
+{
+	char path[64], buf[1024], *p;
+	_cleanup_close_ int fd = -1;
+	ssize_t k;
+
+	if (pid < 0 || first < 4)
+		return -1;
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/stat");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (k = pisb_read_all(fd, buf, sizeof(buf) - 1)) <= 0)
+		return -1;
+	buf[k] = '\0';
+	/* the command name may hold spaces and parens: after its last ')'
+	 * comes field 3 */
+	p = strrchr(buf, ')');
+	for (int f = 3; p && f <= first; f++)
+		p = strchr(p + 1, ' ');
+	for (int i = 0; i < n; i++) {
+		char *end;
+		if (!p)
+			return -1;
+		v[i] = strtoull(p + 1, &end, 10);
+		if (end == p + 1)
+			return -1;
+		p = *end == ' ' ? end : NULL;
+	}
+	return 0;
+}
+
 int pisb_proc_cmdline_set(const char *const *args)
 {
-	char buf[1024], *p, *at;
-	unsigned long start = 0, end = 0, env_start = 0, env_end = 0;
-	_cleanup_close_ int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	unsigned long long f[4];
+	unsigned long start, end, env_start, env_end;
+	char *p, *at;
 	size_t need = 0;
 	bool spill;
-	ssize_t n;
 
-	if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
+	/* arg_start, arg_end, env_start, env_end */
+	if (pisb_proc_stat(0, 48, 4, f) < 0 || f[1] <= f[0])
 		return -1;
-	buf[n] = '\0';
-	/* fields 48 to 51: arg_start, arg_end, env_start, env_end; after the
-	 * command name's last ')' comes field 3 */
-	p = strrchr(buf, ')');
-	for (int f = 3; p && f <= 48; f++)
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p + 1, "%lu %lu %lu %lu", &start, &end, &env_start, &env_end) != 4 || end <= start)
-		return -1;
+	start = f[0], end = f[1], env_start = f[2], env_end = f[3];
 	at = (char *)start;
 	for (size_t i = 0; args[i]; i++)
 		need += strlen(args[i]) + 1;

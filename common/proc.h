@@ -81,6 +81,11 @@ int pisb_run_capture(char *const argv[], char *const envp[], bool merge,
 		     size_t max, int timeout_ms, struct pisb_buf *out,
 		     int *exec_errno);
 
+/* Fields first .. first+n-1 of /proc/PID/stat (pid 0: our own), as
+ * numbers, into v; fields numbered as proc(5), after the command name
+ * (from 4).  0, or -1 when the process is gone or its line too short. */
+int pisb_proc_stat(pid_t pid, int first, int n, unsigned long long *v);
+
 /* Our command line (/proc/self/cmdline, what ps and pgrep -f read)
  * becomes args (NULL-terminated), written in place over the one we were
  * started with, the rest of it zeroed.  Longer than that: as one line

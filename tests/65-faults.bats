@@ -424,6 +424,7 @@ disk_sums() {
 	pid=$(stopped_at "$t" "create: staged files synced")
 	# told before the flush, the controller may take its turn after it
 	loser=$(marked_by "$t" "controller: staged")
+	[ -n "$loser" ]
 	[ -d "/proc/$loser" ]
 	# it boots beside the flush: its init runs
 	for i in $(seq 200); do grep -q "^pisb-trace [0-9]* $loser controller: booted\$" "$t" && break; sleep 0.05; done
@@ -471,6 +472,7 @@ disk_sums() {
 	bg=$!
 	pid=$(stopped_at "$t" "create: staged files synced")
 	ctl=$(marked_by "$t" "controller: staged")
+	[ -n "$ctl" ]
 	for i in $(seq 200); do grep -q "^pisb-trace [0-9]* $ctl controller: booted\$" "$t" && break; sleep 0.05; done
 	grep -q "^pisb-trace [0-9]* $ctl controller: booted\$" "$t"
 	# booted, unpublished: no setup ran, no control socket, no sandbox

@@ -85,7 +85,7 @@ cgroup_dirs() {
 stopped_at() {
 	local pid i
 	for i in $(seq 1200); do
-		pid=$(awk -v w="$2" 'substr($0, index($0, $4)) == w { print $3 }' "$1" 2>/dev/null)
+		pid=$(mark_pid "$1" "$2")
 		if [ -n "$pid" ] && [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" = T ]; then
 			echo "$pid"
 			return 0
@@ -95,13 +95,18 @@ stopped_at() {
 	return 1
 }
 
-# marked_by TRACE WHAT: the pid of the process that wrote mark WHAT in the
-# PISB_TRACE file TRACE, once it is there (10 s at most): a process told
-# something may mark it after its teller stopped
+# mark_pid TRACE WHAT: the pid that wrote the PISB_TRACE mark WHAT to
+# TRACE (its first), or nothing
+mark_pid() {
+	awk -v w="$2" 'substr($0, index($0, $4)) == w { print $3; exit }' "$1" 2>/dev/null
+}
+
+# marked_by TRACE WHAT: mark_pid, once the mark is there (10 s at most):
+# a process told something may mark it after its teller stopped
 marked_by() {
 	local pid i
 	for i in $(seq 200); do
-		pid=$(awk -v w="$2" 'substr($0, index($0, $4)) == w { print $3; exit }' "$1" 2>/dev/null)
+		pid=$(mark_pid "$1" "$2")
 		[ -z "$pid" ] || { echo "$pid"; return 0; }
 		sleep 0.05
 	done

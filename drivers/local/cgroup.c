@@ -1,5 +1,6 @@
 #include "cgroup.h"
 #include "err.h"
+#include "proc.h"
 #include "util.h"
 
 #include <dirent.h>
@@ -399,23 +400,14 @@ void pisb_cgroup_sweep(const char *name, const char *keep, int min_age_s,
 	}
 }
 
-/* Whether the calling process has one thread (field 20 of /proc/self/stat,
- * after the command name's last ')').  False when that cannot be read, so
- * that the caller takes the path that moves every thread. */
+/* Whether the calling process has one thread (field 20 of /proc/self/stat).
+ * False when that cannot be read, so that the caller takes the path that
+ * moves every thread. */
 static bool alone(void)
 {
-	char buf[1024], *p;
-	_cleanup_close_ int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	ssize_t n;
+	unsigned long long threads;
 
-	if (fd < 0 || (n = pisb_read_all(fd, buf, sizeof(buf) - 1)) <= 0)
-		return false;
-	buf[n] = '\0';
-	if (!(p = strrchr(buf, ')')))
-		return false;
-	for (int field = 2; field < 20 && p; field++)
-		p = strchr(p + 1, ' ');
-	return p && strtol(p + 1, NULL, 10) == 1;
+	return pisb_proc_stat(0, 20, 1, &threads) == 0 && threads == 1;
 }
 
 /* Move the calling process into the cgroup dir at/dir.  cgroup.procs moves

@@ -80,21 +80,7 @@ struct ctl {
 	char claimed[80];           /* a spare of the pool: the name it was claimed as */
 	char pool_key[17];          /* ... and its pool (pool.h) */
 	int stop_client;            /* the stop's client, answered last, or -1 */
-	bool init_named;            /* its "r" read (init_named) */
 };
-
-/* The init's "r" (pisb_sandbox_init_named), read once, before anything
- * of the guest runs and before we say "running" or "spare": by then it
- * came long ago (the init's exec beside the rest of the boot).  A failed
- * read is not fatal: the init's socket tells the loop whether it lives */
-static void init_named(struct ctl *c)
-{
-	if (c->init_named || c->initctl < 0)
-		return;
-	c->init_named = true;
-	if (pisb_sandbox_init_named(c->initctl, 5000) < 0)
-		logf_("warning: the sandbox init did not say it was named");
-}
 
 /* The starter waits for this (then reads status.json), not for a turn of
  * polling.  Told once, the socket is not kept: no child forked meanwhile
@@ -718,7 +704,6 @@ static PISB_IDLE_PATH int spare_wait(struct ctl *c)
 		logf_("spare: bind claim.sock: %s", strerror(errno));
 		return 0;
 	}
-	init_named(c);
 	/* read now, not once claimed: its access time would change then, a
 	 * second journal commit to the claimer's flush */
 	{
@@ -796,25 +781,30 @@ static PISB_IDLE_PATH int spare_wait(struct ctl *c)
 	return 1;
 }
 
-/* Claimed (spare_wait, which set the hostname inside): the create has
- * written our record (the name, its owner, its time) and published us as
- * instances/NAME: that is who we are from now on. */
-/* A claimed spare's command line: a create's controller's (local.c's
- * spawn_controller), with its name, not the pool's "@spare/spare-HEX":
- * ps and pgrep -f "supervise NAME" find it as any other */
-static void retitle(struct ctl *c)
+void pisb_controller_title(const char *state_path, const char *name, bool own_ns)
 {
 	char bin[4096];
 	ssize_t k = readlink("/proc/self/exe", bin, sizeof(bin) - 1);
-	const char *args[] = { bin, "supervise", c->name, "--state-dir", c->st->path, "--notify-fd", "3", NULL };
+	const char *args[] = { bin, "supervise", name, "--state-dir", state_path, "--notify-fd", "3",
+			       own_ns ? "--own-namespaces" : NULL, NULL };
 
 	if (k <= 0)
+		snprintf(bin, sizeof(bin), "pisb");
+	else
+		bin[k] = '\0';
+	if (pisb_proc_cmdline_set(args) == 0)
 		return;
-	bin[k] = '\0';
+	args[3] = NULL;
+	if (pisb_proc_cmdline_set(args) == 0)
+		return;
+	args[0] = "pisb";
 	if (pisb_proc_cmdline_set(args) < 0)
-		logf_("spare: its command line still names the spare");
+		logf_("its command line could not be set (it names the sandbox '%s')", name);
 }
 
+/* Claimed (spare_wait, which set the hostname inside): the create has
+ * written our record (the name, its owner, its time) and published us as
+ * instances/NAME: that is who we are from now on. */
 static int spare_claimed(struct ctl *c, struct pisb_err *e)
 {
 	struct pisb_record rec;
@@ -831,7 +821,9 @@ static int spare_claimed(struct ctl *c, struct pisb_err *e)
 	if (fstat(c->idir, &c->idir_st) < 0)
 		memset(&c->idir_st, 0, sizeof(c->idir_st));
 	c->rt.started_at = pisb_now_ms() / 1000;
-	retitle(c);
+	/* ps and pgrep -f "supervise NAME" find us as any controller, not
+	 * as the pool's "@spare/spare-HEX" */
+	pisb_controller_title(c->st->path, c->name, false);
 	logf_("spare: claimed as '%s'", c->name);
 	return 0;
 }
@@ -1127,6 +1119,11 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	c.rt.init.start = pisb_proc_start(c.rt.init.pid);
 	logf_("booted: init pid %d, generation %s", (int)c.rt.init.pid, gen);
 	pisb_trace("controller: booted");
+	/* the init's "r" (ns.h): it bears its name before anything of the
+	 * guest runs and before we say "spare" or "running"; its exec ran
+	 * beside the end of the boot (a median 5 us of waiting here) */
+	if (pisb_sandbox_init_named(c.initctl, 5000) < 0)
+		logf_("warning: the sandbox init did not say it was named");
 	if (staged) {
 		/* booted beside the create's flush: nothing of the guest runs
 		 * (setup, services) before the create published the sandbox */
@@ -1172,7 +1169,6 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	 * A controller that dies before either: its init ends with it (its
 	 * socket closes), and the "starting" above names the cgroup */
 	if ((fresh ? c.cfg->nsetup || agents_hook(&c, "setup") : c.cfg->nresume || agents_hook(&c, "resume"))) {
-		init_named(&c);
 		if (save(&c, "starting", e) < 0)
 			goto out_failed;
 		pisb_trace("controller: status written (booted)");
@@ -1211,8 +1207,6 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		pisb_services_guest_config(c.svc, &guest, ENOENT);
 	else if (b.guest_config && !resume_ran)
 		pisb_services_guest_config(c.svc, &guest, guest_err);
-	init_named(&c);
-	pisb_trace("controller: init named");
 	if (c.svc) {
 		struct pisb_err se = PISB_ERR_INIT;
 		if (pisb_services_start_all(c.svc, &se) < 0)

@@ -313,27 +313,17 @@ out:
  * supervise verb (cmd/svc_supervise.c) runs after an exec.  Its strings
  * are on the heap: the stack it was forked from is dropped in it. */
 struct forked_ctl {
-	char *bin, *state, *name;
+	char *state, *name;
 	bool own_ns;
 };
 
 static int controller_forked(void *arg)
 {
 	const struct forked_ctl *f = arg;
-	/* its command line as an exec'd one's: ps and pgrep -f find it so */
-	const char *title[] = { f->bin, "supervise", f->name, "--state-dir", f->state, "--notify-fd", "3",
-				f->own_ns ? "--own-namespaces" : NULL, NULL };
 	struct pisb_state st;
 	struct pisb_err e = PISB_ERR_INIT;
 
-	/* (an environment too small for it, env -i: as much as fits) */
-	if (pisb_proc_cmdline_set(title) < 0) {
-		title[3] = NULL;
-		if (pisb_proc_cmdline_set(title) < 0) {
-			title[0] = "pisb";
-			pisb_proc_cmdline_set(title);
-		}
-	}
+	pisb_controller_title(f->state, f->name, f->own_ns);
 	memset(&st, 0, sizeof(st));
 	st.fd = -1;
 	if (pisb_state_open(&st, f->state, &e) < 0 ||
@@ -387,9 +377,8 @@ static pid_t spawn_controller(struct pisb_state *st, int idir, const char *name,
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "socketpair");
 	if (forked) {
 		struct forked_ctl *f = xmalloc(sizeof(*f));
-		*f = (struct forked_ctl){ xstrdup(bin), xstrdup(st->path), xstrdup(name), own_ns };
+		*f = (struct forked_ctl){ xstrdup(st->path), xstrdup(name), own_ns };
 		pid = pisb_spawn_detached_fn(bin, controller_forked, f, log, sv[1], e);
-		free(f->bin);
 		free(f->state);
 		free(f->name);
 		free(f);

@@ -66,6 +66,12 @@ int pisb_local_wait_controller(int idir, const char *name, const char *want,
 int pisb_controller_run(struct pisb_state *st, const char *name, int notify_fd, bool own_ns,
 			struct pisb_err *e);
 
+/* Our command line as the controller of NAME, where no exec gave it (a
+ * forked controller, a claimed spare): an exec'd one's (BINARY supervise
+ * NAME --state-dir DIR --notify-fd 3 [--own-namespaces]), or as much of
+ * it as fits (pisb_proc_cmdline_set: an environment too small, env -i). */
+void pisb_controller_title(const char *state_path, const char *name, bool own_ns);
+
 /* Status of a local instance, for list/inspect. */
 void pisb_local_inspect(struct pisb_state *st, int idir, const char *name,
 			bool full, struct pisb_jw *w);

@@ -1866,10 +1866,10 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 		waitpid(ipid, NULL, 0);
 		goto fail_sp;
 	}
-	/* the "R" alone: the init's "r" may follow it (ns.h) */
-	if (poll(&(struct pollfd){ sp[0], POLLIN, 0 }, 1, 30000) <= 0 ||
-	    recv(sp[0], reply, 1, MSG_PEEK) != 1 ||
-	    (reply[0] == 'R' ? read(sp[0], reply, 1) != 1 : read_msg(sp[0], reply, sizeof(reply), 0) < 0) ||
+	/* one byte: the init's "r" may follow its "R" (ns.h); an "E" is
+	 * followed by why */
+	if (read_msg(sp[0], reply, 2, 30000) < 0 ||
+	    (reply[0] == 'E' && read_msg(sp[0], reply + 1, sizeof(reply) - 1, 1000) < 0) ||
 	    reply[0] != 'R') {
 		pisb_err_set(e, PISB_EXIT_FAIL, "boot the sandbox: %s (see 'pisb doctor')",
 			     reply[0] == 'E' ? reply + 1 : "the init died while starting");
