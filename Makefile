@@ -89,6 +89,7 @@ CMD_pisb-fs := fs_tree fs_project
 CMD_pisb-create := create_info create_lc
 CMD_pisb-exec := exec_verbs
 CMD_pisb-svc := svc_supervise
+
 LIB_SRC := $(sort $(wildcard common/*.c $(DRIVERS:%=drivers/%/*.c)))
 LIB_HDR := $(wildcard common/*.h cmd/*.h $(DRIVERS:%=drivers/%/*.h))
 LIB_OBJ := $(LIB_SRC:%.c=$(OUT)/%.o)
@@ -123,7 +124,58 @@ $(BIN)/pisb-fs: $(CMD_pisb-fs:%=$(OUT)/cmd/%.o)
 $(BIN)/pisb-create: $(CMD_pisb-create:%=$(OUT)/cmd/%.o)
 $(BIN)/pisb-exec: $(CMD_pisb-exec:%=$(OUT)/cmd/%.o)
 $(BIN)/pisb-svc: $(CMD_pisb-svc:%=$(OUT)/cmd/%.o)
+
+# The static dispatcher's C library: musl where musl-gcc is (Debian's
+# musl-tools, in DEB_BUILD).  glibc probes the CPU's features and caches
+# at each start, some 70 cpuid instructions: 0.6 ms here, where the
+# hypervisor traps each one (bench/startup.sh's floor line); musl's start
+# takes 0.08 ms, and pisb starts at each command an agent or its user
+# runs (issue #21).  Its objects are the same sources built again, with
+# common/compat.h first (what musl 1.2.3 lacks) and only the kernel's and
+# the libraries' headers of /usr/include (MUSL_INC: glibc's own would
+# shadow musl's).  libyaml and pcre2 are Debian's static archives: they
+# call nothing of glibc but its fortified sprintf and memcpy, which
+# common/compat.c gives them.  `make MUSL=` builds pisb with glibc.
+MUSL ?= $(if $(filter 1,$(SANITIZE)),,$(shell command -v musl-gcc 2>/dev/null))
+ifneq ($(MUSL),)
+MOUT        := $(OUT)/musl
+MUSL_INC    := $(MOUT)/include
+MUSL_CFLAGS := $(filter-out -I%,$(CFLAGS)) -include common/compat.h -isystem $(MUSL_INC)
+MUSL_HDRS   := linux asm-generic asm yaml.h pcre2.h jsmn.h curl archive.h archive_entry.h
+MUSL_ARCH   := $(shell $(CC) -print-multiarch)
+MUSL_LIBS   := $(foreach l,libyaml.a libpcre2-8.a,$(shell $(CC) -print-file-name=$(l)))
+MUSL_OBJ    := $(LIB_SRC:%.c=$(MOUT)/%.o)
+MUSL_CMD    := $(patsubst %,$(MOUT)/cmd/%.o,pisb front $(CMD_pisb))
+
+# each header (a folder, for linux/ and curl/) from /usr/include or its
+# multiarch folder, linked in
+$(MUSL_INC)/.stamp:
+	@mkdir -p $(MUSL_INC)
+	@for h in $(MUSL_HDRS); do \
+		for d in /usr/include/$(MUSL_ARCH) /usr/include; do \
+			[ -e $$d/$$h ] && { ln -sfn $$d/$$h $(MUSL_INC)/$$h; break; }; \
+		done; \
+		[ -e $(MUSL_INC)/$$h ] || { echo "no $$h in /usr/include (make deps)" >&2; exit 1; }; \
+	done
+	@touch $@
+
+$(MOUT)/%.o: %.c $(LIB_HDR) $(MUSL_INC)/.stamp
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (musl)"
+	@$(MUSL) $(MUSL_CFLAGS) -c $< -o $@
+$(MOUT)/cmd/pisb.o $(MOUT)/common/proc.o: $(OUT)/paths.stamp
+
+$(MOUT)/libpisb.a: $(MUSL_OBJ)
+	@rm -f $@
+	@ar rcs $@ $^
+
+$(BIN)/pisb: $(MUSL_CMD) $(MOUT)/libpisb.a
+	@mkdir -p $(BIN)
+	@echo "  LINK    $@ (static, musl)"
+	@$(MUSL) $(LDFLAGS) -static -o $@ $(MUSL_CMD) $(MOUT)/libpisb.a $(MUSL_LIBS)
+else
 $(BIN)/pisb: $(CMD_pisb:%=$(OUT)/cmd/%.o)
+endif
 
 $(BIN)/%: $(OUT)/cmd/%.o $(FRONT) $(LIBA)
 	@mkdir -p $(BIN)
@@ -169,7 +221,7 @@ $(BIN)/pisb-init: drivers/local/init/pisb-init.c
 # 1.29).  mount: the tests mount inside sandboxes.  ripgrep, fd-find:
 # tests/33 holds grep and find against them.  wget: tests/49 fetches
 # through a vm sandbox's proxy with it (the guest's userland is the host's).
-DEB_BUILD := gcc libc6-dev make pkg-config libcurl4-openssl-dev libyaml-dev libarchive-dev libjsmn-dev libpcre2-dev
+DEB_BUILD := gcc libc6-dev musl-tools make pkg-config libcurl4-openssl-dev libyaml-dev libarchive-dev libjsmn-dev libpcre2-dev
 DEB_TEST  := bats jq groff-base man-db python3 curl ca-certificates iproute2 util-linux mount procps psmisc passwd \
 	     git xz-utils zstd bzip2 busybox-static bsdextrautils tmux hyperfine zsh fish bubblewrap ripgrep fd-find \
 	     qemu-system-x86 qemu-utils e2fsprogs docker.io docker-compose wget

@@ -11,6 +11,8 @@
 #if defined(__has_include) && __has_include(<sys/platform/x86.h>)
 #include <sys/platform/x86.h>
 #define LIT_GLIBC_CPU 1
+#else
+#include <cpuid.h>
 #endif
 #endif
 
@@ -448,20 +450,28 @@ static size_t avx2_bytes(const struct pisb_lit *l, const char *h, size_t n, size
 	return scalar_set(l, h, n, i);
 }
 
-/* glibc's own record of the CPU (ld.so filled it in at start) where it
- * has one: __builtin_cpu_supports would link libgcc's constructor that
- * runs cpuid at every start of every binary, grep or not, and cpuid traps
- * to the hypervisor in a VM (5% of a 'pisb list'). */
+/* glibc's own record of the CPU (filled in at start) where it has one;
+ * else cpuid, here, the first time a search asks.  Not
+ * __builtin_cpu_supports: it links libgcc's constructor, which runs
+ * cpuid at every start of every binary, grep or not, and cpuid traps to
+ * the hypervisor in a VM (5% of a 'pisb list'). */
 static bool have_avx2(void)
 {
 	static int v = -1;
 
-	if (v < 0)
+	if (v < 0) {
 #ifdef LIT_GLIBC_CPU
 		v = CPU_FEATURE_ACTIVE(AVX2) && CPU_FEATURE_ACTIVE(POPCNT);
 #else
-		v = __builtin_cpu_supports("avx2") ? 1 : 0;
+		/* AVX2 and POPCNT, and the kernel saving the AVX registers
+		 * (OSXSAVE, and XCR0's SSE and AVX state bits) */
+		unsigned a, b, c, d, lo = 0, hi = 0;
+		bool os = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_OSXSAVE) && (c & bit_POPCNT);
+		if (os)
+			__asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+		v = os && (lo & 6) == 6 && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX2);
 #endif
+	}
 	return v;
 }
 #endif

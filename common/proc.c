@@ -169,9 +169,21 @@ void pisb_signals_reset(void)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-/* where the stack began (glibc's: argc's address, below the
- * arguments, the environment and the auxiliary vector) */
+/* Where the stack began: argc's address, below the arguments, the
+ * environment and the auxiliary vector (glibc keeps it; with another C
+ * library, the kernel's startstack of /proc/self/stat), or 0. */
+#ifdef __GLIBC__
 extern void *__libc_stack_end;
+#endif
+static uintptr_t stack_start(void)
+{
+#ifdef __GLIBC__
+	return (uintptr_t)__libc_stack_end;
+#else
+	unsigned long long v;
+	return pisb_proc_stat(0, 28, 1, &v) < 0 ? 0 : (uintptr_t)v;
+#endif
+}
 
 /* pisb_spawn_detached's two processes share our memory until the
  * detached one has exec'd (pisb_clone_vfork): the middle one makes the
@@ -213,7 +225,7 @@ static int detached_main(void *p)
 		 * argument is not on them), and no page of them stays ours */
 		uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 		uintptr_t lo = ((uintptr_t)a->stack[1] + pg - 1) & ~(pg - 1);
-		uintptr_t hi = (uintptr_t)__libc_stack_end & ~(pg - 1);
+		uintptr_t hi = stack_start() & ~(pg - 1);
 		if (hi > lo)
 			madvise((void *)lo, hi - lo, MADV_DONTNEED);
 		_exit(a->fn(a->fn_arg));
@@ -521,7 +533,10 @@ PISB_IDLE_PATH void pisb_proc_idle_trim(void)
 
 	/* first: its maps reader's buffer is freed before the heap's trim */
 	trim_stack();
+#ifdef __GLIBC__
+	/* (musl's allocator gives freed pages back by itself) */
 	malloc_trim(0);
+#endif
 	dl_iterate_phdr(find_ro_segments, &rs);
 	for (size_t i = 0; i < rs.n; i++)
 		madvise((void *)rs.r[i][0], rs.r[i][1] - rs.r[i][0], MADV_DONTNEED);

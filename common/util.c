@@ -373,10 +373,23 @@ DIR *pisb_opendirat(int dirfd, const char *path)
 
 int pisb_read_fd(int fd, struct pisb_buf *b, size_t max)
 {
+	struct stat st;
+	/* a regular file's size and a byte more, to see its end in the
+	 * second read: a record of a few hundred bytes takes one small
+	 * buffer, not 64 KiB grown to 128 (a copy of the first, which a
+	 * mmap'ing allocator makes page by page); a pipe, /proc, or a file
+	 * that grows meanwhile, 64 KiB at a time */
+	size_t chunk = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+			       (unsigned long long)st.st_size <= max
+			       ? (size_t)st.st_size + 1
+			       : 65536;
+
 	for (;;) {
 		ssize_t r;
 
-		pisb_buf_grow(b, 65536);
+		if (b->len + 1 >= b->cap)
+			pisb_buf_grow(b, chunk);
+		chunk = 65536;
 		r = read(fd, b->s + b->len, b->cap - b->len - 1);
 		if (r < 0) {
 			if (errno == EINTR)
