@@ -55,8 +55,9 @@ LIB_pcre2   := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-
 # the local driver; and a host-image sandbox's controller is 'pisb
 # supervise', forked from the pisb that runs create or start: no exec, and
 # no second start of the C library, 0.6-0.7 ms less than an exec'd one;
-# pisb-svc's took 0.4 ms more again).  What a static process cannot load
-# hands the command to the owning binary (cmd/pisb_static.c).  Not with the
+# pisb-svc's took 0.4 ms more again).  Its C library is musl where there
+# is one (below: MUSL).  What a static process cannot load hands the
+# command to the owning binary (cmd/pisb_static.c).  Not with the
 # sanitizers: then pisb is dynamic and loads what it needs.
 CMD_pisb         := pisb_serve create_info create_lc exec_verbs svc_supervise
 ifneq ($(SANITIZE),1)

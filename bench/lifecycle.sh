@@ -136,6 +136,7 @@ for i in $(seq "$N"); do
 	timed "$tmp/start" pisb start "lc$i" -q '&&' pisb exec "lc$i" -- true
 	traced start "lt$i" "$tmp/start-phases"
 	timed "$tmp/true" /bin/true
+	timed "$tmp/version" pisb --version
 	pisb destroy "lc$i" --confirm "lc$i" -q >/dev/null 2>&1
 	pisb destroy "lt$i" --confirm "lt$i" -q >/dev/null 2>&1
 done
@@ -152,11 +153,14 @@ printf '  %-34s %9.3f ms\n' "create -> first command" "$c" "start -> first comma
 printf '  %-34s %9.3f ms   (goal < 5 ms)\n' "stop" "$st"
 tt=$(med <"$tmp/true")
 printf '  %-34s %9.3f ms   (the timer and a process start: each pisb command pays it, a peer once)\n' "/bin/true, timed the same way" "$tt"
-# what no sandbox work can take back: the C library starts on each path
-# (a program's own start, mostly its CPU probe: bench/startup.sh's floor
-# line).  pisb: its command, pisb exec, the command; bwrap: bwrap, the
-# command (the controller is a fork of pisb, the init a libc-free program)
-awk -v t="$tt" 'BEGIN { printf "  %-34s 3 for pisb (pisb create or start, pisb exec, true), 2 for bwrap (bwrap, true): the third is about %.2f ms of the difference (/bin/true'\''s time)\n", "C library starts on the path", t }'
+# what no sandbox work can take back: the program starts on each path
+# (a glibc program's own start is mostly its CPU probe: bench/startup.sh's
+# floor line).  pisb: its command, pisb exec, the command; bwrap: bwrap,
+# the command (the controller is a fork of pisb, the init a libc-free
+# program).  pisb --version is the start of a pisb command, timed the same
+# way: with musl (Makefile) a fraction of /bin/true's.
+tv=$(med <"$tmp/version")
+awk -v t="$tt" -v v="$tv" 'BEGIN { printf "  %-34s 3 for pisb (pisb create or start, pisb exec, true), 2 for bwrap (bwrap, true); pisb --version takes %.3f ms, /bin/true %.3f: pisb'\''s two starts cost %.2f ms, bwrap'\''s one %.2f or more\n", "program starts on the path", v, t, 2 * v, t }'
 # spread A B: min-median-max over the rounds of A's time / B's (same round)
 spread() {
 	paste "$1" "$2" | awk '$2 > 0 { print $1 / $2 }' | sort -g |
