@@ -138,6 +138,11 @@ $(BIN)/pisb-svc: $(CMD_pisb-svc:%=$(OUT)/cmd/%.o)
 # call nothing of glibc but its fortified sprintf and memcpy, which
 # common/compat.c gives them.  `make MUSL=` builds pisb with glibc.
 MUSL ?= $(if $(filter 1,$(SANITIZE)),,$(shell command -v musl-gcc 2>/dev/null))
+# which C library pisb was linked with: a change of MUSL relinks it
+$(OUT)/pisb-libc.stamp: FORCE
+	@mkdir -p $(OUT)
+	@echo '$(MUSL)' | cmp -s - $@ 2>/dev/null || echo '$(MUSL)' > $@
+$(BIN)/pisb: $(OUT)/pisb-libc.stamp
 ifneq ($(MUSL),)
 MOUT        := $(OUT)/musl
 MUSL_INC    := $(MOUT)/include
