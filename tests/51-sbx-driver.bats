@@ -197,6 +197,16 @@ wait_for() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; eva
 	jq -se 'length == 1 and .[0].asked == "sh" and .[0].shell == "/bin/sh"' "$BATS_TEST_TMPDIR/ev"
 }
 
+@test "exec: sbx gets stdio and no other descriptor, pisb's or its caller's" {
+	run -0 pisb create box --driver sbx
+	# descriptors the caller left open (not close-on-exec), and
+	# --events-fd's: none reaches the sbx process (pisb's own pipes neither)
+	run -0 pisb exec box --events-fd 3 -- true 3>"$BATS_TEST_TMPDIR/ev" 7</dev/null 9>"$BATS_TEST_TMPDIR/x"
+	run -0 jq -c 'select(.argv[1] == "exec") | .fds' "$SBXS/calls.log"
+	[ -n "$output" ]
+	[ "$(sort -u <<<"$output")" = "[]" ]
+}
+
 @test "exec handles: --timeout-ms, exec-status, exec-kill; the action surface" {
 	run -0 pisb create box --driver sbx
 	run -0 pisb exec box --timeout-ms 5000 --json -- sh -c 'echo hi; exit 4'
