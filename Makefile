@@ -170,6 +170,9 @@ $(MOUT)/%.o: %.c $(LIB_HDR) $(MUSL_INC)/.stamp
 	@echo "  CC      $< (musl)"
 	@$(MUSL) $(MUSL_CFLAGS) -c $< -o $@
 $(MOUT)/cmd/pisb.o $(MOUT)/common/proc.o: $(OUT)/paths.stamp
+# the allocator itself: no call of its own turned into another (a malloc
+# and a memset into calloc, which is this malloc's caller)
+$(MOUT)/common/malloc.o: MUSL_CFLAGS += -fno-builtin
 
 $(MOUT)/libpisb.a: $(MUSL_OBJ)
 	@rm -f $@

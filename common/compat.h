@@ -6,7 +6,7 @@
  * start (issue #21).  Every other binary is built with glibc.  The musl
  * build includes this header first in every file (-include); a glibc
  * build never sees it.  Each shim makes the system call that glibc's
- * wrapper makes.
+ * wrapper makes.  The musl build has its own malloc too (malloc.c).
  */
 #ifndef PISB_COMPAT_H
 #define PISB_COMPAT_H
