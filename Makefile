@@ -90,7 +90,6 @@ CMD_pisb-fs := fs_tree fs_project
 CMD_pisb-create := create_info create_lc
 CMD_pisb-exec := exec_verbs
 CMD_pisb-svc := svc_supervise
-
 LIB_SRC := $(sort $(wildcard common/*.c $(DRIVERS:%=drivers/%/*.c)))
 LIB_HDR := $(wildcard common/*.h cmd/*.h $(DRIVERS:%=drivers/%/*.h))
 LIB_OBJ := $(LIB_SRC:%.c=$(OUT)/%.o)
@@ -136,7 +135,9 @@ $(BIN)/pisb-svc: $(CMD_pisb-svc:%=$(OUT)/cmd/%.o)
 # the libraries' headers of /usr/include (MUSL_INC: glibc's own would
 # shadow musl's).  libyaml and pcre2 are Debian's static archives: they
 # call nothing of glibc but its fortified sprintf and memcpy, which
-# common/compat.c gives them.  `make MUSL=` builds pisb with glibc.
+# common/compat.c gives them.  Its malloc is common/malloc.c's (musl's
+# maps and unmaps pages at a rate that cost a config load 3x glibc's
+# time).  `make MUSL=` builds pisb with glibc.
 MUSL ?= $(if $(filter 1,$(SANITIZE)),,$(shell command -v musl-gcc 2>/dev/null))
 # which C library pisb was linked with: a change of MUSL relinks it
 $(OUT)/pisb-libc.stamp: FORCE
