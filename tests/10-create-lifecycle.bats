@@ -273,11 +273,16 @@ teardown() {
 	w=$PI_SANDBOX_HOME/instances/scratch/disk/work
 	[ -d "$w/work" ]
 	mkdir "$w/old-left-by-a-crash"
+	# the old ones are dropped once the sandbox runs, after the start has
+	# been told so (the drop is not on the start's path): waited for
+	only_work() { for _ in $(seq 50); do [ "$(ls -A "$w")" = work ] && return 0; sleep 0.1; done; }
 	run -0 pisb start scratch
+	only_work
 	run -0 ls -A "$w"
 	[ "$output" = work ]
 	run -0 pisb stop scratch
 	run -0 pisb start scratch
+	only_work
 	run -0 ls -A "$w"
 	[ "$output" = work ]
 	run -0 pisb exec scratch -- cat /root/f
