@@ -110,6 +110,8 @@ if [ -d /dev/shm ] && [ -w /dev/shm ] && [ "$(stat -f -c %T /dev/shm 2>/dev/null
 	tr=$(mktemp /dev/shm/pisb-bench-trace.XXXXXX)
 	trap 'rm -rf "$tmp" "$tr"' EXIT
 fi
+# pisb's state directory (bench/run sets it)
+state=${PI_SANDBOX_HOME:-${XDG_STATE_HOME:-$HOME/.local/state}/pi-sandbox}
 # traced WHAT NAME PHASES: one traced run of WHAT (create, stop or start)
 # of sandbox NAME, its phases appended to PHASES (not timed)
 traced() {
@@ -187,7 +189,7 @@ if pisb pool 1 -q; then
 		wait_spare
 		timed "$tmp/pcreate" pisb create "lp$i" -q '&&' pisb exec "lp$i" -- true
 		# the controller's log says whether it was a spare
-		grep -qs "spare: claimed as 'lp$i'" "${PI_SANDBOX_HOME:-${XDG_STATE_HOME:-$HOME/.local/state}/pi-sandbox}/instances/lp$i/controller.log" || echo "lp$i" >>"$tmp/pool-missed"
+		grep -qs "spare: claimed as 'lp$i'" "$state/instances/lp$i/controller.log" || echo "lp$i" >>"$tmp/pool-missed"
 		[ -z "${bw_ok:-}" ] || timed "$tmp/pp.bwrap" "${bw[@]}"
 		wait_spare
 		traced create "lq$i" "$tmp/pool-phases"
@@ -276,7 +278,7 @@ if [ "$(id -u)" = 0 ]; then
 	for i in $(seq "$DN"); do
 		timed "$tmp/dcreate" pisb create "dk$i" -q -f "$tmp/disk.yaml" '&&' pisb exec "dk$i" -- true
 		timed "$tmp/dplain" pisb create "dp$i" -q '&&' pisb exec "dp$i" -- true
-		[ "$i" = 1 ] && dkb=$(du -k "${PI_SANDBOX_HOME:-${XDG_STATE_HOME:-$HOME/.local/state}/pi-sandbox}/instances/dk1/disk.img" 2>/dev/null | cut -f1)
+		[ "$i" = 1 ] && dkb=$(du -k "$state/instances/dk1/disk.img" 2>/dev/null | cut -f1)
 		pisb destroy "dk$i" --confirm "dk$i" -q >/dev/null 2>&1
 		pisb destroy "dp$i" --confirm "dp$i" -q >/dev/null 2>&1
 	done
