@@ -90,6 +90,9 @@ setup() {
 	kill -TERM $pid
 	rc=0; wait $pid || rc=$?
 	[ "$rc" = 143 ]
+	# the group got the signal with the shell; its sleep ends as soon as
+	# it is scheduled, which on a loaded machine can be after exec returned
+	for i in $(seq 50); do pisb exec ex -- pgrep -f 'sleep 32' >/dev/null || break; sleep 0.1; done
 	run -1 pisb exec ex -- pgrep -f 'sleep 32'
 	pisb exec ex -- pkill sleep || true
 }
