@@ -360,10 +360,12 @@ struct pisb_driver {
 			struct pisb_err *e);
 	bool (*gc_staged)(int dirfd);
 	/* After the instances: what the driver's backend holds that no
-	 * instance is (local: empty cgroups of crashed sandboxes; sbx: the
-	 * sbx CLI's stopped session sandboxes whose owner is gone), into r.
-	 * KNOWN: what gc_name said of every instance, of any driver. */
-	void (*gc_leftovers)(const struct pisb_strv *known, bool dry_run, struct pisb_gc_report *r);
+	 * instance is (local: empty cgroups of crashed sandboxes, stale host
+	 * id ranges; sbx: the sbx CLI's stopped session sandboxes whose owner
+	 * is gone), into r.  KNOWN: what gc_name said of every instance, of
+	 * any driver. */
+	void (*gc_leftovers)(struct pisb_state *st, const struct pisb_strv *known, bool dry_run,
+			     struct pisb_gc_report *r);
 	/* PISB_DRV_GC_SWEEP: what a stopped sandbox still holds outside its
 	 * instance directory (local: its cgroups), dropped by pisb gc under
 	 * the sandbox's op.lock just before it trashes the directory.  The

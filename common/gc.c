@@ -873,7 +873,7 @@ int pisb_gc_run(struct pisb_state *st, const struct pisb_gc_opts *o,
 	sweep_images(&g);
 	for (const struct pisb_driver *const *d = pisb_drivers; *d; d++)
 		if ((*d)->gc_leftovers)
-			(*d)->gc_leftovers(&g.known, o->dry_run, r);
+			(*d)->gc_leftovers(st, &g.known, o->dry_run, r);
 	pisb_strv_release(&g.known);
 	pisb_strv_release(&g.caches);
 	pisb_strv_release(&g.users);

@@ -167,7 +167,7 @@ acl_py() {
 	[ ! -e "$REG/idranges/$ut" ]
 }
 
-@test "a stale range (its creator died before any record claimed it) is handed out again" {
+@test "a stale range (its creator died before any record claimed it) is left to pisb gc while a range without an entry is free; gc removes it" {
 	mkdir -p "$PI_SANDBOX_HOME/idranges" "$REG/idranges"
 	chmod 700 "$PI_SANDBOX_HOME" "$PI_SANDBOX_HOME/idranges" "$REG" "$REG/idranges"
 	# a dead allocator (pid 1's start time never matches 1) and no record:
@@ -178,17 +178,56 @@ acl_py() {
 	# a live one (this shell) keeps its range, in either
 	echo "busy $$ $(awk '{print $22}' /proc/$$/stat)" > "$PI_SANDBOX_HOME/idranges/1000131072"
 	echo "busy2 $$ $(awk '{print $22}' /proc/$$/stat) /nowhere" > "$REG/idranges/1000262144"
+	# a create takes the lowest range no entry names, and judges none
 	run -0 pisb create a
-	[ "$(base instances/a)" = 1000065536 ]
-	run -0 pisb create b
-	[ "$(base instances/b)" = 1000196608 ]
-	run -0 pisb create c
-	[ "$(base instances/c)" = 1000327680 ]
+	[ "$(base instances/a)" = 1000327680 ]
+	[ -e "$PI_SANDBOX_HOME/idranges/1000065536" ]
+	[ -e "$REG/idranges/1000196608" ]
+	# a dry run names the two stale entries and removes nothing
+	run -0 --separate-stderr pisb gc --dry-run --json
+	# (the host-wide registry's first)
+	run -0 jq -r '[.cleaned[] | select(.kind == "idrange") | .name] | join(" ")' <<<"$output"
+	[ "$output" = "$REG/idranges/1000196608 $PI_SANDBOX_HOME/idranges/1000065536" ]
+	[ -e "$PI_SANDBOX_HOME/idranges/1000065536" ]
+	[ -e "$REG/idranges/1000196608" ]
+	run -0 --separate-stderr pisb gc --json
+	# (the host-wide registry's first)
+	run -0 jq -r '[.cleaned[] | select(.kind == "idrange") | .name] | join(" ")' <<<"$output"
+	[ "$output" = "$REG/idranges/1000196608 $PI_SANDBOX_HOME/idranges/1000065536" ]
+	[ ! -e "$PI_SANDBOX_HOME/idranges/1000065536" ]
+	[ ! -e "$REG/idranges/1000196608" ]
+	# the live ones and the sandbox's stay
 	[ "$(cut -d' ' -f1 "$PI_SANDBOX_HOME/idranges/1000131072")" = busy ]
 	[ "$(cut -d' ' -f1 "$REG/idranges/1000262144")" = busy2 ]
-	# the new entries are host-wide, the stale local one is gone
-	[ "$(cut -d' ' -f1 "$REG/idranges/1000065536")" = a ]
-	[ ! -e "$PI_SANDBOX_HOME/idranges/1000065536" ]
+	[ "$(cut -d' ' -f1 "$REG/idranges/1000327680")" = a ]
+	# the freed ranges are the lowest again
+	run -0 pisb create b
+	[ "$(base instances/b)" = 1000065536 ]
+	run -0 pisb create c
+	[ "$(base instances/c)" = 1000196608 ]
+	[ "$(cut -d' ' -f1 "$REG/idranges/1000065536")" = b ]
+}
+
+@test "when every range has an entry, a create takes the lowest stale one; with none stale it fails, naming the registry" {
+	# from 4000000000 on there are 4499 ranges below 2^32 - 1: each gets
+	# an entry that cannot be judged (empty: kept), but for two stale ones
+	export PISB_UID_BASE=4000000000
+	mkdir -p "$REG/idranges"
+	chmod 700 "$REG" "$REG/idranges"
+	seq 4000065536 65536 $((4294967295 - 65536)) | (cd "$REG/idranges" && xargs touch)
+	[ "$(ls "$REG/idranges" | wc -l)" = 4499 ]
+	g1=$((4000065536 + 1000 * 65536)) g2=$((4000065536 + 10 * 65536))
+	echo "ghost 999999 1 $BATS_TEST_TMPDIR/gone" > "$REG/idranges/$g1"
+	echo "ghost 999999 1 $BATS_TEST_TMPDIR/gone" > "$REG/idranges/$g2"
+	run -0 pisb create a
+	[ "$(base instances/a)" = "$g2" ]
+	[ "$(cut -d' ' -f1 "$REG/idranges/$g2")" = a ]
+	run -0 pisb create b
+	[ "$(base instances/b)" = "$g1" ]
+	run -1 --separate-stderr pisb create c
+	[[ $stderr == *"no host id range is free (see '$REG/idranges')"* ]]
+	[ ! -e "$PI_SANDBOX_HOME/instances/c" ]
+	run -0 pisb exec a -- true
 }
 
 @test "two state dirs share the host-wide registry: disjoint ranges, each freed on destroy" {

@@ -870,8 +870,13 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	 * read the record and make the cgroup (ns.h); not for a boot that
 	 * our starter knows will make its own (own_ns) */
 	c.pre.pid = c.pre.sock = -1;
-	if (!own_ns)
+	if (!own_ns) {
+		/* named as the boot names it (b.hostname: c.name, below) */
+		c.pre.hostname = pisb_str_starts(name, "@prep/") ? name + 6 :
+				 pisb_str_starts(name, "@spare/") ? name + 7 : name;
+		c.pre.init_path = initp;
 		pisb_preboot_start(&c.pre);
+	}
 	if (c.notify >= 0) {
 		/* spawned while the sandbox was being staged: begin when it is
 		 * published ('g'), or not at all (EOF).  A create sends the

@@ -193,11 +193,16 @@ static void gc_drop(struct pisb_sandbox *sb)
 	}
 }
 
-static void gc_leftovers(const struct pisb_strv *known, bool dry_run, struct pisb_gc_report *r)
+static void gc_leftovers(struct pisb_state *st, const struct pisb_strv *known, bool dry_run,
+			 struct pisb_gc_report *r)
 {
-	_cleanup_strv_ struct pisb_strv cgs = PISB_STRV_INIT;
+	_cleanup_strv_ struct pisb_strv cgs = PISB_STRV_INIT, ranges = PISB_STRV_INIT;
 
 	(void)known;
+	pisb_ids_sweep(st, dry_run, &ranges);
+	for (size_t i = 0; i < ranges.n; i++)
+		pisb_gc_report_add(&r->cleaned, "idrange", ranges.v[i],
+				   "stale: its create is gone and no record holds the range");
 	if (dry_run)
 		return;
 	pisb_cgroup_sweep(NULL, NULL, 60, &cgs);

@@ -188,10 +188,10 @@ struct range_ent {
 	unsigned long long base;
 	int reg;        /* which registry: 0 host-wide, 1 the state dir's */
 	int stale;      /* -1 not judged yet */
-	char *text;
 };
 
-/* Every entry of rdir/idranges into *v. */
+/* Every entry of rdir/idranges into *v: its name, not what it holds (read
+ * only to judge it stale: range_ent_stale). */
 static void ranges_load(int rdir, int reg, struct range_ent **v, size_t *n, size_t *cap)
 {
 	_cleanup_close_ int dfd = openat(rdir, "idranges", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -203,27 +203,69 @@ static void ranges_load(int rdir, int reg, struct range_ent **v, size_t *n, size
 	dfd = -1;   /* closedir closes it */
 	while ((de = readdir(d))) {
 		long long b;
-		_cleanup_buf_ struct pisb_buf t = PISB_BUF_INIT;
 
 		if (de->d_name[0] == '.' || pisb_parse_ll(de->d_name, 1, 4294967295LL, &b) < 0)
 			continue;
-		if (pisb_read_file_at(dirfd(d), de->d_name, &t, 4096) < 0 || !t.s)
-			pisb_buf_adds(&t, "");   /* unreadable: never judged stale */
 		if (*n == *cap) {
 			*cap = *cap ? *cap * 2 : 16;
 			*v = xrealloc(*v, *cap * sizeof(**v));
 		}
-		(*v)[(*n)++] = (struct range_ent){ (unsigned long long)b, reg, -1, pisb_buf_detach(&t) };
+		(*v)[(*n)++] = (struct range_ent){ (unsigned long long)b, reg, -1 };
 	}
 	closedir(d);
+}
+
+/* Entry x is stale (range_stale), judged once; rdir: x's registry. */
+static bool range_ent_stale(struct pisb_state *st, int rdir, struct range_ent *x)
+{
+	if (x->stale < 0) {
+		_cleanup_buf_ struct pisb_buf t = PISB_BUF_INIT;
+		char fn[32];
+		snprintf(fn, sizeof(fn), "idranges/%llu", x->base);
+		/* unreadable: never judged stale */
+		x->stale = pisb_read_file_at(rdir, fn, &t, 4096) == 0 && t.s &&
+			   range_stale(st, t.s, (uid_t)x->base);
+	}
+	return x->stale;
+}
+
+static int range_ent_cmp(const void *a, const void *b)
+{
+	const struct range_ent *x = a, *y = b;
+
+	return x->base < y->base ? -1 : x->base > y->base;
+}
+
+/* The lowest range from first on that the entries v[n] (sorted by base)
+ * leave free, 0 if none: with no entry overlapping it at all, or (stale)
+ * with only stale ones (range_ent_stale; regfd: the host-wide registry). */
+static unsigned long long range_pick(struct pisb_state *st, int regfd, struct range_ent *v,
+				     size_t n, unsigned long long first, bool stale)
+{
+	size_t lo = 0;
+
+	for (unsigned long long b = first; b + IDS_SPAN <= 4294967295ULL; b += IDS_SPAN) {
+		bool taken = false;
+		/* those that overlap [b, b + IDS_SPAN): from lo on, the first
+		 * ones that end after b, while they begin before its end */
+		while (lo < n && v[lo].base + IDS_SPAN <= b)
+			lo++;
+		for (size_t i = lo; i < n && v[i].base < b + IDS_SPAN && !taken; i++)
+			taken = !stale || !range_ent_stale(st, v[i].reg == 0 ? regfd : st->fd, &v[i]);
+		if (!taken)
+			return b;
+	}
+	return 0;
 }
 
 int pisb_ids_alloc(struct pisb_state *st, const char *owner, struct pisb_ids *ids,
 		   struct pisb_err *e)
 {
 	_cleanup_close_ int lock = -1, llock = -1, reg = -1, dir = -1;
-	char rpath[4096];
-	unsigned long long first;
+	_cleanup_free_ char *line = NULL;
+	struct pisb_err ig = PISB_ERR_INIT;
+	char rpath[4096], fn[24];
+	unsigned long long first, b;
 	struct range_ent *v = NULL;
 	size_t n = 0, cap = 0;
 	int ret = -1;
@@ -253,52 +295,76 @@ int pisb_ids_alloc(struct pisb_state *st, const char *owner, struct pisb_ids *id
 	if (reg >= 0)
 		ranges_load(reg, 0, &v, &n, &cap);
 	ranges_load(st->fd, 1, &v, &n, &cap);
+	if (n)
+		qsort(v, n, sizeof(*v), range_ent_cmp);
 	first = (unsigned long long)ids->uid_base + IDS_SPAN;
-	for (unsigned long long b = first; b + IDS_SPAN <= 4294967295ULL; b += IDS_SPAN) {
-		char fn[16];
-		_cleanup_free_ char *line = NULL;
-		struct pisb_err ig = PISB_ERR_INIT;
-		bool taken = false;
-
-		/* any entry that overlaps [b, b + IDS_SPAN) and is not stale
-		 * (PISB_UID_BASE may differ between callers) */
-		for (size_t i = 0; i < n && !taken; i++) {
-			if (v[i].base + IDS_SPAN <= b || b + IDS_SPAN <= v[i].base)
-				continue;
-			if (v[i].stale < 0)
-				v[i].stale = range_stale(st, v[i].text, (uid_t)v[i].base);
-			taken = !v[i].stale;
-		}
-		if (taken)
-			continue;
-		for (size_t i = 0; i < n; i++) {
-			char old[32];
-			if (v[i].base + IDS_SPAN <= b || b + IDS_SPAN <= v[i].base)
-				continue;
-			/* stale entries it overlaps go (a host-wide one only
-			 * under the host-wide lock, which we hold if it exists) */
-			snprintf(old, sizeof(old), "idranges/%llu", v[i].base);
-			unlinkat(v[i].reg == 0 ? reg : st->fd, old, 0);
-		}
-		snprintf(fn, sizeof(fn), "%llu", b);
-		line = reg >= 0 ? xasprintf("%s %d %llu %s\n", owner, (int)getpid(), pisb_proc_start(getpid()), st->path)
-				: xasprintf("%s %d %llu\n", owner, (int)getpid(), pisb_proc_start(getpid()));
-		if (pisb_atomic_write(dir, fn, line, strlen(line), 0600, &ig) < 0) {
-			pisb_err_set(e, ig.code ? ig.code : PISB_EXIT_FAIL, "allocate a host id range: %s", ig.msg);
-			goto out;
-		}
-		ids->uid_base = (uid_t)b;
-		ids->gid_base = (gid_t)b;
-		ids->count = IDS_SPAN;
-		ret = 0;
+	/* The lowest range no entry overlaps (PISB_UID_BASE may differ
+	 * between callers: the entries' bases need not be ours); only when
+	 * every range has one, the lowest whose entries are all stale.  To
+	 * judge an entry stale reads it and the record that would claim it:
+	 * done for every sandbox at each create, that was 20 us an entry here
+	 * (2 ms a create beside 100 sandboxes, issue #21).  pisb gc removes
+	 * stale entries (pisb_ids_sweep). */
+	b = range_pick(st, reg, v, n, first, false);
+	if (!b)
+		b = range_pick(st, reg, v, n, first, true);
+	if (!b) {
+		pisb_err_set(e, PISB_EXIT_FAIL, "no host id range is free (see '%s/idranges')", rpath);
 		goto out;
 	}
-	pisb_err_set(e, PISB_EXIT_FAIL, "no host id range is free (see '%s/idranges')", rpath);
+	for (size_t i = 0; i < n; i++) {
+		char old[32];
+		if (v[i].base + IDS_SPAN <= b || b + IDS_SPAN <= v[i].base)
+			continue;
+		/* stale entries it overlaps go (a host-wide one only under
+		 * the host-wide lock, which we hold if it exists) */
+		snprintf(old, sizeof(old), "idranges/%llu", v[i].base);
+		unlinkat(v[i].reg == 0 ? reg : st->fd, old, 0);
+	}
+	snprintf(fn, sizeof(fn), "%llu", b);
+	line = reg >= 0 ? xasprintf("%s %d %llu %s\n", owner, (int)getpid(), pisb_proc_start(getpid()), st->path)
+			: xasprintf("%s %d %llu\n", owner, (int)getpid(), pisb_proc_start(getpid()));
+	if (pisb_atomic_write(dir, fn, line, strlen(line), 0600, &ig) < 0) {
+		pisb_err_set(e, ig.code ? ig.code : PISB_EXIT_FAIL, "allocate a host id range: %s", ig.msg);
+		goto out;
+	}
+	ids->uid_base = (uid_t)b;
+	ids->gid_base = (gid_t)b;
+	ids->count = IDS_SPAN;
+	ret = 0;
 out:
-	for (size_t i = 0; i < n; i++)
-		free(v[i].text);
 	free(v);
 	return ret;
+}
+
+void pisb_ids_sweep(struct pisb_state *st, bool dry_run, struct pisb_strv *out)
+{
+	_cleanup_close_ int lock = -1, llock = -1, reg = -1;
+	struct pisb_err ig = PISB_ERR_INIT;
+	struct range_ent *v = NULL;
+	size_t n = 0, cap = 0;
+	char rpath[4096];
+
+	if (geteuid() != 0)
+		return;
+	reg = registry_open(rpath, sizeof(rpath));
+	if (reg >= 0 && (lock = pisb_lock_acquire(reg, "idranges.lock", true, 30000, "the host's id ranges", &ig)) < 0)
+		return;
+	if ((llock = pisb_lock_acquire(st->fd, "idranges.lock", true, 30000, "the id ranges", &ig)) < 0)
+		return;
+	if (reg >= 0)
+		ranges_load(reg, 0, &v, &n, &cap);
+	ranges_load(st->fd, 1, &v, &n, &cap);
+	for (size_t i = 0; i < n; i++) {
+		int rdir = v[i].reg == 0 ? reg : st->fd;
+		char fn[32];
+		if (!range_ent_stale(st, rdir, &v[i]))
+			continue;
+		snprintf(fn, sizeof(fn), "idranges/%llu", v[i].base);
+		if (dry_run || unlinkat(rdir, fn, 0) == 0)
+			pisb_strv_pushf(out, "%s/%s", v[i].reg == 0 ? rpath : st->path, fn);
+	}
+	free(v);
 }
 
 int pisb_ids_adopt(struct pisb_state *st, uid_t base, const char *owner, struct pisb_err *e)
@@ -916,21 +982,24 @@ static void make_dev(const struct pisb_boot *b, int sock)
 	symlink("/proc/self/fd/2", "dev/stderr");
 }
 
-static void loopback_up(int sock)
+/* The network namespace's loopback up; -1 with errno if not. */
+static int loopback_up(void)
 {
 	struct ifreq ifr;
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), r = -1, saved;
 
 	if (fd < 0)
-		child_fail(sock, "socket");
+		return -1;
 	memset(&ifr, 0, sizeof(ifr));
 	strcpy(ifr.ifr_name, "lo");
-	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
-		child_fail(sock, "lo flags");
-	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-	if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
-		child_fail(sock, "lo up");
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+		r = ioctl(fd, SIOCSIFFLAGS, &ifr);
+	}
+	saved = errno;
 	close(fd);
+	errno = saved;
+	return r;
 }
 
 static int write_file(const char *path, const char *s);
@@ -1446,7 +1515,8 @@ static void guest_config_send(int sock, const char *abs)
 }
 
 /* The init, pid 1 of the new pid ns, cwd = the new root. */
-static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int sock, int exe)
+static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int sock, int exe,
+						bool named)
 {
 	char ws[4096];
 
@@ -1479,9 +1549,11 @@ static void __attribute__((noreturn)) init_main(const struct pisb_boot *b, int s
 		child_fail(sock, "detach the host root");
 	if (chdir("/") < 0)
 		child_fail(sock, "chdir /");
-	if (sethostname(b->hostname, strlen(b->hostname)) < 0)
+	/* (named: the child that made the namespaces ahead did both) */
+	if (!named && sethostname(b->hostname, strlen(b->hostname)) < 0)
 		child_fail(sock, "sethostname");
-	loopback_up(sock);
+	if (!named && loopback_up() < 0)
+		child_fail(sock, "bring the loopback up");
 	if (b->guest_config)
 		guest_config_send(sock, b->guest_config);
 	/* stdio of /dev/null: the stderr we were given is the controller's
@@ -1532,21 +1604,33 @@ void pisb_preboot_start(struct pisb_preboot *p)
 		return;
 	p->pid = fork();
 	if (p->pid == 0) {
-		/* "U" once they are made, "E" if not; then wait for the end
-		 * of the socket (the controller's close, or its exit) */
-		char c = 'U';
-		int rest = 0;
+		/* "N" once they are made, the hostname set and the loopback
+		 * up; "U" once only made; "E" if not; with the init program's
+		 * copy (or none).  Then wait for the end of the socket (the
+		 * controller's close, or its exit) */
+		char c = 'N';
+		int rest = 0, exe;
 		for (int i = 1; i < PREBOOT_NS; i++)
 			rest |= preboot_ns[i].type;
 		/* nothing of the controller's: not the create's socket, whose
 		 * end it waits for */
 		pisb_close_from(3, sp[1]);
-		/* the user namespace first: the others are its */
+		/* with the caller's ids and the host's tree still */
+		exe = p->init_path ? init_copy(p->init_path) : -1;
+		/* the user namespace first: the others are its, and so ours
+		 * to name and to bring up */
 		if (unshare(CLONE_NEWUSER) < 0 || unshare(rest) < 0)
 			c = 'E';
-		if (write(sp[1], &c, 1) == 1)
+		else if (!p->hostname || sethostname(p->hostname, strlen(p->hostname)) < 0 ||
+			 loopback_up() < 0)
+			c = 'U';   /* the init does them, and says why if it fails too */
+		if (pisb_send_byte_fd(sp[1], c, exe) == 0) {
+			/* the copy is the controller's now */
+			if (exe >= 0)
+				close(exe);
 			while (read(sp[1], &c, 1) < 0 && errno == EINTR)
 				;
+		}
 		_exit(0);
 	}
 	close(sp[1]);
@@ -1572,15 +1656,20 @@ void pisb_preboot_drop(struct pisb_preboot *p)
 }
 
 /* The namespaces the child made, in ns (-1s: none, the boot makes its
- * own: the child failed, or they cannot be opened). */
-static void preboot_take(struct pisb_preboot *p, int ns[PREBOOT_NS])
+ * own: the child failed, or they cannot be opened); *named when it also
+ * set their hostname and loopback; *exe its copy of the init program, or
+ * -1. */
+static void preboot_take(struct pisb_preboot *p, int ns[PREBOOT_NS], bool *named, int *exe)
 {
 	struct pollfd pf = { p ? p->sock : -1, POLLIN, 0 };
 	char c = 0, path[64];
 
+	*named = false;
+	*exe = -1;
 	for (int i = 0; i < PREBOOT_NS; i++)
 		ns[i] = -1;
-	if (!p || p->pid <= 0 || poll(&pf, 1, 5000) != 1 || read(p->sock, &c, 1) != 1 || c != 'U')
+	if (!p || p->pid <= 0 || poll(&pf, 1, 5000) != 1 || pisb_recv_byte_fd(p->sock, &c, exe) != 1 ||
+	    (c != 'U' && c != 'N'))
 		return;
 	for (int i = 0; i < PREBOOT_NS; i++) {
 		snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)p->pid, preboot_ns[i].name);
@@ -1592,6 +1681,7 @@ static void preboot_take(struct pisb_preboot *p, int ns[PREBOOT_NS])
 			return;
 		}
 	}
+	*named = c == 'N';
 }
 
 /* The first child.  It enters a new user ns (the controller writes the
@@ -1601,20 +1691,21 @@ static void preboot_take(struct pisb_preboot *p, int ns[PREBOOT_NS])
  * inside, fork the init into the new pid ns, and leave; the controller, a
  * subreaper, inherits the init. */
 static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int sock,
-						  const int ahead[PREBOOT_NS])
+						  const int ahead[PREBOOT_NS], bool named, int exe)
 {
 	const int rest = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
 			 CLONE_NEWUTS | CLONE_NEWCGROUP;
 	bool joined = ahead[0] >= 0;
 	pid_t init, wpid = 0;
-	int lower, disk, etc_mask, go[2], exe, ws = -1;
+	int lower, disk, etc_mask, go[2], ws = -1;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (b->log_fd >= 0)
 		dup2(b->log_fd, 2);
 	/* the init program, opened while we still have the caller's ids and
 	 * the host's tree; exec'ed from the fd once the sandbox is built */
-	exe = b->init_path ? init_copy(b->init_path) : -1;
+	if (exe < 0 && b->init_path)
+		exe = init_copy(b->init_path);
 	if (b->init_path && exe < 0)
 		fprintf(stderr, "warning: copy '%s': %s; the init is a fork of the controller\n",
 			b->init_path, strerror(errno));
@@ -1689,7 +1780,7 @@ static void __attribute__((noreturn)) boot_child(const struct pisb_boot *b, int 
 		if (read(go[0], &c, 1) != 1)
 			_exit(1);
 		close(go[0]);
-		init_main(b, sock, exe);
+		init_main(b, sock, exe, named && joined);
 	}
 	watch_init(ws, wpid, init, sock);
 	{
@@ -1756,13 +1847,16 @@ static int read_msg(int fd, char *buf, size_t n, int timeout_ms)
 	return (int)r;
 }
 
-/* Ours of the namespaces made ahead, and the socket that holds their
- * maker: it leaves (the caller reaps it, pisb_preboot_drop). */
-static void close_ahead(const struct pisb_boot *b, int ahead[PREBOOT_NS])
+/* Ours of the namespaces made ahead and of its copy of the init program,
+ * and the socket that holds their maker: it leaves (the caller reaps it,
+ * pisb_preboot_drop). */
+static void close_ahead(const struct pisb_boot *b, int ahead[PREBOOT_NS], int exe)
 {
 	for (int i = 0; i < PREBOOT_NS; i++)
 		if (ahead[i] >= 0)
 			close(ahead[i]);
+	if (exe >= 0)
+		close(exe);
 	if (b->pre && b->pre->sock >= 0) {
 		close(b->pre->sock);
 		b->pre->sock = -1;
@@ -1772,15 +1866,16 @@ static void close_ahead(const struct pisb_boot *b, int ahead[PREBOOT_NS])
 int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 		      struct pisb_err *e)
 {
-	int sp[2], ahead[PREBOOT_NS];
+	int sp[2], ahead[PREBOOT_NS], exe;
 	char path[64], map[128], reply[1024] = "";
 	pid_t child, ipid = -1;
+	bool named;
 
-	preboot_take(b->pre, ahead);
+	preboot_take(b->pre, ahead, &named, &exe);
 	if (ahead[0] >= 0)
 		pisb_trace("boot: namespaces made ahead");
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
-		close_ahead(b, ahead);
+		close_ahead(b, ahead, exe);
 		return pisb_err_sys(e, PISB_EXIT_FAIL, "socketpair");
 	}
 	/* the init will be our grandchild: adopt it when its parent leaves */
@@ -1788,7 +1883,7 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 	child = fork();
 	if (child < 0) {
 		pisb_err_sys(e, PISB_EXIT_FAIL, "fork");
-		close_ahead(b, ahead);
+		close_ahead(b, ahead, exe);
 		goto fail_sp;
 	}
 	if (child == 0) {
@@ -1796,12 +1891,12 @@ int pisb_sandbox_boot(const struct pisb_boot *b, pid_t *init, int *ctl,
 		/* or the child that made them would wait for us to leave */
 		if (b->pre && b->pre->sock >= 0)
 			close(b->pre->sock);
-		boot_child(b, sp[1], ahead);
+		boot_child(b, sp[1], ahead, named, exe);
 	}
 	close(sp[1]);
 	sp[1] = -1;
 	/* held by the boot's child now: their maker may go */
-	close_ahead(b, ahead);
+	close_ahead(b, ahead, exe);
 	pisb_trace("boot: forked");
 	if (read_msg(sp[0], reply, sizeof(reply), 30000) < 0 || reply[0] != 'U') {
 		if (reply[0] == 'E')

@@ -44,8 +44,9 @@ void pisb_ids_for_caller(struct pisb_ids *ids);
  * given before the host-wide registry), and is the registry when the
  * host-wide one cannot be written (a read-only /var/lib).  An entry whose
  * allocating process is gone and that no record of NAME (instances/,
- * templates/, staging/NAME.prep of its state dir) claims is stale and
- * handed out again.
+ * templates/, staging/NAME.prep of its state dir) claims is stale: its
+ * range is handed out again once no range is left without an entry (the
+ * lowest such first), and pisb gc removes it (pisb_ids_sweep).
  *
  * pisb_ids_alloc: as root, a free range into ids (for owner); otherwise
  * pisb_ids_for_caller's.  pisb_ids_free: give range base back (0 and the
@@ -53,9 +54,13 @@ void pisb_ids_for_caller(struct pisb_ids *ids);
  * (its uidBase, else the caller's shared range). */
 struct pisb_state;
 struct pisb_record;
+struct pisb_strv;
 int pisb_ids_alloc(struct pisb_state *st, const char *owner, struct pisb_ids *ids,
 		   struct pisb_err *e);
 void pisb_ids_free(struct pisb_state *st, uid_t base);
+/* pisb gc: remove the stale entries (a create does only when no range is
+ * left without one), their paths appended to out; dry_run: only named. */
+void pisb_ids_sweep(struct pisb_state *st, bool dry_run, struct pisb_strv *out);
 /* Range base is owner's now (a spare of the pool claimed as owner,
  * pool.h): its entry names owner and no process (pid 0): owner's record
  * claims it. */
@@ -91,9 +96,16 @@ void pisb_disk_image_umount(const char *disk_path);
 struct pisb_preboot {
 	pid_t pid;           /* the child that holds them, or -1 */
 	int sock;            /* its end: it leaves when ours is closed */
+	/* the child also names the UTS namespace (hostname), brings the
+	 * network namespace's loopback up and copies the init program
+	 * (init_path) into a sealed memfd, which comes back with the
+	 * namespaces: ~0.1 ms more off the boot's path */
+	const char *hostname;
+	const char *init_path;
 };
 
-/* Start making them (never fails: p->pid -1 when no child could start). */
+/* Start making them (never fails: p->pid -1 when no child could start);
+ * p->hostname and p->init_path set (or NULL) before. */
 void pisb_preboot_start(struct pisb_preboot *p);
 /* Let the child go (the boot has joined, or will not) and reap it. */
 void pisb_preboot_drop(struct pisb_preboot *p);

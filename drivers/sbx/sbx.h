@@ -87,7 +87,8 @@ char *pisb_sbx_name(const struct pisb_record *rec);
  * owner pid is gone and that no pisb sandbox is (KNOWN: the sbx names of
  * the records), removed with sbx rm --force unless dry_run (sbx_gc.c). */
 struct pisb_gc_report;
-void pisb_sbx_gc_leftovers(const struct pisb_strv *known, bool dry_run, struct pisb_gc_report *r);
+void pisb_sbx_gc_leftovers(struct pisb_state *st, const struct pisb_strv *known, bool dry_run,
+			   struct pisb_gc_report *r);
 
 /* Files (pisb-fs): sbx shares the workspace with the VM at the same
  * absolute path, so the file verbs work on that host directory, confined

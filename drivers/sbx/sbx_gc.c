@@ -29,7 +29,8 @@ static pid_t owner_of(const char *name)
 	return pisb_parse_ll(buf, 1, 1LL << 31, &v) == 0 ? (pid_t)v : 0;
 }
 
-void pisb_sbx_gc_leftovers(const struct pisb_strv *known, bool dry_run, struct pisb_gc_report *r)
+void pisb_sbx_gc_leftovers(struct pisb_state *st, const struct pisb_strv *known, bool dry_run,
+			   struct pisb_gc_report *r)
 {
 	char bin[4096], why[512];
 	_cleanup_buf_ struct pisb_buf out = PISB_BUF_INIT;
@@ -39,6 +40,7 @@ void pisb_sbx_gc_leftovers(const struct pisb_strv *known, bool dry_run, struct p
 	struct pisb_json j;
 	int arr;
 
+	(void)st;   /* the sbx CLI's sandboxes are the host's, not a state dir's */
 	if (sbx_find(bin, sizeof(bin), &e) < 0) {
 		r->note = xstrdup("sbx CLI not found on PATH: pi-sbx-* sweep skipped");
 		return;
