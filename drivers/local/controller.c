@@ -1305,9 +1305,14 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 				served = true;
 			}
 		}
-		/* every turn: what poll saw, a pause that ended, the note of
-		 * what was dropped (a read of the empty pipe costs nothing) */
-		pisb_hooklog_drain(&c.hooks);
+		/* what poll saw, or a pause that ended (the pipe not polled);
+		 * else, at every turn, the note of what was dropped when due:
+		 * no read of the empty pipe (a system call per turn, three per
+		 * request a preview relays) */
+		if (p[3].fd < 0 || p[3].revents)
+			pisb_hooklog_drain(&c.hooks);
+		else
+			pisb_hooklog_note(&c.hooks);
 		if (c.svc && !c.stopping) {
 			pisb_services_poll(c.svc, p + 4, (size_t)(n - 4));
 			if (pisb_services_changed(c.svc)) {

@@ -185,6 +185,12 @@ static void hook_keep(void *arg, const char *bytes, size_t n)
 	h->midline = bytes[n - 1] != '\n';
 }
 
+PISB_IDLE_PATH void pisb_hooklog_note(struct pisb_hooklog *h)
+{
+	if (h->r >= 0 && pisb_bucket_note_due(&h->bucket))
+		note_dropped(h);
+}
+
 PISB_IDLE_PATH void pisb_hooklog_drain(struct pisb_hooklog *h)
 {
 	if (h->r < 0)

@@ -72,5 +72,8 @@ int pisb_hooklog_pollfd(struct pisb_hooklog *h, struct pollfd *p, int *timeout_m
 /* r is readable (or the pause ended): move what the bucket allows into
  * the log, drop the rest. */
 void pisb_hooklog_drain(struct pisb_hooklog *h);
+/* r was polled and is not readable: only the note of what was dropped,
+ * if it is due (no read of the empty pipe) */
+void pisb_hooklog_note(struct pisb_hooklog *h);
 
 #endif

@@ -199,7 +199,7 @@ static int finish_connect(struct conn *c)
 }
 
 static void become_reject(struct conn *c, const char *msg, size_t n);
-static void pump(struct conn *c, int j);
+static void pump(struct conn *c, int j, bool readable);
 
 int pisb_relay_add(struct pisb_relay *r, int a, int b,
 		   const struct pisb_relay_opts *o)
@@ -235,8 +235,9 @@ int pisb_relay_add(struct pisb_relay *r, int a, int b,
 			become_reject(c, c->fail, c->fail_len);
 		}
 	}
-	pump(c, 0);
-	pump(c, 1);
+	/* b has said nothing yet, as far as we know: poll tells */
+	pump(c, 0, true);
+	pump(c, 1, false);
 	return 0;
 }
 
@@ -272,11 +273,17 @@ static void dst_gone(struct conn *c, int j)
 	c->d[j].inpipe = 0;
 }
 
-/* Move what can be moved in direction j without blocking. */
-static void pump(struct conn *c, int j)
+/* Move what can be moved in direction j without blocking.  readable: poll
+ * said the source has something (or was not asked: a full pipe); else it
+ * is not read (what comes after the poll wakes us again: a request
+ * relayed took two reads of a source with nothing).  A source is read
+ * until it has nothing, not until a short read: the rest of a response is
+ * often its end (the server's close), forwarded in the same turn. */
+static void pump(struct conn *c, int j, bool readable)
 {
 	struct dir *d = &c->d[j];
 	int src = c->fd[j], dst = c->fd[1 - j];
+	bool drained = !readable && d->inpipe < d->cap;
 
 	for (int round = 0; round < RELAY_ROUNDS; round++) {
 		bool progress = false;
@@ -293,13 +300,14 @@ static void pump(struct conn *c, int j)
 				break;
 			}
 		}
-		if (!d->eof && src >= 0) {
+		if (!d->eof && src >= 0 && !drained) {
 			if (d->discard) {
 				n = read(src, scratch, sizeof(scratch));
 				if (n > 0)
 					progress = true;
 				else if (n == 0 || (errno != EAGAIN && errno != EINTR))
 					d->eof = true;
+				drained = n < 0;
 			} else if (d->inpipe < d->cap) {
 				n = splice(src, NULL, d->p[1], NULL, d->cap - d->inpipe,
 					   SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
@@ -310,6 +318,7 @@ static void pump(struct conn *c, int j)
 					/* EOF, or a reset: what came before it still goes out */
 					d->eof = true;
 				}
+				drained = n < 0;
 			}
 		}
 		if (!d->discard && d->pre_off == d->pre_len && d->inpipe > 0) {
@@ -386,6 +395,8 @@ void pisb_relay_poll(struct pisb_relay *r, struct pollfd *p, int n)
 
 	for (c = r->head; c; c = next) {
 		short rev[2] = { 0, 0 };
+		/* a was not polled while b connected: it may hold a request */
+		bool connected = false;
 
 		next = c->next;
 		for (int i = 0; i < 2; i++)
@@ -393,6 +404,7 @@ void pisb_relay_poll(struct pisb_relay *r, struct pollfd *p, int n)
 				rev[i] = p[c->idx[i]].revents;
 		if (c->connecting && rev[1]) {
 			int st = finish_connect(c);
+			connected = true;
 			if (st < 0) {
 				if (c->on_fail)
 					c->on_fail(c->arg, c->tag);
@@ -404,8 +416,8 @@ void pisb_relay_poll(struct pisb_relay *r, struct pollfd *p, int n)
 			}
 		}
 		if (!c->connecting && (rev[0] || rev[1])) {
-			pump(c, 0);
-			pump(c, 1);
+			pump(c, 0, connected || (rev[0] & (POLLIN | POLLHUP | POLLERR)));
+			pump(c, 1, rev[1] & (POLLIN | POLLHUP | POLLERR));
 		}
 		if (c->d[0].shut && c->d[1].shut) {
 			conn_close(r, c);
