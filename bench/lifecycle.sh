@@ -3,7 +3,9 @@
 # peers (bwrap cold with the same view of the host: /usr, /etc masked;
 # pasta's user + network namespace, rootlesskit's), interleaved round by
 # round; where create's time goes
-# (PISB_TRACE phases, medians); stop; idle memory (RSS and PSS of
+# (PISB_TRACE phases, medians), and what of it is the state directory's
+# disk (the same with the state directory on a tmpfs, BENCH_SHM_RUNS
+# rounds, default 10); stop; idle memory (RSS and PSS of
 # controller + init, of one sandbox alone and per sandbox of BENCH_IDLE,
 # default 10, idle together); BENCH_CONC (default 100) concurrent sandboxes.
 set -uo pipefail
@@ -293,6 +295,48 @@ if [ "$(id -u)" = 0 ]; then
 	result "create -> first command, diskGiB: 10 (ext4 image)" "$dc" "no diskGiB" "$dp" ms ""
 else
 	line "diskGiB" "not measured: only root enforces it (an ext4 image needs a loop mount)"
+fi
+
+# the state directory's disk: create -> first command and start -> first
+# command with the state directory on a tmpfs (/dev/shm: no fsync reaches
+# a disk, no inode of the disk's filesystem is made or freed), beside the
+# same on the disk and bwrap, in the same rounds: how much of the gap to
+# bwrap, which keeps nothing, is the persistent state (root's host-wide id
+# registry, /var/lib/pisb, stays on the disk in both)
+shm=
+if [ -d /dev/shm ] && [ -w /dev/shm ] && [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
+	shm=$(mktemp -d /dev/shm/pisb-bench-state.XXXXXX)
+	trap 'rm -rf "$tmp" "$tr" "$shm"' EXIT
+fi
+if [ -n "$shm" ]; then
+	SN=${BENCH_SHM_RUNS:-10}
+	for i in $(seq "$SN"); do
+		PI_SANDBOX_HOME=$shm timed "$tmp/mcreate" pisb create "sm$i" -q '&&' pisb exec "sm$i" -- true
+		timed "$tmp/dcreate2" pisb create "sd$i" -q '&&' pisb exec "sd$i" -- true
+		[ -z "${bw_ok:-}" ] || timed "$tmp/mbw" "${bw[@]}"
+		PI_SANDBOX_HOME=$shm pisb stop "sm$i" -q
+		pisb stop "sd$i" -q
+		PI_SANDBOX_HOME=$shm timed "$tmp/mstart" pisb start "sm$i" -q '&&' pisb exec "sm$i" -- true
+		timed "$tmp/dstart2" pisb start "sd$i" -q '&&' pisb exec "sd$i" -- true
+		PI_SANDBOX_HOME=$shm pisb destroy "sm$i" --confirm "sm$i" -q >/dev/null 2>&1
+		pisb destroy "sd$i" --confirm "sd$i" -q >/dev/null 2>&1
+	done
+	if [ -s "$tmp/failed" ]; then
+		line "state directory on a tmpfs" "not measured: $(wc -l <"$tmp/failed") timed commands failed; the first: $(cat "$tmp/first-error")"
+		exit 1
+	fi
+	mc=$(med <"$tmp/mcreate") ms=$(med <"$tmp/mstart") dc2=$(med <"$tmp/dcreate2") ds2=$(med <"$tmp/dstart2")
+	if [ -n "${bw_ok:-}" ]; then
+		mb=$(med <"$tmp/mbw")
+		printf '  %-34s create -> first command %.3f ms (%sx bwrap), start -> first command %.3f ms (%sx); on the disk, the same rounds: %.3f ms (%sx) and %.3f ms (%sx); bwrap %.3f ms: the disk (its fsyncs, its filesystem'\''s inodes) is %.2f ms of a create, %.2f of a start (median of %s)\n' \
+			"state directory on a tmpfs" "$mc" "$(ratio "$mc" "$mb")" "$ms" "$(ratio "$ms" "$mb")" \
+			"$dc2" "$(ratio "$dc2" "$mb")" "$ds2" "$(ratio "$ds2" "$mb")" "$mb" \
+			"$(awk -v a="$dc2" -v b="$mc" 'BEGIN { print a - b }')" "$(awk -v a="$ds2" -v b="$ms" 'BEGIN { print a - b }')" "$SN"
+		result "create -> first command, state directory on a tmpfs" "$mc" bwrap "$mb" ms ""
+		result "start -> first command, state directory on a tmpfs" "$ms" bwrap "$mb" ms ""
+	fi
+else
+	line "state directory on a tmpfs" "not measured: /dev/shm is not a writable tmpfs"
 fi
 
 # idle memory of one sandbox: RSS, and PSS (shared pages split fairly),
