@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # bench/ab.sh BIN_A BIN_B [ROUNDS] - the local driver's lifecycle of two
-# builds side by side: each round runs, for A, then B, then bwrap cold,
-# create -> first command, stop, start -> first command (the same sandbox
-# flow as lifecycle.sh), and on the running sandbox an exec round trip
-# (exec -- true), a 64 KiB write and its read back, so that both see the
-# same load.  Prints the
-# median of each and B/A, and each build's B/bwrap.  Each build gets its
-# own state directory.  Not part of make bench: for comparing a change
+# builds side by side: each round runs, for A and for B (each first in
+# every other round), create -> first command, stop, start -> first
+# command (the same sandbox flow as lifecycle.sh), and on the running
+# sandbox an exec round trip (exec -- true), a 64 KiB write and its read
+# back, with bwrap cold beside each, so that both see the same load.
+# Prints the median of each and B/A, and each build's B/bwrap.  Each build
+# gets its own state directory.  Not part of make bench: for comparing a change
 # against main (e.g. BIN_A=a copy of main's bin/).
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: bench/ab.sh BIN_A BIN_B [ROUNDS]" >&2; exit 2; }
@@ -29,8 +29,12 @@ t() {
 bw=(bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib
 	--symlink usr/lib64 /lib64 --proc /proc --dev /dev --tmpfs /tmp true)
 head -c 65536 /dev/urandom | base64 >"$tmp/f64k"
+# A first in odd rounds, B first in even ones: what runs first takes the
+# kernel's teardown of the sandbox destroyed just before (its network
+# namespace goes after destroy returned)
 for i in $(seq "$N"); do
-	for x in a b; do
+	order="a b"; [ $((i % 2)) = 0 ] && order="b a"
+	for x in $order; do
 		bin=$A; [ $x = b ] && bin=$B
 		export PI_SANDBOX_HOME=$tmp/$x.state
 		t "$tmp/$x.create" "$bin/pisb" create "ab$i" -q '&&' "$bin/pisb" exec "ab$i" -- true
