@@ -24,7 +24,10 @@
 #               cost shows up as the client's and server's lost throughput:
 #               this line says how much.
 #   latency     p50 and p99 of REQS requests on fresh connections, the same
-#               pairs; goal: under 0.2 ms added by the preview
+#               pairs; goal: under 0.2 ms added by the preview.  pasta's
+#               server is also asked from inside pasta's namespace, so that
+#               what each forwarder adds to its own server's p50 is
+#               compared too (the two servers answer at their own pace)
 #   peers       the same server behind pasta's -t forwarder and behind
 #               rootlesskit's builtin port driver (slirp4netns network), in
 #               the same rounds (each round: direct, preview, pasta,
@@ -260,6 +263,17 @@ printf 'cpu per GiB (%s cores): %s; %s\n' "$(nproc)" \
 : >"$work/lat.host"
 : >"$work/lat.direct"
 : >"$work/lat.relay"
+# pasta's server from inside pasta's namespace too: what its forwarder
+# adds to the same server there, as "added" is the preview's (the two
+# servers, one in each, answer at their own pace)
+pasta_in=()
+if [ -n "$pasta_url" ] && psrv=$(pgrep -P "$pasta_pid" | head -1) && [ -n "$psrv" ]; then
+	if [ "$(id -u)" = 0 ]; then
+		pasta_in=(nsenter -t "$psrv" -n --)
+	else
+		pasta_in=(nsenter -t "$psrv" -U -n --preserve-credentials --)
+	fi
+fi
 for _ in $(seq "$ROUNDS"); do
 	python3 "$fix/client.py" latency "$direct/env?name=HOME" "$REQS" >>"$work/lat.host"
 	innet python3 "$fix/client.py" latency "$inside/env?name=HOME" "$REQS" >>"$work/lat.direct"
@@ -267,6 +281,9 @@ for _ in $(seq "$ROUNDS"); do
 	if [ -n "$pasta_url" ]; then
 		if v=$(timeout "$PEER_MAX_S" python3 "$fix/client.py" latency "$pasta_url/env?name=HOME" "$REQS"); then
 			echo "$v" >>"$work/lat.pasta"
+			[ ${#pasta_in[@]} = 0 ] ||
+				timeout "$PEER_MAX_S" "${pasta_in[@]}" python3 "$fix/client.py" latency "http://127.0.0.1:$pport/env?name=HOME" "$REQS" >>"$work/lat.pasta.direct" ||
+				pasta_in=()
 		else
 			cannot_run pasta "$REQS requests through its -t forwarder failed or took over $PEER_MAX_S s" "preview relay latency p50"
 			pasta_url=
@@ -309,6 +326,15 @@ peer_latency() {
 peer_latency "pasta -t forwarder" "$work/lat.pasta"
 peer_latency "rootlesskit builtin" "$work/lat.rk"
 result "preview relay latency p50, added" "$added" - "" ms "<0.2"
+# relay against relay: what each adds to its own server's direct p50
+if [ ${#pasta_in[@]} -gt 0 ] && [ -s "$work/lat.pasta.direct" ] &&
+   [ "$(wc -l <"$work/lat.pasta.direct")" = "$(wc -l <"$work/lat.pasta")" ]; then
+	pd=$(col 1 "$work/lat.pasta.direct" | median) pp=$(col 1 "$work/lat.pasta" | median)
+	padded=$(awk -v a="$pp" -v b="$pd" 'BEGIN {printf "%.3f", a - b}')
+	printf 'latency: added to its own server'\''s direct p50: preview %s ms (server in the sandbox %.3f ms), pasta -t %s ms (server in its namespace %.3f ms): %sx\n' \
+		"$added" "$ld" "$padded" "$pd" "$(ratio "$added" "$padded")"
+	result "preview relay latency p50, added to its server's direct" "$added" "pasta -t forwarder" "$padded" ms
+fi
 
 # ---- ensure to ready ----
 # the server's own start: launch to first accepted connection, inside
