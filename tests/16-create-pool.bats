@@ -171,12 +171,18 @@ EOF
 	kill "$owner"
 }
 
-@test "root: a claimed spare's host id range is the sandbox's: no other create gets it, and its entry names it" {
-	require_root
+# one_spare: a pool of 1 spare; sp its name, sbase its host id range,
+# whose entry names it
+one_spare() {
 	run -0 pisb pool 1
 	sp=$(basename "$(ls -d "$PI_SANDBOX_HOME"/pool/spare-*)")
 	sbase=$(jq -r .uidBase "$PI_SANDBOX_HOME/pool/$sp/record.json")
 	[ "$(cut -d' ' -f1 "$PISB_ID_REGISTRY/idranges/$sbase")" = "$sp" ]
+}
+
+@test "root: a claimed spare's host id range is the sandbox's: no other create gets it, and its entry names it" {
+	require_root
+	one_spare
 	run_ok pisb create a
 	[ "$(jq -r .uidBase "$PI_SANDBOX_HOME/instances/a/record.json")" = "$sbase" ]
 	# at once, before a's controller renamed the entry: the next create
@@ -226,6 +232,22 @@ EOF
 	t=$BATS_TEST_TMPDIR/trace
 	PISB_TRACE=$t run_ok pisb create c
 	grep -q ' create: controller spawned$' "$t"
+}
+
+@test "root: pool 0 frees a spare's host id range while the process that made it still runs (a refill that has not exited yet)" {
+	require_root
+	one_spare
+	# what pool 0 found right after a claim: the refill that made the
+	# spare had released the pool's lock and not yet exited.  Here its
+	# entry names a process that lives on (this shell)
+	echo "$sp $$ $(awk '{print $22}' /proc/$$/stat) $PI_SANDBOX_HOME" >"$PISB_ID_REGISTRY/idranges/$sbase"
+	run -0 pisb pool 0
+	run -0 pisb pool --json
+	[ "$output" = "[]" ]
+	[ ! -e "$PISB_ID_REGISTRY/idranges/$sbase" ]
+	# and a create takes the range again (the lowest without an entry)
+	run -0 pisb create a
+	[ "$(jq -r .uidBase "$PI_SANDBOX_HOME/instances/a/record.json")" = "$sbase" ]
 }
 
 @test "fault: a spare killed -9 is skipped by a create, swept by pisb gc, and the pool fills again by itself" {

@@ -128,7 +128,7 @@ static bool range_claimed(int sfd, const char *name, uid_t base)
  * claims it.  "NAME PID START STATEDIR" (the host-wide registry: the
  * state dir whose record would claim it), or "NAME PID START" (a state
  * dir's own registry, st's). */
-static bool range_stale(struct pisb_state *st, const char *t, uid_t base)
+static bool range_judged(struct pisb_state *st, const char *t, uid_t base, const char *owner)
 {
 	char name[64];
 	struct pisb_proc_id p = { 0 };
@@ -141,7 +141,7 @@ static bool range_stale(struct pisb_state *st, const char *t, uid_t base)
 		return false;   /* not ours to judge: keep it */
 	p.pid = pid;
 	p.start = start;
-	if (pid > 0 && pisb_proc_id_alive(&p))
+	if ((!owner || strcmp(name, owner)) && pid > 0 && pisb_proc_id_alive(&p))
 		return false;
 	path = t + n;
 	if (*path != ' ')
@@ -156,6 +156,11 @@ static bool range_stale(struct pisb_state *st, const char *t, uid_t base)
 			return errno == ENOENT || errno == ENOTDIR;   /* the state dir is gone */
 	}
 	return !range_claimed(sfd, name, base);
+}
+
+static bool range_stale(struct pisb_state *st, const char *t, uid_t base)
+{
+	return range_judged(st, t, base, NULL);
 }
 
 /* The host-wide registry, $PISB_ID_REGISTRY or /var/lib/pisb: an fd of
@@ -398,8 +403,10 @@ int pisb_ids_adopt(struct pisb_state *st, uid_t base, const char *owner, struct 
 
 /* Remove rdir/idranges/BASE if it is ours (a failed create) or stale:
  * between a destroy's trash and this, another create may have found it
- * stale and taken it. */
-static void range_drop(struct pisb_state *st, int rdir, uid_t base)
+ * stale and taken it.  owner: it names owner, a name no other create
+ * takes (a spare's), and no record claims it: its allocator may still be
+ * alive (a pool's refill that has made the spare and not yet exited). */
+static void range_drop(struct pisb_state *st, int rdir, uid_t base, const char *owner)
 {
 	_cleanup_close_ int lock = -1;
 	_cleanup_buf_ struct pisb_buf t = PISB_BUF_INIT;
@@ -418,11 +425,11 @@ static void range_drop(struct pisb_state *st, int rdir, uid_t base)
 		return;
 	sp = strchr(t.s, ' ');
 	if ((sp && pisb_str_starts(sp, me) && (sp[strlen(me)] == ' ' || sp[strlen(me)] == '\n')) ||
-	    range_stale(st, t.s, base))
+	    range_judged(st, t.s, base, owner))
 		unlinkat(rdir, fn, 0);
 }
 
-void pisb_ids_free(struct pisb_state *st, uid_t base)
+void pisb_ids_free_owned(struct pisb_state *st, uid_t base, const char *owner)
 {
 	struct pisb_ids shared;
 	char rpath[4096];
@@ -433,8 +440,13 @@ void pisb_ids_free(struct pisb_state *st, uid_t base)
 		return;
 	reg = registry_open(rpath, sizeof(rpath));
 	if (reg >= 0)
-		range_drop(st, reg, base);
-	range_drop(st, st->fd, base);
+		range_drop(st, reg, base, owner);
+	range_drop(st, st->fd, base, owner);
+}
+
+void pisb_ids_free(struct pisb_state *st, uid_t base)
+{
+	pisb_ids_free_owned(st, base, NULL);
 }
 
 /* ---- diskGiB: a filesystem image per sandbox (ns.h) ---- */

@@ -58,6 +58,10 @@ struct pisb_strv;
 int pisb_ids_alloc(struct pisb_state *st, const char *owner, struct pisb_ids *ids,
 		   struct pisb_err *e);
 void pisb_ids_free(struct pisb_state *st, uid_t base);
+/* The same for a range whose entry names owner, a name only its own
+ * create takes (a spare's random one): freed even while that create's
+ * process is still alive, once no record claims the range. */
+void pisb_ids_free_owned(struct pisb_state *st, uid_t base, const char *owner);
 /* pisb gc: remove the stale entries (a create does only when no range is
  * left without one), their paths appended to out; dry_run: only named. */
 void pisb_ids_sweep(struct pisb_state *st, bool dry_run, struct pisb_strv *out);

@@ -83,8 +83,9 @@ static void spare_remove(struct pisb_state *st, const char *dir, const char *nam
 		base = rec.uid_base;
 		pisb_record_release(&rec);
 	}
+	/* its refill may not have exited yet: the entry goes all the same */
 	if (pisb_state_trash(st, dir, name, &ig) == 0 && base)
-		pisb_ids_free(st, base);
+		pisb_ids_free_owned(st, base, name);
 }
 
 /* Retire spare pool/NAME: its controller stops the sandbox and leaves;
