@@ -90,6 +90,7 @@ CMD_pisb-fs := fs_tree fs_project
 CMD_pisb-create := create_info create_lc
 CMD_pisb-exec := exec_verbs
 CMD_pisb-svc := svc_supervise
+
 LIB_SRC := $(sort $(wildcard common/*.c $(DRIVERS:%=drivers/%/*.c)))
 LIB_HDR := $(wildcard common/*.h cmd/*.h $(DRIVERS:%=drivers/%/*.h))
 LIB_OBJ := $(LIB_SRC:%.c=$(OUT)/%.o)

@@ -194,15 +194,13 @@ spread() {
 for p in "${peers[@]}"; do
 	v=$(med <"$tmp/p.$p")
 	# bwrap: timed beside each create and each start (beside, above)
-	vs=$v ps=$tmp/p.$p
-	[ "$p" != bwrap ] || { vs=$(med <"$tmp/p.bwrap.start"); ps=$tmp/p.bwrap.start; }
+	vs=$v ps=$tmp/p.$p where=""
 	if [ "$p" = bwrap ]; then
-		printf '  %-34s %9.3f ms   (peer, beside the creates; %.3f ms beside the starts; pisb create ratio %sx, start %sx; per round min-median-max: create %s, start %s)\n' \
-			"$p ... true" "$v" "$vs" "$(ratio "$c" "$v")" "$(ratio "$t" "$vs")" "$(spread "$tmp/create" "$tmp/p.$p")" "$(spread "$tmp/start" "$ps")"
-	else
-		printf '  %-34s %9.3f ms   (peer; pisb create ratio %sx, start %sx; per round min-median-max: create %s, start %s)\n' \
-			"$p ... true" "$v" "$(ratio "$c" "$v")" "$(ratio "$t" "$v")" "$(spread "$tmp/create" "$tmp/p.$p")" "$(spread "$tmp/start" "$tmp/p.$p")"
+		ps=$tmp/p.bwrap.start vs=$(med <"$tmp/p.bwrap.start")
+		where=$(printf ', beside the creates; %.3f ms beside the starts' "$vs")
 	fi
+	printf '  %-34s %9.3f ms   (peer%s; pisb create ratio %sx, start %sx; per round min-median-max: create %s, start %s)\n' \
+		"$p ... true" "$v" "$where" "$(ratio "$c" "$v")" "$(ratio "$t" "$vs")" "$(spread "$tmp/create" "$tmp/p.$p")" "$(spread "$tmp/start" "$ps")"
 	goal=""; [ "$p" = bwrap ] && goal="<=1"
 	result "create -> first command" "$c" "$p" "$v" ms "$goal"
 	result "start -> first command" "$t" "$p" "$vs" ms "$goal"
@@ -337,24 +335,28 @@ if [ -d /dev/shm ] && [ -w /dev/shm ] && [ "$(stat -f -c %T /dev/shm 2>/dev/null
 	shm=$(mktemp -d /dev/shm/pisb-bench-state.XXXXXX)
 	trap 'rm -rf "$tmp" "$tr" "$shm"' EXIT
 fi
+# on m|d CMD...: CMD with the state directory on the tmpfs (m) or the disk
+on() {
+	local w=$1
+	shift
+	if [ "$w" = m ]; then PI_SANDBOX_HOME=$shm "$@"; else "$@"; fi
+}
 if [ -n "$shm" ]; then
 	SN=${BENCH_SHM_RUNS:-10}
 	for i in $(seq "$SN"); do
-		PI_SANDBOX_HOME=$shm timed "$tmp/mcreate" pisb create "sm$i" -q '&&' pisb exec "sm$i" -- true
-		timed "$tmp/dcreate2" pisb create "sd$i" -q '&&' pisb exec "sd$i" -- true
+		# each first in every other round (as beside, above)
+		order="m d"; [ $((i % 2)) = 0 ] && order="d m"
+		for w in $order; do on "$w" timed "$tmp/s.$w.create" pisb create "s$w$i" -q '&&' pisb exec "s$w$i" -- true; done
 		[ -z "${bw_ok:-}" ] || timed "$tmp/mbw" "${bw[@]}"
-		PI_SANDBOX_HOME=$shm pisb stop "sm$i" -q
-		pisb stop "sd$i" -q
-		PI_SANDBOX_HOME=$shm timed "$tmp/mstart" pisb start "sm$i" -q '&&' pisb exec "sm$i" -- true
-		timed "$tmp/dstart2" pisb start "sd$i" -q '&&' pisb exec "sd$i" -- true
-		PI_SANDBOX_HOME=$shm pisb destroy "sm$i" --confirm "sm$i" -q >/dev/null 2>&1
-		pisb destroy "sd$i" --confirm "sd$i" -q >/dev/null 2>&1
+		for w in $order; do on "$w" pisb stop "s$w$i" -q; done
+		for w in $order; do on "$w" timed "$tmp/s.$w.start" pisb start "s$w$i" -q '&&' pisb exec "s$w$i" -- true; done
+		for w in $order; do on "$w" pisb destroy "s$w$i" --confirm "s$w$i" -q >/dev/null 2>&1; done
 	done
 	if [ -s "$tmp/failed" ]; then
 		line "state directory on a tmpfs" "not measured: $(wc -l <"$tmp/failed") timed commands failed; the first: $(cat "$tmp/first-error")"
 		exit 1
 	fi
-	mc=$(med <"$tmp/mcreate") ms=$(med <"$tmp/mstart") dc2=$(med <"$tmp/dcreate2") ds2=$(med <"$tmp/dstart2")
+	mc=$(med <"$tmp/s.m.create") ms=$(med <"$tmp/s.m.start") dc2=$(med <"$tmp/s.d.create") ds2=$(med <"$tmp/s.d.start")
 	if [ -n "${bw_ok:-}" ]; then
 		mb=$(med <"$tmp/mbw")
 		printf '  %-34s create -> first command %.3f ms (%sx bwrap), start -> first command %.3f ms (%sx); on the disk, the same rounds: %.3f ms (%sx) and %.3f ms (%sx); bwrap %.3f ms: the disk (its fsyncs, its filesystem'\''s inodes) is %.2f ms of a create, %.2f of a start (median of %s)\n' \

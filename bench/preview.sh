@@ -89,13 +89,12 @@ pisb exec bench -- sh -c 'cat > /workspace/server.py' <"$fix/server.py"
 out=$(pisb svc bench start srv --preview --json -- 'exec python3 /workspace/server.py')
 url=$(jq -r '.services[0].url' <<<"$out")
 inside=http://127.0.0.1:$(jq -r '.services[0].port' <<<"$out")
-# run a host command in the sandbox's network namespace only
+# run a host command in the network namespace of a process (the
+# sandbox's init; later pasta's server) only: root joins it as it is, a
+# user through its user namespace
+netns_of=(-n); [ "$(id -u)" = 0 ] || netns_of=(-U -n --preserve-credentials)
 init=$(pisb inspect bench | jq -r .controller.initPid)
-if [ "$(id -u)" = 0 ]; then
-	innet_cmd=(nsenter -t "$init" -n --)
-else
-	innet_cmd=(nsenter -t "$init" -U -n --preserve-credentials --)
-fi
+innet_cmd=(nsenter -t "$init" "${netns_of[@]}" --)
 innet() { "${innet_cmd[@]}" "$@"; }
 
 # the same server and the same file on both sides
@@ -268,11 +267,7 @@ printf 'cpu per GiB (%s cores): %s; %s\n' "$(nproc)" \
 # servers, one in each, answer at their own pace)
 pasta_in=()
 if [ -n "$pasta_url" ] && psrv=$(pgrep -P "$pasta_pid" | head -1) && [ -n "$psrv" ]; then
-	if [ "$(id -u)" = 0 ]; then
-		pasta_in=(nsenter -t "$psrv" -n --)
-	else
-		pasta_in=(nsenter -t "$psrv" -U -n --preserve-credentials --)
-	fi
+	pasta_in=(nsenter -t "$psrv" "${netns_of[@]}" --)
 fi
 for _ in $(seq "$ROUNDS"); do
 	python3 "$fix/client.py" latency "$direct/env?name=HOME" "$REQS" >>"$work/lat.host"

@@ -108,15 +108,23 @@ static struct hdr *cut(int c)
 	return h;
 }
 
-static void *large(size_t n)
+/* the length of a mapping of its own for n bytes, 0 (ENOMEM) for none */
+static size_t large_len(size_t n)
 {
-	size_t len = (n + HDR + PAGE - 1) & ~(size_t)(PAGE - 1);
-	struct hdr *h;
-
 	if (n > SIZE_MAX - HDR - PAGE) {
 		errno = ENOMEM;
-		return NULL;
+		return 0;
 	}
+	return (n + HDR + PAGE - 1) & ~(size_t)(PAGE - 1);
+}
+
+static void *large(size_t n)
+{
+	size_t len = large_len(n);
+	struct hdr *h;
+
+	if (!len)
+		return NULL;
 	h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (h == MAP_FAILED)
 		return NULL;
@@ -182,12 +190,11 @@ void *realloc(void *p, size_t n)
 	have = malloc_usable_size(p);
 	if (n <= have)
 		return p;
-	if (h->cls == LARGE && class_of(n) == NCLASS) {
-		size_t len = (n + HDR + PAGE - 1) & ~(size_t)(PAGE - 1);
-		if (n > SIZE_MAX - HDR - PAGE) {
-			errno = ENOMEM;
+	/* (grown beyond a mapping of its own: larger than any chunk) */
+	if (h->cls == LARGE) {
+		size_t len = large_len(n);
+		if (!len)
 			return NULL;
-		}
 		h = mremap(h, h->len, len, MREMAP_MAYMOVE);
 		if (h == MAP_FAILED)
 			return NULL;

@@ -185,15 +185,15 @@ acl_py() {
 	[ -e "$REG/idranges/1000196608" ]
 	# a dry run names the two stale entries and removes nothing
 	run -0 --separate-stderr pisb gc --dry-run --json
-	# (the host-wide registry's first)
+	# (the lowest range first)
 	run -0 jq -r '[.cleaned[] | select(.kind == "idrange") | .name] | join(" ")' <<<"$output"
-	[ "$output" = "$REG/idranges/1000196608 $PI_SANDBOX_HOME/idranges/1000065536" ]
+	[ "$output" = "$PI_SANDBOX_HOME/idranges/1000065536 $REG/idranges/1000196608" ]
 	[ -e "$PI_SANDBOX_HOME/idranges/1000065536" ]
 	[ -e "$REG/idranges/1000196608" ]
 	run -0 --separate-stderr pisb gc --json
-	# (the host-wide registry's first)
+	# (the lowest range first)
 	run -0 jq -r '[.cleaned[] | select(.kind == "idrange") | .name] | join(" ")' <<<"$output"
-	[ "$output" = "$REG/idranges/1000196608 $PI_SANDBOX_HOME/idranges/1000065536" ]
+	[ "$output" = "$PI_SANDBOX_HOME/idranges/1000065536 $REG/idranges/1000196608" ]
 	[ ! -e "$PI_SANDBOX_HOME/idranges/1000065536" ]
 	[ ! -e "$REG/idranges/1000196608" ]
 	# the live ones and the sandbox's stay

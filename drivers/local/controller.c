@@ -866,14 +866,14 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 	c.notify = notify_fd;
 	c.stop_client = -1;
 	c.idir = -1;
+	c.name = pisb_str_starts(name, "@prep/") ? name + 6 : pisb_str_starts(name, "@spare/") ? name + 7 : name;
 	/* the namespaces, made while we wait for the word, take the lock,
 	 * read the record and make the cgroup (ns.h); not for a boot that
 	 * our starter knows will make its own (own_ns) */
 	c.pre.pid = c.pre.sock = -1;
 	if (!own_ns) {
-		/* named as the boot names it (b.hostname: c.name, below) */
-		c.pre.hostname = pisb_str_starts(name, "@prep/") ? name + 6 :
-				 pisb_str_starts(name, "@spare/") ? name + 7 : name;
+		/* named as the boot names it (b.hostname) */
+		c.pre.hostname = c.name;
 		c.pre.init_path = initp;
 		pisb_preboot_start(&c.pre);
 	}
@@ -910,7 +910,6 @@ PISB_IDLE_PATH int pisb_controller_run(struct pisb_state *st, const char *name, 
 		}
 	}
 	c.st = st;
-	c.name = pisb_str_starts(name, "@prep/") ? name + 6 : pisb_str_starts(name, "@spare/") ? name + 7 : name;
 	c.initctl = c.lsock = c.sigfd = c.watched = -1;
 	c.hooks.r = c.hooks.w = -1;
 	if (c.idir < 0)

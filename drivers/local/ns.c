@@ -127,8 +127,10 @@ static bool range_claimed(int sfd, const char *name, uid_t base)
 /* An entry (its text in t) is stale: its allocator is gone and no record
  * claims it.  "NAME PID START STATEDIR" (the host-wide registry: the
  * state dir whose record would claim it), or "NAME PID START" (a state
- * dir's own registry, st's). */
-static bool range_judged(struct pisb_state *st, const char *t, uid_t base, const char *owner)
+ * dir's own registry, st's).  owner: an entry that names owner (a name
+ * only its own create takes) is judged by the records alone, its
+ * allocator alive or not. */
+static bool range_stale(struct pisb_state *st, const char *t, uid_t base, const char *owner)
 {
 	char name[64];
 	struct pisb_proc_id p = { 0 };
@@ -156,11 +158,6 @@ static bool range_judged(struct pisb_state *st, const char *t, uid_t base, const
 			return errno == ENOENT || errno == ENOTDIR;   /* the state dir is gone */
 	}
 	return !range_claimed(sfd, name, base);
-}
-
-static bool range_stale(struct pisb_state *st, const char *t, uid_t base)
-{
-	return range_judged(st, t, base, NULL);
 }
 
 /* The host-wide registry, $PISB_ID_REGISTRY or /var/lib/pisb: an fd of
@@ -191,13 +188,23 @@ static int registry_open(char *path, size_t n)
 
 struct range_ent {
 	unsigned long long base;
-	int reg;        /* which registry: 0 host-wide, 1 the state dir's */
+	int rdir;       /* its registry's directory (borrowed) */
 	int stale;      /* -1 not judged yet */
 };
 
-/* Every entry of rdir/idranges into *v: its name, not what it holds (read
- * only to judge it stale: range_ent_stale). */
-static void ranges_load(int rdir, int reg, struct range_ent **v, size_t *n, size_t *cap)
+/* Both registries locked, the host-wide one's lock first (when there is
+ * one), and their entries (names only: what an entry holds is read only
+ * to judge it stale, range_ent_stale) sorted by base.  path: the
+ * host-wide registry's, or st's when there is none. */
+struct ranges {
+	int reg, lock, llock;   /* -1: none */
+	char path[4096];
+	struct range_ent *v;
+	size_t n, cap;
+};
+
+/* Every entry of rdir/idranges into r. */
+static void ranges_load(struct ranges *r, int rdir)
 {
 	_cleanup_close_ int dfd = openat(rdir, "idranges", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	DIR *d;
@@ -211,27 +218,13 @@ static void ranges_load(int rdir, int reg, struct range_ent **v, size_t *n, size
 
 		if (de->d_name[0] == '.' || pisb_parse_ll(de->d_name, 1, 4294967295LL, &b) < 0)
 			continue;
-		if (*n == *cap) {
-			*cap = *cap ? *cap * 2 : 16;
-			*v = xrealloc(*v, *cap * sizeof(**v));
+		if (r->n == r->cap) {
+			r->cap = r->cap ? r->cap * 2 : 16;
+			r->v = xrealloc(r->v, r->cap * sizeof(*r->v));
 		}
-		(*v)[(*n)++] = (struct range_ent){ (unsigned long long)b, reg, -1 };
+		r->v[r->n++] = (struct range_ent){ (unsigned long long)b, rdir, -1 };
 	}
 	closedir(d);
-}
-
-/* Entry x is stale (range_stale), judged once; rdir: x's registry. */
-static bool range_ent_stale(struct pisb_state *st, int rdir, struct range_ent *x)
-{
-	if (x->stale < 0) {
-		_cleanup_buf_ struct pisb_buf t = PISB_BUF_INIT;
-		char fn[32];
-		snprintf(fn, sizeof(fn), "idranges/%llu", x->base);
-		/* unreadable: never judged stale */
-		x->stale = pisb_read_file_at(rdir, fn, &t, 4096) == 0 && t.s &&
-			   range_stale(st, t.s, (uid_t)x->base);
-	}
-	return x->stale;
 }
 
 static int range_ent_cmp(const void *a, const void *b)
@@ -241,11 +234,56 @@ static int range_ent_cmp(const void *a, const void *b)
 	return x->base < y->base ? -1 : x->base > y->base;
 }
 
-/* The lowest range from first on that the entries v[n] (sorted by base)
- * leave free, 0 if none: with no entry overlapping it at all, or (stale)
- * with only stale ones (range_ent_stale; regfd: the host-wide registry). */
-static unsigned long long range_pick(struct pisb_state *st, int regfd, struct range_ent *v,
-				     size_t n, unsigned long long first, bool stale)
+static void ranges_close(struct ranges *r)
+{
+	if (r->llock >= 0)
+		close(r->llock);
+	if (r->lock >= 0)
+		close(r->lock);
+	if (r->reg >= 0)
+		close(r->reg);
+	free(r->v);
+}
+
+static int ranges_open(struct pisb_state *st, struct ranges *r, struct pisb_err *e)
+{
+	memset(r, 0, sizeof(*r));
+	r->lock = r->llock = -1;
+	r->reg = registry_open(r->path, sizeof(r->path));
+	if (r->reg >= 0 &&
+	    (r->lock = pisb_lock_acquire(r->reg, "idranges.lock", true, 30000, "the host's id ranges", e)) < 0)
+		return -1;
+	if ((r->llock = pisb_lock_acquire(st->fd, "idranges.lock", true, 30000, "the id ranges", e)) < 0)
+		return -1;
+	if (r->reg < 0)
+		snprintf(r->path, sizeof(r->path), "%s", st->path);
+	else
+		ranges_load(r, r->reg);
+	ranges_load(r, st->fd);
+	if (r->n)
+		qsort(r->v, r->n, sizeof(*r->v), range_ent_cmp);
+	return 0;
+}
+
+/* Entry x is stale (range_stale), judged once. */
+static bool range_ent_stale(struct pisb_state *st, struct range_ent *x)
+{
+	if (x->stale < 0) {
+		_cleanup_buf_ struct pisb_buf t = PISB_BUF_INIT;
+		char fn[32];
+		snprintf(fn, sizeof(fn), "idranges/%llu", x->base);
+		/* unreadable: never judged stale */
+		x->stale = pisb_read_file_at(x->rdir, fn, &t, 4096) == 0 && t.s &&
+			   range_stale(st, t.s, (uid_t)x->base, NULL);
+	}
+	return x->stale;
+}
+
+/* The lowest range from first on that the entries of r leave free, 0 if
+ * none: with no entry overlapping it at all, or (stale) with only stale
+ * ones. */
+static unsigned long long range_pick(struct pisb_state *st, struct ranges *r,
+				     unsigned long long first, bool stale)
 {
 	size_t lo = 0;
 
@@ -253,10 +291,10 @@ static unsigned long long range_pick(struct pisb_state *st, int regfd, struct ra
 		bool taken = false;
 		/* those that overlap [b, b + IDS_SPAN): from lo on, the first
 		 * ones that end after b, while they begin before its end */
-		while (lo < n && v[lo].base + IDS_SPAN <= b)
+		while (lo < r->n && r->v[lo].base + IDS_SPAN <= b)
 			lo++;
-		for (size_t i = lo; i < n && v[i].base < b + IDS_SPAN && !taken; i++)
-			taken = !stale || !range_ent_stale(st, v[i].reg == 0 ? regfd : st->fd, &v[i]);
+		for (size_t i = lo; i < r->n && r->v[i].base < b + IDS_SPAN && !taken; i++)
+			taken = !stale || !range_ent_stale(st, &r->v[i]);
 		if (!taken)
 			return b;
 	}
@@ -266,13 +304,12 @@ static unsigned long long range_pick(struct pisb_state *st, int regfd, struct ra
 int pisb_ids_alloc(struct pisb_state *st, const char *owner, struct pisb_ids *ids,
 		   struct pisb_err *e)
 {
-	_cleanup_close_ int lock = -1, llock = -1, reg = -1, dir = -1;
+	_cleanup_close_ int dir = -1;
 	_cleanup_free_ char *line = NULL;
 	struct pisb_err ig = PISB_ERR_INIT;
-	char rpath[4096], fn[24];
+	struct ranges r;
+	char fn[24];
 	unsigned long long first, b;
-	struct range_ent *v = NULL;
-	size_t n = 0, cap = 0;
 	int ret = -1;
 
 	pisb_ids_for_caller(ids);
@@ -283,26 +320,14 @@ int pisb_ids_alloc(struct pisb_state *st, const char *owner, struct pisb_ids *id
 	 * the ranges it handed out before there was one */
 	if (pisb_mkdirs_at(st->fd, "idranges", 0700, e) < 0)
 		return -1;
-	reg = registry_open(rpath, sizeof(rpath));
-	if (reg >= 0) {
-		lock = pisb_lock_acquire(reg, "idranges.lock", true, 30000, "the host's id ranges", e);
-		if (lock < 0)
-			return -1;
-	}
-	llock = pisb_lock_acquire(st->fd, "idranges.lock", true, 30000, "the id ranges", e);
-	if (llock < 0)
-		return -1;
-	if (reg < 0)
-		snprintf(rpath, sizeof(rpath), "%s", st->path);
-	dir = openat(reg >= 0 ? reg : st->fd, "idranges", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (dir < 0)
-		return pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s/idranges'", rpath);
-	if (reg >= 0)
-		ranges_load(reg, 0, &v, &n, &cap);
-	ranges_load(st->fd, 1, &v, &n, &cap);
-	if (n)
-		qsort(v, n, sizeof(*v), range_ent_cmp);
 	first = (unsigned long long)ids->uid_base + IDS_SPAN;
+	if (ranges_open(st, &r, e) < 0)
+		goto out;
+	dir = openat(r.reg >= 0 ? r.reg : st->fd, "idranges", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dir < 0) {
+		pisb_err_sys(e, PISB_EXIT_FAIL, "open '%s/idranges'", r.path);
+		goto out;
+	}
 	/* The lowest range no entry overlaps (PISB_UID_BASE may differ
 	 * between callers: the entries' bases need not be ours); only when
 	 * every range has one, the lowest whose entries are all stale.  To
@@ -310,25 +335,25 @@ int pisb_ids_alloc(struct pisb_state *st, const char *owner, struct pisb_ids *id
 	 * done for every sandbox at each create, that was 20 us an entry here
 	 * (2 ms a create beside 100 sandboxes, issue #21).  pisb gc removes
 	 * stale entries (pisb_ids_sweep). */
-	b = range_pick(st, reg, v, n, first, false);
+	b = range_pick(st, &r, first, false);
 	if (!b)
-		b = range_pick(st, reg, v, n, first, true);
+		b = range_pick(st, &r, first, true);
 	if (!b) {
-		pisb_err_set(e, PISB_EXIT_FAIL, "no host id range is free (see '%s/idranges')", rpath);
+		pisb_err_set(e, PISB_EXIT_FAIL, "no host id range is free (see '%s/idranges')", r.path);
 		goto out;
 	}
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < r.n; i++) {
 		char old[32];
-		if (v[i].base + IDS_SPAN <= b || b + IDS_SPAN <= v[i].base)
+		if (r.v[i].base + IDS_SPAN <= b || b + IDS_SPAN <= r.v[i].base)
 			continue;
 		/* stale entries it overlaps go (a host-wide one only under
 		 * the host-wide lock, which we hold if it exists) */
-		snprintf(old, sizeof(old), "idranges/%llu", v[i].base);
-		unlinkat(v[i].reg == 0 ? reg : st->fd, old, 0);
+		snprintf(old, sizeof(old), "idranges/%llu", r.v[i].base);
+		unlinkat(r.v[i].rdir, old, 0);
 	}
 	snprintf(fn, sizeof(fn), "%llu", b);
-	line = reg >= 0 ? xasprintf("%s %d %llu %s\n", owner, (int)getpid(), pisb_proc_start(getpid()), st->path)
-			: xasprintf("%s %d %llu\n", owner, (int)getpid(), pisb_proc_start(getpid()));
+	line = r.reg >= 0 ? xasprintf("%s %d %llu %s\n", owner, (int)getpid(), pisb_proc_start(getpid()), st->path)
+			  : xasprintf("%s %d %llu\n", owner, (int)getpid(), pisb_proc_start(getpid()));
 	if (pisb_atomic_write(dir, fn, line, strlen(line), 0600, &ig) < 0) {
 		pisb_err_set(e, ig.code ? ig.code : PISB_EXIT_FAIL, "allocate a host id range: %s", ig.msg);
 		goto out;
@@ -338,38 +363,27 @@ int pisb_ids_alloc(struct pisb_state *st, const char *owner, struct pisb_ids *id
 	ids->count = IDS_SPAN;
 	ret = 0;
 out:
-	free(v);
+	ranges_close(&r);
 	return ret;
 }
 
 void pisb_ids_sweep(struct pisb_state *st, bool dry_run, struct pisb_strv *out)
 {
-	_cleanup_close_ int lock = -1, llock = -1, reg = -1;
 	struct pisb_err ig = PISB_ERR_INIT;
-	struct range_ent *v = NULL;
-	size_t n = 0, cap = 0;
-	char rpath[4096];
+	struct ranges r;
 
 	if (geteuid() != 0)
 		return;
-	reg = registry_open(rpath, sizeof(rpath));
-	if (reg >= 0 && (lock = pisb_lock_acquire(reg, "idranges.lock", true, 30000, "the host's id ranges", &ig)) < 0)
-		return;
-	if ((llock = pisb_lock_acquire(st->fd, "idranges.lock", true, 30000, "the id ranges", &ig)) < 0)
-		return;
-	if (reg >= 0)
-		ranges_load(reg, 0, &v, &n, &cap);
-	ranges_load(st->fd, 1, &v, &n, &cap);
-	for (size_t i = 0; i < n; i++) {
-		int rdir = v[i].reg == 0 ? reg : st->fd;
-		char fn[32];
-		if (!range_ent_stale(st, rdir, &v[i]))
-			continue;
-		snprintf(fn, sizeof(fn), "idranges/%llu", v[i].base);
-		if (dry_run || unlinkat(rdir, fn, 0) == 0)
-			pisb_strv_pushf(out, "%s/%s", v[i].reg == 0 ? rpath : st->path, fn);
-	}
-	free(v);
+	if (ranges_open(st, &r, &ig) == 0)
+		for (size_t i = 0; i < r.n; i++) {
+			char fn[32];
+			if (!range_ent_stale(st, &r.v[i]))
+				continue;
+			snprintf(fn, sizeof(fn), "idranges/%llu", r.v[i].base);
+			if (dry_run || unlinkat(r.v[i].rdir, fn, 0) == 0)
+				pisb_strv_pushf(out, "%s/%s", r.v[i].rdir == st->fd ? st->path : r.path, fn);
+		}
+	ranges_close(&r);
 }
 
 int pisb_ids_adopt(struct pisb_state *st, uid_t base, const char *owner, struct pisb_err *e)
@@ -425,7 +439,7 @@ static void range_drop(struct pisb_state *st, int rdir, uid_t base, const char *
 		return;
 	sp = strchr(t.s, ' ');
 	if ((sp && pisb_str_starts(sp, me) && (sp[strlen(me)] == ' ' || sp[strlen(me)] == '\n')) ||
-	    range_judged(st, t.s, base, owner))
+	    range_stale(st, t.s, base, owner))
 		unlinkat(rdir, fn, 0);
 }
 
